@@ -1,0 +1,249 @@
+# pragma version ~=0.4.3
+# SPDX-License-Identifier: AGPL-3.0-only
+"""
+@title veritrain fraud reports and slashing
+@custom:contract-name disputes
+@license GNU Affero General Public License v3.0 only
+@notice A permitted validator of a round files a `replay`, `derivation` or
+        `unavailable` report against a miner before the round's reveal deadline,
+        posting a bond. The report is the reporter's confirming vote; the round's
+        other validators vote `confirm`, `reject` or `served`. After the challenge
+        window (or once every validator voted) anyone resolves it:
+        - confirmed: quorum (> 1/2 of permitted stake voted), > 2/3 of voting stake
+          confirms, and someone besides the reporter confirmed -> the miner is slashed;
+        - rejected: not confirmed and a validator besides the reporter rejected -> the bond is burned;
+        - void: anything else (no quorum, only the reporter voted, `served` outweighs
+          the rest) -> the bond is returned.
+"""
+
+from ethereum.ercs import IERC20
+
+interface IStaking:
+    def slash(account: address, fraction_bps: uint256, reporter: address, reporter_share_bps: uint256) -> uint256: nonpayable
+    def report_opened(account: address): nonpayable
+    def report_closed(account: address): nonpayable
+    def unbonding_delay() -> uint256: view
+
+interface ISettlement:
+    def validator_weight(round: uint256, validator: address) -> uint256: view
+    def total_weight(round: uint256) -> uint256: view
+    def validators_of(round: uint256) -> DynArray[address, 64]: view
+    def has_committed(round: uint256, miner: address) -> bool: view
+    def reporting_open(round: uint256) -> bool: view
+    def report_opened(round: uint256, miner: address): nonpayable
+    def report_resolved(round: uint256, miner: address, confirmed: bool): nonpayable
+    def commit_duration() -> uint256: view
+    def score_duration() -> uint256: view
+    def reveal_duration() -> uint256: view
+
+interface IBurnable:
+    def burn(amount: uint256): nonpayable
+
+KIND_REPLAY: constant(uint8) = 1
+KIND_DERIVATION: constant(uint8) = 2
+KIND_UNAVAILABLE: constant(uint8) = 3
+VOTE_CONFIRM: constant(uint8) = 1
+VOTE_REJECT: constant(uint8) = 2
+VOTE_SERVED: constant(uint8) = 3
+STATUS_OPEN: constant(uint8) = 1
+STATUS_CONFIRMED: constant(uint8) = 2
+STATUS_REJECTED: constant(uint8) = 3
+STATUS_VOID: constant(uint8) = 4
+BPS: constant(uint256) = 10_000
+
+
+struct Report:
+    round: uint256
+    miner: address
+    reporter: address
+    kind: uint8
+    segment: uint16
+    evidence_hash: bytes32
+    deadline: uint256
+    status: uint8
+    confirm_weight: uint256
+    reject_weight: uint256
+    served_weight: uint256
+    votes: uint256
+    confirms_by_others: uint256
+    rejects_by_others: uint256
+
+
+token: public(immutable(IERC20))
+staking: public(immutable(IStaking))
+settlement: public(immutable(ISettlement))
+report_bond: public(immutable(uint256))
+challenge_window: public(immutable(uint256))
+slash_bps: public(immutable(uint256))
+reporter_share_bps: public(immutable(uint256))
+
+report_count: public(uint256)
+reports: public(HashMap[uint256, Report])
+report_of: public(HashMap[uint256, HashMap[address, uint256]])
+vote_of: public(HashMap[uint256, HashMap[address, uint8]])
+total_bonds: public(uint256)
+
+
+event FraudReported:
+    report_id: indexed(uint256)
+    round: indexed(uint256)
+    miner: indexed(address)
+    reporter: address
+    kind: uint8
+    segment: uint16
+    evidence_hash: bytes32
+    challenge_sig: Bytes[64]
+    deadline: uint256
+
+event FraudVoted:
+    report_id: indexed(uint256)
+    validator: indexed(address)
+    vote: uint8
+    weight: uint256
+
+event FraudResolved:
+    report_id: indexed(uint256)
+    round: indexed(uint256)
+    miner: indexed(address)
+    status: uint8
+    slashed: uint256
+    bond_burned: uint256
+
+
+@deploy
+def __init__(
+    token_: IERC20, staking_: IStaking, settlement_: ISettlement, report_bond_: uint256,
+    challenge_window_: uint256, slash_bps_: uint256, reporter_share_bps_: uint256,
+):
+    """
+    @notice Fixes the dispute parameters. The staking contract's unbonding delay
+            must exceed one round's phases plus the challenge window, so a cheater
+            cannot withdraw before a report against it can be filed and resolved.
+    """
+    assert slash_bps_ <= BPS and reporter_share_bps_ <= BPS, "disputes: bad fraction"
+    assert challenge_window_ > 0, "disputes: zero challenge window"
+    phases: uint256 = staticcall settlement_.commit_duration() + staticcall settlement_.score_duration() + staticcall settlement_.reveal_duration()
+    assert staticcall staking_.unbonding_delay() > phases + challenge_window_, "disputes: unbonding delay too short"
+    token = token_
+    staking = staking_
+    settlement = settlement_
+    report_bond = report_bond_
+    challenge_window = challenge_window_
+    slash_bps = slash_bps_
+    reporter_share_bps = reporter_share_bps_
+
+
+@external
+def report_fraud(
+    round: uint256, miner: address, kind: uint8, segment: uint16, evidence_hash: bytes32, challenge_sig: Bytes[64]
+) -> uint256:
+    """
+    @notice Files a fraud report (1 replay, 2 derivation, 3 unavailable) against
+            `miner` in `round`, posting the bond (after `approve`). Counts as the
+            reporter's confirming vote. One report per miner per round.
+    @param challenge_sig The reporter's ed25519 signature that seeds its challenge.
+    @return The report id.
+    """
+    assert kind >= KIND_REPLAY and kind <= KIND_UNAVAILABLE, "disputes: unknown kind"
+    weight: uint256 = staticcall settlement.validator_weight(round, msg.sender)
+    assert weight > 0, "disputes: not a permitted validator"
+    assert staticcall settlement.has_committed(round, miner), "disputes: miner did not commit"
+    assert staticcall settlement.reporting_open(round), "disputes: reporting closed"
+    assert self.report_of[round][miner] == 0, "disputes: already reported"
+    assert len(challenge_sig) == 64, "disputes: challenge signature must be 64 bytes"
+    if report_bond > 0:
+        assert extcall token.transferFrom(msg.sender, self, report_bond, default_return_value=True), "disputes: bond transfer failed"
+        self.total_bonds += report_bond
+    rid: uint256 = self.report_count + 1
+    self.report_count = rid
+    deadline: uint256 = block.timestamp + challenge_window
+    self.reports[rid] = Report(
+        round=round, miner=miner, reporter=msg.sender, kind=kind, segment=segment,
+        evidence_hash=evidence_hash, deadline=deadline, status=STATUS_OPEN,
+        confirm_weight=weight, reject_weight=0, served_weight=0, votes=1,
+        confirms_by_others=0, rejects_by_others=0,
+    )
+    self.report_of[round][miner] = rid
+    self.vote_of[rid][msg.sender] = VOTE_CONFIRM
+    extcall staking.report_opened(miner)
+    extcall settlement.report_opened(round, miner)
+    log FraudReported(
+        report_id=rid, round=round, miner=miner, reporter=msg.sender, kind=kind, segment=segment,
+        evidence_hash=evidence_hash, challenge_sig=challenge_sig, deadline=deadline,
+    )
+    log FraudVoted(report_id=rid, validator=msg.sender, vote=VOTE_CONFIRM, weight=weight)
+    return rid
+
+
+@external
+def vote_fraud(report_id: uint256, vote: uint8):
+    """
+    @notice Votes on an open report: 1 confirm, 2 reject, 3 served (the
+            unavailable checkpoint was fetched and replays correctly).
+            Only the round's permitted validators vote, once each, within the window.
+    """
+    r: Report = self.reports[report_id]
+    assert r.status == STATUS_OPEN, "disputes: report not open"
+    assert block.timestamp < r.deadline, "disputes: challenge window closed"
+    assert vote >= VOTE_CONFIRM and vote <= VOTE_SERVED, "disputes: unknown vote"
+    weight: uint256 = staticcall settlement.validator_weight(r.round, msg.sender)
+    assert weight > 0, "disputes: not a permitted validator"
+    assert self.vote_of[report_id][msg.sender] == 0, "disputes: already voted"
+    self.vote_of[report_id][msg.sender] = vote
+    r.votes += 1
+    if vote == VOTE_CONFIRM:
+        r.confirm_weight += weight
+        r.confirms_by_others += 1
+    elif vote == VOTE_REJECT:
+        r.reject_weight += weight
+        r.rejects_by_others += 1
+    else:
+        r.served_weight += weight
+    self.reports[report_id] = r
+    log FraudVoted(report_id=report_id, validator=msg.sender, vote=vote, weight=weight)
+
+
+@external
+def resolve_fraud(report_id: uint256) -> uint8:
+    """
+    @notice Resolves a report after its window, or earlier once every permitted
+            validator of the round voted. Anyone may call it.
+    @return The outcome: 2 confirmed, 3 rejected, 4 void.
+    """
+    r: Report = self.reports[report_id]
+    assert r.status == STATUS_OPEN, "disputes: report not open"
+    n_validators: uint256 = len(staticcall settlement.validators_of(r.round))
+    assert block.timestamp >= r.deadline or r.votes >= n_validators, "disputes: challenge window open"
+    status: uint8 = self._outcome(r, staticcall settlement.total_weight(r.round))
+    r.status = status
+    self.reports[report_id] = r
+    slashed: uint256 = 0
+    burned: uint256 = 0
+    if status == STATUS_CONFIRMED:
+        slashed = extcall staking.slash(r.miner, slash_bps, r.reporter, reporter_share_bps)
+    if report_bond > 0:
+        self.total_bonds -= report_bond
+        if status == STATUS_REJECTED:
+            burned = report_bond
+            extcall IBurnable(token.address).burn(report_bond)
+        else:
+            assert extcall token.transfer(r.reporter, report_bond, default_return_value=True), "disputes: bond transfer failed"
+    extcall staking.report_closed(r.miner)
+    extcall settlement.report_resolved(r.round, r.miner, status == STATUS_CONFIRMED)
+    log FraudResolved(report_id=report_id, round=r.round, miner=r.miner, status=status, slashed=slashed, bond_burned=burned)
+    return status
+
+
+@pure
+@internal
+def _outcome(r: Report, permitted_weight: uint256) -> uint8:
+    voting: uint256 = r.confirm_weight + r.reject_weight + r.served_weight
+    if voting * 2 <= permitted_weight:
+        return STATUS_VOID
+    if r.confirm_weight * 3 > voting * 2 and r.confirms_by_others > 0:
+        return STATUS_CONFIRMED
+    if r.served_weight > r.confirm_weight + r.reject_weight:
+        return STATUS_VOID
+    if r.rejects_by_others > 0:
+        return STATUS_REJECTED
+    return STATUS_VOID

@@ -1,0 +1,325 @@
+# pragma version ~=0.4.3
+# SPDX-License-Identifier: AGPL-3.0-only
+"""
+@title veritrain staking and registry
+@custom:contract-name staking
+@license GNU Affero General Public License v3.0 only (builds on snekmate)
+@notice Registers miners and validators (Ethereum account <-> ed25519 node key),
+        holds their stake, queues unbonding and applies slashes ordered by the
+        disputes contract. The binding signature is only emitted: the EVM cannot
+        check ed25519, so nodes verify it off-chain and let the first valid
+        binding of a node key win (a uniqueness rule here would let a squatter
+        with a bogus signature block a victim's key).
+"""
+
+from ethereum.ercs import IERC20
+from snekmate.auth import ownable
+
+initializes: ownable
+exports: ownable.owner
+
+interface IBurnable:
+    def burn(amount: uint256): nonpayable
+
+ROLE_NONE: constant(uint8) = 0
+ROLE_MINER: constant(uint8) = 1
+ROLE_VALIDATOR: constant(uint8) = 2
+MAX_VALIDATORS: constant(uint256) = 64  # permits per round (K <= this)
+MAX_REGISTERED_VALIDATORS: constant(uint256) = 256
+BPS: constant(uint256) = 10_000
+
+token: public(immutable(IERC20))
+min_miner_stake: public(immutable(uint256))
+min_validator_stake: public(immutable(uint256))
+max_permits: public(immutable(uint256))
+unbonding_delay: public(immutable(uint256))
+
+settlement: public(address)
+disputes: public(address)
+
+role: public(HashMap[address, uint8])
+node_key: public(HashMap[address, bytes32])
+multiaddr: public(HashMap[address, String[256]])
+staked: public(HashMap[address, uint256])
+unbonding: public(HashMap[address, uint256])
+unbond_release_time: public(HashMap[address, uint256])
+# 1 = eligible miner, 2 = eligible validator; one slot so settlement's commit check is cheap
+eligible_role: public(HashMap[address, uint8])
+eligible_miner_count: public(uint256)
+open_reports: public(HashMap[address, uint256])
+validators: public(DynArray[address, MAX_REGISTERED_VALIDATORS])
+total_staked: public(uint256)
+total_unbonding: public(uint256)
+total_slashed: public(uint256)
+
+
+event Registered:
+    account: indexed(address)
+    role: uint8
+    node_key: bytes32
+    multiaddr: String[256]
+    binding_sig: Bytes[64]
+
+event Staked:
+    account: indexed(address)
+    amount: uint256
+    total: uint256
+
+event UnbondRequested:
+    account: indexed(address)
+    amount: uint256
+    release_time: uint256
+
+event Withdrawn:
+    account: indexed(address)
+    amount: uint256
+
+event Slashed:
+    account: indexed(address)
+    amount: uint256
+    reporter: indexed(address)
+    reporter_reward: uint256
+    burned: uint256
+
+event ReportCountChanged:
+    account: indexed(address)
+    open_reports: uint256
+
+event Wired:
+    settlement: address
+    disputes: address
+
+
+@deploy
+def __init__(
+    token_: IERC20, min_miner_stake_: uint256, min_validator_stake_: uint256,
+    max_permits_: uint256, unbonding_delay_: uint256,
+):
+    """
+    @notice Fixes the token and the staking parameters of the run config.
+    @param max_permits_ K: only the top-K validators by stake hold a permit.
+    @param unbonding_delay_ Seconds between `request_unbond` and `withdraw`.
+    """
+    ownable.__init__()
+    assert min_miner_stake_ > 0 and min_validator_stake_ > 0, "staking: minimum stake must be positive"
+    assert max_permits_ > 0 and max_permits_ <= MAX_VALIDATORS, "staking: bad permit count"
+    token = token_
+    min_miner_stake = min_miner_stake_
+    min_validator_stake = min_validator_stake_
+    max_permits = max_permits_
+    unbonding_delay = unbonding_delay_
+
+
+@external
+def wire(settlement_: address, disputes_: address):
+    """
+    @notice Names the settlement and disputes contracts once, then renounces
+            ownership so the wiring can never change.
+    """
+    ownable._check_owner()
+    assert settlement_ != empty(address) and disputes_ != empty(address), "staking: zero address"
+    self.settlement = settlement_
+    self.disputes = disputes_
+    ownable._transfer_ownership(empty(address))
+    log Wired(settlement=settlement_, disputes=disputes_)
+
+
+@external
+def register(role_: uint8, node_key_: bytes32, multiaddr_: String[256], binding_sig: Bytes[64]):
+    """
+    @notice Registers the caller as a miner (1) or validator (2), or updates its
+            node key and address. The role cannot change once set.
+    @param node_key_ ed25519 public key of the node (also its libp2p identity).
+    @param multiaddr_ libp2p address peers dial.
+    @param binding_sig ed25519 signature over (chain id, staking address, account); checked off-chain.
+    """
+    assert role_ == ROLE_MINER or role_ == ROLE_VALIDATOR, "staking: unknown role"
+    assert node_key_ != empty(bytes32), "staking: empty node key"
+    assert len(binding_sig) == 64, "staking: binding signature must be 64 bytes"
+    current: uint8 = self.role[msg.sender]
+    assert current == ROLE_NONE or current == role_, "staking: role is fixed"
+    if current == ROLE_NONE:
+        self.role[msg.sender] = role_
+        if role_ == ROLE_VALIDATOR:
+            self.validators.append(msg.sender)
+    self.node_key[msg.sender] = node_key_
+    self.multiaddr[msg.sender] = multiaddr_
+    log Registered(account=msg.sender, role=role_, node_key=node_key_, multiaddr=multiaddr_, binding_sig=binding_sig)
+
+
+@external
+def stake(amount: uint256):
+    """
+    @notice Moves `amount` tokens from the caller (after `approve`) into its stake.
+    """
+    assert self.role[msg.sender] != ROLE_NONE, "staking: not registered"
+    assert amount > 0, "staking: zero amount"
+    assert extcall token.transferFrom(msg.sender, self, amount, default_return_value=True), "staking: transfer failed"
+    self.staked[msg.sender] += amount
+    self.total_staked += amount
+    self._refresh_eligibility(msg.sender)
+    log Staked(account=msg.sender, amount=amount, total=self.staked[msg.sender])
+
+
+@external
+def request_unbond(amount: uint256):
+    """
+    @notice Queues `amount` of the caller's stake for withdrawal after the
+            unbonding delay. Queued stake stays slashable; a new request adds to
+            the queue and restarts the delay.
+    """
+    assert amount > 0, "staking: zero amount"
+    assert amount <= self.staked[msg.sender], "staking: insufficient stake"
+    self.staked[msg.sender] -= amount
+    self.total_staked -= amount
+    self.unbonding[msg.sender] += amount
+    self.total_unbonding += amount
+    release: uint256 = block.timestamp + unbonding_delay
+    self.unbond_release_time[msg.sender] = release
+    self._refresh_eligibility(msg.sender)
+    log UnbondRequested(account=msg.sender, amount=amount, release_time=release)
+
+
+@external
+def withdraw():
+    """
+    @notice Pays out the caller's queued stake once the delay has passed and no
+            fraud report against the caller is unresolved.
+    """
+    amount: uint256 = self.unbonding[msg.sender]
+    assert amount > 0, "staking: nothing to withdraw"
+    assert block.timestamp >= self.unbond_release_time[msg.sender], "staking: still unbonding"
+    assert self.open_reports[msg.sender] == 0, "staking: report pending"
+    self.unbonding[msg.sender] = 0
+    self.total_unbonding -= amount
+    assert extcall token.transfer(msg.sender, amount, default_return_value=True), "staking: transfer failed"
+    log Withdrawn(account=msg.sender, amount=amount)
+
+
+@external
+def slash(account: address, fraction_bps: uint256, reporter: address, reporter_share_bps: uint256) -> uint256:
+    """
+    @notice Slashes `fraction_bps` of the account's stake, taking bonded stake
+            first and queued stake after. The reporter gets its share; the rest is burned.
+    @dev Only the disputes contract may call this, after a confirmed report.
+    @return The total amount slashed.
+    """
+    assert msg.sender == self.disputes, "staking: only disputes"
+    assert fraction_bps <= BPS and reporter_share_bps <= BPS, "staking: bad fraction"
+    bonded: uint256 = self.staked[account]
+    queued: uint256 = self.unbonding[account]
+    amount: uint256 = (bonded + queued) * fraction_bps // BPS
+    from_bonded: uint256 = min(amount, bonded)
+    from_queued: uint256 = amount - from_bonded
+    self.staked[account] = bonded - from_bonded
+    self.total_staked -= from_bonded
+    self.unbonding[account] = queued - from_queued
+    self.total_unbonding -= from_queued
+    self.total_slashed += amount
+    reward: uint256 = amount * reporter_share_bps // BPS
+    burned: uint256 = amount - reward
+    if reward > 0:
+        assert extcall token.transfer(reporter, reward, default_return_value=True), "staking: transfer failed"
+    if burned > 0:
+        extcall IBurnable(token.address).burn(burned)
+    self._refresh_eligibility(account)
+    log Slashed(account=account, amount=amount, reporter=reporter, reporter_reward=reward, burned=burned)
+    return amount
+
+
+@external
+def report_opened(account: address):
+    """
+    @notice Counts an open fraud report against `account`; blocks its withdrawals.
+    @dev Only the disputes contract may call this.
+    """
+    assert msg.sender == self.disputes, "staking: only disputes"
+    self.open_reports[account] += 1
+    log ReportCountChanged(account=account, open_reports=self.open_reports[account])
+
+
+@external
+def report_closed(account: address):
+    """
+    @notice Uncounts a resolved fraud report against `account`.
+    @dev Only the disputes contract may call this.
+    """
+    assert msg.sender == self.disputes, "staking: only disputes"
+    assert self.open_reports[account] > 0, "staking: no open report"
+    self.open_reports[account] -= 1
+    log ReportCountChanged(account=account, open_reports=self.open_reports[account])
+
+
+@view
+@external
+def is_eligible_miner(account: address) -> bool:
+    """
+    @notice True when `account` is a registered miner with at least the minimum stake.
+    """
+    return self.eligible_role[account] == ROLE_MINER
+
+
+@view
+@external
+def validator_count() -> uint256:
+    """
+    @notice Number of accounts ever registered as validators.
+    """
+    return len(self.validators)
+
+
+@view
+@external
+def top_validators() -> (DynArray[address, MAX_VALIDATORS], DynArray[uint256, MAX_VALIDATORS]):
+    """
+    @notice The permitted validators: the top-K eligible validators by stake,
+            highest first, ties broken by lower address. Returns addresses and stakes.
+    """
+    addrs: DynArray[address, MAX_VALIDATORS] = []
+    stakes: DynArray[uint256, MAX_VALIDATORS] = []
+    for v: address in self.validators:
+        if self.eligible_role[v] != ROLE_VALIDATOR:
+            continue
+        s: uint256 = self.staked[v]
+        # insertion into a list kept sorted by (stake desc, address asc)
+        pos: uint256 = len(addrs)
+        for i: uint256 in range(MAX_VALIDATORS):
+            if i >= len(addrs):
+                break
+            if s > stakes[i] or (s == stakes[i] and convert(v, uint256) < convert(addrs[i], uint256)):
+                pos = i
+                break
+        if pos >= max_permits:
+            continue
+        if len(addrs) < max_permits:
+            addrs.append(v)
+            stakes.append(s)
+        # shift the tail right by one, dropping the last if the list was full
+        j: uint256 = len(addrs) - 1
+        for _k: uint256 in range(MAX_VALIDATORS):
+            if j <= pos:
+                break
+            addrs[j] = addrs[j - 1]
+            stakes[j] = stakes[j - 1]
+            j -= 1
+        addrs[pos] = v
+        stakes[pos] = s
+    return addrs, stakes
+
+
+@internal
+def _refresh_eligibility(account: address):
+    r: uint8 = self.role[account]
+    new_role: uint8 = ROLE_NONE
+    if r == ROLE_MINER and self.staked[account] >= min_miner_stake:
+        new_role = ROLE_MINER
+    elif r == ROLE_VALIDATOR and self.staked[account] >= min_validator_stake:
+        new_role = ROLE_VALIDATOR
+    old_role: uint8 = self.eligible_role[account]
+    if old_role == new_role:
+        return
+    self.eligible_role[account] = new_role
+    if old_role == ROLE_MINER:
+        self.eligible_miner_count -= 1
+    if new_role == ROLE_MINER:
+        self.eligible_miner_count += 1
