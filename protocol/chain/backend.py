@@ -1,0 +1,77 @@
+"""Connecting to a chain: the embedded eth-tester EVM by default, any JSON-RPC node by URL."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import requests
+from eth_account import Account
+from eth_account.signers.local import LocalAccount
+from web3 import Web3
+from web3.providers.eth_tester import EthereumTesterProvider
+
+from protocol.errors import ChainError
+
+# anvil's (and hardhat's) first well-known dev account; only ever funded on dev chains
+ANVIL_DEV_KEY = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"
+RPC_TIMEOUT_S = 30.0
+
+
+@dataclass
+class ChainHandle:
+    """A connected web3 plus, for the embedded chain, its tester (for mining control)."""
+
+    w3: Web3
+    embedded: bool
+    tester: object | None = None
+
+    @property
+    def chain_id(self) -> int:
+        return int(self.w3.eth.chain_id)
+
+
+def connect(rpc_url: str | None) -> ChainHandle:
+    """Connect to `rpc_url`, or start an in-process eth-tester chain when it is None."""
+    if rpc_url is None or rpc_url == "embedded":
+        return _embedded()
+    w3 = Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": RPC_TIMEOUT_S}))
+    try:
+        w3.eth.chain_id  # noqa: B018  (forces a round trip)
+    except (requests.exceptions.RequestException, OSError, ValueError) as exc:
+        raise ChainError(f"cannot reach RPC node at {rpc_url}: {type(exc).__name__}") from exc
+    return ChainHandle(w3=w3, embedded=False)
+
+
+def _embedded() -> ChainHandle:
+    from eth_tester import EthereumTester, PyEVMBackend
+
+    tester = EthereumTester(PyEVMBackend())
+    w3 = Web3(EthereumTesterProvider(tester))
+    return ChainHandle(w3=w3, embedded=True, tester=tester)
+
+
+def dev_account(handle: ChainHandle) -> LocalAccount:
+    """The pre-funded dev account: eth-tester's first account, or anvil's."""
+    if handle.embedded:
+        backend = handle.tester.backend  # type: ignore[attr-defined]
+        return Account.from_key(backend.account_keys[0].to_bytes())
+    return Account.from_key(ANVIL_DEV_KEY)
+
+
+def load_keystore(path: str, password: str) -> LocalAccount:
+    """Decrypt an eth-account keystore file; wrong passwords raise ChainError-free ConfigError."""
+    import json
+
+    from protocol.errors import ConfigError
+
+    try:
+        data = json.loads(open(path).read())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"keystore {path} not found") from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"keystore {path} is not JSON") from exc
+    try:
+        key = Account.decrypt(data, password)
+    except ValueError as exc:
+        raise ConfigError(f"cannot decrypt keystore {path}: wrong password or corrupt file") from exc
+    return Account.from_key(key)

@@ -1,0 +1,205 @@
+"""Typed client for the four contracts. The only place (with deploy.py) that calls them."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any
+
+from eth_account.signers.local import LocalAccount
+
+from contracts.build import compile_all
+from protocol.chain.backend import ChainHandle
+from protocol.chain.deployment import Deployment
+from protocol.chain.tx import TxSender
+from protocol.errors import ConfigError
+
+MAX_UINT = 2**256 - 1
+
+
+class Role(IntEnum):
+    MINER = 1
+    VALIDATOR = 2
+
+
+class FraudKind(IntEnum):
+    REPLAY = 1
+    DERIVATION = 2
+    UNAVAILABLE = 3
+
+
+class Vote(IntEnum):
+    CONFIRM = 1
+    REJECT = 2
+    SERVED = 3
+
+
+class Phase(IntEnum):
+    NOT_OPEN = 0
+    COMMIT = 1
+    SCORING = 2
+    REVEAL = 3
+    AWAITING_FINALIZE = 4
+    FINALIZED = 5
+
+
+class ReportStatus(IntEnum):
+    NONE = 0
+    OPEN = 1
+    CONFIRMED = 2
+    REJECTED = 3
+    VOID = 4
+
+
+class ChainClient:
+    """One account's view of one deployment. `account` may be None for read-only use."""
+
+    def __init__(self, handle: ChainHandle, deployment: Deployment, account: LocalAccount | None = None,
+                 sender: TxSender | None = None) -> None:
+        self.handle, self.w3, self.deployment, self.account = handle, handle.w3, deployment, account
+        self.sender = sender or TxSender(handle.w3)
+        artifacts = compile_all()
+        addrs = deployment.contracts
+        self.token = self.w3.eth.contract(address=addrs.token, abi=artifacts["Token"].abi)
+        self.staking = self.w3.eth.contract(address=addrs.staking, abi=artifacts["Staking"].abi)
+        self.settlement = self.w3.eth.contract(address=addrs.settlement, abi=artifacts["Settlement"].abi)
+        self.disputes = self.w3.eth.contract(address=addrs.disputes, abi=artifacts["Disputes"].abi)
+
+    def with_account(self, account: LocalAccount) -> ChainClient:
+        """Same deployment and nonce tracker, another signer."""
+        return ChainClient(self.handle, self.deployment, account, self.sender)
+
+    @property
+    def address(self) -> str:
+        return self._signer().address
+
+    def check_deployment(self) -> None:
+        """Refuse to run against a chain or contracts other than the deployment file's."""
+        chain_id = self.handle.chain_id
+        if chain_id != self.deployment.chain_id:
+            raise ConfigError(f"chain id mismatch: node reports {chain_id}, deployment file says {self.deployment.chain_id}")
+        if not self.w3.eth.get_code(self.deployment.contracts.settlement):
+            raise ConfigError("no settlement contract at the deployment file's address on this chain")
+        on_chain = self.settlement.functions.run_config_hash().call().hex()
+        if on_chain != self.deployment.run_config_hash:
+            raise ConfigError(f"run config hash mismatch: chain has {on_chain}, deployment file has {self.deployment.run_config_hash}")
+
+    # ---- transactions -------------------------------------------------------------
+    def _send(self, fn: Any) -> dict:
+        return self.sender.send(fn, self._signer())
+
+    def _signer(self) -> LocalAccount:
+        if self.account is None:
+            raise ConfigError("this action needs an account; the client is read-only")
+        return self.account
+
+    def send_eth(self, to: str, wei: int) -> dict:
+        signer = self._signer()
+        tx = {"to": to, "value": wei, "from": signer.address, "chainId": self.handle.chain_id, "gas": 21000}
+        with self.sender._lock:
+            tx["nonce"] = self.sender._next_nonce(signer.address)
+            tx.update(_fee_fields(self.w3))
+            tx_hash = self.w3.eth.send_raw_transaction(signer.sign_transaction(tx).raw_transaction)
+            self.sender._nonces[signer.address] = tx["nonce"] + 1
+        return self.sender.wait(tx_hash)
+
+    def transfer_tokens(self, to: str, amount: int) -> dict:
+        return self._send(self.token.functions.transfer(to, amount))
+
+    def register(self, role: Role, node_key: bytes, multiaddr: str, binding_sig: bytes) -> dict:
+        return self._send(self.staking.functions.register(int(role), node_key, multiaddr, binding_sig))
+
+    def stake(self, amount: int) -> dict:
+        self._ensure_allowance(self.staking.address, amount)
+        return self._send(self.staking.functions.stake(amount))
+
+    def request_unbond(self, amount: int) -> dict:
+        return self._send(self.staking.functions.request_unbond(amount))
+
+    def withdraw(self) -> dict:
+        return self._send(self.staking.functions.withdraw())
+
+    def start(self) -> dict:
+        return self._send(self.settlement.functions.start())
+
+    def commit_update(self, round_: int, update_hash: bytes, trace_root: bytes) -> dict:
+        return self._send(self.settlement.functions.commit_update(round_, update_hash, trace_root))
+
+    def close_commit(self, round_: int) -> dict:
+        return self._send(self.settlement.functions.close_commit(round_))
+
+    def store_seed(self, round_: int) -> dict:
+        return self._send(self.settlement.functions.store_seed(round_))
+
+    def commit_scores(self, round_: int, commitment: bytes) -> dict:
+        return self._send(self.settlement.functions.commit_scores(round_, commitment))
+
+    def reveal_scores(self, round_: int, miners: list[str], scores: list[int], salt: bytes) -> dict:
+        return self._send(self.settlement.functions.reveal_scores(round_, miners, scores, salt))
+
+    def finalize(self, round_: int) -> dict:
+        return self._send(self.settlement.functions.finalize(round_))
+
+    def attest_model(self, round_: int, model_hash: bytes, heldout_loss_micro: int) -> dict:
+        return self._send(self.settlement.functions.attest_model(round_, model_hash, heldout_loss_micro))
+
+    def claim(self) -> dict:
+        return self._send(self.settlement.functions.claim())
+
+    def report_fraud(self, round_: int, miner: str, kind: FraudKind, segment: int, evidence_hash: bytes,
+                     challenge_sig: bytes) -> int:
+        bond = self.disputes.functions.report_bond().call()
+        self._ensure_allowance(self.disputes.address, bond)
+        self._send(self.disputes.functions.report_fraud(round_, miner, int(kind), segment, evidence_hash, challenge_sig))
+        return int(self.disputes.functions.report_of(round_, miner).call())
+
+    def vote_fraud(self, report_id: int, vote: Vote) -> dict:
+        return self._send(self.disputes.functions.vote_fraud(report_id, int(vote)))
+
+    def resolve_fraud(self, report_id: int) -> dict:
+        return self._send(self.disputes.functions.resolve_fraud(report_id))
+
+    def _ensure_allowance(self, spender: str, amount: int) -> None:
+        owner = self._signer().address
+        if self.token.functions.allowance(owner, spender).call() < amount:
+            self._send(self.token.functions.approve(spender, MAX_UINT))
+
+    # ---- views ----------------------------------------------------------------------
+    def current_round(self) -> int:
+        return int(self.settlement.functions.current_round().call())
+
+    def started(self) -> bool:
+        return bool(self.settlement.functions.started().call())
+
+    def phase(self, round_: int) -> Phase:
+        return Phase(self.settlement.functions.phase(round_).call())
+
+    def round_info(self, round_: int) -> dict[str, Any]:
+        start, commits, active, closed_block, closed_time, seed = self.settlement.functions.round_info(round_).call()
+        commit_dl, score_dl, reveal_dl = self.settlement.functions.deadlines(round_).call()
+        return {"start_time": start, "commits": commits, "active_miners": active, "commit_closed_block": closed_block,
+                "commit_closed_time": closed_time, "seed": seed, "commit_deadline": commit_dl,
+                "score_deadline": score_dl, "reveal_deadline": reveal_dl}
+
+    def validators_of(self, round_: int) -> list[str]:
+        return list(self.settlement.functions.validators_of(round_).call())
+
+    def miners_of(self, round_: int) -> list[str]:
+        return list(self.settlement.functions.miners_of(round_).call())
+
+    def call(self, contract: str, fn: str, *args: Any) -> Any:
+        """Read any public getter, e.g. call("staking", "staked", addr)."""
+        return getattr(getattr(self, contract).functions, fn)(*args).call()
+
+    def token_balance(self, address: str) -> int:
+        return int(self.token.functions.balanceOf(address).call())
+
+    def report(self, report_id: int) -> dict[str, Any]:
+        fields = ("round", "miner", "reporter", "kind", "segment", "evidence_hash", "deadline", "status",
+                  "confirm_weight", "reject_weight", "served_weight", "votes", "confirms_by_others", "rejects_by_others")
+        return dict(zip(fields, self.disputes.functions.reports(report_id).call(), strict=True))
+
+
+def _fee_fields(w3: Any) -> dict[str, int]:
+    base = w3.eth.get_block("latest").get("baseFeePerGas", 0) or 0
+    tip = 10**9
+    return {"maxFeePerGas": 2 * base + tip, "maxPriorityFeePerGas": tip}

@@ -1,0 +1,77 @@
+"""Deploy and wire the four contracts; fund node accounts on dev chains."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from eth_account.signers.local import LocalAccount
+
+from contracts.build import compile_all, sources_hash
+from protocol.chain.backend import ChainHandle
+from protocol.chain.deployment import ContractAddresses, Deployment
+from protocol.chain.tx import TxSender
+from protocol.errors import ChainError
+from protocol.run_config import TOKEN_UNIT, RunConfig
+
+Progress = Callable[[str], None]
+
+
+def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
+           progress: Progress = lambda _msg: None) -> Deployment:
+    """Deploy Token, Staking, Settlement and Disputes, wire them and renounce ownership."""
+    w3, sender = handle.w3, TxSender(handle.w3)
+    progress("compiling contracts")
+    artifacts = compile_all()
+    start_block = int(w3.eth.block_number)
+    holders, amounts = _genesis(config, deployer.address)
+    chain = config.chain
+
+    def new(name: str, *args: object) -> str:
+        progress(f"deploying {name}")
+        art = artifacts[name]
+        factory = w3.eth.contract(abi=art.abi, bytecode=art.bytecode)
+        receipt = sender.send(factory.constructor(*args), deployer)
+        if not receipt.get("contractAddress"):
+            raise ChainError(f"{name} deployment returned no contract address")
+        return str(receipt["contractAddress"])
+
+    token = new("Token", holders, amounts)
+    staking = new("Staking", token, chain.min_miner_stake * TOKEN_UNIT, chain.min_validator_stake * TOKEN_UNIT,
+                  chain.max_validator_permits, chain.unbonding_delay)
+    settlement = new("Settlement", token, staking, config.config_hash(), config.genesis_hash(),
+                     chain.commit_duration, chain.score_duration, chain.reveal_duration,
+                     chain.emission_per_round * TOKEN_UNIT, chain.miner_share_bps)
+    disputes = new("Disputes", token, staking, settlement, chain.report_bond * TOKEN_UNIT,
+                   chain.challenge_window, chain.slash_bps, chain.reporter_share_bps)
+    progress("wiring contracts and renouncing ownership")
+    contract = lambda name, addr: w3.eth.contract(address=addr, abi=artifacts[name].abi)  # noqa: E731
+    sender.send(contract("Staking", staking).functions.wire(settlement, disputes), deployer)
+    sender.send(contract("Settlement", settlement).functions.set_disputes(disputes), deployer)
+    token_c = contract("Token", token)
+    sender.send(token_c.functions.set_minter(settlement, True), deployer)
+    sender.send(token_c.functions.renounce_ownership(), deployer)
+    return Deployment(
+        chain_id=handle.chain_id, deploy_block=start_block, deployer=deployer.address,
+        contracts=ContractAddresses(token=token, staking=staking, settlement=settlement, disputes=disputes),
+        run_config=config, run_config_hash=config.config_hash().hex(), sources_hash=sources_hash(),
+    )
+
+
+def _genesis(config: RunConfig, deployer: str) -> tuple[list[str], list[int]]:
+    if not config.genesis:
+        return [deployer], [config.genesis_supply * TOKEN_UNIT]
+    return [a.address for a in config.genesis], [a.amount * TOKEN_UNIT for a in config.genesis]
+
+
+def fund(handle: ChainHandle, deployment: Deployment, deployer: LocalAccount, addresses: list[str],
+         eth_wei: int, tokens: int, progress: Progress = lambda _msg: None) -> None:
+    """Send gas money and tokens from the deployer to each address (dev chains only)."""
+    from protocol.chain.client import ChainClient
+
+    client = ChainClient(handle, deployment, deployer)
+    for address in addresses:
+        progress(f"funding {address}")
+        if eth_wei:
+            client.send_eth(address, eth_wei)
+        if tokens:
+            client.transfer_tokens(address, tokens * TOKEN_UNIT)

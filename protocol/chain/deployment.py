@@ -1,0 +1,56 @@
+"""The deployment file: which chain, which contracts, which run config."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from protocol.errors import ConfigError
+from protocol.run_config import RunConfig
+
+ADDRESS = r"^0x[0-9a-fA-F]{40}$"
+
+
+class ContractAddresses(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    token: str = Field(pattern=ADDRESS)
+    staking: str = Field(pattern=ADDRESS)
+    settlement: str = Field(pattern=ADDRESS)
+    disputes: str = Field(pattern=ADDRESS)
+
+
+class Deployment(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    schema_version: int = 1
+    chain_id: int
+    deploy_block: int  # event scans start here
+    deployer: str = Field(pattern=ADDRESS)
+    contracts: ContractAddresses
+    run_config: RunConfig
+    run_config_hash: str  # hex, as stored in Settlement.run_config_hash
+    sources_hash: str  # contracts + compiler + snekmate, for reproducible builds
+
+
+def save_deployment(deployment: Deployment, path: Path) -> None:
+    """Write atomically so a crash never leaves a truncated deployment file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".deployment-")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(deployment.model_dump_json(indent=2))
+    os.replace(tmp, path)
+
+
+def load_deployment(path: Path) -> Deployment:
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError as exc:
+        raise ConfigError(f"deployment file {path} not found") from exc
+    try:
+        return Deployment.model_validate(json.loads(text))
+    except (json.JSONDecodeError, ValidationError) as exc:
+        raise ConfigError(f"deployment file {path} is corrupt or not a veritrain deployment") from exc

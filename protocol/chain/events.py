@@ -1,0 +1,26 @@
+"""Reading contract events from the deployment block on, decoded to plain dicts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.chain.client import ChainClient
+
+LOG_CHUNK_BLOCKS = 5000  # some JSON-RPC nodes cap eth_getLogs ranges
+
+
+def read_events(client: ChainClient, contract: str, event: str, from_block: int | None = None,
+                to_block: int | None = None) -> list[dict[str, Any]]:
+    """All `event` logs of `contract` ("token", "staking", "settlement", "disputes"), oldest first."""
+    start = client.deployment.deploy_block if from_block is None else from_block
+    end = int(client.w3.eth.block_number) if to_block is None else to_block
+    handle = getattr(getattr(client, contract).events, event)
+    out: list[dict[str, Any]] = []
+    for lo in range(start, end + 1, LOG_CHUNK_BLOCKS):
+        hi = min(end, lo + LOG_CHUNK_BLOCKS - 1)
+        for log in handle().get_logs(from_block=lo, to_block=hi):
+            row = dict(log["args"])
+            row["_block"] = int(log["blockNumber"])
+            row["_tx"] = log["transactionHash"].hex()
+            out.append(row)
+    return out

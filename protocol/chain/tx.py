@@ -1,0 +1,107 @@
+"""Sending transactions and mapping reverts to one project error on every backend."""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+from eth_account.signers.local import LocalAccount
+from eth_utils.exceptions import ValidationError as EthValidationError
+from web3 import Web3
+from web3.exceptions import ContractLogicError, TimeExhausted, Web3RPCError
+
+from protocol.errors import ChainError, ContractRevert, InsufficientFunds
+
+RECEIPT_TIMEOUT_S = 120.0
+GAS_HEADROOM = 1.25  # estimates can undershoot when state moves between estimate and inclusion
+
+try:  # eth-tester is only present for the embedded chain
+    from eth_tester.exceptions import TransactionFailed as _TesterFailed
+except ImportError:  # pragma: no cover
+    _TesterFailed = ContractLogicError  # type: ignore[misc,assignment]
+
+_REVERT_CLASSES: tuple[type[BaseException], ...] = (ContractLogicError, _TesterFailed)
+
+
+def revert_reason(exc: BaseException) -> str:
+    """Pull the human revert string out of whatever the backend raised."""
+    text = str(exc.args[0]) if exc.args else str(exc)
+    if isinstance(exc.args[0] if exc.args else None, bytes):
+        text = _decode_error_bytes(exc.args[0])
+    text = text.removeprefix("execution reverted: ").removeprefix("execution reverted")
+    return text.strip(" :'\"") or "reverted without a reason"
+
+
+def _decode_error_bytes(data: bytes) -> str:
+    # Error(string) selector 0x08c379a0 + abi-encoded string
+    if data[:4] == bytes.fromhex("08c379a0") and len(data) >= 68:
+        length = int.from_bytes(data[36:68], "big")
+        return data[68 : 68 + length].decode(errors="replace")
+    return data.hex()
+
+
+class TxSender:
+    """Signs locally, tracks nonces per account (so bursts work), waits for receipts."""
+
+    def __init__(self, w3: Web3) -> None:
+        self.w3 = w3
+        self._nonces: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def send(self, fn: Any, account: LocalAccount, wait: bool = True) -> dict:
+        """Build, sign and send a contract call; raises ContractRevert on any revert."""
+        params = {"from": account.address, "chainId": self.w3.eth.chain_id}
+        try:
+            gas = fn.estimate_gas(params)
+        except _REVERT_CLASSES as exc:
+            raise ContractRevert(revert_reason(exc)) from exc
+        except (Web3RPCError, EthValidationError) as exc:
+            raise self._rpc_error(exc, account) from exc
+        with self._lock:
+            nonce = self._next_nonce(account.address)
+            tx = fn.build_transaction({**params, "gas": int(gas * GAS_HEADROOM), "nonce": nonce})
+            signed = account.sign_transaction(tx)
+            try:
+                tx_hash = self.w3.eth.send_raw_transaction(signed.raw_transaction)
+            except (Web3RPCError, ValueError, EthValidationError) as exc:
+                self._nonces.pop(account.address, None)
+                raise self._rpc_error(exc, account) from exc
+            except _REVERT_CLASSES as exc:
+                self._nonces.pop(account.address, None)
+                raise ContractRevert(revert_reason(exc)) from exc
+            self._nonces[account.address] = nonce + 1
+        if not wait:
+            return {"transactionHash": tx_hash}
+        return self.wait(tx_hash, fn, params)
+
+    def wait(self, tx_hash: bytes, fn: Any = None, params: dict | None = None) -> dict:
+        try:
+            receipt = self.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=RECEIPT_TIMEOUT_S)
+        except TimeExhausted as exc:
+            raise ChainError(f"transaction {tx_hash.hex()} not mined within {RECEIPT_TIMEOUT_S}s") from exc
+        if receipt["status"] != 1:
+            raise ContractRevert(self._replay_reason(fn, params, receipt))
+        return dict(receipt)
+
+    def _next_nonce(self, address: str) -> int:
+        pending = self.w3.eth.get_transaction_count(address, "pending")
+        return max(pending, self._nonces.get(address, 0))
+
+    def _replay_reason(self, fn: Any, params: dict | None, receipt: Any) -> str:
+        # the state moved between estimate and inclusion; re-run the call there for the reason
+        if fn is None or params is None:
+            return "transaction reverted"
+        try:
+            fn.call(params, block_identifier=receipt["blockNumber"])
+        except _REVERT_CLASSES as exc:
+            return revert_reason(exc)
+        except Web3RPCError:
+            pass
+        return "transaction reverted"
+
+    def _rpc_error(self, exc: BaseException, account: LocalAccount) -> ChainError:
+        text = str(exc)
+        if re.search(r"insufficient funds|gas required exceeds|cannot afford|balance", text, re.IGNORECASE):
+            return InsufficientFunds(f"account {account.address} cannot pay for gas")
+        return ChainError(f"node rejected the transaction: {text[:200]}")

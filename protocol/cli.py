@@ -1,0 +1,178 @@
+"""`veritrain` command line: deploy, inspect, devnet."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from protocol.errors import ConfigError, VeritrainError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="veritrain: verifiable decentralized training.")
+console = Console()
+err_console = Console(stderr=True)
+F = TypeVar("F", bound=Callable[..., Any])
+
+INSPECT_VIEWS = ("summary", "rounds", "round", "node", "disputes")
+
+
+def one_line_errors(fn: F) -> F:
+    """Turn any VeritrainError into one red line on stderr and exit 1 (no traceback)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except VeritrainError as exc:
+            err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            err_console.print("[yellow]interrupted[/yellow]")
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _progress(message: str) -> None:
+    err_console.print(f"[dim]·[/dim] {message}", highlight=False)
+
+
+def _deployer(handle: Any, key: Path | None, dev_account: bool) -> Any:
+    from protocol.chain.backend import dev_account as dev, load_keystore
+
+    if dev_account == (key is not None):
+        raise ConfigError("give exactly one of --key KEYFILE or --dev-account")
+    if dev_account:
+        return dev(handle)
+    password = os.environ.get("VERITRAIN_PASSWORD")
+    if password is None:
+        if not sys.stdin.isatty():
+            raise ConfigError("set VERITRAIN_PASSWORD to unlock the keystore (no terminal to prompt on)")
+        password = typer.prompt("keystore password", hide_input=True)
+    return load_keystore(str(key), password)
+
+
+@app.command()
+@one_line_errors
+def deploy(
+    rpc: Annotated[str, typer.Option(help="JSON-RPC URL of the chain (e.g. anvil at http://127.0.0.1:8545)")],
+    out: Annotated[Path, typer.Option(help="Where to write the deployment file")],
+    key: Annotated[Path | None, typer.Option(help="Encrypted keystore of the deployer")] = None,
+    dev_account: Annotated[bool, typer.Option("--dev-account", help="Use the chain's pre-funded dev account")] = False,
+    config: Annotated[Path | None, typer.Option(help="Run config TOML (defaults if omitted)")] = None,
+    fund: Annotated[list[str] | None, typer.Option(help="Node account to fund with gas and tokens (repeatable)")] = None,
+    fund_eth: Annotated[float, typer.Option(help="ETH of gas money per funded account")] = 10.0,
+    fund_tokens: Annotated[int, typer.Option(help="Whole tokens per funded account")] = 10_000,
+) -> None:
+    """Deploy the contracts with a run config and write the deployment file."""
+    from protocol.chain.backend import connect
+    from protocol.chain.deploy import deploy as do_deploy, fund as do_fund
+    from protocol.chain.deployment import save_deployment
+    from protocol.run_config import load_run_config
+
+    run_config = load_run_config(config)
+    handle = connect(rpc)
+    deployer = _deployer(handle, key, dev_account)
+    deployment = do_deploy(handle, deployer, run_config, progress=_progress)
+    save_deployment(deployment, out)
+    if fund:
+        do_fund(handle, deployment, deployer, list(fund), int(fund_eth * 10**18), fund_tokens, progress=_progress)
+    console.print(f"deployed to chain {deployment.chain_id}: settlement {deployment.contracts.settlement}; wrote {out}")
+
+
+@app.command()
+@one_line_errors
+def inspect(
+    view: Annotated[str, typer.Argument(help="summary | rounds | round N | node ADDRESS | disputes")] = "summary",
+    target: Annotated[str | None, typer.Argument(help="Round number or node address")] = None,
+    rpc: Annotated[str, typer.Option(help="JSON-RPC URL of the chain")] = "http://127.0.0.1:8545",
+    deployment: Annotated[Path, typer.Option(help="Deployment file written by `veritrain deploy`")] = Path("deployment.json"),
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON with stable keys instead of tables")] = False,
+) -> None:
+    """Show on-chain settlement: stakes, rewards, slashes, consensus scores, models, disputes."""
+    from protocol.chain.backend import connect
+    from protocol.chain.client import ChainClient
+    from protocol.chain.deployment import load_deployment
+
+    dep = load_deployment(deployment)
+    client = ChainClient(connect(rpc), dep)
+    client.check_deployment()
+    show(client, view, target, as_json)
+
+
+def show(client: Any, view: str, target: str | None, as_json: bool) -> None:
+    """Render one inspect view (shared with devnet)."""
+    from protocol import inspect_render as render
+    from protocol.chain import settlement_view as sv
+
+    if view not in INSPECT_VIEWS:
+        raise ConfigError(f"unknown view {view!r}; expected one of {', '.join(INSPECT_VIEWS)}")
+    if view in ("round", "node") and target is None:
+        raise ConfigError(f"`inspect {view}` needs a {'round number' if view == 'round' else 'node address'}")
+    if view == "round":
+        if not target.isdigit():  # type: ignore[union-attr]
+            raise ConfigError(f"round must be a number, got {target!r}")
+        data: Any = sv.round_detail(client, int(target))  # type: ignore[arg-type]
+    elif view == "node":
+        if not client.w3.is_address(target):
+            raise ConfigError(f"not an address: {target!r}")
+        data = sv.node(client, target)
+    else:
+        data = {"summary": sv.summary, "rounds": sv.rounds, "disputes": sv.disputes}[view](client)
+    if as_json:
+        print(json.dumps({"view": view, "data": data}, indent=2, sort_keys=True, default=str))
+        return
+    renderer = {"summary": render.render_summary, "rounds": render.render_rounds, "round": render.render_round,
+                "node": render.render_node, "disputes": render.render_disputes}[view]
+    renderer(console, data)
+
+
+@app.command()
+@one_line_errors
+def devnet(
+    miners: Annotated[int, typer.Option(min=1, max=64, help="Miners")] = 3,
+    validators: Annotated[int, typer.Option(min=2, max=8, help="Validators")] = 2,
+    rounds: Annotated[int, typer.Option(min=1, max=50, help="Rounds to settle")] = 2,
+    out: Annotated[Path, typer.Option(help="Report folder")] = Path("out/devnet"),
+) -> None:
+    """TEMPORARY settlement-only devnet: scripted rounds on the embedded chain.
+
+    Until the miner and validator nodes land, this deploys the real contracts on an
+    in-process EVM and plays scripted rounds with synthetic update commitments (no
+    training yet), one confirmed fraud report per round, then prints `inspect` tables.
+    """
+    from protocol.chain import settlement_view as sv
+    from protocol.chain.backend import connect, dev_account
+    from protocol.chain.client import ChainClient
+    from protocol.chain.deploy import deploy as do_deploy
+    from protocol.chain.scripted import claim_all, join_network, play_round
+    from protocol.run_config import RunConfig
+
+    err_console.print("[bold yellow]settlement-only devnet (temporary): scripted rounds, no training yet[/bold yellow]")
+    handle = connect(None)
+    deployer = dev_account(handle)
+    deployment = do_deploy(handle, deployer, RunConfig(), progress=_progress)
+    client = ChainClient(handle, deployment, deployer)
+    net = join_network(client, miners, validators, _progress)
+    for _ in range(rounds):
+        play_round(client, net, _progress)
+    claim_all(net)
+    for view in ("summary", "rounds", "disputes"):
+        show(client, view, None, as_json=False)
+    show(client, "round", "0", as_json=False)
+    out.mkdir(parents=True, exist_ok=True)
+    report = {"summary": sv.summary(client), "rounds": sv.rounds(client), "disputes": sv.disputes(client),
+              "nodes": [sv.node(client, p.address) for p in [*net.miners, *net.validators]]}
+    (out / "settlement.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=str))
+    console.print(f"report written to {out / 'settlement.json'}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()
