@@ -45,7 +45,8 @@ def _progress(message: str) -> None:
 
 
 def _deployer(handle: Any, key: Path | None, dev_account: bool) -> Any:
-    from protocol.chain.backend import dev_account as dev, load_keystore
+    from protocol.chain.backend import dev_account as dev
+    from protocol.chain.backend import load_keystore
 
     if dev_account == (key is not None):
         raise ConfigError("give exactly one of --key KEYFILE or --dev-account")
@@ -73,7 +74,8 @@ def deploy(
 ) -> None:
     """Deploy the contracts with a run config and write the deployment file."""
     from protocol.chain.backend import connect
-    from protocol.chain.deploy import deploy as do_deploy, fund as do_fund
+    from protocol.chain.deploy import deploy as do_deploy
+    from protocol.chain.deploy import fund as do_fund
     from protocol.chain.deployment import save_deployment
     from protocol.run_config import load_run_config
 
@@ -121,17 +123,18 @@ def show(client: Any, view: str, target: str | None, as_json: bool) -> None:
             raise ConfigError(f"round must be a number, got {target!r}")
         data: Any = sv.round_detail(client, int(target))  # type: ignore[arg-type]
     elif view == "node":
-        if not client.w3.is_address(target):
+        if target is None or not client.w3.is_address(target):
             raise ConfigError(f"not an address: {target!r}")
         data = sv.node(client, target)
     else:
-        data = {"summary": sv.summary, "rounds": sv.rounds, "disputes": sv.disputes}[view](client)
+        builders: dict[str, Callable[[Any], Any]] = {"summary": sv.summary, "rounds": sv.rounds, "disputes": sv.disputes}
+        data = builders[view](client)
     if as_json:
         print(json.dumps({"view": view, "data": data}, indent=2, sort_keys=True, default=str))
         return
-    renderer = {"summary": render.render_summary, "rounds": render.render_rounds, "round": render.render_round,
-                "node": render.render_node, "disputes": render.render_disputes}[view]
-    renderer(console, data)
+    renderers: dict[str, Callable[[Console, Any], None]] = {"summary": render.render_summary, "rounds": render.render_rounds, "round": render.render_round,
+                "node": render.render_node, "disputes": render.render_disputes}
+    renderers[view](console, data)
 
 
 @app.command()

@@ -6,6 +6,7 @@ from enum import IntEnum
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
+from web3 import Web3
 
 from contracts.build import compile_all
 from protocol.chain.backend import ChainHandle
@@ -59,10 +60,11 @@ class ChainClient:
         self.sender = sender or TxSender(handle.w3)
         artifacts = compile_all()
         addrs = deployment.contracts
-        self.token = self.w3.eth.contract(address=addrs.token, abi=artifacts["Token"].abi)
-        self.staking = self.w3.eth.contract(address=addrs.staking, abi=artifacts["Staking"].abi)
-        self.settlement = self.w3.eth.contract(address=addrs.settlement, abi=artifacts["Settlement"].abi)
-        self.disputes = self.w3.eth.contract(address=addrs.disputes, abi=artifacts["Disputes"].abi)
+        at = Web3.to_checksum_address
+        self.token = self.w3.eth.contract(address=at(addrs.token), abi=artifacts["Token"].abi)
+        self.staking = self.w3.eth.contract(address=at(addrs.staking), abi=artifacts["Staking"].abi)
+        self.settlement = self.w3.eth.contract(address=at(addrs.settlement), abi=artifacts["Settlement"].abi)
+        self.disputes = self.w3.eth.contract(address=at(addrs.disputes), abi=artifacts["Disputes"].abi)
 
     def with_account(self, account: LocalAccount) -> ChainClient:
         """Same deployment and nonce tracker, another signer."""
@@ -77,7 +79,7 @@ class ChainClient:
         chain_id = self.handle.chain_id
         if chain_id != self.deployment.chain_id:
             raise ConfigError(f"chain id mismatch: node reports {chain_id}, deployment file says {self.deployment.chain_id}")
-        if not self.w3.eth.get_code(self.deployment.contracts.settlement):
+        if not self.w3.eth.get_code(Web3.to_checksum_address(self.deployment.contracts.settlement)):
             raise ConfigError("no settlement contract at the deployment file's address on this chain")
         on_chain = self.settlement.functions.run_config_hash().call().hex()
         if on_chain != self.deployment.run_config_hash:
@@ -94,12 +96,12 @@ class ChainClient:
 
     def send_eth(self, to: str, wei: int) -> dict:
         signer = self._signer()
-        tx = {"to": to, "value": wei, "from": signer.address, "chainId": self.handle.chain_id, "gas": 21000}
         with self.sender._lock:
-            tx["nonce"] = self.sender._next_nonce(signer.address)
-            tx.update(_fee_fields(self.w3))
+            nonce = self.sender._next_nonce(signer.address)
+            tx: dict[str, Any] = {"to": to, "value": wei, "from": signer.address, "chainId": self.handle.chain_id,
+                                  "gas": 21000, "nonce": nonce, **_fee_fields(self.w3)}
             tx_hash = self.w3.eth.send_raw_transaction(signer.sign_transaction(tx).raw_transaction)
-            self.sender._nonces[signer.address] = tx["nonce"] + 1
+            self.sender._nonces[signer.address] = nonce + 1
         return self.sender.wait(tx_hash)
 
     def transfer_tokens(self, to: str, amount: int) -> dict:

@@ -10,7 +10,7 @@ from contracts.build import compile_all, sources_hash
 from protocol.chain.backend import ChainHandle
 from protocol.chain.deployment import ContractAddresses, Deployment
 from protocol.chain.tx import TxSender
-from protocol.errors import ChainError
+from protocol.errors import ChainError, InsufficientFunds
 from protocol.run_config import TOKEN_UNIT, RunConfig
 
 Progress = Callable[[str], None]
@@ -20,6 +20,8 @@ def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
            progress: Progress = lambda _msg: None) -> Deployment:
     """Deploy Token, Staking, Settlement and Disputes, wire them and renounce ownership."""
     w3, sender = handle.w3, TxSender(handle.w3)
+    if int(w3.eth.get_balance(deployer.address)) == 0:
+        raise InsufficientFunds(f"deployer {deployer.address} has no gas money on chain {handle.chain_id}")
     progress("compiling contracts")
     artifacts = compile_all()
     start_block = int(w3.eth.block_number)

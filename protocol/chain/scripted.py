@@ -43,16 +43,20 @@ class ScriptedNetwork:
     reports: list[int] = field(default_factory=list)
 
 
-def join_network(deployer: ChainClient, n_miners: int, n_validators: int, progress: Progress) -> ScriptedNetwork:
-    """Create, fund, register and stake fresh miner and validator accounts."""
+def join_network(deployer: ChainClient, n_miners: int, n_validators: int, progress: Progress,
+                 funded: list[LocalAccount] | None = None) -> ScriptedNetwork:
+    """Register and stake miner then validator accounts: `funded` ones (already holding gas
+    and tokens, miners first), or fresh accounts the deployer funds."""
     cfg = deployer.deployment.run_config.chain
     net = ScriptedNetwork()
+    pool = list(funded or [])
     for role, count, stake in ((Role.MINER, n_miners, cfg.min_miner_stake), (Role.VALIDATOR, n_validators, cfg.min_validator_stake)):
         for i in range(count):
-            account, identity = Account.create(), NodeIdentity.generate()
+            account, identity = (pool.pop(0) if pool else Account.create()), NodeIdentity.generate()
             amount = (stake + 50 * (i + 1)) * TOKEN_UNIT  # distinct stakes give distinct weights
-            deployer.send_eth(account.address, GAS_FUNDING_WEI)
-            deployer.transfer_tokens(account.address, amount + cfg.report_bond * TOKEN_UNIT)
+            if funded is None:
+                deployer.send_eth(account.address, GAS_FUNDING_WEI)
+                deployer.transfer_tokens(account.address, amount + cfg.report_bond * TOKEN_UNIT)
             client = deployer.with_account(account)
             sig = identity.sign(binding_message(deployer.handle.chain_id, bytes.fromhex(deployer.staking.address[2:]),
                                                 bytes.fromhex(account.address[2:])))

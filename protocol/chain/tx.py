@@ -8,6 +8,7 @@ from typing import Any
 
 from eth_account.signers.local import LocalAccount
 from eth_utils.exceptions import ValidationError as EthValidationError
+from hexbytes import HexBytes
 from web3 import Web3
 from web3.exceptions import ContractLogicError, TimeExhausted, Web3RPCError
 
@@ -46,6 +47,10 @@ class TxSender:
 
     def __init__(self, w3: Web3) -> None:
         self.w3 = w3
+        # JSON-RPC nodes estimate against the latest block unless told "pending", which
+        # would make block.number checks (store_seed) look one block early; eth-tester
+        # lacks "pending" but already estimates in the block being built.
+        self._estimate_block = "latest" if _is_eth_tester(w3) else "pending"
         self._nonces: dict[str, int] = {}
         self._lock = threading.Lock()
 
@@ -53,7 +58,7 @@ class TxSender:
         """Build, sign and send a contract call; raises ContractRevert on any revert."""
         params = {"from": account.address, "chainId": self.w3.eth.chain_id}
         try:
-            gas = fn.estimate_gas(params)
+            gas = fn.estimate_gas(params, block_identifier=self._estimate_block)
         except _REVERT_CLASSES as exc:
             raise ContractRevert(revert_reason(exc)) from exc
         except (Web3RPCError, EthValidationError) as exc:
@@ -77,7 +82,7 @@ class TxSender:
 
     def wait(self, tx_hash: bytes, fn: Any = None, params: dict | None = None) -> dict:
         try:
-            receipt = self.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=RECEIPT_TIMEOUT_S)
+            receipt = self.w3.eth.wait_for_transaction_receipt(HexBytes(tx_hash), timeout=RECEIPT_TIMEOUT_S)
         except TimeExhausted as exc:
             raise ChainError(f"transaction {tx_hash.hex()} not mined within {RECEIPT_TIMEOUT_S}s") from exc
         if receipt["status"] != 1:
@@ -85,7 +90,7 @@ class TxSender:
         return dict(receipt)
 
     def _next_nonce(self, address: str) -> int:
-        pending = self.w3.eth.get_transaction_count(address, "pending")
+        pending = self.w3.eth.get_transaction_count(Web3.to_checksum_address(address), "pending")
         return max(pending, self._nonces.get(address, 0))
 
     def _replay_reason(self, fn: Any, params: dict | None, receipt: Any) -> str:
@@ -105,3 +110,9 @@ class TxSender:
         if re.search(r"insufficient funds|gas required exceeds|cannot afford|balance", text, re.IGNORECASE):
             return InsufficientFunds(f"account {account.address} cannot pay for gas")
         return ChainError(f"node rejected the transaction: {text[:200]}")
+
+
+def _is_eth_tester(w3: Web3) -> bool:
+    from web3.providers.eth_tester import EthereumTesterProvider
+
+    return isinstance(w3.provider, EthereumTesterProvider)

@@ -1,0 +1,93 @@
+"""Shared fixtures: a real anvil node and a way to run the CLI as a user would."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import requests
+
+REPO = Path(__file__).resolve().parents[1]
+ANVIL_NPM_PATH = REPO / "node_modules" / "@foundry-rs" / "anvil-linux-amd64" / "bin" / "anvil"
+
+
+def anvil_binary() -> str | None:
+    for candidate in (os.environ.get("VERITRAIN_ANVIL"), str(ANVIL_NPM_PATH), shutil.which("anvil")):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Anvil:
+    url: str
+    process: subprocess.Popen
+
+    def stop(self) -> None:
+        # the real anvil binary, not an npm shim, so this PID is the node itself
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+def start_anvil() -> Anvil:
+    binary = anvil_binary()
+    if binary is None:
+        message = "anvil not found: run `npm install @foundry-rs/anvil@1.7.1` (done by .ci/run)"
+        if os.environ.get("VERITRAIN_REQUIRE_ANVIL") == "1" or os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    port = free_port()
+    proc = subprocess.Popen([binary, "--host", "127.0.0.1", "--port", str(port), "--silent"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            requests.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}, timeout=1)
+            return Anvil(url, proc)
+        except requests.RequestException:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.2)
+    proc.kill()
+    pytest.fail(f"anvil did not start on port {port}")
+
+
+@pytest.fixture(scope="session")
+def anvil() -> Iterator[Anvil]:
+    node = start_anvil()
+    yield node
+    node.stop()
+
+
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> CliResult:
+    """Run `veritrain ARGS` in a subprocess, as a user would."""
+    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    proc = subprocess.run([sys.executable, "-m", "protocol.cli", *args], capture_output=True, text=True,
+                          env=full_env, timeout=timeout, cwd=REPO, stdin=subprocess.DEVNULL)
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)

@@ -1,0 +1,94 @@
+"""A full settlement round on a real anvil node, deployed and inspected through the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from eth_account import Account
+
+from protocol.chain.backend import connect
+from protocol.chain.client import ChainClient
+from protocol.chain.deployment import load_deployment
+from protocol.chain.scripted import claim_all, join_network, play_round
+from protocol.run_config import TOKEN_UNIT
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.anvil
+
+RUN_TOML = """
+run_name = "anvil-it"
+[chain]
+commit_duration = 120
+score_duration = 120
+reveal_duration = 120
+challenge_window = 120
+unbonding_delay = 1000
+emission_per_round = 1000
+miner_share_bps = 7000
+slash_bps = 5000
+reporter_share_bps = 2000
+report_bond = 10
+"""
+FUND_TOKENS = 1000
+
+
+def inspect_json(anvil_url: str, dep_path, *view: str) -> dict:
+    result = run_cli("inspect", *view, "--rpc", anvil_url, "--deployment", str(dep_path), "--json")
+    assert result.code == 0, result.stderr
+    return json.loads(result.stdout)["data"]
+
+
+def test_full_round_on_anvil(anvil, tmp_path):
+    (tmp_path / "run.toml").write_text(RUN_TOML)
+    accounts = [Account.create() for _ in range(5)]
+    dep_path = tmp_path / "deployment.json"
+    fund_args = [arg for a in accounts for arg in ("--fund", a.address)]
+    result = run_cli("deploy", "--rpc", anvil.url, "--dev-account", "--config", str(tmp_path / "run.toml"),
+                     "--out", str(dep_path), "--fund-tokens", str(FUND_TOKENS), *fund_args)
+    assert result.code == 0, result.stderr
+    deployment = load_deployment(dep_path)
+    handle = connect(anvil.url)
+    reader = ChainClient(handle, deployment)
+    reader.check_deployment()
+    supply_after_deploy = reader.call("token", "totalSupply")
+
+    net = join_network(reader.with_account(accounts[0]), 3, 2, lambda _m: None, funded=accounts)
+    play_round(reader.with_account(accounts[0]), net, lambda _m: None)
+    claim_all(net)
+
+    summary = inspect_json(anvil.url, dep_path, "summary")
+    detail = inspect_json(anvil.url, dep_path, "round", "0")
+    disputes = inspect_json(anvil.url, dep_path, "disputes")
+    cfg = deployment.run_config.chain
+
+    # the report was confirmed and slashed the cheater by slash_bps
+    assert [d["status"] for d in disputes] == ["confirmed"]
+    cheater = disputes[0]["miner"]
+    cheater_node = inspect_json(anvil.url, dep_path, "node", cheater)
+    stake_before = cheater_node["staked"] + cheater_node["slashed"]
+    assert stake_before in {(cfg.min_miner_stake + 50 * i) * TOKEN_UNIT for i in (1, 2, 3)}
+    assert cheater_node["slashed"] == stake_before * cfg.slash_bps // 10_000
+    assert cheater_node["staked"] == stake_before - cheater_node["slashed"]
+    assert cheater_node["claimed"] == 0
+
+    # miners are paid their consensus share of the miner pool, and claimed it all
+    pool = cfg.emission_per_round * TOKEN_UNIT * cfg.miner_share_bps // 10_000
+    total_consensus = sum(m["consensus"] for m in detail["miners"])
+    for m in detail["miners"]:
+        node = inspect_json(anvil.url, dep_path, "node", m["address"])
+        assert node["claimed"] == pool * m["consensus"] // total_consensus
+        assert node["claimable"] == 0
+
+    # the reporter received its share of the slash on top of its own tokens
+    reporter = disputes[0]["reporter"]
+    reporter_node = inspect_json(anvil.url, dep_path, "node", reporter)
+    reward_share = cheater_node["slashed"] * cfg.reporter_share_bps // 10_000
+    assert reporter_node["token_balance"] == (FUND_TOKENS * TOKEN_UNIT - reporter_node["staked"]
+                                              + reward_share + reporter_node["claimed"])
+
+    # supply: genesis + emission - burned part of the slash
+    burned = cheater_node["slashed"] - reward_share
+    assert summary["token"]["total_supply"] == supply_after_deploy + summary["token"]["minted"] - burned
+    assert summary["totals"]["claimable"] == 0 and summary["totals"]["held"] == 0
+    assert summary["current_round"] == 1

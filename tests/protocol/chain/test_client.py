@@ -1,0 +1,73 @@
+"""The chain client behaves the same on the embedded EVM and on anvil."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from eth_account import Account
+
+from protocol.chain.backend import connect, dev_account
+from protocol.chain.client import ChainClient, Phase, Role
+from protocol.chain.commitments import score_commitment, sort_miners
+from protocol.chain.deploy import deploy
+from protocol.errors import ContractRevert, InsufficientFunds
+from protocol.run_config import TOKEN_UNIT, RunConfig
+from protocol.signing import NodeIdentity, binding_message
+
+
+@pytest.fixture(params=["embedded", "anvil"])
+def chain(request):
+    if request.param == "embedded":
+        handle = connect(None)
+    else:
+        handle = connect(request.getfixturevalue("anvil").url)
+    deployer = dev_account(handle)
+    return ChainClient(handle, deploy(handle, deployer, RunConfig()), deployer)
+
+
+def funded_node(chain: ChainClient, role: Role, stake_tokens: int) -> ChainClient:
+    account, identity = Account.create(), NodeIdentity.generate()
+    chain.send_eth(account.address, 10**18)
+    chain.transfer_tokens(account.address, stake_tokens * TOKEN_UNIT)
+    node = chain.with_account(account)
+    sig = identity.sign(binding_message(chain.handle.chain_id, bytes.fromhex(chain.staking.address[2:]),
+                                        bytes.fromhex(account.address[2:])))
+    node.register(role, identity.public_key, "/ip4/127.0.0.1/tcp/1", sig)
+    node.stake(stake_tokens * TOKEN_UNIT)
+    return node
+
+
+def test_revert_is_one_error_type_on_every_backend(chain):
+    miner = funded_node(chain, Role.MINER, 150)
+    validator = funded_node(chain, Role.VALIDATOR, 250)
+    chain.check_deployment()
+    chain.start()
+    assert chain.phase(0) == Phase.COMMIT
+    update, root = hashlib.sha256(b"u").digest(), hashlib.sha256(b"r").digest()
+    miner.commit_update(0, update, root)
+    assert chain.phase(0) == Phase.SCORING  # the only active miner committed: closed early
+    with pytest.raises(ContractRevert) as info:
+        miner.commit_update(0, update, root)
+    assert info.value.reason == "settlement: commit phase closed"
+    with pytest.raises(ContractRevert, match="settlement: not a permitted validator"):
+        miner.commit_scores(0, b"\x01" * 32)
+    validator.store_seed(0)
+    assert chain.round_info(0)["seed"] != b"\x00" * 32
+    miners = sort_miners([miner.address])
+    salt = b"\x07" * 32
+    commitment = score_commitment(chain.handle.chain_id, chain.settlement.address, validator.address, 0, miners, [500], salt)
+    onchain = chain.settlement.functions.score_commitment_hash(validator.address, 0, miners, [500], salt).call()
+    assert commitment == onchain  # off-chain hashing matches the contract's
+    validator.commit_scores(0, commitment)
+    with pytest.raises(ContractRevert, match="settlement: reveal does not match commitment"):
+        validator.reveal_scores(0, miners, [501], salt)
+    validator.reveal_scores(0, miners, [500], salt)
+    chain.finalize(0)
+    assert chain.call("settlement", "consensus", 0, miner.address) == 500
+
+
+def test_unfunded_account_is_insufficient_funds(chain):
+    broke = chain.with_account(Account.create())
+    with pytest.raises(InsufficientFunds):
+        broke.register(Role.MINER, b"\x01" * 32, "/ip4/127.0.0.1/tcp/1", b"\x00" * 64)
