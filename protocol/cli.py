@@ -177,5 +177,9 @@ def devnet(
     console.print(f"report written to {out / 'settlement.json'}")
 
 
+from protocol import cli_account  # noqa: E402  (commands attach to `app`)
+
+cli_account.install(app, one_line_errors)
+
 if __name__ == "__main__":  # pragma: no cover
     app()

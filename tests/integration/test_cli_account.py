@@ -1,0 +1,43 @@
+"""keys → deploy --fund → register → stake → unbond → withdraw/claim, through the CLI on anvil."""
+
+from __future__ import annotations
+
+import json
+import stat
+
+import pytest
+
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.anvil
+ENV = {"VERITRAIN_PASSWORD": "correct horse"}
+
+
+def test_account_lifecycle_on_anvil(anvil, tmp_path):
+    keys = tmp_path / "keys"
+    made = run_cli("keys", "new", "--out", str(keys), env=ENV)
+    assert made.code == 0, made.stderr
+    assert stat.S_IMODE((keys / "node_key").stat().st_mode) == 0o600
+    address = run_cli("keys", "show", "--keys", str(keys)).stdout.strip()
+    dep = tmp_path / "deployment.json"
+    deployed = run_cli("deploy", "--rpc", anvil.url, "--dev-account", "--out", str(dep), "--fund", address,
+                       "--fund-tokens", "500")
+    assert deployed.code == 0, deployed.stderr
+    common = ["--rpc", anvil.url, "--deployment", str(dep), "--keys", str(keys)]
+
+    registered = run_cli("register", "miner", *common, "--multiaddr", "/ip4/127.0.0.1/tcp/4001", env=ENV)
+    assert registered.code == 0, registered.stderr
+    assert run_cli("stake", "150", *common, env=ENV).code == 0
+    node = json.loads(run_cli("inspect", "node", address, "--rpc", anvil.url, "--deployment", str(dep), "--json").stdout)["data"]
+    assert node["role"] == "miner" and node["staked"] == 150 * 10**18 and node["eligible"] is True
+    assert node["token_balance"] == 350 * 10**18
+
+    assert run_cli("unbond", "50", *common, env=ENV).code == 0
+    early = run_cli("withdraw", *common, env=ENV)
+    assert early.code == 1 and early.stderr.strip().splitlines()[-1] == "error: staking: still unbonding"
+    nothing = run_cli("claim", *common, env=ENV)
+    assert nothing.code == 1 and "settlement: nothing to claim" in nothing.stderr
+    wrong = run_cli("stake", "1", *common, env={"VERITRAIN_PASSWORD": "wrong"})
+    assert wrong.code == 1 and "wrong password" in wrong.stderr and "Traceback" not in wrong.stderr
+    node = json.loads(run_cli("inspect", "node", address, "--rpc", anvil.url, "--deployment", str(dep), "--json").stdout)["data"]
+    assert node["staked"] == 100 * 10**18 and node["unbonding"] == 50 * 10**18
