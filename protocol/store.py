@@ -1,0 +1,156 @@
+"""A node's data dir: a content-addressed blob store plus SQLite state.
+
+Layout: `<data_dir>/blobs/<hex blake3>` and `<data_dir>/state.sqlite`.
+- Blobs are written to a temp file in the same folder, fsynced, then renamed, so a
+  crash never leaves a half-written blob under its final name; leftover temp files are
+  swept at open.
+- SQLite runs in WAL mode with synchronous=FULL: a committed row survives SIGKILL.
+  The journal keeps what a restarted node needs and the chain cannot tell it (score
+  salts, which blob a round committed to); the chain stays the source of truth for
+  whether a transaction happened, so a restart never re-sends one that landed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import blake3
+
+from protocol.errors import VeritrainError
+
+TEMP_PREFIX = ".partial-"
+
+
+class StoreError(VeritrainError):
+    """Raised when the data dir is unusable or a stored blob fails its hash check."""
+
+
+def content_hash(data: bytes | memoryview) -> bytes:
+    """The hash blobs are stored and requested by (plain blake3, as on the blob protocol)."""
+    return blake3.blake3(data).digest()
+
+
+class BlobStore:
+    """Content-addressed files; implements the p2p layer's `BlobSource.get`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        for leftover in self.root.glob(TEMP_PREFIX + "*"):
+            leftover.unlink(missing_ok=True)
+
+    def path_for(self, blob_hash: bytes) -> Path:
+        if len(blob_hash) != 32:
+            raise StoreError(f"blob hash must be 32 bytes, got {len(blob_hash)}")
+        return self.root / blob_hash.hex()
+
+    def has(self, blob_hash: bytes) -> bool:
+        return self.path_for(blob_hash).is_file()
+
+    def get(self, blob_hash: bytes) -> Path | None:
+        path = self.path_for(blob_hash)
+        return path if path.is_file() else None
+
+    def read(self, blob_hash: bytes) -> bytes:
+        """The blob's bytes, re-verified against its name (disks rot, people edit files)."""
+        path = self.get(blob_hash)
+        if path is None:
+            raise StoreError(f"blob {blob_hash.hex()} not in store")
+        data = path.read_bytes()
+        if content_hash(data) != blob_hash:
+            raise StoreError(f"blob {blob_hash.hex()} is corrupt on disk")
+        return data
+
+    def put(self, data: bytes) -> bytes:
+        blob_hash = content_hash(data)
+        final = self.path_for(blob_hash)
+        if final.is_file():
+            return blob_hash
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=TEMP_PREFIX)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, final)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        _fsync_dir(self.root)
+        return blob_hash
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS journal (
+    round INTEGER NOT NULL, step TEXT NOT NULL, data TEXT NOT NULL,
+    PRIMARY KEY (round, step)
+);
+"""
+
+
+class NodeState:
+    """Small durable key/value and per-round journal; safe to share between threads."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"node state {self.path} is unusable: {exc}") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def set(self, key: str, value: Any) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, json.dumps(value)))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        with self._lock:
+            row = self._db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+        return default if row is None else json.loads(row[0])
+
+    def record(self, round_: int, step: str, data: dict[str, Any]) -> None:
+        """Durably note that `step` of `round_` happened (or is about to), with its data."""
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO journal VALUES (?, ?, ?)", (round_, step, json.dumps(data)))
+
+    def recall(self, round_: int, step: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._db.execute("SELECT data FROM journal WHERE round = ? AND step = ?", (round_, step)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def steps(self, round_: int) -> list[str]:
+        with self._lock:
+            rows = self._db.execute("SELECT step FROM journal WHERE round = ? ORDER BY rowid", (round_,)).fetchall()
+        return [r[0] for r in rows]
+
+
+class DataDir:
+    """A node's data dir: blobs + state."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.blobs = BlobStore(self.root / "blobs")
+        self.state = NodeState(self.root / "state.sqlite")

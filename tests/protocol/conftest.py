@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import pytest
+from fixtures_training import apply_test_profile, corpus, task, theta0
+
+from protocol.adversaries import Submission, honest
+from protocol.data import Dataset
+from protocol.model import Params
+from protocol.replay_profile import ReplayProfile
+
+
+@pytest.fixture(scope="session")
+def profile() -> ReplayProfile:
+    return apply_test_profile()
+
+
+@pytest.fixture(scope="session")
+def ds() -> Dataset:
+    return corpus()
+
+
+@pytest.fixture(scope="session")
+def theta() -> Params:
+    return theta0()
+
+
+@pytest.fixture(scope="session")
+def honest_sub(profile: ReplayProfile, ds: Dataset, theta: Params) -> Submission:
+    """One honest micro round (H=6, k=2) for miner 0."""
+    return honest(task(0), ds, theta, None)

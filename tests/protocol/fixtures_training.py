@@ -1,0 +1,52 @@
+"""Builders shared by tests/protocol and tests/validator (loaded by both conftests).
+
+Everything runs on the `micro` preset with a small corpus slice and H=6, k=2 (3 segments),
+so one honest round takes ~0.2 s on one core; one test keeps the defaults H=30, k=3.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from protocol import data
+from protocol.model import ModelConfig, Params, init_params, preset
+from protocol.replay_profile import ReplayProfile, apply_profile, observe_profile
+from protocol.training import ComputeConfig, RoundTask
+
+RUN_SEED = b"veritrain-test-run"
+MICRO = preset("micro")
+SMALL_CFG = ComputeConfig(inner_steps=6, checkpoint_every=2, batch_size=4, pages_per_miner=4)
+
+
+def make_profile() -> ReplayProfile:
+    """threads=1 and this host's ISA (the worker test checks the avx2 default separately)."""
+    return ReplayProfile(threads=1, cpu_capability=observe_profile().cpu_capability)
+
+
+def apply_test_profile() -> ReplayProfile:
+    p = make_profile()
+    apply_profile(p)
+    return p
+
+
+@lru_cache(maxsize=1)
+def corpus() -> data.Dataset:
+    """~300 KB of the stdlib corpus, 1 KiB-token pages, 1 page in 10 held out."""
+    root, files = data.stdlib_files()
+    ordered = sorted(files, key=lambda p: p.relative_to(root).as_posix())
+    raw = b"".join(p.read_bytes() for p in ordered[:30])[:300_000]
+    return data.from_bytes(raw, "test slice", page_tokens=1024, heldout_every=10)
+
+
+@lru_cache(maxsize=1)
+def theta0() -> Params:
+    return init_params(MICRO, 0)
+
+
+def miner(i: int) -> bytes:
+    return bytes([0xA0 + i % 64]) * 19 + bytes([i])
+
+
+def task(i: int, round_: int = 1, cfg: ComputeConfig = SMALL_CFG,
+         model: ModelConfig = MICRO, run_seed: bytes = RUN_SEED) -> RoundTask:
+    return RoundTask(run_seed, round_, miner(i), model, cfg)

@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import pytest
+import torch
+from fixtures_training import MICRO, SMALL_CFG
+
+from protocol.aggregate import (
+    GlobalState,
+    StateFormatError,
+    aggregate,
+    clip_updates,
+    decode_state,
+    encode_state,
+    genesis_state,
+    global_state_hash,
+    outer_step,
+    sparse_trimmed_mean,
+)
+from protocol.compress import compress, decompress, encode_update
+from protocol.model import flatten, num_params
+
+
+def test_trimmed_mean_only_over_selecting_updates() -> None:
+    dense = torch.tensor([[1.0, 0.0, 5.0, 0.0],
+                          [3.0, 2.0, 100.0, 0.0],
+                          [2.0, 0.0, 6.0, 0.0],
+                          [4.0, 0.0, 7.0, 0.0],
+                          [0.0, 0.0, -50.0, 0.0]])  # (G=5, N=4)
+    mask = dense != 0
+    out = sparse_trimmed_mean(dense, mask, 0.2)
+    # col 0: 4 values, trim floor(0.8)=0 -> mean 2.5; col 1: only one update selected it -> 2.0
+    # col 2: 5 values, trim 1 each end -> mean(5, 6, 7) = 6; col 3: nobody -> 0
+    assert out.tolist() == [2.5, 2.0, 6.0, 0.0]
+
+
+def test_clip_caps_to_median_norm() -> None:
+    dense = torch.tensor([[3.0, 4.0], [0.0, 1.0], [0.0, 100.0]])  # norms 5, 1, 100
+    out = clip_updates(dense, 1.0)
+    norms = torch.linalg.vector_norm(out, dim=1)
+    assert torch.allclose(norms, torch.tensor([5.0, 1.0, 5.0]))
+
+
+def _blobs(g: int) -> list[bytes]:
+    n = num_params(MICRO)
+    gen = torch.Generator().manual_seed(4)
+    return [encode_update(compress(torch.randn(n, generator=gen) * 0.01, 4096, 64, 2))
+            for _ in range(g)]
+
+
+def test_aggregate_is_deterministic_and_order_free() -> None:
+    state = genesis_state(MICRO, SMALL_CFG)
+    blobs = _blobs(3)
+    hashes = {global_state_hash(aggregate(state, list(p), MICRO, SMALL_CFG), MICRO)
+              for p in itertools.permutations(blobs)}
+    assert len(hashes) == 1
+    assert global_state_hash(state, MICRO) not in hashes
+    assert aggregate(state, [], MICRO, SMALL_CFG) is state
+
+
+def test_single_update_plain_sgd_applies_it() -> None:
+    state = genesis_state(MICRO, SMALL_CFG)
+    blob = _blobs(1)[0]
+    from protocol.compress import decode_update, expected_header
+
+    delta = decompress(decode_update(blob, expected_header(num_params(MICRO), 4096, 64, 2)))
+    nxt = aggregate(state, [blob], MICRO, SMALL_CFG)
+    assert torch.equal(flatten(nxt.params), flatten(state.params) - delta)
+    assert nxt.momentum is None
+
+
+def test_nesterov_and_momentum_in_state_hash() -> None:
+    cfg = dataclasses.replace(SMALL_CFG, outer_lr=0.7, outer_momentum=0.9, nesterov=True)
+    state = genesis_state(MICRO, cfg)
+    assert state.momentum is not None and not state.momentum.any()
+    d = torch.full((num_params(MICRO),), 0.01)
+    s1 = outer_step(state, d, cfg)
+    assert s1.momentum is not None and torch.allclose(s1.momentum, d)
+    expected = flatten(state.params) - 0.7 * (d + 0.9 * d)
+    assert torch.allclose(flatten(s1.params), expected)
+    other = GlobalState(s1.params, s1.momentum * 2)
+    assert global_state_hash(other, MICRO) != global_state_hash(s1, MICRO)
+
+
+def test_state_codec_checks_hash() -> None:
+    cfg = dataclasses.replace(SMALL_CFG, outer_momentum=0.9)
+    s = genesis_state(MICRO, cfg)
+    h = global_state_hash(s, MICRO)
+    back = decode_state(encode_state(s), MICRO, h)
+    assert global_state_hash(back, MICRO) == h
+    with pytest.raises(StateFormatError):
+        decode_state(encode_state(s), MICRO, b"\x00" * 32)

@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from fixtures_training import MICRO, corpus, task, theta0
+
+from protocol.adversaries import Submission, honest
+from protocol.checkpoint import checkpoint_hash
+from protocol.data import Dataset
+from protocol.errors import SignatureError
+from protocol.hashing import verify_merkle_proof
+from protocol.model import Params, num_params
+from protocol.proof import (
+    Challenge,
+    ChallengeError,
+    ReplayStatus,
+    Trace,
+    TraceError,
+    check_trace,
+    choose_segments,
+    leaf_proof,
+    losses_hash,
+    make_challenge,
+    replay_segment,
+    trace_leaves,
+    trace_root,
+    verify_challenge,
+    verify_update_derivation,
+    zero_residual_hash,
+)
+from protocol.replay_profile import ProfileMismatch, ReplayProfile
+from protocol.signing import NodeIdentity
+from protocol.training import ComputeConfig
+from protocol.verdict import judge, verify_submission
+
+ZERO_EF = zero_residual_hash(num_params(MICRO))
+
+
+def test_trace_layout_and_proofs(honest_sub: Submission) -> None:
+    t = honest_sub.trace
+    leaves = trace_leaves(t)
+    assert len(leaves) == 3 + 1 + 2 and leaves[4] == losses_hash(t.losses)
+    assert leaves[5] == t.residual_hash
+    root = trace_root(t)
+    for i, leaf in enumerate(leaves):
+        verify_merkle_proof(root, leaf, leaf_proof(t, i))
+    check_trace(t, root, task(0).cfg)
+    forged = dataclasses.replace(t, losses=(1.0, *t.losses[1:]))
+    with pytest.raises(TraceError):
+        check_trace(forged, root, task(0).cfg)
+    with pytest.raises(TraceError):
+        check_trace(Trace(t.checkpoint_hashes[:2], t.losses, t.residual_hash), root, task(0).cfg)
+
+
+def test_challenge_from_signature() -> None:
+    cfg = ComputeConfig()
+    v = NodeIdentity(b"\x07" * 32)
+    miner, bh = b"\x01" * 20, b"\xbb" * 32
+    ch = make_challenge(v, 5, miner, bh, cfg)
+    assert ch == make_challenge(v, 5, miner, bh, cfg)  # ed25519 is deterministic
+    assert len(ch.segments) == 1 and 0 <= ch.segments[0] < 10
+    verify_challenge(v.public_key, 5, miner, bh, ch, cfg)
+    with pytest.raises(SignatureError):
+        verify_challenge(v.public_key, 6, miner, bh, ch, cfg)
+    with pytest.raises(ChallengeError):
+        verify_challenge(v.public_key, 5, miner, bh, Challenge(ch.signature, ch.seed, ((ch.segments[0] + 1) % 10,)), cfg)
+    # over many validators the choice is spread over all segments
+    picks = {make_challenge(NodeIdentity(bytes([i]) * 32), 5, miner, bh, cfg).segments[0]
+             for i in range(60)}
+    assert picks == set(range(10))
+    assert len(choose_segments(b"s", 10, 3)) == 3
+
+
+def test_honest_replay_matches_bitwise(honest_sub: Submission, ds: Dataset,
+                                       profile: ReplayProfile) -> None:
+    t0 = task(0)
+    for s in range(3):
+        r = replay_segment(t0, ds, honest_sub.trace, s, honest_sub.fetch(s, t0),
+                           honest_sub.fetch(s + 1, t0), profile)
+        assert r.status is ReplayStatus.MATCH and r.losses_match
+        assert r.actual_hash == r.expected_hash and r.max_abs_err == 0.0
+
+
+def test_tolerance_mode_is_flagged(honest_sub: Submission, ds: Dataset,
+                                   profile: ReplayProfile) -> None:
+    t0 = task(0)
+    end = honest_sub.checkpoints[2]
+    nudged = dict(end.params)
+    nudged["ln_f.bias"] = nudged["ln_f.bias"] + 1e-7
+    fake_end = dataclasses.replace(end, params=nudged)
+    hashes = list(honest_sub.trace.checkpoint_hashes)
+    hashes[2] = checkpoint_hash(fake_end, MICRO)
+    trace = dataclasses.replace(honest_sub.trace, checkpoint_hashes=tuple(hashes))
+    from protocol.checkpoint import encode_checkpoint
+
+    args = (t0, ds, trace, 1, honest_sub.fetch(1, t0), encode_checkpoint(fake_end, MICRO), profile)
+    exact = replay_segment(*args, mode="exact")
+    assert exact.status is ReplayStatus.MISMATCH and 0 < exact.max_abs_err < 1e-6
+    tol = replay_segment(*args, mode="tolerance")
+    assert tol.status is ReplayStatus.TOLERATED and tol.rel_err < 1e-4
+
+
+def test_replay_under_wrong_profile_raises(honest_sub: Submission, ds: Dataset,
+                                           profile: ReplayProfile) -> None:
+    t0 = task(0)
+    wrong = dataclasses.replace(profile, threads=2)
+    with pytest.raises(ProfileMismatch):
+        replay_segment(t0, ds, honest_sub.trace, 0, honest_sub.fetch(0, t0),
+                       honest_sub.fetch(1, t0), wrong)
+
+
+def test_derivation_of_honest_update(honest_sub: Submission, theta: Params) -> None:
+    t0 = task(0)
+    d = verify_update_derivation(t0, honest_sub.trace, theta, ZERO_EF, honest_sub.fetch(0, t0),
+                                 honest_sub.fetch(3, t0), honest_sub.blob)
+    assert d.failures == () and d.missing_leaf is None
+    assert d.update_expected == d.update_committed and d.leaf0_expected == d.leaf0_committed
+
+
+def test_defaults_h30_k3_round_verifies(profile: ReplayProfile) -> None:
+    cfg = ComputeConfig(batch_size=4, pages_per_miner=4)  # H=30, k=3, q=1, top-64/4096, 2-bit
+    t = task(3, cfg=cfg)
+    ds, theta = corpus(), theta0()
+    sub = honest(t, ds, theta, None)
+    assert len(sub.trace.checkpoint_hashes) == 11 and len(sub.trace.losses) == 30
+    ch = make_challenge(NodeIdentity(b"\x09" * 32), 1, t.miner, b"\x01" * 32, cfg)
+    v = verify_submission(t, ds, theta, ZERO_EF, sub.root, sub.trace, sub.blob,
+                          lambda i: sub.fetch(i, t), ch.segments, profile)
+    assert judge(v).kind is None and v.replays[0].status is ReplayStatus.MATCH
+    assert sub.trace.losses[-1] < sub.trace.losses[0]

@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import itertools
+
+import torch
+from conftest import ft
+
+from protocol import adversaries as adv
+from protocol.model import GPT
+from validator.scoring import (
+    MAX_SCORE,
+    DecodedUpdate,
+    GauntletUsefulness,
+    OverlapCosineCopies,
+    ZeroReason,
+    decode_for_scoring,
+    over_norm,
+    to_ints,
+)
+
+
+def _decoded(honest_runs):  # type: ignore[no-untyped-def]
+    t = ft.task(0)
+    out = [decode_for_scoring(t.miner if i == 0 else ft.miner(i), i, s.blob, t.model, t.cfg)
+           for i, s in enumerate(honest_runs)]
+    assert all(u is not None for u in out)
+    return out
+
+
+def test_honest_updates_are_not_copies(honest_runs) -> None:  # type: ignore[no-untyped-def]
+    ups = _decoded(honest_runs)
+    det = OverlapCosineCopies()
+    assert det.find_copies(ups) == []
+    stats = []
+    for a, b in itertools.combinations(ups, 2):
+        jac = float((a.mask & b.mask).sum() / (a.mask | b.mask).sum())
+        cos = float(torch.nn.functional.cosine_similarity(a.dense, b.dense, dim=0))
+        stats.append((jac, cos))
+    assert max(j for j, _ in stats) < det.overlap and max(c for _, c in stats) < det.cosine
+
+
+def test_copies_lose_to_the_earlier_commit(honest_runs) -> None:  # type: ignore[no-untyped-def]
+    t = ft.task(0)
+    ups = _decoded(honest_runs[:3])
+    original = ups[1]
+    perturbed = decode_for_scoring(b"\xcc" * 20, 10, adv.perturb_blob(t, honest_runs[1].blob, 0.05),
+                                   t.model, t.cfg)
+    exact = DecodedUpdate(b"\xdd" * 20, 11, original.dense.clone(), original.mask.clone())
+    early = DecodedUpdate(b"\xee" * 20, -1, original.dense.clone(), original.mask.clone())
+    assert perturbed is not None
+    found = {c.copier: c for c in OverlapCosineCopies().find_copies([*ups, perturbed, exact])}
+    assert set(found) == {b"\xcc" * 20, b"\xdd" * 20}
+    assert found[b"\xcc" * 20].original == original.miner and found[b"\xcc" * 20].overlap == 1.0
+    # whoever committed first keeps the score, even if listed later
+    found = OverlapCosineCopies().find_copies([original, early])
+    assert [c.copier for c in found] == [original.miner]
+
+
+def test_nan_and_over_norm_guards(honest_runs) -> None:  # type: ignore[no-untyped-def]
+    t = ft.task(0)
+    blob = honest_runs[0].blob
+    assert decode_for_scoring(t.miner, 0, adv.nan_blob(t, blob), t.model, t.cfg) is None
+    assert decode_for_scoring(t.miner, 0, b"garbage", t.model, t.cfg) is None
+    ups = _decoded(honest_runs[:6])
+    big = decode_for_scoring(b"\xbb" * 20, 9, adv.scale_blob(t, blob, 100.0), t.model, t.cfg)
+    assert big is not None
+    assert over_norm([*ups, big], 5.0) == {b"\xbb" * 20}
+    assert over_norm(ups, 5.0) == set()
+
+
+def test_gauntlet_soft_factor_never_zeroes(honest_runs, ds, theta) -> None:  # type: ignore[no-untyped-def]
+    from protocol.data import heldout_batches
+    from validator.scoring import mean_loss, own_batches
+
+    t = ft.task(0)
+    u = _decoded(honest_runs[:1])[0]
+    model = GPT(t.model)
+    held = heldout_batches(ds, b"seed", 8, 4, t.model.block_size)
+    own = own_batches(ds, t, b"seed", 8)
+    before = mean_loss(model, theta, held)
+    strict = GauntletUsefulness(margin=-10.0, soft_factor=0.5)  # own gain always "trails"
+    r = strict.evaluate(model, theta, u.dense, own, held, before)
+    assert r.factor == 0.5 and r.value == max(0.0, r.heldout_gain) * 0.5
+    r1 = GauntletUsefulness().evaluate(model, theta, u.dense, own, held, before)
+    assert r1.heldout_gain > 0 and r1.own_gain > 0 and r1.value > 0
+
+
+def test_to_ints() -> None:
+    assert to_ints({b"a": 2.0, b"b": 1.0, b"c": -1.0}) == {b"a": MAX_SCORE, b"b": 32768, b"c": 0}
+    assert to_ints({b"a": 0.0}) == {b"a": 0}
+    assert ZeroReason.COPY == "copy"

@@ -1,0 +1,249 @@
+"""Usefulness scoring and copy detection: pure rules behind Strategy-style interfaces.
+
+A score is zeroed only for a failed proof, NaN/Inf, an over-norm update or a copy (DESIGN
+§4.4.6). Otherwise it measures usefulness, which is never evidence of fraud:
+
+- `GauntletUsefulness` (after Templar's Gauntlet validator, SN3): the loss change from
+  applying the update to θ_r, on the miner's assigned data and on held-out data chosen by
+  the validator's seed, each averaged over >= 8 batches. The score rewards held-out gain;
+  helping its own data less than held-out data costs a soft factor beyond a margin, never
+  a zero, so batch noise cannot zero an honest miner.
+- `OverlapCosineCopies`: a later commit whose top-k index overlap (Jaccard) and cosine
+  similarity with an earlier commit both exceed thresholds is a copy; the earlier one wins.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from protocol.compress import UpdateFormatError, decode_update, decompress_sparse, expected_header
+from protocol.data import Dataset, assign_pages, batch, heldout_batches
+from protocol.hashing import Digest, blake3_hash
+from protocol.model import GPT, ModelConfig, Params, flatten, load_params, num_params, unflatten
+from protocol.training import ComputeConfig, RoundTask
+
+MAX_SCORE = 65535  # on-chain scores are integers in [0, 65535] meaning [0, 1]
+Batches = list[tuple[Tensor, Tensor]]  # [(x, y)], each (B, T) int64
+
+
+class ZeroReason(enum.StrEnum):
+    PROOF = "proof"  # replay/derivation/unavailable evidence (see protocol.verdict)
+    MALFORMED = "malformed"  # blob does not decode: NaN/Inf, bad shapes, over the size cap
+    OVER_NORM = "over-norm"  # norm above max_norm_ratio x the round's median
+    COPY = "copy"  # a later copy of an earlier commit
+
+
+@dataclass(frozen=True)
+class DecodedUpdate:
+    miner: bytes
+    commit_order: int  # position of the commit on chain (block, tx index): lower is earlier
+    dense: Tensor  # (N,) dequantized pseudo-gradient
+    mask: Tensor  # (N,) bool, coordinates the update selected
+
+
+def decode_for_scoring(miner: bytes, order: int, blob: bytes, model: ModelConfig,
+                       cfg: ComputeConfig) -> DecodedUpdate | None:
+    """None when the blob is malformed or non-finite (the NaN/Inf guard)."""
+    want = expected_header(num_params(model), cfg.chunk, cfg.topk, cfg.bits)
+    try:
+        dense, mask = decompress_sparse(decode_update(blob, want))
+    except UpdateFormatError:
+        return None
+    if not bool(torch.isfinite(dense).all()):
+        return None
+    return DecodedUpdate(miner, order, dense, mask)
+
+
+def over_norm(updates: Sequence[DecodedUpdate], ratio: float) -> set[bytes]:
+    """Miners whose update norm exceeds ratio x the round's median norm."""
+    if not updates:
+        return set()
+    norms = torch.stack([torch.linalg.vector_norm(u.dense) for u in updates])  # (G,)
+    cap = ratio * float(norms.median())
+    return {u.miner for u, n in zip(updates, norms, strict=True) if float(n) > cap}
+
+
+# ---------------------------------------------------------------------------------------
+# copy detection
+
+
+@dataclass(frozen=True)
+class CopyEvidence:
+    copier: bytes
+    original: bytes  # the earlier commit
+    overlap: float  # Jaccard of selected index sets
+    cosine: float
+
+
+class CopyDetector(Protocol):
+    def find_copies(self, updates: Sequence[DecodedUpdate]) -> list[CopyEvidence]: ...
+
+
+@dataclass(frozen=True)
+class OverlapCosineCopies:
+    overlap: float = 0.9  # Jaccard threshold (honest micro runs measured well below)
+    cosine: float = 0.97  # cosine threshold
+
+    def find_copies(self, updates: Sequence[DecodedUpdate]) -> list[CopyEvidence]:
+        ordered = sorted(updates, key=lambda u: u.commit_order)
+        found: list[CopyEvidence] = []
+        for i, later in enumerate(ordered):
+            for earlier in ordered[:i]:
+                inter = float((later.mask & earlier.mask).sum())
+                union = float((later.mask | earlier.mask).sum())
+                jac = inter / max(union, 1.0)
+                cos = float(torch.nn.functional.cosine_similarity(later.dense, earlier.dense, dim=0))
+                if jac >= self.overlap and cos >= self.cosine:
+                    found.append(CopyEvidence(later.miner, earlier.miner, jac, cos))
+                    break
+        return found
+
+
+# ---------------------------------------------------------------------------------------
+# usefulness
+
+
+@dataclass(frozen=True)
+class Usefulness:
+    own_before: float
+    own_after: float
+    heldout_before: float
+    heldout_after: float
+    factor: float  # 1.0, or the soft factor when own gain trails held-out gain past the margin
+    value: float  # max(0, held-out gain) x factor
+
+    @property
+    def heldout_gain(self) -> float:
+        return self.heldout_before - self.heldout_after
+
+    @property
+    def own_gain(self) -> float:
+        return self.own_before - self.own_after
+
+
+class UsefulnessStrategy(Protocol):
+    def evaluate(self, model: GPT, theta_r: Params, delta: Tensor, own: Batches,
+                 heldout: Batches, heldout_before: float) -> Usefulness: ...
+
+
+def mean_loss(model: GPT, params: Params, batches: Batches) -> float:
+    """Mean loss over equal-size batches, as one forward pass over all of them."""
+    load_params(model, params)
+    x = torch.cat([b[0] for b in batches])  # (n*B, T)
+    y = torch.cat([b[1] for b in batches])  # (n*B, T)
+    with torch.no_grad():
+        return float(model(x, y))
+
+
+@dataclass(frozen=True)
+class GauntletUsefulness:
+    outer_lr: float = 1.0  # the update is applied as θ_r − outer_lr·Δ
+    margin: float = 0.02  # own gain may trail held-out gain by this much, unpenalised
+    soft_factor: float = 0.5  # multiplier beyond the margin (never zero)
+
+    def evaluate(self, model: GPT, theta_r: Params, delta: Tensor, own: Batches,
+                 heldout: Batches, heldout_before: float) -> Usefulness:
+        shapes = {k: tuple(v.shape) for k, v in theta_r.items()}
+        after = unflatten(flatten(theta_r) - self.outer_lr * delta, shapes)
+        own_before = mean_loss(model, theta_r, own)
+        own_after = mean_loss(model, after, own)
+        held_after = mean_loss(model, after, heldout)
+        own_gain, held_gain = own_before - own_after, heldout_before - held_after
+        factor = 1.0 if own_gain + self.margin >= held_gain else self.soft_factor
+        return Usefulness(own_before, own_after, heldout_before, held_after, factor,
+                          max(0.0, held_gain) * factor)
+
+
+def own_batches(ds: Dataset, task: RoundTask, validator_seed: bytes, n: int) -> Batches:
+    """n batches from the miner's assigned pages, chosen by the validator's seed."""
+    pages = assign_pages(ds, task.seed, task.cfg.pages_per_miner)
+    seed = blake3_hash("own-batches", validator_seed, task.miner)
+    bs, block = task.cfg.batch_size, task.model.block_size
+    return [batch(ds, seed, i, pages, bs, block) for i in range(n)]
+
+
+def shared_heldout(ds: Dataset, model: ModelConfig, cfg: ComputeConfig,
+                   validator_seed: Digest) -> Batches:
+    return heldout_batches(ds, validator_seed, cfg.score_batches, cfg.batch_size, model.block_size)
+
+
+# ---------------------------------------------------------------------------------------
+# the round's scores
+
+
+@dataclass(frozen=True)
+class MinerScore:
+    miner: bytes
+    score: int  # in [0, MAX_SCORE]
+    zero_reason: ZeroReason | None
+    usefulness: Usefulness | None
+    copy: CopyEvidence | None = None
+
+
+def to_ints(values: dict[bytes, float]) -> dict[bytes, int]:
+    """Scale so the most useful miner gets MAX_SCORE; all-zero stays zero."""
+    top = max(values.values(), default=0.0)
+    if top <= 0:
+        return {m: 0 for m in values}
+    return {m: min(MAX_SCORE, round(MAX_SCORE * max(0.0, v) / top)) for m, v in values.items()}
+
+
+def zero_reasons(miners: Sequence[bytes], proof_failed: set[bytes],
+                 decoded: dict[bytes, DecodedUpdate | None], cfg: ComputeConfig,
+                 detector: CopyDetector) -> tuple[dict[bytes, ZeroReason], dict[bytes, CopyEvidence]]:
+    """Why each zeroed miner is zeroed: proof, then malformed, over-norm, copy."""
+    reasons: dict[bytes, ZeroReason] = {m: ZeroReason.PROOF for m in miners if m in proof_failed}
+    for m in miners:
+        if m not in reasons and decoded.get(m) is None:
+            reasons[m] = ZeroReason.MALFORMED
+    valid = [u for m, u in decoded.items() if u is not None and m not in reasons]
+    for m in over_norm(valid, cfg.max_norm_ratio):
+        reasons[m] = ZeroReason.OVER_NORM
+    copies = {c.copier: c for c in detector.find_copies(valid)}
+    for m in copies:
+        reasons.setdefault(m, ZeroReason.COPY)
+    return reasons, copies
+
+
+@dataclass(frozen=True)
+class RoundEntry:
+    task: RoundTask
+    commit_order: int
+    blob: bytes
+    proof_ok: bool  # protocol.verdict.judge(...).kind is None
+
+
+def score_round(entries: Sequence[RoundEntry], ds: Dataset, theta_r: Params,
+                validator_seed: Digest, strategy: UsefulnessStrategy | None = None,
+                detector: CopyDetector | None = None) -> dict[bytes, MinerScore]:
+    """Integer scores for every miner of a round, with the evidence behind each."""
+    if not entries:
+        return {}
+    model_cfg, cfg = entries[0].task.model, entries[0].task.cfg
+    strategy = strategy or GauntletUsefulness(cfg.outer_lr, cfg.own_margin, cfg.own_soft_factor)
+    detector = detector or OverlapCosineCopies(cfg.copy_overlap, cfg.copy_cosine)
+    miners = [e.task.miner for e in entries]
+    decoded = {e.task.miner: decode_for_scoring(e.task.miner, e.commit_order, e.blob, model_cfg, cfg)
+               for e in entries}
+    failed = {e.task.miner for e in entries if not e.proof_ok}
+    reasons, copies = zero_reasons(miners, failed, decoded, cfg, detector)
+    model = GPT(model_cfg)
+    heldout = shared_heldout(ds, model_cfg, cfg, validator_seed)
+    heldout_before = mean_loss(model, theta_r, heldout)  # shared by all miners: once per round
+    useful: dict[bytes, Usefulness] = {}
+    for e in entries:
+        u = decoded[e.task.miner]
+        if e.task.miner in reasons or u is None:
+            continue
+        own = own_batches(ds, e.task, validator_seed, cfg.score_batches)
+        useful[e.task.miner] = strategy.evaluate(model, theta_r, u.dense, own, heldout,
+                                                 heldout_before)
+    ints = to_ints({m: u.value for m, u in useful.items()})
+    return {m: MinerScore(m, ints.get(m, 0), reasons.get(m), useful.get(m), copies.get(m))
+            for m in miners}
