@@ -1,0 +1,262 @@
+"""P2P throughput and gossip latency, measured in one run.
+
+    python -m benchmarks p2p [--quick] [--json PATH]
+
+- libp2p_MBps: a 50 MB blob through our blob protocol (Noise + yamux, chunk framing, blake3
+  check), served by a node in a separate OS process, as nodes really are;
+- raw_MBps: the same bytes over a plain loopback TCP socket from a separate process;
+- throughput_ratio = libp2p_MBps / raw_MBps (target >= 0.12);
+- gossip p50/p95 latency over 1 and 2 hops on a line of three in-process nodes (the
+  top-level gossip_p50_ms / gossip_p95_ms are the 2-hop figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import blake3
+import trio
+from rich.console import Console
+from rich.table import Table
+
+from protocol.messages import UpdateAnnounced, to_hex
+from protocol.p2p import DirectoryBlobSource, P2PConfig, P2PNode, RegistryEntry, RegistryView
+from protocol.signing import NodeIdentity, binding_message
+
+CHAIN_ID = 31337
+CONTRACT = bytes.fromhex("5fbdb2315678afecb367f032d93f642f64180aa3")
+MB = 1024 * 1024
+SERVER = 9  # identity index of the serving process
+
+
+def _identity(i: int) -> NodeIdentity:
+    return NodeIdentity(blake3.blake3(b"veritrain-bench-node-%d" % i).digest())
+
+
+def _account(i: int) -> bytes:
+    return blake3.blake3(b"veritrain-bench-account-%d" % i).digest()[:20]
+
+
+def _entry(i: int, addr: str = "") -> RegistryEntry:
+    ident = _identity(i)
+    return RegistryEntry(
+        node_key=ident.public_key,
+        account=_account(i),
+        role="miner",
+        stake=10**18,
+        reputation=65535,
+        multiaddr=addr,
+        binding_sig=ident.sign(binding_message(CHAIN_ID, CONTRACT, _account(i))),
+    )
+
+
+def _config() -> P2PConfig:
+    return P2PConfig(chain_id=CHAIN_ID, contract=CONTRACT, max_blob_size=512 * MB)
+
+
+def _registry(indices: range | list[int]) -> RegistryView:
+    reg = RegistryView(CHAIN_ID, CONTRACT)
+    for i in indices:
+        reg.upsert(_entry(i))
+    return reg
+
+
+# -- child process roles ---------------------------------------------------------------------
+
+
+async def _serve_blobs(store: Path) -> None:
+    node = P2PNode(_identity(SERVER), _config(), _registry([0, SERVER]), DirectoryBlobSource(store))
+    async with node.run():
+        print(node.p2p_addr, flush=True)
+        await trio.sleep_forever()
+
+
+def _serve_raw(size: int) -> None:
+    payload = os.urandom(MB)
+    with socket.create_server(("127.0.0.1", 0)) as srv:
+        print(srv.getsockname()[1], flush=True)
+        while True:
+            conn, _ = srv.accept()
+            with conn:
+                for _ in range(size // MB):
+                    conn.sendall(payload)
+
+
+# -- measurements ----------------------------------------------------------------------------
+
+
+def _spawn(*args: str) -> tuple[subprocess.Popen[str], str]:
+    cmd = [sys.executable, "-m", "benchmarks.p2p", *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    return proc, proc.stdout.readline().strip()
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    os.kill(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=10)
+
+
+def raw_tcp_mbps(size: int, reps: int) -> float:
+    proc, port = _spawn("--role", "raw", "--size", str(size))
+    best = 0.0
+    try:
+        for _ in range(reps):
+            with socket.create_connection(("127.0.0.1", int(port))) as s:
+                buf = bytearray(MB)
+                got, t0 = 0, time.perf_counter()
+                while got < size:
+                    n = s.recv_into(buf)
+                    if not n:
+                        break
+                    got += n
+                best = max(best, got / MB / (time.perf_counter() - t0))
+    finally:
+        _stop(proc)
+    return best
+
+
+async def _fetch_rate(addr: str, blob: bytes, reps: int) -> float:
+    registry = _registry([0])
+    registry.upsert(_entry(SERVER, addr.split("/p2p/")[0]))
+    with tempfile.TemporaryDirectory() as tmp:
+        node = P2PNode(_identity(0), _config(), registry, DirectoryBlobSource(Path(tmp)))
+        async with node.run():
+            await node.connect(addr)  # dial once, outside the timed part
+            best = 0.0
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                data = await node.fetch_blob(_identity(SERVER).public_key, blob)
+                assert isinstance(data, bytes)
+                best = max(best, len(data) / MB / (time.perf_counter() - t0))
+    return best
+
+
+def libp2p_mbps(size: int, reps: int) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        blob = DirectoryBlobSource(Path(tmp)).put(os.urandom(size))
+        proc, addr = _spawn("--role", "blobs", "--store", tmp)
+        try:
+            return trio.run(_fetch_rate, addr, blob, reps)
+        finally:
+            _stop(proc)
+
+
+def _announcement(n: int) -> UpdateAnnounced:
+    digest = blake3.blake3(b"bench-%d" % n).digest()
+    return UpdateAnnounced(
+        miner=to_hex(_account(0)),
+        update_hash=to_hex(digest),
+        trace_root=to_hex(digest),
+        size=1,
+        multiaddr="/ip4/127.0.0.1/tcp/1",
+    )
+
+
+async def _gossip_latency(count: int) -> tuple[list[float], list[float]]:
+    """Publish `count` paced messages on a line a - b - c; latencies (ms) at b and at c."""
+    with tempfile.TemporaryDirectory() as tmp:
+        nodes = [
+            P2PNode(_identity(i), _config(), _registry(range(3)), DirectoryBlobSource(Path(tmp)))
+            for i in range(3)
+        ]
+        sent: dict[str, float] = {}
+        lat: list[list[float]] = [[], []]
+
+        async def listen(node: P2PNode, out: list[float]) -> None:
+            while True:
+                msg = await node.receive()
+                body = msg.payload.body
+                assert isinstance(body, UpdateAnnounced)
+                out.append((time.perf_counter() - sent[body.update_hash]) * 1000)
+
+        async with nodes[0].run(), nodes[1].run(), nodes[2].run():
+            await nodes[1].connect(nodes[0].p2p_addr)
+            await nodes[2].connect(nodes[1].p2p_addr)
+            await nodes[1].wait_for_topic_peers(2)
+            await trio.sleep(1.5)  # one heartbeat: meshes grafted
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(listen, nodes[1], lat[0])
+                nursery.start_soon(listen, nodes[2], lat[1])
+                for n in range(count):
+                    sent[_announcement(n).update_hash] = time.perf_counter()
+                    await nodes[0].publish(0, _announcement(n))
+                    await trio.sleep(0.02)  # paced: we measure latency, not queueing
+                with trio.move_on_after(10):
+                    while min(len(x) for x in lat) < count:
+                        await trio.sleep(0.05)
+                nursery.cancel_scope.cancel()
+    return lat[0], lat[1]
+
+
+def _pct(xs: list[float], q: float) -> float:
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def run(quick: bool) -> dict[str, float]:
+    size, reps = 50 * MB, (1 if quick else 3)
+    raw = raw_tcp_mbps(size, reps)
+    p2p = libp2p_mbps(size, reps)
+    hop1, hop2 = trio.run(_gossip_latency, 30 if quick else 200)
+    return {
+        "throughput_ratio": p2p / raw,
+        "libp2p_MBps": p2p,
+        "raw_MBps": raw,
+        "gossip_p50_ms": _pct(hop2, 0.5),
+        "gossip_p95_ms": _pct(hop2, 0.95),
+        "gossip_1hop_p50_ms": _pct(hop1, 0.5),
+        "gossip_1hop_p95_ms": _pct(hop1, 0.95),
+        "gossip_2hop_p50_ms": _pct(hop2, 0.5),
+        "gossip_2hop_p95_ms": _pct(hop2, 0.95),
+        "gossip_delivered_1hop": float(len(hop1)),
+        "gossip_delivered_2hop": float(len(hop2)),
+        "blob_MB": size / MB,
+    }
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks p2p")
+    parser.add_argument("--quick", action="store_true", help="1 transfer, 30 gossip messages")
+    parser.add_argument("--json", type=Path, help="write the figures here")
+    args = parser.parse_args(argv)
+    figures = run(args.quick)
+    table = Table(title="p2p: blob throughput and gossip latency")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for key, value in figures.items():
+        table.add_row(key, f"{value:.3f}" if key == "throughput_ratio" else f"{value:.1f}")
+    Console().print(table)
+    target = "meets" if figures["throughput_ratio"] >= 0.12 else "misses"
+    print(f"throughput_ratio {figures['throughput_ratio']:.3f} {target} the 0.12 target")
+    if args.json:
+        out = {"benchmark": "p2p", "quick": args.quick, "figures": figures}
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+def _child(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--role", choices=["blobs", "raw"], required=True)
+    parser.add_argument("--store", default="")
+    parser.add_argument("--size", type=int, default=50 * MB)
+    args = parser.parse_args(argv)
+    if args.role == "raw":
+        _serve_raw(args.size)
+    else:
+        trio.run(_serve_blobs, Path(args.store))
+
+
+if __name__ == "__main__":  # child process roles, started by the measurements above
+    _child(sys.argv[1:])

@@ -1,0 +1,39 @@
+"""Peer-to-peer layer: the only package that imports libp2p (see INTEROP.md for the wire)."""
+
+from protocol.p2p.blobs import BlobClient, BlobServer, Checkpoint
+from protocol.p2p.config import CHUNK_SIZE, P2PConfig
+from protocol.p2p.gossip import message_id, topic_for
+from protocol.p2p.node import P2PNode
+from protocol.p2p.ratelimit import PeerLimiter, RateLimits, RatePolicy, limits_for
+from protocol.p2p.registry import RegistryEntry, RegistryView, node_key_of, peer_id_of
+from protocol.p2p.sources import (
+    BlobSource,
+    CheckpointSource,
+    DirectoryBlobSource,
+    MemoryCheckpointSource,
+    blob_hash,
+)
+
+__all__ = [
+    "CHUNK_SIZE",
+    "BlobClient",
+    "BlobServer",
+    "BlobSource",
+    "Checkpoint",
+    "CheckpointSource",
+    "DirectoryBlobSource",
+    "MemoryCheckpointSource",
+    "P2PConfig",
+    "P2PNode",
+    "PeerLimiter",
+    "RateLimits",
+    "RatePolicy",
+    "RegistryEntry",
+    "RegistryView",
+    "blob_hash",
+    "limits_for",
+    "message_id",
+    "node_key_of",
+    "peer_id_of",
+    "topic_for",
+]

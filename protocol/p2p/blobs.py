@@ -1,0 +1,338 @@
+"""Blob protocol: serve and fetch blobs by content hash, and checkpoints with Merkle proofs.
+
+Server: only registered peers are served; each peer has a request bucket, a byte bucket
+(served bytes are paced, not refused) and a concurrent-stream cap; the node has a global
+stream cap. Client: the blake3 hash is checked before any byte is returned, and a partial
+download only ever lives in a `.partial-*` temp file that is deleted on failure and renamed
+into the content-addressed directory on success.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import blake3
+import multiaddr
+import trio
+from libp2p.abc import IHost, INetStream
+from libp2p.custom_types import TProtocol
+from libp2p.peer.id import ID
+
+from protocol.messages import BlobRequest, CheckpointRequest, MalformedMessage, from_hex, to_hex
+from protocol.p2p import framing
+from protocol.p2p.config import CHUNK_SIZE, P2PConfig
+from protocol.p2p.errors import (
+    AllPeersFailed,
+    BlobHashMismatch,
+    FrameTooLarge,
+    P2PError,
+    PeerUnavailable,
+    TransferTimeout,
+)
+from protocol.p2p.framing import Status
+from protocol.p2p.host import NET_ERRORS, Dialer
+from protocol.p2p.ratelimit import PeerLimiter
+from protocol.p2p.registry import RegistryEntry, RegistryView
+from protocol.p2p.sources import BlobSource, CheckpointSource, DirectoryBlobSource
+
+log = logging.getLogger(__name__)
+PROTOCOL = TProtocol(framing.BLOB_PROTOCOL_ID)
+_WRITE_ERRORS: tuple[type[BaseException], ...] = (trio.TooSlowError, *NET_ERRORS)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    data: bytes
+    proof: bytes  # opaque here; the caller checks it against the on-chain trace root
+    blob_hash: bytes  # blake3(data), verified
+
+
+async def _close_quietly(stream: INetStream, timeout_s: float, reset: bool = False) -> None:
+    # A frozen peer must not hold us here: its connection's write lock may be stuck behind
+    # a full TCP buffer, so even writing the RST frame can block.
+    with trio.move_on_after(timeout_s):
+        try:
+            await (stream.reset() if reset else stream.close())
+        except NET_ERRORS:
+            pass
+
+
+class BlobServer:
+    """The stream handler for BLOB_PROTOCOL_ID."""
+
+    def __init__(
+        self,
+        config: P2PConfig,
+        registry: RegistryView,
+        limiter: PeerLimiter,
+        blobs: BlobSource,
+        checkpoints: CheckpointSource | None = None,
+    ) -> None:
+        self.config = config
+        self.registry = registry
+        self.limiter = limiter
+        self.blobs = blobs
+        self.checkpoints = checkpoints
+        self.active = 0
+        self.refusals: dict[str, int] = {}  # status name -> count, for tests and metrics
+
+    async def handle(self, stream: INetStream) -> None:
+        entry = self.registry.lookup_by_peer_id(stream.muxed_conn.peer_id)
+        if entry is None:
+            await self._refuse(stream, Status.REFUSED, "node key not registered")
+            return
+        if self.active >= self.config.max_inbound_streams:
+            await self._refuse(stream, Status.BUSY, "server at stream capacity")
+            return
+        if not self.limiter.open_stream(entry):
+            await self._refuse(stream, Status.RATE_LIMITED, "too many concurrent streams")
+            return
+        self.active += 1
+        failed = True
+        try:
+            await self._serve(stream, entry)
+            failed = False
+        except (P2PError, MalformedMessage, trio.TooSlowError) as exc:
+            log.info("blob serve to %s failed: %r", stream.muxed_conn.peer_id, exc)
+        except NET_ERRORS as exc:
+            log.info("blob serve to %s aborted: %r", stream.muxed_conn.peer_id, exc)
+        finally:
+            self.active -= 1
+            self.limiter.close_stream(entry)
+            await _close_quietly(stream, self.config.close_timeout_s, reset=failed)
+
+    async def _refuse(self, stream: INetStream, status: Status, reason: str) -> None:
+        self.refusals[status.name] = self.refusals.get(status.name, 0) + 1
+        log.info("refusing %s: %s", stream.muxed_conn.peer_id, reason)
+        try:
+            with trio.fail_after(self.config.read_timeout_s):
+                await stream.write(framing.encode_error(status, reason))
+        except _WRITE_ERRORS:
+            pass
+        await _close_quietly(stream, self.config.close_timeout_s)
+
+    async def _serve(self, stream: INetStream, entry: RegistryEntry) -> None:
+        try:
+            request = await framing.read_request(stream, self.config.read_timeout_s)
+        except FrameTooLarge as exc:
+            await self._refuse(stream, Status.TOO_LARGE, str(exc))
+            return
+        except MalformedMessage as exc:
+            await self._refuse(stream, Status.BAD_REQUEST, str(exc))
+            return
+        if not self.limiter.allow_request(entry):
+            await self._refuse(stream, Status.RATE_LIMITED, "over request rate")
+            return
+        item = self._lookup(request)
+        if item is None:
+            await self._refuse(stream, Status.NOT_FOUND, "not held")
+            return
+        content, proof, known_hash = item
+        with trio.fail_after(self.config.transfer_timeout_s):
+            await self._send(stream, entry, content, proof, known_hash)
+
+    def _lookup(
+        self, request: BlobRequest | CheckpointRequest
+    ) -> tuple[bytes | Path, bytes, bytes | None] | None:
+        if isinstance(request, BlobRequest):
+            found = self.blobs.get(from_hex(request.hash))
+            return None if found is None else (found, b"", from_hex(request.hash))
+        if self.checkpoints is None:
+            return None
+        got = self.checkpoints.get_checkpoint(
+            request.round, from_hex(request.trace_root), request.index
+        )
+        return None if got is None else (got[0], got[1], None)
+
+    async def _send(
+        self,
+        stream: INetStream,
+        entry: RegistryEntry,
+        content: bytes | Path,
+        proof: bytes,
+        known_hash: bytes | None,
+    ) -> None:
+        if isinstance(content, Path):
+            with content.open("rb") as f:  # one handle per stream; streams are capped
+                size = os.fstat(f.fileno()).st_size
+                digest = known_hash or _hash_file(f)
+                await self._write(stream, framing.encode_ok_head(size, digest, proof))
+                f.seek(0)
+                while chunk := f.read(CHUNK_SIZE):
+                    await self._send_chunk(stream, entry, chunk)
+            return
+        digest = known_hash or blake3.blake3(content).digest()
+        await self._write(stream, framing.encode_ok_head(len(content), digest, proof))
+        view = memoryview(content)
+        for off in range(0, len(content), CHUNK_SIZE):
+            await self._send_chunk(stream, entry, bytes(view[off : off + CHUNK_SIZE]))
+
+    async def _send_chunk(self, stream: INetStream, entry: RegistryEntry, chunk: bytes) -> None:
+        delay = self.limiter.byte_delay(entry, len(chunk))
+        if delay > 0:
+            await trio.sleep(delay)  # pace over-budget peers instead of failing them
+        await self._write(stream, framing.encode_chunk_header(len(chunk)) + chunk)
+
+    async def _write(self, stream: INetStream, data: bytes) -> None:
+        try:
+            with trio.fail_after(self.config.read_timeout_s):
+                await stream.write(data)
+        except trio.TooSlowError as exc:
+            raise TransferTimeout("peer stopped reading") from exc
+
+
+def _hash_file(f: object) -> bytes:
+    hasher = blake3.blake3()
+    while chunk := f.read(CHUNK_SIZE):  # type: ignore[attr-defined]
+        hasher.update(chunk)
+    return hasher.digest()
+
+
+class _Sink:
+    """Receives verified-later bytes: in memory, or in a temp file of a blob directory."""
+
+    def __init__(self, store: DirectoryBlobSource | None) -> None:
+        self.store = store
+        self.buf = bytearray()
+        self.fd: int | None = None
+        self.tmp: Path | None = None
+        if store is not None:
+            self.fd, self.tmp = store.temp_file()
+
+    def write(self, data: bytes) -> None:
+        if self.fd is None:
+            self.buf += data
+        else:
+            os.write(self.fd, data)
+
+    def commit(self, digest: bytes) -> bytes | Path:
+        if self.store is None or self.fd is None or self.tmp is None:
+            return bytes(self.buf)
+        os.close(self.fd)
+        self.fd = None
+        final = self.store.path_for(digest)
+        os.replace(self.tmp, final)  # atomic: readers see all of it or nothing
+        return final
+
+    def abort(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        if self.tmp is not None:
+            self.tmp.unlink(missing_ok=True)
+        self.buf = bytearray()
+
+
+class BlobClient:
+    """Fetches blobs and checkpoints over BLOB_PROTOCOL_ID, reusing open connections."""
+
+    def __init__(self, host: IHost, dialer: Dialer, config: P2PConfig) -> None:
+        self.host = host
+        self.dialer = dialer
+        self.config = config
+
+    async def _open(self, peer_id: ID, addrs: Sequence[multiaddr.Multiaddr]) -> INetStream:
+        if addrs or not self.dialer.is_connected(peer_id):
+            await self.dialer.connect(peer_id, addrs)
+        try:
+            with trio.fail_after(self.config.dial_timeout_s):
+                return await self.host.new_stream(peer_id, [PROTOCOL])
+        except trio.TooSlowError as exc:
+            raise TransferTimeout(f"opening a stream to {peer_id} timed out") from exc
+        except NET_ERRORS as exc:
+            raise PeerUnavailable(f"cannot open a blob stream to {peer_id}: {exc}") from exc
+
+    async def _exchange(
+        self,
+        peer_id: ID,
+        addrs: Sequence[multiaddr.Multiaddr],
+        request: BlobRequest | CheckpointRequest,
+        sink: _Sink,
+        expect_hash: bytes | None,
+    ) -> tuple[framing.OkHead, bytes | Path]:
+        stream = await self._open(peer_id, addrs)
+        ok = False
+        try:
+            with trio.fail_after(self.config.transfer_timeout_s):
+                try:
+                    await stream.write(framing.encode_request(request))
+                except NET_ERRORS as exc:
+                    raise PeerUnavailable(f"request to {peer_id} failed: {exc}") from exc
+                head = await framing.read_head(
+                    stream, self.config.read_timeout_s, self.config.max_blob_size
+                )
+                if expect_hash is not None and head.blob_hash != expect_hash:
+                    raise BlobHashMismatch("peer announced a different hash than requested")
+                await self._read_body(stream, head, sink)
+            result = sink.commit(head.blob_hash)
+            ok = True
+            return head, result
+        except trio.TooSlowError as exc:
+            raise TransferTimeout(f"transfer from {peer_id} over its deadline") from exc
+        finally:
+            if not ok:
+                sink.abort()
+            await _close_quietly(stream, self.config.close_timeout_s, reset=not ok)
+
+    async def _read_body(self, stream: INetStream, head: framing.OkHead, sink: _Sink) -> None:
+        hasher = blake3.blake3()
+        remaining = head.blob_len
+        timeout = self.config.read_timeout_s
+        while remaining:
+            n = await framing.read_chunk_len(stream, remaining, timeout)
+            left = n
+            while left:
+                data = await framing.read_some(stream, left, timeout)
+                hasher.update(data)
+                sink.write(data)
+                left -= len(data)
+            remaining -= n
+        if hasher.digest() != head.blob_hash:
+            raise BlobHashMismatch("received bytes do not hash to the announced content hash")
+
+    async def fetch_blob(
+        self,
+        peer_id: ID,
+        blob_hash: bytes,
+        addrs: Sequence[multiaddr.Multiaddr] = (),
+        store: DirectoryBlobSource | None = None,
+    ) -> bytes | Path:
+        """The verified blob: bytes, or its final path in `store` if one is given."""
+        if store is not None and (held := store.get(blob_hash)) is not None:
+            return held
+        request = BlobRequest(hash=to_hex(blob_hash))
+        _, result = await self._exchange(peer_id, addrs, request, _Sink(store), blob_hash)
+        return result
+
+    async def fetch_checkpoint(
+        self,
+        peer_id: ID,
+        round_: int,
+        trace_root: bytes,
+        index: int,
+        addrs: Sequence[multiaddr.Multiaddr] = (),
+    ) -> Checkpoint:
+        request = CheckpointRequest(round=round_, trace_root=to_hex(trace_root), index=index)
+        head, data = await self._exchange(peer_id, addrs, request, _Sink(None), None)
+        assert isinstance(data, bytes)
+        return Checkpoint(data=data, proof=head.proof, blob_hash=head.blob_hash)
+
+    async def fetch_blob_any(
+        self,
+        peers: Sequence[tuple[ID, Sequence[multiaddr.Multiaddr]]],
+        blob_hash: bytes,
+        store: DirectoryBlobSource | None = None,
+    ) -> bytes | Path:
+        """Try peers in order; AllPeersFailed (with each typed error) if none delivers."""
+        errors: dict[str, P2PError] = {}
+        for peer_id, addrs in peers:
+            try:
+                return await self.fetch_blob(peer_id, blob_hash, addrs, store)
+            except P2PError as exc:
+                log.info("fetch %s from %s failed: %s", blob_hash.hex()[:12], peer_id, exc)
+                errors[str(peer_id)] = exc
+        raise AllPeersFailed(errors)

@@ -1,0 +1,72 @@
+"""Typed p2p errors. Each says when it is raised; all derive from `P2PError`.
+
+`MalformedMessage` and `MessageRejected` are re-exported from protocol.messages. The blob
+protocol maps the refusals (`PeerRefused`, `RateLimited`, `BlobNotFound`, ...) to a
+status byte on the wire, so a client gets the same typed error the server decided on.
+"""
+
+from __future__ import annotations
+
+from protocol.errors import VeritrainError
+
+# Message errors live next to the pydantic models (protocol/messages.py imports no libp2p);
+# re-exported so p2p callers find every error they can see here.
+from protocol.messages import MalformedMessage, MessageRejected
+
+__all__ = ["MalformedMessage", "MessageRejected"]
+
+
+class P2PError(VeritrainError):
+    """Base of every error raised by protocol.p2p."""
+
+
+class FrameTooLarge(P2PError):
+    """Raised when a request, header, chunk or whole blob exceeds its configured size cap."""
+
+
+class BlobHashMismatch(P2PError):
+    """Raised when received bytes do not hash (blake3) to the content hash that was asked for."""
+
+
+class TruncatedStream(P2PError):
+    """Raised when a peer closes or resets a stream before sending the bytes it announced."""
+
+
+class TransferTimeout(P2PError):
+    """Raised when a read, dial or whole transfer does not finish within its deadline."""
+
+
+class PeerUnavailable(P2PError):
+    """Raised when a peer cannot be dialled or no connection/stream to it can be opened."""
+
+
+class PeerRefused(P2PError):
+    """Raised when the remote refuses us because our node key is not in its registry view
+    (and server-side when an unregistered peer asks for anything)."""
+
+
+class RateLimited(P2PError):
+    """Raised when a peer is over its request, byte or concurrency budget."""
+
+
+class BlobNotFound(P2PError):
+    """Raised when the remote does not hold the requested blob or checkpoint."""
+
+
+class RemoteError(P2PError):
+    """Raised when the remote answers with a status we do not know or a bad-request status."""
+
+
+class AllPeersFailed(P2PError):
+    """Raised by multi-peer fetches when every candidate peer failed; `errors` maps each
+    peer (as a string) to the typed error it gave."""
+
+    def __init__(self, errors: dict[str, P2PError]) -> None:
+        detail = "; ".join(f"{peer}: {type(err).__name__}: {err}" for peer, err in errors.items())
+        super().__init__(f"all peers failed: {detail}")
+        self.errors = errors
+
+
+class RegistryError(P2PError):
+    """Raised when a registry entry is rejected: bad binding signature, key already bound to
+    another account, or malformed fields."""

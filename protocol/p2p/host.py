@@ -1,0 +1,171 @@
+"""The libp2p host: stable ed25519 identity, Noise only, yamux only, plus a reconnecting dialer.
+
+DESIGN §2: a default py-libp2p host also accepts plaintext (and secio/TLS) and offers mplex;
+we pass explicit `sec_opt`/`muxer_opt` so Noise + yamux are the only choices negotiated. Each
+dial costs a fixed ~250 ms, so the dialer keeps connections open and only redials (with
+exponential backoff) when one drops.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import multiaddr
+import multiaddr.exceptions
+import trio
+from libp2p import new_host
+from libp2p.abc import IHost
+from libp2p.crypto.ed25519 import create_new_key_pair
+from libp2p.crypto.keys import KeyPair
+from libp2p.crypto.x25519 import create_new_key_pair as create_x25519_key_pair
+from libp2p.custom_types import TProtocol
+from libp2p.exceptions import BaseLibp2pError
+from libp2p.peer.id import ID
+from libp2p.peer.peerinfo import PeerInfo
+from libp2p.security.noise.transport import PROTOCOL_ID as NOISE_PROTOCOL_ID
+from libp2p.security.noise.transport import Transport as NoiseTransport
+from libp2p.stream_muxer.yamux.yamux import PROTOCOL_ID as YAMUX_PROTOCOL_ID
+from libp2p.stream_muxer.yamux.yamux import Yamux
+
+from protocol.p2p.errors import PeerUnavailable, TransferTimeout
+from protocol.p2p.registry import peer_id_of
+from protocol.signing import NodeIdentity
+
+log = logging.getLogger(__name__)
+
+# Errors a network operation on a live peer can raise; caught at the edges and turned typed.
+NET_ERRORS: tuple[type[BaseException], ...] = (
+    BaseLibp2pError,
+    OSError,
+    EOFError,
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+)
+
+
+def key_pair_from_seed(seed: bytes) -> KeyPair:
+    """The libp2p key pair of a node key seed: same seed, same peer id, across restarts."""
+    return create_new_key_pair(seed)
+
+
+def build_host(identity: NodeIdentity) -> IHost:
+    """A host that negotiates only /noise and only /yamux/1.0.0."""
+    kp = key_pair_from_seed(identity.seed)
+    # The Noise static key is separate from the identity key and may be ephemeral; the
+    # handshake payload signs it with the identity key, which is what peers authenticate.
+    noise = NoiseTransport(kp, noise_privkey=create_x25519_key_pair().private_key)
+    host = new_host(
+        key_pair=kp,
+        sec_opt={TProtocol(NOISE_PROTOCOL_ID): noise},
+        muxer_opt={TProtocol(YAMUX_PROTOCOL_ID): Yamux},
+    )
+    # The swarm's AutoConnector dials everyone in the peerstore (up to 200, including
+    # unregistered peers learnt via identify) and has no off switch in ConnectionConfig;
+    # our Dialer dials registry and bootstrap peers only.
+    host.get_network().auto_connector.maybe_connect = _no_auto_connect  # type: ignore[attr-defined]
+    return host
+
+
+async def _no_auto_connect() -> None:
+    return None
+
+
+def split_multiaddr(addr: str) -> tuple[multiaddr.Multiaddr, ID | None]:
+    """Split '/ip4/../tcp/N[/p2p/ID]' into the transport part and the optional peer id."""
+    ma = multiaddr.Multiaddr(addr)
+    pid = ma.get_peer_id()
+    if pid is None:
+        return ma, None
+    return ma.decapsulate(multiaddr.Multiaddr(f"/p2p/{pid}")), ID.from_base58(pid)
+
+
+@dataclass
+class _Backoff:
+    delay: float
+    next_try: float
+
+
+class Dialer:
+    """Keeps connections to the wanted peers open; redials dropped ones with backoff."""
+
+    def __init__(
+        self,
+        host: IHost,
+        dial_timeout_s: float,
+        min_backoff_s: float,
+        max_backoff_s: float,
+    ) -> None:
+        self.host = host
+        self.dial_timeout_s = dial_timeout_s
+        self.min_backoff_s = min_backoff_s
+        self.max_backoff_s = max_backoff_s
+        self._backoff: dict[ID, _Backoff] = {}
+        self._locks: dict[ID, trio.Lock] = {}
+
+    def is_connected(self, peer_id: ID) -> bool:
+        return bool(self.host.get_network().get_connections(peer_id))
+
+    async def connect(self, peer_id: ID, addrs: Iterable[multiaddr.Multiaddr]) -> None:
+        """Connect unless already connected. Raises PeerUnavailable or TransferTimeout."""
+        if peer_id == self.host.get_id() or self.is_connected(peer_id):
+            return
+        lock = self._locks.setdefault(peer_id, trio.Lock())
+        async with lock:  # one dial per peer at a time; later callers reuse it
+            if self.is_connected(peer_id):
+                return
+            try:
+                with trio.fail_after(self.dial_timeout_s):
+                    await self.host.connect(PeerInfo(peer_id, list(addrs)))
+            except trio.TooSlowError as exc:
+                self._failed(peer_id)
+                raise TransferTimeout(f"dial {peer_id} timed out") from exc
+            except NET_ERRORS as exc:
+                self._failed(peer_id)
+                raise PeerUnavailable(f"dial {peer_id} failed: {exc}") from exc
+            self._backoff.pop(peer_id, None)
+
+    def _failed(self, peer_id: ID) -> None:
+        prev = self._backoff.get(peer_id)
+        delay = self.min_backoff_s if prev is None else min(prev.delay * 2, self.max_backoff_s)
+        self._backoff[peer_id] = _Backoff(delay, trio.current_time() + delay)
+
+    def due(self, peer_id: ID) -> bool:
+        b = self._backoff.get(peer_id)
+        return b is None or trio.current_time() >= b.next_try
+
+    async def maintain(
+        self, wanted: Callable[[], dict[ID, list[multiaddr.Multiaddr]]], interval_s: float
+    ) -> None:
+        """Forever: dial every wanted, unconnected peer whose backoff has expired."""
+        while True:
+            for peer_id, addrs in wanted().items():
+                if self.is_connected(peer_id) or not self.due(peer_id):
+                    continue
+                try:
+                    await self.connect(peer_id, addrs)
+                except (PeerUnavailable, TransferTimeout) as exc:
+                    log.debug("redial %s failed: %s", peer_id, exc)
+            await trio.sleep(interval_s)
+
+
+def wanted_from(
+    registry_addrs: Iterable[tuple[bytes, str]], bootstrap: Iterable[str], self_id: ID
+) -> dict[ID, list[multiaddr.Multiaddr]]:
+    """Peer id -> addrs from registry (node key, multiaddr) pairs plus bootstrap strings."""
+    out: dict[ID, list[multiaddr.Multiaddr]] = {}
+    for node_key, addr in registry_addrs:
+        try:
+            ma, _ = split_multiaddr(addr)
+        except (ValueError, multiaddr.exceptions.Error) as exc:  # bad on-chain data must
+            # not stop the dialer
+            log.warning("ignoring bad registry multiaddr %r: %s", addr, exc)
+            continue
+        out.setdefault(peer_id_of(node_key), []).append(ma)
+    for addr in bootstrap:
+        ma, pid = split_multiaddr(addr)
+        if pid is not None:
+            out.setdefault(pid, []).append(ma)
+    out.pop(self_id, None)
+    return out

@@ -1,0 +1,141 @@
+"""P2PNode: one object a miner/validator holds for all its off-chain networking.
+
+    node = P2PNode(identity, config, registry, blobs=store, current_round=lambda: r)
+    async with node.run():
+        await node.connect(other.p2p_addr)              # or rely on registry/bootstrap dialing
+        await node.publish(round_, UpdateAnnounced(...))
+        msg = await node.receive()                       # SignedGossip, validated + de-duplicated
+        data = await node.fetch_blob(miner_node_key, update_hash)
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import multiaddr
+import trio
+from libp2p.peer.id import ID
+from libp2p.tools.anyio_service import background_trio_service
+
+from protocol.messages import Body, SignedGossip
+from protocol.p2p.blobs import PROTOCOL, BlobClient, BlobServer, Checkpoint
+from protocol.p2p.config import P2PConfig
+from protocol.p2p.errors import PeerUnavailable, TransferTimeout
+from protocol.p2p.gossip import Gossip
+from protocol.p2p.host import Dialer, build_host, split_multiaddr, wanted_from
+from protocol.p2p.ratelimit import PeerLimiter
+from protocol.p2p.registry import RegistryView, peer_id_of
+from protocol.p2p.sources import BlobSource, CheckpointSource, DirectoryBlobSource
+from protocol.signing import NodeIdentity
+
+
+class P2PNode:
+    def __init__(
+        self,
+        identity: NodeIdentity,
+        config: P2PConfig,
+        registry: RegistryView,
+        blobs: BlobSource,
+        checkpoints: CheckpointSource | None = None,
+        current_round: Callable[[], int] = lambda: 0,
+    ) -> None:
+        self.identity = identity
+        self.config = config
+        self.registry = registry
+        self.host = build_host(identity)
+        self.limiter = PeerLimiter(config.rate_policy)
+        self.dialer = Dialer(
+            self.host, config.dial_timeout_s, config.reconnect_min_s, config.reconnect_max_s
+        )
+        self.gossip = Gossip(self.host, identity, config, registry, self.limiter, current_round)
+        self.server = BlobServer(config, registry, self.limiter, blobs, checkpoints)
+        self.client = BlobClient(self.host, self.dialer, config)
+        self.host.set_stream_handler(PROTOCOL, self.server.handle)
+
+    @property
+    def peer_id(self) -> ID:
+        return self.host.get_id()
+
+    @property
+    def p2p_addr(self) -> str:
+        """The first listen address with /p2p/<peer id>; valid once `run()` has started."""
+        return f"{self.host.get_addrs()[0]}"
+
+    @property
+    def listen_addr(self) -> str:
+        """The first listen address without /p2p (what goes into the on-chain registry)."""
+        return str(split_multiaddr(self.p2p_addr)[0])
+
+    @asynccontextmanager
+    async def run(self) -> AsyncIterator[P2PNode]:
+        """Listen, start gossip and the reconnecting dialer; stop all of it on exit."""
+        listen = multiaddr.Multiaddr(self.config.listen_addr)
+        async with self.host.run([listen]):
+            async with background_trio_service(self.gossip.pubsub):
+                async with background_trio_service(self.gossip.router):
+                    await self.gossip.start()
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(
+                            self.dialer.maintain, self._wanted, self.config.maintain_interval_s
+                        )
+                        try:
+                            yield self
+                        finally:
+                            nursery.cancel_scope.cancel()
+
+    def _wanted(self) -> dict[ID, list[multiaddr.Multiaddr]]:
+        pairs = [(e.node_key, e.multiaddr) for e in self.registry.entries() if e.multiaddr]
+        return wanted_from(pairs, self.config.bootstrap, self.peer_id)
+
+    def _addrs_of(self, node_key: bytes) -> tuple[ID, list[multiaddr.Multiaddr]]:
+        entry = self.registry.lookup_by_node_key(node_key)
+        addrs = [split_multiaddr(entry.multiaddr)[0]] if entry and entry.multiaddr else []
+        return peer_id_of(node_key), addrs
+
+    async def connect(self, addr: str) -> ID:
+        """Dial a '/ip4/../tcp/N/p2p/ID' address (kept open and reused)."""
+        ma, pid = split_multiaddr(addr)
+        if pid is None:
+            raise PeerUnavailable(f"{addr} has no /p2p/<peer id> part")
+        await self.dialer.connect(pid, [ma])
+        return pid
+
+    async def publish(self, round_: int, body: Body) -> bytes:
+        """Sign and gossip `body` for `round_`; returns the message id."""
+        return await self.gossip.publish(round_, body)
+
+    async def receive(self) -> SignedGossip:
+        """The next validated, de-duplicated message from another node."""
+        return await self.gossip.receive()
+
+    async def wait_for_topic_peers(self, n: int, timeout_s: float = 10.0) -> None:
+        """Block until `n` peers have announced the deployment topic (TransferTimeout if not)."""
+        try:
+            with trio.fail_after(timeout_s):
+                while len(self.gossip.mesh_peers()) < n:
+                    await trio.sleep(0.05)
+        except trio.TooSlowError as exc:
+            raise TransferTimeout(f"only {len(self.gossip.mesh_peers())} topic peers") from exc
+
+    async def fetch_blob(
+        self, node_key: bytes, blob_hash: bytes, store: DirectoryBlobSource | None = None
+    ) -> bytes | Path:
+        peer_id, addrs = self._addrs_of(node_key)
+        return await self.client.fetch_blob(peer_id, blob_hash, addrs, store)
+
+    async def fetch_blob_any(
+        self,
+        node_keys: Sequence[bytes],
+        blob_hash: bytes,
+        store: DirectoryBlobSource | None = None,
+    ) -> bytes | Path:
+        peers = [self._addrs_of(k) for k in node_keys]
+        return await self.client.fetch_blob_any(peers, blob_hash, store)
+
+    async def fetch_checkpoint(
+        self, node_key: bytes, round_: int, trace_root: bytes, index: int
+    ) -> Checkpoint:
+        peer_id, addrs = self._addrs_of(node_key)
+        return await self.client.fetch_checkpoint(peer_id, round_, trace_root, index, addrs)

@@ -1,0 +1,78 @@
+"""Where served blobs come from, and the tiny directory-backed store used by tests.
+
+The node's real content-addressed store (protocol/store.py) only has to implement
+`BlobSource.get`; checkpoints (with their Merkle proofs, opaque here) come from a
+`CheckpointSource` that the miner or an evidence-keeping validator provides.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Protocol
+
+import blake3
+
+
+def blob_hash(data: bytes) -> bytes:
+    """The content hash blobs are requested by: blake3, 32 bytes."""
+    return blake3.blake3(data).digest()
+
+
+class BlobSource(Protocol):
+    def get(self, blob_hash: bytes) -> bytes | Path | None:
+        """The blob's bytes, or a path to a file holding exactly them, or None."""
+        ...
+
+
+class CheckpointSource(Protocol):
+    def get_checkpoint(
+        self, round_: int, trace_root: bytes, index: int
+    ) -> tuple[bytes | Path, bytes] | None:
+        """(checkpoint bytes or file, Merkle proof bytes), or None if not held."""
+        ...
+
+
+class DirectoryBlobSource:
+    """Blobs stored as `<root>/<hex hash>`; written via temp file + atomic rename."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def path_for(self, blob_hash: bytes) -> Path:
+        return self.root / blob_hash.hex()
+
+    def get(self, blob_hash: bytes) -> Path | None:
+        path = self.path_for(blob_hash)
+        return path if path.is_file() else None
+
+    def put(self, data: bytes) -> bytes:
+        h = blob_hash(data)
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".partial-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, self.path_for(h))
+        return h
+
+    def temp_file(self) -> tuple[int, Path]:
+        """A fresh temp file in the store dir (same filesystem, so rename is atomic)."""
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".partial-")
+        return fd, Path(tmp)
+
+
+class MemoryCheckpointSource:
+    """Checkpoints held in memory, keyed by (round, trace_root, index). For tests/devnet."""
+
+    def __init__(self) -> None:
+        self._items: dict[tuple[int, bytes, int], tuple[bytes, bytes]] = {}
+
+    def add(self, round_: int, trace_root: bytes, index: int, data: bytes, proof: bytes) -> None:
+        self._items[(round_, trace_root, index)] = (data, proof)
+
+    def get_checkpoint(
+        self, round_: int, trace_root: bytes, index: int
+    ) -> tuple[bytes | Path, bytes] | None:
+        item = self._items.get((round_, trace_root, index))
+        return None if item is None else (item[0], item[1])
