@@ -96,6 +96,10 @@ def _fsync_dir(path: Path) -> None:
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    round INTEGER NOT NULL, trace_root TEXT NOT NULL, leaf INTEGER NOT NULL,
+    blob TEXT NOT NULL, proof BLOB NOT NULL, PRIMARY KEY (round, trace_root, leaf)
+);
 CREATE TABLE IF NOT EXISTS journal (
     round INTEGER NOT NULL, step TEXT NOT NULL, data TEXT NOT NULL,
     PRIMARY KEY (round, step)
@@ -147,10 +151,37 @@ class NodeState:
         return [r[0] for r in rows]
 
 
+    def index_checkpoint(self, round_: int, trace_root: bytes, leaf: int, blob_hash: bytes, proof: bytes) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?, ?)",
+                             (round_, trace_root.hex(), leaf, blob_hash.hex(), proof))
+
+    def checkpoint_entry(self, round_: int, trace_root: bytes, leaf: int) -> tuple[bytes, bytes] | None:
+        with self._lock:
+            row = self._db.execute("SELECT blob, proof FROM checkpoints WHERE round = ? AND trace_root = ? AND leaf = ?",
+                                   (round_, trace_root.hex(), leaf)).fetchone()
+        return None if row is None else (bytes.fromhex(row[0]), bytes(row[1]))
+
+
 class DataDir:
-    """A node's data dir: blobs + state."""
+    """A node's data dir: blobs + state. Also the p2p layer's blob and checkpoint source."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.blobs = BlobStore(self.root / "blobs")
         self.state = NodeState(self.root / "state.sqlite")
+
+    def get(self, blob_hash: bytes) -> Path | None:
+        return self.blobs.get(blob_hash)
+
+    def add_checkpoint(self, round_: int, trace_root: bytes, leaf: int, data: bytes, proof: bytes) -> None:
+        """Keep a checkpoint to serve by (round, trace root, leaf): the miner's own, or a
+        validator's evidence (served even if the miner stops serving)."""
+        self.state.index_checkpoint(round_, trace_root, leaf, self.blobs.put(data), proof)
+
+    def get_checkpoint(self, round_: int, trace_root: bytes, index: int) -> tuple[bytes | Path, bytes] | None:
+        entry = self.state.checkpoint_entry(round_, trace_root, index)
+        if entry is None:
+            return None
+        path = self.blobs.get(entry[0])
+        return None if path is None else (path, entry[1])

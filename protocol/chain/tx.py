@@ -16,6 +16,10 @@ from protocol.errors import ChainError, ContractRevert, InsufficientFunds
 
 RECEIPT_TIMEOUT_S = 120.0
 GAS_HEADROOM = 1.25  # estimates can undershoot when state moves between estimate and inclusion
+# ...and a fixed margin on top: a call estimated while another is pending can take a costlier
+# path once mined (the attestation that reaches the majority also opens the next round).
+# Only gas used is charged, so the margin costs nothing when unused.
+GAS_MARGIN = 400_000
 
 try:  # eth-tester is only present for the embedded chain
     from eth_tester.exceptions import TransactionFailed as _TesterFailed
@@ -65,7 +69,7 @@ class TxSender:
             raise self._rpc_error(exc, account) from exc
         with self._lock:
             nonce = self._next_nonce(account.address)
-            tx = fn.build_transaction({**params, "gas": int(gas * GAS_HEADROOM), "nonce": nonce})
+            tx = fn.build_transaction({**params, "gas": self._gas_limit(gas), "nonce": nonce})
             signed = account.sign_transaction(tx)
             try:
                 tx_hash = self.w3.eth.send_raw_transaction(signed.raw_transaction)
@@ -88,6 +92,10 @@ class TxSender:
         if receipt["status"] != 1:
             raise ContractRevert(self._replay_reason(fn, params, receipt))
         return dict(receipt)
+
+    def _gas_limit(self, estimate: int) -> int:
+        block_limit = int(self.w3.eth.get_block("latest")["gasLimit"])
+        return min(int(estimate * GAS_HEADROOM) + GAS_MARGIN, block_limit)
 
     def _next_nonce(self, address: str) -> int:
         pending = self.w3.eth.get_transaction_count(Web3.to_checksum_address(address), "pending")

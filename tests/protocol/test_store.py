@@ -61,3 +61,13 @@ def test_unusable_state_file(tmp_path):
     bad.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(StoreError, match="unusable"):
         NodeState(bad)
+
+
+def test_checkpoints_are_served_by_round_root_and_leaf(tmp_path):
+    d = DataDir(tmp_path)
+    d.add_checkpoint(2, b"\x01" * 32, 3, b"ckpt-bytes", b'{"proof": 1}')
+    path, proof = d.get_checkpoint(2, b"\x01" * 32, 3)
+    assert path.read_bytes() == b"ckpt-bytes" and proof == b'{"proof": 1}'
+    assert d.get_checkpoint(2, b"\x01" * 32, 4) is None
+    assert d.get_checkpoint(3, b"\x01" * 32, 3) is None
+    assert d.get(content_hash(b"ckpt-bytes")) == path

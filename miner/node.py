@@ -1,0 +1,123 @@
+"""The miner role: per round, train in the worker, commit, publish, serve.
+
+    run() = for each round: wait_open → state → work (or reuse) → commit → announce
+Every step is idempotent on restart: the chain says whether the commit landed, the data
+dir holds the work, so a node killed anywhere resumes without re-training or re-sending.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from miner.work import MinerJob, MinerOutput, produce
+from protocol.chain.client import Phase
+from protocol.errors import ContractRevert
+from protocol.messages import UpdateAnnounced
+from protocol.node_base import NodeContext
+from protocol.replay_profile import ProfileWorker
+from protocol.runtime import AsyncWorker, kv
+
+ANNOUNCE_REPEATS = 2  # gossip can drop a message; validators fetch by hash regardless
+
+
+class MinerNode(NodeContext):
+    async def run(self) -> None:
+        with ProfileWorker(self.setup.profile) as worker:
+            self.worker = AsyncWorker(worker)
+            async with self.p2p.run():
+                async with trio.open_nursery() as nursery:
+                    await self.sync.refresh()
+                    nursery.start_soon(self.sync.run_forever)
+                    nursery.start_soon(self._drain_gossip)
+                    await self._rounds()
+                    nursery.cancel_scope.cancel()
+
+    async def _rounds(self) -> None:
+        done = 0
+        await self.wait_round_open(0)
+        r = self.current_round
+        while self.config.max_rounds is None or done < self.config.max_rounds:
+            await self.wait_round_open(r)
+            r = self.current_round  # a node that fell behind joins the current round
+            self.log.info("round open %s", kv(round=r, phase="commit"))
+            if await self._work_and_commit(r):
+                await self._announce(r)
+            done += 1
+            await self.wait_round_open(r + 1)
+            r += 1
+
+    async def _work_and_commit(self, r: int) -> bool:
+        committed = await self.port(self.client.call, "settlement", "has_committed", r, self.address)
+        work = self.data.state.recall(r, "work")
+        if committed and work:
+            return True
+        if await self.port.phase(r) != Phase.COMMIT:
+            self.log.info("missed the commit phase %s", kv(round=r))
+            return False
+        if not await self.port(self.client.call, "staking", "is_eligible_miner", self.address):
+            self.log.warning("not eligible to commit (stake below minimum?) %s", kv(round=r))
+            return False
+        if work is None:
+            out = await self._train(r)
+            work = self._keep(r, out)
+        try:
+            await self.port(self.client.commit_update, r, bytes.fromhex(work["update_hash"]),
+                            bytes.fromhex(work["trace_root"]))
+        except ContractRevert as exc:
+            self.log.warning("commit refused %s", kv(round=r, reason=exc.reason))
+            return False
+        self.log.info("committed %s", kv(round=r, update=work["update_hash"][:12], trace_root=work["trace_root"][:12]))
+        return True
+
+    async def _train(self, r: int) -> MinerOutput:
+        state_blob, state_hash = await self.state_for(r)
+        prev = self.data.state.recall(r - 1, "work") if r > 0 else None
+        committed_prev = r > 0 and await self.port(self.client.call, "settlement", "has_committed", r - 1, self.address)
+        ef_in = self.data.blobs.read(bytes.fromhex(prev["residual"])) if prev and committed_prev else None
+        job = MinerJob(self.setup.spec, self.setup.run_seed, r, self.address, state_blob, state_hash, ef_in,
+                       self.client.handle.chain_id, self.client.settlement.address, self.config.cheat,
+                       self.config.cheat_fraction, await self._foreign_update(r))
+        self.log.info("training %s", kv(round=r, cheat=self.config.cheat or "none"))
+        return await self._work(produce, job)
+
+    def _keep(self, r: int, out: MinerOutput) -> dict:
+        """Store the work (durably) before committing to it."""
+        update_hash = self.data.blobs.put(out.envelope)
+        for leaf, (ckpt, proof) in enumerate(zip(out.checkpoints, out.proofs, strict=True)):
+            if leaf not in out.withheld:
+                self.data.add_checkpoint(r, out.trace_root, leaf, ckpt, proof)
+        work = {"update_hash": update_hash.hex(), "trace_root": out.trace_root.hex(),
+                "residual": self.data.blobs.put(out.residual).hex(), "size": len(out.envelope)}
+        self.data.state.record(r, "work", work)
+        return work
+
+    async def _foreign_update(self, r: int) -> bytes | None:
+        """What a copy/stale cheater submits: another miner's (or its own) earlier update."""
+        if self.config.cheat not in ("copy", "stale") or r == 0:
+            return None
+        from protocol.envelope import decode_envelope
+
+        commits = await self.commits(r - 1)
+        others = [m for m in commits if m != self.address] if self.config.cheat == "copy" else [self.address]
+        for m in others:
+            if m in commits and (blob := await self.fetch_blob(commits[m][0], first=m)) is not None:
+                return decode_envelope(blob, self.config.max_blob_bytes).update
+        return None
+
+    async def _announce(self, r: int) -> None:
+        while await self.port.phase(r) == Phase.COMMIT:
+            await trio.sleep(self.config.poll_s)
+        work = self.data.state.recall(r, "work")
+        assert work is not None
+        body = UpdateAnnounced(miner=self.address.lower(), update_hash="0x" + work["update_hash"],
+                               trace_root="0x" + work["trace_root"], size=work["size"],
+                               multiaddr=self.p2p.listen_addr)
+        for _ in range(ANNOUNCE_REPEATS):
+            await self.p2p.publish(r, body)
+            await trio.sleep(1.0)
+        self.log.info("published %s", kv(round=r, update=work["update_hash"][:12]))
+
+    async def _drain_gossip(self) -> None:
+        # read promptly: py-libp2p drops messages when the subscription buffer fills
+        while True:
+            await self.p2p.receive()

@@ -1,0 +1,117 @@
+"""What a miner's worker process computes (module-level functions: they run under the
+replay profile in a spawned process, never on the trio thread)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import safetensors.torch
+import torch
+
+from protocol.adversaries import (
+    Submission,
+    fabricate,
+    honest,
+    lazy,
+    nan_blob,
+    noise_blob,
+    scale_blob,
+    sign_flip_blob,
+    submit,
+    withhold,
+    wrong_data,
+)
+from protocol.aggregate import decode_state
+from protocol.checkpoint import encode_checkpoint
+from protocol.envelope import encode_envelope, encode_proof
+from protocol.proof import leaf_proof, residual_hash
+from protocol.run_setup import Setup, TrainingSpec, load_dataset
+from protocol.training import RoundTask
+
+CHEATS = ("lazy", "fabricate", "wrong-data", "copy", "stale", "scale", "sign-flip", "nan", "noise", "withhold")
+
+
+@dataclass(frozen=True)
+class MinerJob:
+    spec: TrainingSpec
+    run_seed: bytes
+    round: int
+    miner: str  # 0x address
+    state_blob: bytes  # encoded global state θ_r
+    state_hash: bytes  # its attested hash
+    ef_in: bytes | None  # safetensors {"residual": (N,)} carried from the last round, None = zeros
+    chain_id: int
+    contract: str  # settlement address (bound into the envelope)
+    cheat: str | None = None
+    fraction: float | None = None  # share of segments a lazy/withhold cheater fakes (None = all)
+    foreign_update: bytes | None = None  # what copy/stale cheaters submit instead of their own
+
+
+@dataclass(frozen=True)
+class MinerOutput:
+    envelope: bytes  # the committed blob; its content hash is the update hash
+    trace_root: bytes
+    checkpoints: list[bytes]  # encoded, by leaf index
+    proofs: list[bytes]  # Merkle proof of each checkpoint leaf
+    withheld: list[int]  # leaves a withholding cheater refuses to serve
+    residual: bytes  # safetensors {"residual": (N,)} for the next round
+
+
+def produce(job: MinerJob) -> MinerOutput:
+    setup = Setup(job.spec, job.run_seed)
+    model, cfg = setup.model, setup.compute
+    ds = load_dataset(job.spec.dataset)
+    theta = decode_state(job.state_blob, model, job.state_hash).params
+    ef = safetensors.torch.load(job.ef_in)["residual"] if job.ef_in else None
+    task = RoundTask(job.run_seed, job.round, bytes.fromhex(job.miner[2:]), model, cfg)
+    sub = _work(job, task, ds, theta, ef)
+    envelope = encode_envelope(job.chain_id, job.contract, job.round, job.miner, sub.trace, sub.blob)
+    root = bytes(sub.root)
+    residual = sub.residual if sub.residual is not None else torch.zeros(sum(p.numel() for p in theta.values()))
+    assert residual_hash(residual) == sub.trace.residual_hash or job.cheat is not None
+    proofs = []
+    for i in range(len(sub.checkpoints)):
+        p = leaf_proof(sub.trace, i)
+        proofs.append(encode_proof(p.index, p.size, list(p.siblings)))
+    return MinerOutput(envelope, root, [encode_checkpoint(c, model) for c in sub.checkpoints], proofs,
+                       sorted(sub.withheld), safetensors.torch.save({"residual": residual.contiguous()}))
+
+
+def _work(job: MinerJob, task: RoundTask, ds, theta, ef) -> Submission:  # noqa: ANN001
+    cheat, fraction = job.cheat, job.fraction if job.fraction is not None else 1.0
+    if cheat is None:
+        return honest(task, ds, theta, ef)
+    if cheat == "lazy":
+        return lazy(task, ds, theta, ef, fraction)
+    if cheat == "withhold":
+        return withhold(task, ds, theta, ef, fraction)
+    if cheat == "fabricate":
+        return fabricate(task, ds, theta, ef)
+    if cheat == "wrong-data":
+        return wrong_data(task, ds, theta, ef)
+    base = honest(task, ds, theta, ef)
+    edits = {"scale": scale_blob, "sign-flip": sign_flip_blob, "nan": nan_blob, "noise": noise_blob}
+    if cheat in edits:
+        return submit_blob(base, edits[cheat](task, base.blob))
+    if cheat in ("copy", "stale"):
+        return submit_blob(base, job.foreign_update or base.blob)
+    raise ValueError(f"unknown cheat {cheat!r}; choose from {CHEATS}")
+
+
+def submit_blob(base: Submission, blob: bytes) -> Submission:
+    """The honest trace, but another update blob (not derived from the final checkpoint)."""
+    from dataclasses import replace
+
+    return replace(base, blob=blob)
+
+
+def genesis_blob(spec: TrainingSpec) -> tuple[bytes, bytes]:
+    """(encoded genesis state, its hash)."""
+    from protocol.aggregate import encode_state, genesis_state, global_state_hash
+
+    setup = Setup(spec, b"")
+    state = genesis_state(setup.model, setup.compute, spec.init_seed)
+    return encode_state(state), bytes(global_state_hash(state, setup.model))
+
+
+_ = submit  # re-exported for adversary tests

@@ -1,0 +1,165 @@
+"""`veritrain devnet`: a whole network in one process, on the embedded chain.
+
+The chain is eth-tester mined once a second on the wall clock (protocol/chain/devchain.py);
+every miner and validator is its own node object with its own libp2p host on 127.0.0.1
+and its own worker process for training and replay. Cheating miners use the adversaries
+of protocol/adversaries.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+from eth_account.signers.local import LocalAccount
+
+from miner.node import MinerNode
+from miner.work import CHEATS
+from protocol.chain.client import ChainClient, Role
+from protocol.chain.deploy import deploy
+from protocol.chain.devchain import DevChain
+from protocol.errors import ConfigError
+from protocol.keys import NodeKeys
+from protocol.node_base import NodeConfig
+from protocol.run_config import TOKEN_UNIT, ChainParams, GenesisAllocation, RunConfig
+from protocol.run_setup import prepare
+from protocol.signing import NodeIdentity, binding_message
+from validator.node import ValidatorNode
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class DevnetOptions:
+    miners: int = 4
+    validators: int = 2
+    rounds: int = 5
+    cheaters: tuple[tuple[str, float | None], ...] = ()  # (kind, fraction of segments faked)
+    preset: str = "tiny"
+    out: Path = Path("out/devnet")
+    data_root: Path | None = None  # node data dirs; a temp dir when None
+    training: dict = field(default_factory=dict)  # extra [training] keys (tests: small H)
+    chain: dict = field(default_factory=dict)  # ChainParams overrides
+
+
+def parse_cheaters(text: str | None) -> tuple[tuple[str, float | None], ...]:
+    """`lazy,withhold:0.3` -> (("lazy", None), ("withhold", 0.3))."""
+    out: list[tuple[str, float | None]] = []
+    for item in filter(None, (text or "").split(",")):
+        kind, _, frac = item.strip().partition(":")
+        if kind not in CHEATS:
+            raise ConfigError(f"unknown cheater kind {kind!r}; choose from {', '.join(CHEATS)}")
+        try:
+            fraction = float(frac) if frac else None
+        except ValueError as exc:
+            raise ConfigError(f"cheater fraction must be a number, got {frac!r}") from exc
+        if fraction is not None and not 0 < fraction <= 1:
+            raise ConfigError("cheater fraction must be in (0, 1]")
+        out.append((kind, fraction))
+    return tuple(out)
+
+
+@dataclass
+class Member:
+    role: Role
+    kind: str  # "honest" or a cheat name
+    keys: NodeKeys
+    client: ChainClient
+    listen: str = field(default_factory=lambda: f"/ip4/127.0.0.1/tcp/{free_port()}")
+    node: MinerNode | ValidatorNode | None = None
+
+    @property
+    def address(self) -> str:
+        return self.keys.account.address
+
+
+def free_port() -> int:
+    """A free loopback port, so each node registers its real address once, before it starts."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def run_config_for(opts: DevnetOptions, accounts: list[LocalAccount]) -> RunConfig:
+    chain = {"commit_duration": 90, "score_duration": 90, "reveal_duration": 30, "challenge_window": 20,
+             "unbonding_delay": 600, "emission_per_round": 1000, **opts.chain}
+    training = {"preset": opts.preset, **opts.training}
+    genesis = [GenesisAllocation(address=a.address, amount=10_000) for a in accounts]
+    return RunConfig(run_name="devnet", chain=ChainParams(**chain), training=training, genesis=genesis)
+
+
+def _register(member: Member, stake_tokens: int) -> None:
+    identity, client = member.keys.identity, member.client
+    message = binding_message(client.handle.chain_id, bytes.fromhex(client.staking.address[2:]),
+                              bytes.fromhex(member.address[2:]))
+    client.register(member.role, identity.public_key, member.listen, identity.sign(message))
+    client.stake(stake_tokens * TOKEN_UNIT)
+
+
+def setup_network(opts: DevnetOptions, progress: Progress) -> tuple[DevChain, ChainClient, list[Member]]:
+    n_miners = opts.miners + len(opts.cheaters)
+    chain = DevChain(funded_accounts=n_miners + opts.validators)
+    accounts = chain.node_accounts()[: n_miners + opts.validators]
+    progress("pinning model, dataset and replay-profile hashes")
+    config = prepare(run_config_for(opts, accounts))
+    progress("deploying contracts on the embedded chain")
+    deployment = deploy(chain.handle, chain.deployer, config, progress=lambda m: None)
+    admin = ChainClient(chain.handle, deployment, chain.deployer)
+    kinds = ["honest"] * opts.miners + [k for k, _ in opts.cheaters]
+    members = [Member(Role.MINER, kind, NodeKeys(a, NodeIdentity.generate()), admin.with_account(a))
+               for kind, a in zip(kinds, accounts[:n_miners], strict=True)]
+    members += [Member(Role.VALIDATOR, "honest", NodeKeys(a, NodeIdentity.generate()), admin.with_account(a))
+                for a in accounts[n_miners:]]
+    chain.start()
+    progress(f"registering {n_miners} miners and {opts.validators} validators")
+    cfg = config.chain
+    threads = [threading.Thread(target=_register, args=(m, (cfg.min_miner_stake if m.role == Role.MINER else
+                                                            cfg.min_validator_stake) + 100)) for m in members]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return chain, admin, members
+
+
+def build_nodes(opts: DevnetOptions, members: list[Member], data_root: Path) -> None:
+    fractions = dict(opts.cheaters)
+    for i, m in enumerate(members):
+        log = logging.getLogger(f"veritrain.{m.role.name.lower()}{i}")
+        cheat = None if m.kind == "honest" else m.kind
+        cfg = NodeConfig(data_dir=data_root / f"node{i}", listen=m.listen, max_rounds=opts.rounds, cheat=cheat,
+                         cheat_fraction=fractions.get(m.kind) if cheat else None)
+        cls = MinerNode if m.role == Role.MINER else ValidatorNode
+        m.node = cls(m.client, m.keys, cfg, log)
+
+
+async def run_nodes(admin: ChainClient, members: list[Member], rounds: int, progress: Progress) -> None:
+    async with trio.open_nursery() as nursery:
+        for m in members:
+            assert m.node is not None
+            nursery.start_soon(m.node.run)
+        await trio.to_thread.run_sync(admin.start)
+        progress("round 0 opened")
+        while await trio.to_thread.run_sync(admin.current_round) < rounds:
+            await trio.sleep(1.0)
+        nursery.cancel_scope.cancel()
+
+
+def run_devnet(opts: DevnetOptions, progress: Progress) -> tuple[ChainClient, list[Member]]:
+    chain, admin, members = setup_network(opts, progress)
+    try:
+        with tempfile.TemporaryDirectory(prefix="veritrain-devnet-") as tmp:
+            build_nodes(opts, members, opts.data_root or Path(tmp))
+            trio.run(run_nodes, admin, members, opts.rounds, progress)
+            for m in members:
+                if m.client.call("settlement", "claimable", m.address) > 0:
+                    m.client.claim()
+    finally:
+        chain.stop()
+    return admin, members

@@ -1,0 +1,143 @@
+"""The validator role. Per round:
+
+    close commits → seed → check every miner → report fraud → commit scores → reveal
+    → finalize → aggregate → attest θ_{r+1}
+Votes on other validators' reports and resolution run alongside (validator/disputes.py).
+Salts and scores are journaled before `commit_scores`, so a restarted validator reveals
+what it committed; the chain says which transactions already landed.
+"""
+
+from __future__ import annotations
+
+import os
+
+import trio
+
+from protocol.chain.client import FraudKind, Phase
+from protocol.chain.commitments import score_commitment, sort_miners
+from protocol.errors import ContractRevert
+from protocol.hashing import blake3_hash
+from protocol.messages import ModelAttested
+from protocol.node_base import NodeContext
+from protocol.replay_profile import ProfileWorker
+from protocol.runtime import AsyncWorker, kv
+from validator.checks import MinerCheck, check_one
+from validator.disputes import Disputes
+from validator.work import ScoreJob, score_miners
+
+KIND_CODES = {"replay": FraudKind.REPLAY, "derivation": FraudKind.DERIVATION, "unavailable": FraudKind.UNAVAILABLE}
+NO_SEGMENT = 65535  # report segment when a whole submission was unavailable
+LOSS_SCALE = 1_000_000
+
+
+class ValidatorNode(NodeContext):
+    async def run(self) -> None:
+        with ProfileWorker(self.setup.profile) as worker:
+            self.worker = AsyncWorker(worker)
+            async with self.p2p.run():
+                async with trio.open_nursery() as nursery:
+                    await self.sync.refresh()
+                    nursery.start_soon(self.sync.run_forever)
+                    nursery.start_soon(self._drain_gossip)
+                    nursery.start_soon(Disputes(self).run_forever)
+                    await self._rounds()
+                    nursery.cancel_scope.cancel()
+
+    async def _rounds(self) -> None:
+        await self.wait_round_open(0)
+        r, done = self.current_round, 0
+        while self.config.max_rounds is None or done < self.config.max_rounds:
+            await self.wait_round_open(r)
+            r = self.current_round
+            if await self.port.view("settlement", "validator_weight", r, self.address) == 0:
+                self.log.info("no permit this round %s", kv(round=r))
+            else:
+                await self.play_round(r)
+            done += 1
+            await self.wait_round_open(r + 1)
+            r += 1
+
+    async def play_round(self, r: int) -> None:
+        seed_block = await self._close_commits(r)
+        commits = await self.commits(r)
+        state = await self.state_for(r)
+        self.log.info("verifying %s", kv(round=r, miners=len(commits), phase="scoring"))
+        checks = [await check_one(self, r, m, c, seed_block, state) for m, c in sorted(commits.items())]
+        await self._report(r, checks)
+        await self._commit_scores(r, checks, state, seed_block)
+        await self._wait_phase(r, Phase.REVEAL)
+        await self._reveal(r)
+        await self._wait_phase(r, Phase.AWAITING_FINALIZE)
+        await self.port.try_send(self.client.finalize, r)
+        await self._attest(r)
+
+    async def _close_commits(self, r: int) -> bytes:
+        while await self.port.phase(r) == Phase.COMMIT:
+            deadline = (await self.port(self.client.round_info, r))["commit_deadline"]
+            if await self.chain_time() >= deadline:
+                await self.port.try_send(self.client.close_commit, r)
+            await trio.sleep(self.config.poll_s)
+        while (seed := (await self.port(self.client.round_info, r))["seed"]) == b"\x00" * 32:
+            await self.port.try_send(self.client.store_seed, r)
+            await trio.sleep(self.config.poll_s)
+        return bytes(seed)
+
+    async def _report(self, r: int, checks: list[MinerCheck]) -> None:
+        for c in checks:
+            o = c.outcome
+            if o.kind is None or await self.port.view("disputes", "report_of", r, c.miner):
+                continue
+            evidence = blake3_hash("evidence", (o.expected_hash or b""), (o.actual_hash or b""), o.detail.encode())
+            segment = o.segment if o.segment is not None else (o.leaf if o.leaf is not None else NO_SEGMENT)
+            try:
+                rid = await self.port(self.client.report_fraud, r, c.miner, KIND_CODES[o.kind], segment,
+                                      bytes(evidence), c.challenge.signature)
+                self.log.warning("fraud reported %s", kv(round=r, miner=c.miner, kind=o.kind, report=rid))
+            except ContractRevert as exc:
+                self.log.info("report not filed %s", kv(round=r, miner=c.miner, reason=exc.reason))
+
+    async def _commit_scores(self, r: int, checks: list[MinerCheck], state: tuple[bytes, bytes],
+                             seed_block: bytes) -> None:
+        if await self.port.view("settlement", "score_commitment", r, self.address) != b"\x00" * 32:
+            return
+        entry = self.data.state.recall(r, "scores")
+        if entry is None:
+            vseed = blake3_hash("validator-seed", self.keys.identity.sign(b"veritrain/score-seed/v1" + seed_block))
+            job = ScoreJob(self.setup.spec, self.setup.run_seed, r, state[0], state[1],
+                           [(c.miner, c.order, c.envelope, c.outcome.kind is None) for c in checks],
+                           bytes(vseed), self.config.max_blob_bytes)
+            scores = await self._work(score_miners, job) if checks else {}
+            miners = sort_miners(list(scores))
+            entry = {"miners": miners, "scores": [scores[m] for m in miners], "salt": os.urandom(32).hex()}
+            self.data.state.record(r, "scores", entry)  # before the commitment: a restart must reveal it
+        commitment = score_commitment(self.client.handle.chain_id, self.client.settlement.address, self.address, r,
+                                      entry["miners"], entry["scores"], bytes.fromhex(entry["salt"]))
+        if await self.port.try_send(self.client.commit_scores, r, commitment):
+            self.log.info("scores committed %s", kv(round=r, scores=dict(zip(entry["miners"], entry["scores"], strict=True))))
+
+    async def _reveal(self, r: int) -> None:
+        entry = self.data.state.recall(r, "scores")
+        if entry is None or await self.port.view("settlement", "revealed", r, self.address):
+            return
+        await self.port.try_send(self.client.reveal_scores, r, entry["miners"], entry["scores"],
+                                 bytes.fromhex(entry["salt"]))
+
+    async def _wait_phase(self, r: int, phase: Phase) -> None:
+        while await self.port.phase(r) < phase:
+            await trio.sleep(self.config.poll_s)
+
+    async def _attest(self, r: int) -> None:
+        if await self.port.view("settlement", "attested_by", r + 1, self.address):
+            return
+        blob, model_hash, loss = await self.compute_next(r)
+        self.data.state.set(f"state:{r + 1}", {"hash": model_hash.hex(), "blob": self.data.blobs.put(blob).hex()})
+        if not await self.port.try_send(self.client.attest_model, r + 1, model_hash, int(loss * LOSS_SCALE)):
+            self.log.warning("attestation refused %s", kv(round=r + 1))
+            return
+        self.log.info("attested %s", kv(round=r + 1, model=model_hash.hex()[:12], heldout_loss=f"{loss:.4f}"))
+        await self.p2p.publish(r, ModelAttested(validator=self.address.lower(), model_hash="0x" + model_hash.hex(),
+                                                heldout_loss=loss))
+
+    async def _drain_gossip(self) -> None:
+        while True:
+            await self.p2p.receive()

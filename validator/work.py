@@ -1,0 +1,97 @@
+"""What a validator's worker process computes: proof checks and usefulness scores."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol.aggregate import decode_state
+from protocol.envelope import decode_envelope
+from protocol.hashing import Digest
+from protocol.proof import zero_residual_hash
+from protocol.run_setup import Setup, TrainingSpec, load_dataset
+from protocol.training import RoundTask
+from protocol.verdict import judge, verify_submission
+from validator.scoring import RoundEntry, score_round
+
+
+@dataclass(frozen=True)
+class CheckJob:
+    spec: TrainingSpec
+    run_seed: bytes
+    round: int
+    miner: str
+    state_blob: bytes
+    state_hash: bytes
+    envelope: bytes
+    trace_root: bytes
+    ef_hash: bytes | None  # residual hash the miner carried out of its last round (None: zeros)
+    leaves: dict[int, bytes | None]  # fetched checkpoints by leaf index (None: not served)
+    segments: tuple[int, ...]
+    max_bytes: int
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    miner: str
+    kind: str | None  # replay | derivation | unavailable | None (proof holds)
+    leaf: int | None
+    segment: int | None
+    detail: str
+    expected_hash: bytes | None
+    actual_hash: bytes | None
+
+
+def check_miner(job: CheckJob) -> CheckOutcome:
+    setup = Setup(job.spec, job.run_seed)
+    model, cfg = setup.model, setup.compute
+    ds = load_dataset(job.spec.dataset)
+    theta = decode_state(job.state_blob, model, job.state_hash).params
+    env = decode_envelope(job.envelope, job.max_bytes)
+    task = RoundTask(job.run_seed, job.round, bytes.fromhex(job.miner[2:]), model, cfg)
+    n = sum(p.numel() for p in theta.values())
+    ef_hash = job.ef_hash or bytes(zero_residual_hash(n))
+    v = verify_submission(task, ds, theta, ef_hash, job.trace_root, env.trace, env.update,
+                          lambda leaf: job.leaves.get(leaf), job.segments, setup.profile)
+    j = judge(v)
+    expected = actual = None
+    for r in v.replays:
+        if r.segment == j.segment:
+            expected, actual = bytes(r.expected_hash), (bytes(r.actual_hash) if r.actual_hash else None)
+    return CheckOutcome(job.miner, str(j.kind) if j.kind else None, j.leaf, j.segment, j.detail, expected, actual)
+
+
+@dataclass(frozen=True)
+class ScoreJob:
+    spec: TrainingSpec
+    run_seed: bytes
+    round: int
+    state_blob: bytes
+    state_hash: bytes
+    entries: list[tuple[str, int, bytes | None, bool]]  # (miner, commit order, envelope, proof ok)
+    validator_seed: bytes
+    max_bytes: int
+
+
+def score_miners(job: ScoreJob) -> dict[str, int]:
+    """Integer scores in [0, 65535]; a miner without a usable envelope scores 0."""
+    setup = Setup(job.spec, job.run_seed)
+    model, cfg = setup.model, setup.compute
+    ds = load_dataset(job.spec.dataset)
+    theta = decode_state(job.state_blob, model, job.state_hash).params
+    entries, out = [], {}
+    for miner, order, envelope, ok in job.entries:
+        out[miner.lower()] = 0
+        if envelope is None:
+            continue
+        task = RoundTask(job.run_seed, job.round, bytes.fromhex(miner[2:]), model, cfg)
+        entries.append(RoundEntry(task, order, decode_envelope(envelope, job.max_bytes).update, ok))
+    scores = score_round(entries, ds, theta, Digest(job.validator_seed))
+    for raw, s in scores.items():
+        out["0x" + raw.hex()] = s.score
+    return {_checksum(m): v for m, v in out.items()}
+
+
+def _checksum(address: str) -> str:
+    from eth_utils import to_checksum_address
+
+    return str(to_checksum_address(address))
