@@ -6,11 +6,12 @@
 @license GNU Affero General Public License v3.0 only
 @notice A permitted validator of a round files a `replay`, `derivation` or
         `unavailable` report against a miner before the round's reveal deadline,
-        posting a bond. The report is the reporter's confirming vote; the round's
+        posting a bond (one report per round, miner and reporter). The report is the reporter's confirming vote; the round's
         other validators vote `confirm`, `reject` or `served`. After the challenge
         window (or once every validator voted) anyone resolves it:
         - confirmed: quorum (> 1/2 of permitted stake voted), > 2/3 of voting stake
-          confirms, and someone besides the reporter confirmed -> the miner is slashed;
+          confirms, and someone besides the reporter confirmed -> the miner is slashed
+          (once per round: a later confirmed report on the same miner and round slashes nothing);
         - rejected: not confirmed and a validator besides the reporter rejected -> the bond is burned;
         - void: anything else (no quorum, only the reporter voted, `served` outweighs
           the rest) -> the bond is returned.
@@ -79,7 +80,11 @@ reporter_share_bps: public(immutable(uint256))
 
 report_count: public(uint256)
 reports: public(HashMap[uint256, Report])
-report_of: public(HashMap[uint256, HashMap[address, uint256]])
+# round -> miner -> reporter -> report id: one report per (round, miner, reporter), so a
+# voided report (e.g. a colluder's) never shields the miner from another validator's report
+report_of: public(HashMap[uint256, HashMap[address, HashMap[address, uint256]]])
+# round -> miner -> True once a report against it in that round was confirmed (slashed once)
+slashed_in_round: public(HashMap[uint256, HashMap[address, bool]])
 vote_of: public(HashMap[uint256, HashMap[address, uint8]])
 total_bonds: public(uint256)
 
@@ -140,7 +145,8 @@ def report_fraud(
     """
     @notice Files a fraud report (1 replay, 2 derivation, 3 unavailable) against
             `miner` in `round`, posting the bond (after `approve`). Counts as the
-            reporter's confirming vote. One report per miner per round.
+            reporter's confirming vote. One report per (round, miner, reporter):
+            other validators may still report a miner whose earlier report failed.
     @param challenge_sig The reporter's ed25519 signature that seeds its challenge.
     @return The report id.
     """
@@ -149,7 +155,7 @@ def report_fraud(
     assert weight > 0, "disputes: not a permitted validator"
     assert staticcall settlement.has_committed(round, miner), "disputes: miner did not commit"
     assert staticcall settlement.reporting_open(round), "disputes: reporting closed"
-    assert self.report_of[round][miner] == 0, "disputes: already reported"
+    assert self.report_of[round][miner][msg.sender] == 0, "disputes: already reported"
     assert len(challenge_sig) == 64, "disputes: challenge signature must be 64 bytes"
     if report_bond > 0:
         assert extcall token.transferFrom(msg.sender, self, report_bond, default_return_value=True), "disputes: bond transfer failed"
@@ -163,7 +169,7 @@ def report_fraud(
         confirm_weight=weight, reject_weight=0, served_weight=0, votes=1,
         confirms_by_others=0, rejects_by_others=0,
     )
-    self.report_of[round][miner] = rid
+    self.report_of[round][miner][msg.sender] = rid
     self.vote_of[rid][msg.sender] = VOTE_CONFIRM
     extcall staking.report_opened(miner)
     extcall settlement.report_opened(round, miner)
@@ -208,6 +214,8 @@ def resolve_fraud(report_id: uint256) -> uint8:
     """
     @notice Resolves a report after its window, or earlier once every permitted
             validator of the round voted. Anyone may call it.
+            A miner is slashed at most once per round: a later confirmed report
+            against the same miner and round slashes nothing (its bond is returned).
     @return The outcome: 2 confirmed, 3 rejected, 4 void.
     """
     r: Report = self.reports[report_id]
@@ -219,7 +227,8 @@ def resolve_fraud(report_id: uint256) -> uint8:
     self.reports[report_id] = r
     slashed: uint256 = 0
     burned: uint256 = 0
-    if status == STATUS_CONFIRMED:
+    if status == STATUS_CONFIRMED and not self.slashed_in_round[r.round][r.miner]:
+        self.slashed_in_round[r.round][r.miner] = True
         slashed = extcall staking.slash(r.miner, slash_bps, r.reporter, reporter_share_bps)
     if report_bond > 0:
         self.total_bonds -= report_bond

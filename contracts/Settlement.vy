@@ -223,10 +223,11 @@ def set_disputes(disputes_: address):
 def start():
     """
     @notice Opens round 0 on the genesis model. Anyone may call it once at least
-            one validator holds a permit.
+            one validator holds a permit and at least one miner is eligible.
     """
     assert not self.started, "settlement: already started"
     assert self.disputes != empty(address), "settlement: not wired"
+    assert staticcall staking.eligible_miner_count() > 0, "settlement: no eligible miner"
     self.started = True
     self.model_hash[0] = genesis_model_hash
     self._open_round(0)
@@ -238,7 +239,10 @@ def commit_update(round: uint256, update_hash: bytes32, trace_root: bytes32):
     @notice Commits the caller's update for `round`: one slot
             `keccak(update_hash, trace_root)`, at most once per miner per round.
             `update_hash` is bound to the miner's address off-chain, so a copied
-            commitment cannot be opened by the copier.
+            commitment cannot be opened by the copier. At most 256 miners commit per
+            round (a reveal lists them all); the phase closes early once
+            min(active miners, 256) have committed, never when no miner was active
+            at the round's opening (then its deadline closes it).
     """
     word: uint256 = self.round_word[round]
     start_time: uint256 = word & MASK48
@@ -247,10 +251,12 @@ def commit_update(round: uint256, update_hash: bytes32, trace_root: bytes32):
     assert block.timestamp < start_time + commit_duration, "settlement: commit deadline passed"
     assert staticcall staking.is_eligible_miner(msg.sender), "settlement: not an eligible miner"
     assert self.commit_slot[round][msg.sender] == empty(bytes32), "settlement: already committed"
-    self.commit_slot[round][msg.sender] = keccak256(concat(update_hash, trace_root))
     count: uint256 = ((word >> COUNT_SHIFT) & MASK16) + 1
+    assert count <= MAX_MINERS, "settlement: round is full"
+    self.commit_slot[round][msg.sender] = keccak256(concat(update_hash, trace_root))
     word = (word & ~(MASK16 << COUNT_SHIFT)) | (count << COUNT_SHIFT)
-    if count >= (word >> ACTIVE_SHIFT) & MASK16:
+    active: uint256 = (word >> ACTIVE_SHIFT) & MASK16
+    if active != 0 and count >= min(active, MAX_MINERS):
         word = self._closed(word, round, count)
     self.round_word[round] = word
     log UpdateCommitted(round=round, miner=msg.sender, update_hash=update_hash, trace_root=trace_root)
@@ -309,7 +315,9 @@ def reveal_scores(round: uint256, miners: DynArray[address, MAX_MINERS], scores:
     """
     @notice Reveals the caller's committed scores. `miners` must be every miner
             that committed in `round`, in strictly ascending address order.
+            Stores the round's seed first if it is due and nobody has.
     """
+    self._touch_seed(round)
     assert self._score_closed(round), "settlement: scoring phase open"
     assert block.timestamp < self._reveal_deadline(round), "settlement: reveal deadline passed"
     commitment: bytes32 = self.score_commitment[round][msg.sender]
@@ -329,7 +337,9 @@ def finalize(round: uint256):
     """
     @notice Settles `round` once its reveal phase is over: consensus scores,
             reputation, emission into claimable (or held-back) balances.
+            Stores the round's seed first if it is due and nobody has.
     """
+    self._touch_seed(round)
     assert not self.finalized[round], "settlement: already finalized"
     assert self._reveal_closed(round), "settlement: reveal phase open"
     self.finalized[round] = True
@@ -403,8 +413,9 @@ def report_opened(round: uint256, miner: address):
 @external
 def report_resolved(round: uint256, miner: address, confirmed: bool):
     """
-    @notice Ends a report: a confirmed one forfeits (burns) the miner's reward for
-            `round`; otherwise a held reward is released once no report is open.
+    @notice Ends a report: the first confirmed one forfeits the miner's reward for
+            `round` (burning it if `round` is already finalized; otherwise finalize
+            never mints it); otherwise a held reward is released once no report is open.
     @dev Only the disputes contract may call this.
     """
     assert msg.sender == self.disputes, "settlement: only disputes"
@@ -413,13 +424,17 @@ def report_resolved(round: uint256, miner: address, confirmed: bool):
     log ReportFlag(round=round, miner=miner, open_reports=self.open_reports[round][miner])
     amount: uint256 = self.held[round][miner]
     if confirmed:
+        if self.forfeited[round][miner]:
+            return  # forfeited by an earlier confirmed report: nothing left to burn
         self.forfeited[round][miner] = True
-        if amount > 0:
-            self.held[round][miner] = 0
-            self.total_held -= amount
-            self.total_burned += amount
-            extcall IToken(token.address).burn(amount)
-        log RewardForfeited(round=round, miner=miner, amount=amount)
+        if self.finalized[round]:
+            # the reward was held at finalize; before finalize, finalize logs the forfeit
+            if amount > 0:
+                self.held[round][miner] = 0
+                self.total_held -= amount
+                self.total_burned += amount
+                extcall IToken(token.address).burn(amount)
+            log RewardForfeited(round=round, miner=miner, amount=amount)
     elif self.open_reports[round][miner] == 0 and amount > 0 and not self.forfeited[round][miner]:
         self.held[round][miner] = 0
         self.total_held -= amount
@@ -545,7 +560,8 @@ def reporting_open(round: uint256) -> bool:
 def weighted_median(scores: DynArray[uint16, MAX_VALIDATORS], weights: DynArray[uint256, MAX_VALIDATORS]) -> uint16:
     """
     @notice The consensus rule, exposed for audits: the largest score whose
-            inclusive support is at least half of the total weight.
+            inclusive support is at least half of the total weight; 0 when the
+            total weight is 0.
     """
     return self._weighted_median(scores, weights)
 
@@ -620,7 +636,10 @@ def _score_close_time(round: uint256) -> uint256:
     closed_early: uint256 = self.score_closed_time[round]
     if closed_early != 0:
         return closed_early
-    return self._commit_closed_time(round) + score_duration
+    # count from the commit deadline at the latest: a late `close_commit` must not
+    # stretch the dispute timeline past the unbonding delay
+    word: uint256 = self.round_word[round]
+    return min((word >> CLOSED_TIME_SHIFT) & MASK48, (word & MASK48) + commit_duration) + score_duration
 
 
 @view
@@ -695,6 +714,8 @@ def _weighted_median(scores: DynArray[uint16, MAX_VALIDATORS], weights: DynArray
     total: uint256 = 0
     for w: uint256 in weights:
         total += w
+    if total == 0:
+        return 0  # no weight: no score has support
     best: uint16 = 0
     for candidate: uint16 in scores:
         if candidate <= best:

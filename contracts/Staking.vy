@@ -25,7 +25,7 @@ ROLE_NONE: constant(uint8) = 0
 ROLE_MINER: constant(uint8) = 1
 ROLE_VALIDATOR: constant(uint8) = 2
 MAX_VALIDATORS: constant(uint256) = 64  # permits per round (K <= this)
-MAX_REGISTERED_VALIDATORS: constant(uint256) = 256
+MAX_ELIGIBLE_VALIDATORS: constant(uint256) = 256
 BPS: constant(uint256) = 10_000
 
 token: public(immutable(IERC20))
@@ -47,7 +47,11 @@ unbond_release_time: public(HashMap[address, uint256])
 eligible_role: public(HashMap[address, uint8])
 eligible_miner_count: public(uint256)
 open_reports: public(HashMap[address, uint256])
-validators: public(DynArray[address, MAX_REGISTERED_VALIDATORS])
+# the validators holding at least the validator minimum (unordered): an account joins when
+# its stake first reaches the minimum and leaves (swap-and-pop) when it drops below, so
+# free registrations cannot fill the list
+validators: public(DynArray[address, MAX_ELIGIBLE_VALIDATORS])
+validator_index: public(HashMap[address, uint256])  # 1 + position in `validators`; 0 when absent
 total_staked: public(uint256)
 total_unbonding: public(uint256)
 total_slashed: public(uint256)
@@ -84,6 +88,11 @@ event Slashed:
 event ReportCountChanged:
     account: indexed(address)
     open_reports: uint256
+
+event ValidatorSetChanged:
+    account: indexed(address)
+    added: bool
+    size: uint256
 
 event Wired:
     settlement: address
@@ -140,8 +149,6 @@ def register(role_: uint8, node_key_: bytes32, multiaddr_: String[256], binding_
     assert current == ROLE_NONE or current == role_, "staking: role is fixed"
     if current == ROLE_NONE:
         self.role[msg.sender] = role_
-        if role_ == ROLE_VALIDATOR:
-            self.validators.append(msg.sender)
     self.node_key[msg.sender] = node_key_
     self.multiaddr[msg.sender] = multiaddr_
     log Registered(account=msg.sender, role=role_, node_key=node_key_, multiaddr=multiaddr_, binding_sig=binding_sig)
@@ -151,6 +158,8 @@ def register(role_: uint8, node_key_: bytes32, multiaddr_: String[256], binding_
 def stake(amount: uint256):
     """
     @notice Moves `amount` tokens from the caller (after `approve`) into its stake.
+            A validator whose stake first reaches the validator minimum joins
+            `validators`, which holds at most 256 eligible validators.
     """
     assert self.role[msg.sender] != ROLE_NONE, "staking: not registered"
     assert amount > 0, "staking: zero amount"
@@ -263,7 +272,8 @@ def is_eligible_miner(account: address) -> bool:
 @external
 def validator_count() -> uint256:
     """
-    @notice Number of accounts ever registered as validators.
+    @notice Number of validators holding at least the validator minimum stake
+            (the length of `validators`).
     """
     return len(self.validators)
 
@@ -277,9 +287,7 @@ def top_validators() -> (DynArray[address, MAX_VALIDATORS], DynArray[uint256, MA
     """
     addrs: DynArray[address, MAX_VALIDATORS] = []
     stakes: DynArray[uint256, MAX_VALIDATORS] = []
-    for v: address in self.validators:
-        if self.eligible_role[v] != ROLE_VALIDATOR:
-            continue
+    for v: address in self.validators:  # every entry is an eligible validator
         s: uint256 = self.staked[v]
         # insertion into a list kept sorted by (stake desc, address asc)
         pos: uint256 = len(addrs)
@@ -321,5 +329,24 @@ def _refresh_eligibility(account: address):
     self.eligible_role[account] = new_role
     if old_role == ROLE_MINER:
         self.eligible_miner_count -= 1
+    elif old_role == ROLE_VALIDATOR:
+        self._remove_validator(account)
     if new_role == ROLE_MINER:
         self.eligible_miner_count += 1
+    elif new_role == ROLE_VALIDATOR:
+        assert len(self.validators) < MAX_ELIGIBLE_VALIDATORS, "staking: validator set full"
+        self.validators.append(account)
+        self.validator_index[account] = len(self.validators)
+        log ValidatorSetChanged(account=account, added=True, size=len(self.validators))
+
+
+@internal
+def _remove_validator(account: address):
+    # swap-and-pop: the last entry takes the leaving validator's place
+    i: uint256 = self.validator_index[account] - 1
+    last: address = self.validators.pop()
+    if last != account:
+        self.validators[i] = last
+        self.validator_index[last] = i + 1
+    self.validator_index[account] = 0
+    log ValidatorSetChanged(account=account, added=False, size=len(self.validators))

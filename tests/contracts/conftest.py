@@ -1,8 +1,15 @@
-"""titanoboa fixtures: the four contracts wired as `veritrain deploy` wires them."""
+"""titanoboa fixtures: the four contracts wired as `veritrain deploy` wires them.
+
+Every test runs inside `boa.env.anchor()` (state, block number, time and the
+fake ancestor block hashes are restored afterwards), and the contracts are
+compiled once per process with `boa.load_partial`, so a deploy costs four
+CREATEs.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import boa
@@ -15,6 +22,17 @@ SCORE_DOMAIN = keccak(b"veritrain/scores/v1")
 
 MINER, VALIDATOR = 1, 2
 TOKEN = 10**18
+BPS = 10_000
+ONE = 10**18
+
+KIND_REPLAY, KIND_DERIVATION, KIND_UNAVAILABLE = 1, 2, 3
+VOTE_CONFIRM, VOTE_REJECT, VOTE_SERVED = 1, 2, 3
+STATUS_OPEN, STATUS_CONFIRMED, STATUS_REJECTED, STATUS_VOID = 1, 2, 3, 4
+PHASE_NONE, PHASE_COMMIT, PHASE_SCORING, PHASE_REVEAL, PHASE_FINALIZE, PHASE_DONE = range(6)
+
+SIG = b"\x02" * 64
+NODE_KEY = b"\x01" * 32
+MULTIADDR = "/ip4/127.0.0.1/tcp/4001"
 
 
 @dataclass(frozen=True)
@@ -45,21 +63,26 @@ class Stack:
     genesis: int
 
 
+@functools.cache
+def partial(name: str):
+    """The compiled contract `name` (e.g. "Staking"), compiled once per process."""
+    return boa.load_partial(str(CONTRACTS / f"{name}.vy"))
+
+
 def deploy_stack(params: Params = Params(), holders: list[str] | None = None, amount: int = 10**6 * TOKEN) -> Stack:
     deployer = boa.env.eoa
     holders = holders or [deployer]
-    token = boa.load(str(CONTRACTS / "Token.vy"), holders, [amount] * len(holders))
-    staking = boa.load(
-        str(CONTRACTS / "Staking.vy"), token.address, params.min_miner_stake, params.min_validator_stake,
-        params.max_permits, params.unbonding_delay,
+    token = partial("Token").deploy(holders, [amount] * len(holders))
+    staking = partial("Staking").deploy(
+        token.address, params.min_miner_stake, params.min_validator_stake, params.max_permits, params.unbonding_delay,
     )
-    settlement = boa.load(
-        str(CONTRACTS / "Settlement.vy"), token.address, staking.address, b"\x11" * 32, b"\x22" * 32,
+    settlement = partial("Settlement").deploy(
+        token.address, staking.address, b"\x11" * 32, b"\x22" * 32,
         params.commit_duration, params.score_duration, params.reveal_duration, params.emission,
         params.miner_share_bps,
     )
-    disputes = boa.load(
-        str(CONTRACTS / "Disputes.vy"), token.address, staking.address, settlement.address,
+    disputes = partial("Disputes").deploy(
+        token.address, staking.address, settlement.address,
         params.report_bond, params.challenge_window, params.slash_bps, params.reporter_share_bps,
     )
     staking.wire(settlement.address, disputes.address)
@@ -69,10 +92,14 @@ def deploy_stack(params: Params = Params(), holders: list[str] | None = None, am
     return Stack(token, staking, settlement, disputes, deployer, params, amount * len(holders))
 
 
+def chain_id() -> int:
+    return boa.env.evm.patch.chain_id
+
+
 def score_commitment(chain_id: int, settlement: str, validator: str, rnd: int, miners, scores, salt: bytes) -> bytes:
     encoded = abi_encode(
         ["bytes32", "uint256", "address", "address", "uint256", "address[]", "uint16[]", "bytes32"],
-        [SCORE_DOMAIN, chain_id, settlement, validator, rnd, list(miners), list(scores), salt],
+        [SCORE_DOMAIN, chain_id, str(settlement), str(validator), rnd, [str(m) for m in miners], list(scores), salt],
     )
     return keccak(encoded)
 
@@ -81,7 +108,7 @@ def join(stack: Stack, role: int, stake: int, funds: int | None = None) -> str:
     account = boa.env.generate_address()
     stack.token.transfer(account, funds if funds is not None else stake + 100 * TOKEN, sender=stack.deployer)
     with boa.env.prank(account):
-        stack.staking.register(role, b"\x01" * 32, "/ip4/127.0.0.1/tcp/4001", b"\x02" * 64)
+        stack.staking.register(role, NODE_KEY, MULTIADDR, SIG)
         stack.token.approve(stack.staking.address, 2**256 - 1)
         stack.token.approve(stack.disputes.address, 2**256 - 1)
         if stake:
@@ -89,6 +116,194 @@ def join(stack: Stack, role: int, stake: int, funds: int | None = None) -> str:
     return account
 
 
+def ascending(addresses) -> list:
+    return sorted(addresses, key=lambda a: int(str(a), 16))
+
+
+def seal(blocks: int = 1) -> None:
+    """Moves `blocks` blocks on without moving the clock (boa keeps every transaction in one block)."""
+    boa.env.time_travel(blocks=blocks, block_delta=0)
+
+
+def fake_block_hash(depth: int) -> bytes:
+    return keccak(b"ancestor" + depth.to_bytes(2, "big"))
+
+
+def expected_blockhash(number: int) -> bytes:
+    """What BLOCKHASH(number) returns under the patched ancestor hashes."""
+    depth = boa.env.evm.patch.block_number - number - 1
+    assert 0 <= depth < 256
+    return fake_block_hash(depth)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cheap_contract_repr():
+    """boa renders `repr(contract)`, a full storage dump, for every reverting call frame; with
+    thousands of expected reverts that dominates the run, so show just the name and address."""
+    from boa.contracts.vyper.vyper_contract import VyperContract
+
+    original = VyperContract.__repr__
+    VyperContract.__repr__ = lambda self: f"<{self.compiler_data.contract_path} at {self.address}>"
+    yield
+    VyperContract.__repr__ = original
+
+
+@pytest.fixture(autouse=True)
+def _isolated_chain():
+    """Each test runs on a snapshot; BLOCKHASH returns distinct values for the last 256 blocks."""
+    with boa.env.anchor():
+        boa.env.evm.patch.prev_hashes = [fake_block_hash(d) for d in range(256)]
+        yield
+
+
 @pytest.fixture
 def stack() -> Stack:
     return deploy_stack()
+
+
+# -- a scripted round ---------------------------------------------------------------------------
+
+
+def weighted_median_ref(scores, weights) -> int:
+    """Largest score w with sum(weights of scores >= w) * 2 >= total weight; 0 without scores or weight."""
+    total = sum(weights)
+    if total == 0:
+        return 0
+    best = 0
+    for w in set(scores):
+        support = sum(wt for s, wt in zip(scores, weights, strict=True) if s >= w)
+        if support * 2 >= total and w > best:
+            best = w
+    return best
+
+
+def settle_ref(params: Params, weights: dict, scores: dict, miners: list, held=(), forfeited=()):
+    """Python model of `finalize`: consensus, miner rewards, validator rewards and agreements.
+
+    `weights`/`scores` are keyed by revealed validator (scores in `miners` order).
+    Returns (consensus, miner_reward, validator_reward, agreement) with dicts keyed by address;
+    a forfeited miner's reward is 0 (never minted).
+    """
+    vals = list(scores)
+    cons = [weighted_median_ref([scores[v][i] for v in vals], [weights[v] for v in vals]) for i in range(len(miners))]
+    consensus = dict(zip(miners, cons, strict=True))
+    miner_reward = {m: 0 for m in miners}
+    val_reward = {v: 0 for v in vals}
+    agreement = {}
+    if not vals or not miners:
+        return consensus, miner_reward, val_reward, agreement
+    pool = params.emission * params.miner_share_bps // BPS
+    total = sum(cons)
+    for m, c in zip(miners, cons, strict=True):
+        miner_reward[m] = 0 if total == 0 or m in forfeited else pool * c // total
+    vpool = params.emission - pool
+    shares = {}
+    for v in vals:
+        low = sum(min(s, c) for s, c in zip(scores[v], cons, strict=True))
+        high = sum(max(s, c) for s, c in zip(scores[v], cons, strict=True))
+        agreement[v] = ONE if high == 0 else low * ONE // high
+        shares[v] = weights[v] * agreement[v]
+    total_share = sum(shares.values())
+    for v in vals:
+        val_reward[v] = 0 if total_share == 0 else vpool * shares[v] // total_share
+    return consensus, miner_reward, val_reward, agreement
+
+
+@dataclass
+class World:
+    """A started stack with funded, staked miners and validators."""
+
+    stack: Stack
+    miners: list
+    validators: list
+    salt: bytes = b"\x05" * 32
+    scores: dict = field(default_factory=dict)
+
+    @property
+    def s(self):
+        return self.stack.settlement
+
+    @property
+    def d(self):
+        return self.stack.disputes
+
+    @property
+    def st(self):
+        return self.stack.staking
+
+    @property
+    def t(self):
+        return self.stack.token
+
+    def commit_all(self, rnd: int, miners=None) -> None:
+        for m in self.miners if miners is None else miners:
+            self.s.commit_update(rnd, keccak(str(m).encode()), b"\xbb" * 32, sender=m)
+
+    def commitment(self, rnd: int, validator, miners, scores, salt=None) -> bytes:
+        return score_commitment(chain_id(), self.s.address, validator, rnd, miners, scores, salt or self.salt)
+
+    def commit_scores(self, rnd: int, validator, scores, miners=None) -> None:
+        miners = ascending(self.committed(rnd)) if miners is None else miners
+        self.scores[(rnd, validator)] = (list(miners), list(scores))
+        self.s.commit_scores(rnd, self.commitment(rnd, validator, miners, scores), sender=validator)
+
+    def reveal(self, rnd: int, validator) -> None:
+        miners, scores = self.scores[(rnd, validator)]
+        self.s.reveal_scores(rnd, miners, scores, self.salt, sender=validator)
+
+    def committed(self, rnd: int) -> list:
+        return [m for m in self.miners if self.s.has_committed(rnd, m)]
+
+    def to_scoring(self, rnd: int, miners=None) -> list:
+        """Commits (all or `miners`), closes the commit phase, and moves to a later block."""
+        self.commit_all(rnd, miners)
+        if self.s.phase(rnd) == PHASE_COMMIT:
+            boa.env.time_travel(seconds=self.stack.params.commit_duration)
+            self.s.close_commit(rnd)
+        seal()
+        return ascending(self.committed(rnd))
+
+    def run_round(self, rnd: int, scores: dict, miners=None, finalize: bool = True) -> list:
+        """Commit, score (every validator in `scores`), reveal, and finalize `rnd`."""
+        ordered = self.to_scoring(rnd, miners)
+        for v, sc in scores.items():
+            self.commit_scores(rnd, v, sc, ordered)
+        if self.s.phase(rnd) == PHASE_SCORING:
+            boa.env.time_travel(seconds=self.stack.params.score_duration)
+        for v in scores:
+            self.reveal(rnd, v)
+        if self.s.phase(rnd) == PHASE_REVEAL:
+            boa.env.time_travel(seconds=self.stack.params.reveal_duration)
+        if finalize:
+            self.s.finalize(rnd)
+        return ordered
+
+    def attest(self, rnd: int, model_hash: bytes = b"\x33" * 32, loss: int = 2_500_000) -> None:
+        """Every permitted validator of `rnd - 1` attests until the next round opens."""
+        for v in self.s.validators_of(rnd - 1):
+            if self.s.current_round() == rnd:
+                return
+            self.s.attest_model(rnd, model_hash, loss, sender=v)
+
+
+def make_world(params: Params = Params(), n_miners: int = 3, validator_stakes=(300 * TOKEN, 200 * TOKEN),
+               start: bool = True) -> World:
+    stack = deploy_stack(params)
+    miners = [join(stack, MINER, params.min_miner_stake) for _ in range(n_miners)]
+    validators = [join(stack, VALIDATOR, s) for s in validator_stakes]
+    if start:
+        stack.settlement.start()
+    return World(stack, miners, validators)
+
+
+@pytest.fixture
+def world() -> World:
+    return make_world()
+
+
+def last_logs(contract, name: str | None = None) -> list:
+    """Decoded events (own and child calls) of `contract`'s last transaction, optionally by event name."""
+    logs = contract.get_logs()
+    if name is None:
+        return logs
+    return [e for e in logs if type(e).__name__ == name]

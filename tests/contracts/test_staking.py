@@ -1,0 +1,358 @@
+"""Staking and registry: every function's happy path and every revert."""
+
+import boa
+from conftest import (
+    MINER,
+    MULTIADDR,
+    NODE_KEY,
+    SIG,
+    TOKEN,
+    VALIDATOR,
+    Params,
+    deploy_stack,
+    join,
+    last_logs,
+    partial,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+ZERO = "0x" + "00" * 20
+
+
+def fresh(stack):
+    a = boa.env.generate_address()
+    stack.token.transfer(a, 1000 * TOKEN, sender=stack.deployer)
+    stack.token.approve(stack.staking.address, 2**256 - 1, sender=a)
+    return a
+
+
+# -- deploy and wiring ----------------------------------------------------------------------------
+
+
+def test_constructor_rejects_bad_parameters():
+    token = partial("Token").deploy([], [])
+    with boa.reverts("staking: minimum stake must be positive"):
+        partial("Staking").deploy(token.address, 0, 1, 1, 10)
+    with boa.reverts("staking: minimum stake must be positive"):
+        partial("Staking").deploy(token.address, 1, 0, 1, 10)
+    with boa.reverts("staking: bad permit count"):
+        partial("Staking").deploy(token.address, 1, 1, 0, 10)
+    with boa.reverts("staking: bad permit count"):
+        partial("Staking").deploy(token.address, 1, 1, 65, 10)
+    s = partial("Staking").deploy(token.address, 1, 2, 64, 10)
+    assert (s.min_miner_stake(), s.min_validator_stake(), s.max_permits(), s.unbonding_delay()) == (1, 2, 64, 10)
+
+
+def test_wire_once_by_owner_only():
+    token = partial("Token").deploy([], [])
+    s = partial("Staking").deploy(token.address, 1, 1, 1, 10)
+    a, b = boa.env.generate_address(), boa.env.generate_address()
+    with boa.reverts("ownable: caller is not the owner"):
+        s.wire(a, b, sender=a)
+    with boa.reverts("staking: zero address"):
+        s.wire(ZERO, b)
+    with boa.reverts("staking: zero address"):
+        s.wire(a, ZERO)
+    s.wire(a, b)
+    assert [(e.settlement, e.disputes) for e in last_logs(s, "Wired")] == [(a, b)]
+    assert (s.settlement(), s.disputes(), s.owner()) == (a, b, ZERO)
+    with boa.reverts("ownable: caller is not the owner"):
+        s.wire(b, a)
+
+
+# -- register -------------------------------------------------------------------------------------
+
+
+def test_register_records_binding_and_emits_signature(stack):
+    st_ = stack.staking
+    a = boa.env.generate_address()
+    st_.register(VALIDATOR, NODE_KEY, MULTIADDR, SIG, sender=a)
+    (ev,) = last_logs(st_, "Registered")
+    assert (ev.account, ev.role, ev.node_key, ev.multiaddr, ev.binding_sig) == (a, VALIDATOR, NODE_KEY, MULTIADDR, SIG)
+    assert (st_.role(a), st_.node_key(a), st_.multiaddr(a)) == (VALIDATOR, NODE_KEY, MULTIADDR)
+    assert st_.validator_count() == 0  # the validator list holds only staked validators
+    # same role again updates the key and address
+    st_.register(VALIDATOR, b"\x07" * 32, "/ip4/10.0.0.1/tcp/1", SIG, sender=a)
+    assert (st_.node_key(a), st_.multiaddr(a), st_.validator_count()) == (b"\x07" * 32, "/ip4/10.0.0.1/tcp/1", 0)
+    # node keys need not be unique (a squatter must not block a victim's key)
+    b = boa.env.generate_address()
+    st_.register(MINER, b"\x07" * 32, MULTIADDR, SIG, sender=b)
+    assert st_.node_key(b) == st_.node_key(a)
+    assert st_.validator_count() == 0
+
+
+def test_register_reverts(stack):
+    st_ = stack.staking
+    a = boa.env.generate_address()
+    for role in (0, 3):
+        with boa.reverts("staking: unknown role"):
+            st_.register(role, NODE_KEY, MULTIADDR, SIG, sender=a)
+    with boa.reverts("staking: empty node key"):
+        st_.register(MINER, b"\x00" * 32, MULTIADDR, SIG, sender=a)
+    with boa.reverts("staking: binding signature must be 64 bytes"):
+        st_.register(MINER, NODE_KEY, MULTIADDR, SIG[:63], sender=a)
+    st_.register(MINER, NODE_KEY, MULTIADDR, SIG, sender=a)
+    with boa.reverts("staking: role is fixed"):
+        st_.register(VALIDATOR, NODE_KEY, MULTIADDR, SIG, sender=a)
+
+
+# -- stake / unbond / withdraw --------------------------------------------------------------------
+
+
+def test_stake_moves_tokens_and_sets_eligibility(stack):
+    st_, p = stack.staking, stack.params
+    a = fresh(stack)
+    st_.register(MINER, NODE_KEY, MULTIADDR, SIG, sender=a)
+    st_.stake(p.min_miner_stake - 1, sender=a)
+    assert not st_.is_eligible_miner(a)
+    assert st_.eligible_miner_count() == 0
+    st_.stake(1, sender=a)
+    (ev,) = last_logs(st_, "Staked")
+    assert (ev.account, ev.amount, ev.total) == (a, 1, p.min_miner_stake)
+    assert st_.is_eligible_miner(a) and st_.eligible_role(a) == MINER
+    assert st_.eligible_miner_count() == 1
+    assert st_.staked(a) == st_.total_staked() == p.min_miner_stake
+    assert stack.token.balanceOf(st_.address) == p.min_miner_stake
+    assert stack.token.balanceOf(a) == 1000 * TOKEN - p.min_miner_stake
+    st_.stake(5, sender=a)  # staying eligible does not double count
+    assert st_.eligible_miner_count() == 1
+
+
+def test_stake_reverts(stack):
+    st_ = stack.staking
+    a = fresh(stack)
+    with boa.reverts("staking: not registered"):
+        st_.stake(TOKEN, sender=a)
+    st_.register(MINER, NODE_KEY, MULTIADDR, SIG, sender=a)
+    with boa.reverts("staking: zero amount"):
+        st_.stake(0, sender=a)
+    with boa.reverts("erc20: transfer amount exceeds balance"):
+        st_.stake(1001 * TOKEN, sender=a)
+    stack.token.approve(st_.address, 0, sender=a)
+    with boa.reverts("erc20: insufficient allowance"):
+        st_.stake(TOKEN, sender=a)
+
+
+def test_validator_eligibility_uses_validator_minimum(stack):
+    p = stack.params
+    v = join(stack, VALIDATOR, p.min_validator_stake - 1)
+    assert stack.staking.eligible_role(v) == 0
+    assert stack.staking.top_validators() == ([], [])
+    stack.staking.stake(1, sender=v)
+    assert stack.staking.eligible_role(v) == VALIDATOR
+    assert not stack.staking.is_eligible_miner(v)
+    assert stack.staking.eligible_miner_count() == 0
+    assert stack.staking.top_validators() == ([v], [p.min_validator_stake])
+
+
+def test_unbond_queues_stake_and_restarts_delay(stack):
+    st_, p = stack.staking, stack.params
+    m = join(stack, MINER, 150 * TOKEN)
+    t0 = boa.env.timestamp
+    st_.request_unbond(50 * TOKEN, sender=m)
+    (ev,) = last_logs(st_, "UnbondRequested")
+    assert (ev.account, ev.amount, ev.release_time) == (m, 50 * TOKEN, t0 + p.unbonding_delay)
+    assert (st_.staked(m), st_.unbonding(m)) == (100 * TOKEN, 50 * TOKEN)
+    assert (st_.total_staked(), st_.total_unbonding()) == (100 * TOKEN, 50 * TOKEN)
+    assert st_.is_eligible_miner(m)
+    boa.env.time_travel(seconds=100)
+    st_.request_unbond(1, sender=m)  # below minimum now, and the whole queue waits again
+    assert not st_.is_eligible_miner(m)
+    assert st_.eligible_miner_count() == 0
+    assert st_.unbond_release_time(m) == t0 + 100 + p.unbonding_delay
+    boa.env.time_travel(seconds=p.unbonding_delay - 1)
+    with boa.reverts("staking: still unbonding"):
+        st_.withdraw(sender=m)
+    boa.env.time_travel(seconds=1)
+    before = stack.token.balanceOf(m)
+    st_.withdraw(sender=m)
+    (ev,) = last_logs(st_, "Withdrawn")
+    assert (ev.account, ev.amount) == (m, 50 * TOKEN + 1)
+    assert stack.token.balanceOf(m) == before + 50 * TOKEN + 1
+    assert (st_.unbonding(m), st_.total_unbonding()) == (0, 0)
+    assert stack.token.balanceOf(st_.address) == st_.total_staked() == 100 * TOKEN - 1
+    with boa.reverts("staking: nothing to withdraw"):
+        st_.withdraw(sender=m)
+
+
+def test_unbond_reverts(stack):
+    st_ = stack.staking
+    m = join(stack, MINER, 100 * TOKEN)
+    with boa.reverts("staking: zero amount"):
+        st_.request_unbond(0, sender=m)
+    with boa.reverts("staking: insufficient stake"):
+        st_.request_unbond(100 * TOKEN + 1, sender=m)
+    stranger = boa.env.generate_address()
+    with boa.reverts("staking: insufficient stake"):
+        st_.request_unbond(1, sender=stranger)
+
+
+def test_withdraw_reverts_while_report_pending(stack):
+    st_ = stack.staking
+    m = join(stack, MINER, 100 * TOKEN)
+    st_.request_unbond(10 * TOKEN, sender=m)
+    boa.env.time_travel(seconds=stack.params.unbonding_delay)
+    st_.report_opened(m, sender=stack.disputes.address)
+    assert st_.open_reports(m) == 1
+    with boa.reverts("staking: report pending"):
+        st_.withdraw(sender=m)
+    st_.report_closed(m, sender=stack.disputes.address)
+    (ev,) = last_logs(st_, "ReportCountChanged")
+    assert (ev.account, ev.open_reports) == (m, 0)
+    st_.withdraw(sender=m)
+    assert st_.unbonding(m) == 0
+
+
+# -- disputes-only entry points -------------------------------------------------------------------
+
+
+def test_only_disputes_guards(stack):
+    st_ = stack.staking
+    m = join(stack, MINER, 100 * TOKEN)
+    for caller in (stack.deployer, m, stack.settlement.address):
+        with boa.reverts("staking: only disputes"):
+            st_.slash(m, 100, caller, 100, sender=caller)
+        with boa.reverts("staking: only disputes"):
+            st_.report_opened(m, sender=caller)
+        with boa.reverts("staking: only disputes"):
+            st_.report_closed(m, sender=caller)
+    d = stack.disputes.address
+    with boa.reverts("staking: no open report"):
+        st_.report_closed(m, sender=d)
+    with boa.reverts("staking: bad fraction"):
+        st_.slash(m, 10_001, d, 0, sender=d)
+    with boa.reverts("staking: bad fraction"):
+        st_.slash(m, 0, d, 10_001, sender=d)
+
+
+def test_slash_takes_bonded_then_queued_pays_reporter_burns_rest(stack):
+    st_, token = stack.staking, stack.token
+    m = join(stack, MINER, 150 * TOKEN)
+    reporter = boa.env.generate_address()
+    st_.request_unbond(100 * TOKEN, sender=m)  # 50 bonded, 100 queued
+    supply = token.totalSupply()
+    amount = st_.slash(m, 6000, reporter, 2500, sender=stack.disputes.address)
+    (ev,) = last_logs(st_, "Slashed")
+    assert amount == 90 * TOKEN  # 60% of 150
+    assert (st_.staked(m), st_.unbonding(m)) == (0, 60 * TOKEN)
+    assert (st_.total_staked(), st_.total_unbonding(), st_.total_slashed()) == (0, 60 * TOKEN, 90 * TOKEN)
+    assert (ev.account, ev.amount, ev.reporter, ev.reporter_reward, ev.burned) == (
+        m, 90 * TOKEN, reporter, 45 * TOKEN // 2, 135 * TOKEN // 2)
+    assert token.balanceOf(reporter) == 45 * TOKEN // 2
+    assert token.totalSupply() == supply - 135 * TOKEN // 2
+    assert token.balanceOf(st_.address) == 60 * TOKEN
+
+
+def test_slash_below_minimum_revokes_miner_eligibility(stack):
+    st_ = stack.staking
+    m = join(stack, MINER, 150 * TOKEN)
+    assert st_.eligible_miner_count() == 1
+    st_.slash(m, 2000, stack.deployer, 0, sender=stack.disputes.address)  # 120 left
+    assert st_.is_eligible_miner(m)
+    st_.slash(m, 2000, stack.deployer, 0, sender=stack.disputes.address)  # 96 left
+    assert not st_.is_eligible_miner(m)
+    assert st_.eligible_miner_count() == 0
+
+
+# -- top-K permits --------------------------------------------------------------------------------
+
+
+def top_k_ref(stakes: dict, k: int, minimum: int):
+    eligible = [(a, s) for a, s in stakes.items() if s >= minimum]
+    eligible.sort(key=lambda x: (-x[1], int(str(x[0]), 16)))
+    chosen = eligible[:k]
+    return [a for a, _ in chosen], [s for _, s in chosen]
+
+
+def test_top_validators_orders_by_stake_then_address():
+    stack = deploy_stack(Params(max_permits=3))
+    vals = [join(stack, VALIDATOR, s * TOKEN) for s in (200, 500, 300, 300, 199, 250)]
+    addrs, stakes = stack.staking.top_validators()
+    expected = top_k_ref({v: stack.staking.staked(v) for v in vals}, 3, 200 * TOKEN)
+    assert (list(addrs), list(stakes)) == expected
+    assert vals[1] == addrs[0] and stakes[0] == 500 * TOKEN
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    k=st.integers(1, 6),
+    stakes=st.lists(st.sampled_from([0, 150, 200, 201, 300, 300, 999]), min_size=1, max_size=10),
+)
+def test_top_validators_matches_reference(k, stakes):
+    with boa.env.anchor():
+        stack = deploy_stack(Params(max_permits=k))
+        vals = [join(stack, VALIDATOR, s * TOKEN) for s in stakes]
+        addrs, got = stack.staking.top_validators()
+        assert (list(addrs), list(got)) == top_k_ref(dict(zip(vals, [s * TOKEN for s in stakes], strict=True)), k, 200 * TOKEN)
+
+
+# -- the eligible-validator list ------------------------------------------------------------------
+
+
+def listed(stack) -> list:
+    st_ = stack.staking
+    out = [st_.validators(i) for i in range(st_.validator_count())]
+    assert [st_.validator_index(v) for v in out] == list(range(1, len(out) + 1))
+    return out
+
+
+def test_validator_list_holds_exactly_the_staked_validators(stack):
+    st_, p = stack.staking, stack.params
+    a, b, c = (join(stack, VALIDATOR, s) for s in (p.min_validator_stake, p.min_validator_stake - 1, 300 * TOKEN))
+    assert listed(stack) == [a, c] and st_.validator_index(b) == 0
+    st_.stake(1, sender=b)  # reaches the minimum: joins at the end
+    (ev,) = last_logs(st_, "ValidatorSetChanged")
+    assert (ev.account, ev.added, ev.size) == (b, True, 3)
+    assert listed(stack) == [a, c, b]
+    st_.stake(TOKEN, sender=b)  # already listed: no second entry
+    assert last_logs(st_, "ValidatorSetChanged") == [] and listed(stack) == [a, c, b]
+    st_.request_unbond(1, sender=a)  # drops below: the last entry takes its place
+    (ev,) = last_logs(st_, "ValidatorSetChanged")
+    assert (ev.account, ev.added, ev.size) == (a, False, 2)
+    assert listed(stack) == [b, c] and st_.validator_index(a) == 0
+    st_.slash(b, 5000, stack.deployer, 0, sender=stack.disputes.address)  # slashed below the minimum
+    assert listed(stack) == [c]
+    st_.request_unbond(300 * TOKEN, sender=c)  # the only (and last) entry leaves
+    assert listed(stack) == [] and st_.top_validators() == ([], [])
+    st_.stake(1, sender=a)  # back at the minimum
+    assert listed(stack) == [a] and st_.top_validators() == ([a], [p.min_validator_stake])
+    m = join(stack, MINER, 1000 * TOKEN)  # miners never enter the list
+    assert listed(stack) == [a] and st_.validator_index(m) == 0
+
+
+@settings(max_examples=20, deadline=None)
+@given(ops=st.lists(st.tuples(st.integers(0, 4), st.booleans(), st.sampled_from([1, 50, 150, 200])), max_size=25))
+def test_validator_list_matches_eligibility_under_random_stake_changes(ops):
+    with boa.env.anchor():
+        stack = deploy_stack()
+        st_, minimum = stack.staking, stack.params.min_validator_stake
+        vals = [join(stack, VALIDATOR, 0, funds=2000 * TOKEN) for _ in range(5)]
+        for i, unbond, amount in ops:
+            v, amount = vals[i], amount * TOKEN
+            if unbond:
+                if amount <= st_.staked(v):
+                    st_.request_unbond(amount, sender=v)
+            else:
+                st_.stake(amount, sender=v)
+            assert set(listed(stack)) == {v for v in vals if st_.staked(v) >= minimum}
+
+
+def test_validator_set_full_then_reopens():
+    stack = deploy_stack(Params(min_validator_stake=1), amount=10**30)
+    st_, token = stack.staking, stack.token
+    for _ in range(256):
+        a = boa.env.generate_address()
+        token.transfer(a, 1, sender=stack.deployer)
+        token.approve(st_.address, 1, sender=a)
+        st_.register(VALIDATOR, NODE_KEY, MULTIADDR, SIG, sender=a)
+        st_.stake(1, sender=a)
+    assert st_.validator_count() == 256
+    late = join(stack, VALIDATOR, 0, funds=1000 * TOKEN)
+    with boa.reverts("staking: validator set full"):
+        st_.stake(1000 * TOKEN, sender=late)
+    first = st_.validators(0)
+    st_.request_unbond(1, sender=first)  # one leaves, making room
+    assert st_.validator_count() == 255
+    st_.stake(1000 * TOKEN, sender=late)
+    assert st_.validator_count() == 256 and st_.top_validators()[0][0] == late

@@ -1,0 +1,49 @@
+"""Token: genesis allocation, and after wiring only the settlement contract mints."""
+
+import boa
+from conftest import TOKEN, deploy_stack, last_logs, make_world, partial
+
+
+def test_genesis_allocation_minted_once_to_each_holder():
+    a, b = boa.env.generate_address(), boa.env.generate_address()
+    token = partial("Token").deploy([a, b], [5 * TOKEN, 7 * TOKEN])
+    genesis = [(e.holder, e.amount) for e in last_logs(token, "GenesisAllocation")]
+    assert genesis == [(a, 5 * TOKEN), (b, 7 * TOKEN)]
+    assert token.balanceOf(a) == 5 * TOKEN
+    assert token.balanceOf(b) == 7 * TOKEN
+    assert token.totalSupply() == 12 * TOKEN
+    assert (token.name(), token.symbol(), token.decimals()) == ("veritrain", "VTRN", 18)
+
+
+def test_genesis_lengths_must_match():
+    a = boa.env.generate_address()
+    with boa.reverts("token: holders and amounts differ in length"):
+        partial("Token").deploy([a, a], [TOKEN])
+
+
+def test_after_wiring_only_settlement_can_mint():
+    stack = deploy_stack()
+    token, deployer = stack.token, stack.deployer
+    assert token.owner() == "0x" + "00" * 20
+    assert token.is_minter(stack.settlement.address)
+    assert not token.is_minter(deployer)
+    with boa.reverts("erc20: access is denied"):
+        token.mint(deployer, TOKEN, sender=deployer)
+    with boa.reverts("ownable: caller is not the owner"):
+        token.set_minter(deployer, True, sender=deployer)
+    with boa.reverts("ownable: caller is not the owner"):
+        token.transfer_ownership(deployer, sender=deployer)
+    stranger = boa.env.generate_address()
+    with boa.reverts("erc20: access is denied"):
+        token.mint(stranger, TOKEN, sender=stranger)
+    assert token.totalSupply() == stack.genesis
+
+
+def test_supply_grows_only_by_finalize_emission():
+    w = make_world()
+    supply = w.t.totalSupply()
+    w.run_round(0, {w.validators[0]: [100, 200, 300], w.validators[1]: [100, 200, 300]})
+    minted = w.s.total_minted()
+    assert minted > 0
+    assert w.t.totalSupply() == supply + minted
+    assert w.t.balanceOf(w.s.address) == minted

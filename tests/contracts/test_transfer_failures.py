@@ -1,0 +1,93 @@
+"""The "transfer failed" reverts, reached with a token that returns false instead of reverting."""
+
+from pathlib import Path
+
+import boa
+import pytest
+from conftest import (
+    MINER,
+    MULTIADDR,
+    NODE_KEY,
+    SIG,
+    TOKEN,
+    VALIDATOR,
+    Params,
+    Stack,
+    World,
+    partial,
+)
+
+FALSE_TOKEN = Path(__file__).parent / "mocks" / "FalseToken.vy"
+
+
+@pytest.fixture
+def false_world() -> World:
+    p = Params()
+    token = boa.load(str(FALSE_TOKEN))
+    staking = partial("Staking").deploy(
+        token.address, p.min_miner_stake, p.min_validator_stake, p.max_permits, p.unbonding_delay)
+    settlement = partial("Settlement").deploy(
+        token.address, staking.address, b"\x11" * 32, b"\x22" * 32, p.commit_duration, p.score_duration,
+        p.reveal_duration, p.emission, p.miner_share_bps)
+    disputes = partial("Disputes").deploy(
+        token.address, staking.address, settlement.address, p.report_bond, p.challenge_window, p.slash_bps,
+        p.reporter_share_bps)
+    staking.wire(settlement.address, disputes.address)
+    settlement.set_disputes(disputes.address)
+    stack = Stack(token, staking, settlement, disputes, boa.env.eoa, p, 0)
+    accounts = []
+    for role, amount in [(MINER, 100), (MINER, 100), (VALIDATOR, 300), (VALIDATOR, 200)]:
+        a = boa.env.generate_address()
+        token.mint(a, (amount + 100) * TOKEN)
+        staking.register(role, NODE_KEY, MULTIADDR, SIG, sender=a)
+        staking.stake(amount * TOKEN, sender=a)
+        accounts.append(a)
+    settlement.start()
+    return World(stack, accounts[:2], accounts[2:])
+
+
+def test_stake_and_withdraw_report_failed_transfers(false_world: World):
+    w = false_world
+    m = w.miners[0]
+    w.t.set_failing(True)
+    with boa.reverts("staking: transfer failed"):
+        w.st.stake(TOKEN, sender=m)
+    w.st.request_unbond(10 * TOKEN, sender=m)
+    boa.env.time_travel(seconds=w.stack.params.unbonding_delay)
+    with boa.reverts("staking: transfer failed"):
+        w.st.withdraw(sender=m)
+    w.t.set_failing(False)
+    w.st.withdraw(sender=m)
+    assert w.t.balanceOf(m) == 110 * TOKEN
+
+
+def test_slash_reports_failed_reporter_payment(false_world: World):
+    w = false_world
+    w.t.set_failing(True)
+    with boa.reverts("staking: transfer failed"):
+        w.st.slash(w.miners[0], 5000, w.validators[0], 2000, sender=w.d.address)
+
+
+def test_claim_reports_failed_transfer(false_world: World):
+    w = false_world
+    v0, v1 = w.validators
+    w.run_round(0, {v0: [5, 5], v1: [5, 5]})
+    w.t.set_failing(True)
+    with boa.reverts("settlement: transfer failed"):
+        w.s.claim(sender=v0)
+    assert w.s.claimable(v0) > 0
+
+
+def test_bond_transfers_report_failure(false_world: World):
+    w = false_world
+    v0 = w.validators[0]
+    w.to_scoring(0)
+    w.t.set_failing(True)
+    with boa.reverts("disputes: bond transfer failed"):
+        w.d.report_fraud(0, w.miners[0], 1, 0, b"\x01" * 32, SIG, sender=v0)
+    w.t.set_failing(False)
+    rid = w.d.report_fraud(0, w.miners[0], 1, 0, b"\x01" * 32, SIG, sender=v0)
+    boa.env.time_travel(seconds=w.stack.params.challenge_window)
+    w.t.set_failing(True)
+    with boa.reverts("disputes: bond transfer failed"):  # returning the bond of a void report
+        w.d.resolve_fraud(rid)
