@@ -13,7 +13,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
-from protocol.errors import ConfigError, VeritrainError
+from protocol.errors import ConfigError, InsufficientFunds, VeritrainError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="veritrain: verifiable decentralized training.")
 console = Console()
@@ -79,9 +79,15 @@ def deploy(
     from protocol.chain.deployment import save_deployment
     from protocol.run_config import load_run_config
 
+    from protocol.run_setup import prepare
+
     run_config = load_run_config(config)
     handle = connect(rpc)
     deployer = _deployer(handle, key, dev_account)
+    if int(handle.w3.eth.get_balance(deployer.address)) == 0:
+        raise InsufficientFunds(f"deployer {deployer.address} has no gas money on chain {handle.chain_id}")
+    _progress("pinning model, dataset and replay-profile hashes (nodes must reproduce them)")
+    run_config = prepare(run_config)
     deployment = do_deploy(handle, deployer, run_config, progress=_progress)
     save_deployment(deployment, out)
     if fund:
@@ -140,46 +146,52 @@ def show(client: Any, view: str, target: str | None, as_json: bool) -> None:
 @app.command()
 @one_line_errors
 def devnet(
-    miners: Annotated[int, typer.Option(min=1, max=64, help="Miners")] = 3,
-    validators: Annotated[int, typer.Option(min=2, max=8, help="Validators")] = 2,
-    rounds: Annotated[int, typer.Option(min=1, max=50, help="Rounds to settle")] = 2,
-    out: Annotated[Path, typer.Option(help="Report folder")] = Path("out/devnet"),
+    miners: Annotated[int, typer.Option(min=1, max=64, help="Honest miners")] = 4,
+    validators: Annotated[int, typer.Option(min=1, max=16, help="Validators")] = 2,
+    rounds: Annotated[int, typer.Option(min=1, max=100, help="Rounds to run")] = 5,
+    cheaters: Annotated[str, typer.Option(help="Extra cheating miners: KIND[:FRACTION],... "
+                                                "(lazy, fabricate, wrong-data, copy, stale, scale, sign-flip, nan, noise, withhold)")] = "",
+    preset: Annotated[str, typer.Option(help="Model preset: micro (fast), tiny (default), small")] = "tiny",
+    out: Annotated[Path, typer.Option(help="Report folder: report.json, plots, node logs")] = Path("out/devnet"),
+    timeout: Annotated[float, typer.Option(help="Fail if the rounds are not done within this many seconds")] = 1800.0,
 ) -> None:
-    """TEMPORARY settlement-only devnet: scripted rounds on the embedded chain.
+    """Run a whole network locally: embedded chain, real libp2p hosts, training in worker processes."""
+    import logging
 
-    Until the miner and validator nodes land, this deploys the real contracts on an
-    in-process EVM and plays scripted rounds with synthetic update commitments (no
-    training yet), one confirmed fraud report per round, then prints `inspect` tables.
-    """
-    from protocol.chain import settlement_view as sv
-    from protocol.chain.backend import connect, dev_account
-    from protocol.chain.client import ChainClient
-    from protocol.chain.deploy import deploy as do_deploy
-    from protocol.chain.scripted import claim_all, join_network, play_round
-    from protocol.run_config import RunConfig
+    from protocol.devnet import DevnetOptions, parse_cheaters, run_devnet
+    from protocol.devnet_report import build_report, render_settlement, write_report
 
-    err_console.print("[bold yellow]settlement-only devnet (temporary): scripted rounds, no training yet[/bold yellow]")
-    handle = connect(None)
-    deployer = dev_account(handle)
-    deployment = do_deploy(handle, deployer, RunConfig(), progress=_progress)
-    client = ChainClient(handle, deployment, deployer)
-    net = join_network(client, miners, validators, _progress)
-    for _ in range(rounds):
-        play_round(client, net, _progress)
-    claim_all(net)
-    for view in ("summary", "rounds", "disputes"):
-        show(client, view, None, as_json=False)
-    show(client, "round", "0", as_json=False)
+    opts = DevnetOptions(miners=miners, validators=validators, rounds=rounds, cheaters=parse_cheaters(cheaters),
+                         preset=preset, out=out, timeout_s=timeout)
     out.mkdir(parents=True, exist_ok=True)
-    report = {"summary": sv.summary(client), "rounds": sv.rounds(client), "disputes": sv.disputes(client),
-              "nodes": [sv.node(client, p.address) for p in [*net.miners, *net.validators]]}
-    (out / "settlement.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=str))
-    console.print(f"report written to {out / 'settlement.json'}")
+    _log_to(out / "devnet.log")
+    with err_console.status("starting the devnet…") as status:
+        admin, members = run_devnet(opts, lambda line: (status.update(line), logging.getLogger("veritrain.devnet").info(line)))
+    config = {"miners": miners, "validators": validators, "rounds": rounds, "cheaters": cheaters, "preset": preset,
+              "chain_id": admin.deployment.chain_id, "contracts": admin.deployment.contracts.model_dump()}
+    report = build_report(admin, members, config, rounds)
+    render_settlement(console, report)
+    for path in write_report(report, out):
+        console.print(f"wrote {path}")
 
 
-from protocol import cli_account  # noqa: E402  (commands attach to `app`)
+def _log_to(path: Path) -> None:
+    """Node logs go to a file; the terminal shows progress and the final tables."""
+    import logging
+
+    handler = logging.FileHandler(path, mode="w")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    for noisy in ("libp2p", "multiaddr", "web3", "urllib3", "trio", "asyncio", "eth", "eth_tester", "py.warnings"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+from protocol import cli_account, cli_node  # noqa: E402  (commands attach to `app`)
 
 cli_account.install(app, one_line_errors)
+cli_node.install(app, one_line_errors)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

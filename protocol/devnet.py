@@ -24,7 +24,7 @@ from miner.work import CHEATS
 from protocol.chain.client import ChainClient, Role
 from protocol.chain.deploy import deploy
 from protocol.chain.devchain import DevChain
-from protocol.errors import ConfigError
+from protocol.errors import ConfigError, VeritrainError
 from protocol.keys import NodeKeys
 from protocol.node_base import NodeConfig
 from protocol.run_config import TOKEN_UNIT, ChainParams, GenesisAllocation, RunConfig
@@ -33,6 +33,10 @@ from protocol.signing import NodeIdentity, binding_message
 from validator.node import ValidatorNode
 
 Progress = Callable[[str], None]
+
+
+class DevnetIncomplete(VeritrainError):
+    """Raised when the devnet does not complete its rounds within its time limit."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,7 @@ class DevnetOptions:
     data_root: Path | None = None  # node data dirs; a temp dir when None
     training: dict = field(default_factory=dict)  # extra [training] keys (tests: small H)
     chain: dict = field(default_factory=dict)  # ChainParams overrides
+    timeout_s: float = 1800.0  # the run fails (non-zero exit) if the rounds are not done by then
 
 
 def parse_cheaters(text: str | None) -> tuple[tuple[str, float | None], ...]:
@@ -139,16 +144,32 @@ def build_nodes(opts: DevnetOptions, members: list[Member], data_root: Path) -> 
         m.node = cls(m.client, m.keys, cfg, log)
 
 
-async def run_nodes(admin: ChainClient, members: list[Member], rounds: int, progress: Progress) -> None:
-    async with trio.open_nursery() as nursery:
-        for m in members:
-            assert m.node is not None
-            nursery.start_soon(m.node.run)
-        await trio.to_thread.run_sync(admin.start)
-        progress("round 0 opened")
-        while await trio.to_thread.run_sync(admin.current_round) < rounds:
-            await trio.sleep(1.0)
-        nursery.cancel_scope.cancel()
+async def run_nodes(admin: ChainClient, members: list[Member], rounds: int, progress: Progress,
+                    timeout_s: float) -> None:
+    with trio.fail_after(timeout_s):
+        async with trio.open_nursery() as nursery:
+            for m in members:
+                assert m.node is not None
+                nursery.start_soon(m.node.run)
+            await trio.to_thread.run_sync(admin.start)
+            last = ""
+            while (r := await trio.to_thread.run_sync(admin.current_round)) < rounds:
+                phase = (await trio.to_thread.run_sync(admin.phase, r)).name.lower().replace("_", " ")
+                line = f"round {r + 1}/{rounds} · {phase}"
+                if line != last:
+                    progress(line)
+                    last = line
+                await trio.sleep(1.0)
+            progress("resolving the last fraud reports")
+            while await trio.to_thread.run_sync(_open_reports, admin):
+                await trio.sleep(1.0)
+            nursery.cancel_scope.cancel()
+
+
+def _open_reports(admin: ChainClient) -> int:
+    """Reports still open; validators resolve them once their challenge window closes."""
+    count = admin.call("disputes", "report_count")
+    return sum(1 for rid in range(1, count + 1) if admin.report(rid)["status"] == 1)
 
 
 def run_devnet(opts: DevnetOptions, progress: Progress) -> tuple[ChainClient, list[Member]]:
@@ -156,7 +177,10 @@ def run_devnet(opts: DevnetOptions, progress: Progress) -> tuple[ChainClient, li
     try:
         with tempfile.TemporaryDirectory(prefix="veritrain-devnet-") as tmp:
             build_nodes(opts, members, opts.data_root or Path(tmp))
-            trio.run(run_nodes, admin, members, opts.rounds, progress)
+            try:
+                trio.run(run_nodes, admin, members, opts.rounds, progress, opts.timeout_s)
+            except trio.TooSlowError as exc:
+                raise DevnetIncomplete(f"the devnet did not finish {opts.rounds} rounds in {opts.timeout_s:.0f}s") from exc
             for m in members:
                 if m.client.call("settlement", "claimable", m.address) > 0:
                     m.client.claim()

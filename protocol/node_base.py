@@ -4,6 +4,7 @@ the global state of each round (computed deterministically, checked against the 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,11 @@ class NodeContext:
     # ---- chain helpers ----------------------------------------------------------------
     async def chain_time(self) -> int:
         return await self.port(lambda: int(self.client.w3.eth.get_block("latest")["timestamp"]))
+
+    async def next_block_time(self) -> int:
+        """When the next block will most likely be stamped: chains that mine on demand
+        (anvil) leave the latest timestamp behind while idle, but stamp new blocks now."""
+        return max(await self.chain_time(), int(time.time()))
 
     async def wait_round_open(self, round_: int) -> None:
         """Until `round_` is the current (or a past) round."""

@@ -50,7 +50,7 @@ class ChainPort:
             except ChainError as exc:
                 if time.monotonic() - started > RETRY_GIVE_UP_S:
                     raise
-                self.log.warning("chain unreachable, retrying %s", kv(in_s=delay, error=str(exc)[:120]))
+                self.log.warning("chain call failed, retrying %s", kv(in_s=delay, error=str(exc)[:120]))
             except (OSError, ConnectionError) as exc:  # requests' errors subclass OSError
                 if time.monotonic() - started > RETRY_GIVE_UP_S:
                     raise ChainError(f"chain unreachable for {RETRY_GIVE_UP_S:.0f}s") from exc

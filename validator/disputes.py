@@ -26,6 +26,7 @@ class Disputes:
     def __init__(self, ctx: NodeContext) -> None:
         self.ctx = ctx
         self._handled: set[int] = set()
+        self._open = 0
 
     async def run_forever(self) -> None:
         while True:
@@ -35,10 +36,20 @@ class Disputes:
                 self.ctx.log.info("dispute action skipped %s", kv(reason=exc.reason))
             await trio.sleep(SCAN_EVERY_S)
 
+    async def drain(self, max_wait_s: float) -> None:
+        """After the last round: keep voting and resolving until no report is open."""
+        with trio.move_on_after(max_wait_s):
+            while True:
+                await self.scan()
+                if self._open == 0:
+                    return
+                await trio.sleep(SCAN_EVERY_S)
+
     async def scan(self) -> None:
         port, client = self.ctx.port, self.ctx.client
         count = await port.view("disputes", "report_count")
-        now = await self.ctx.chain_time()
+        now = await self.ctx.next_block_time()
+        self._open = 0
         for rid in range(1, count + 1):
             if rid in self._handled:
                 continue
@@ -46,6 +57,7 @@ class Disputes:
             if rep["status"] != ReportStatus.OPEN:
                 self._handled.add(rid)
                 continue
+            self._open += 1
             if now >= rep["deadline"]:
                 if await port.try_send(client.resolve_fraud, rid):
                     self.ctx.log.info("report resolved %s", kv(report=rid))

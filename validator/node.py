@@ -39,8 +39,11 @@ class ValidatorNode(NodeContext):
                     await self.sync.refresh()
                     nursery.start_soon(self.sync.run_forever)
                     nursery.start_soon(self._drain_gossip)
-                    nursery.start_soon(Disputes(self).run_forever)
+                    disputes = Disputes(self)
+                    nursery.start_soon(disputes.run_forever)
                     await self._rounds()
+                    window = self.client.deployment.run_config.chain.challenge_window
+                    await disputes.drain(max_wait_s=2 * window + 30)
                     nursery.cancel_scope.cancel()
 
     async def _rounds(self) -> None:
@@ -74,7 +77,7 @@ class ValidatorNode(NodeContext):
     async def _close_commits(self, r: int) -> bytes:
         while await self.port.phase(r) == Phase.COMMIT:
             deadline = (await self.port(self.client.round_info, r))["commit_deadline"]
-            if await self.chain_time() >= deadline:
+            if await self.next_block_time() >= deadline:
                 await self.port.try_send(self.client.close_commit, r)
             await trio.sleep(self.config.poll_s)
         while (seed := (await self.port(self.client.round_info, r))["seed"]) == b"\x00" * 32:
@@ -85,7 +88,8 @@ class ValidatorNode(NodeContext):
     async def _report(self, r: int, checks: list[MinerCheck]) -> None:
         for c in checks:
             o = c.outcome
-            if o.kind is None or await self.port.view("disputes", "report_of", r, c.miner):
+            # one report per miner is enough: if another validator filed one, this one votes on it
+            if o.kind is None or await self.port.view("settlement", "open_reports", r, c.miner):
                 continue
             evidence = blake3_hash("evidence", (o.expected_hash or b""), (o.actual_hash or b""), o.detail.encode())
             segment = o.segment if o.segment is not None else (o.leaf if o.leaf is not None else NO_SEGMENT)

@@ -96,13 +96,14 @@ class ChainClient:
 
     def send_eth(self, to: str, wei: int) -> dict:
         signer = self._signer()
-        with self.sender._lock:
-            nonce = self.sender._next_nonce(signer.address)
-            tx: dict[str, Any] = {"to": to, "value": wei, "from": signer.address, "chainId": self.handle.chain_id,
-                                  "gas": 21000, "nonce": nonce, **_fee_fields(self.w3)}
-            tx_hash = self.w3.eth.send_raw_transaction(signer.sign_transaction(tx).raw_transaction)
-            self.sender._nonces[signer.address] = nonce + 1
-        return self.sender.wait(tx_hash)
+        with self.sender._account_lock(signer.address):
+            with self.sender._lock:
+                nonce = self.sender._next_nonce(signer.address)
+                tx: dict[str, Any] = {"to": to, "value": wei, "from": signer.address, "chainId": self.handle.chain_id,
+                                      "gas": 21000, "nonce": nonce, **_fee_fields(self.w3)}
+                tx_hash = self.w3.eth.send_raw_transaction(signer.sign_transaction(tx).raw_transaction)
+                self.sender._nonces[signer.address] = nonce + 1
+            return self.sender.wait(tx_hash)
 
     def transfer_tokens(self, to: str, amount: int) -> dict:
         return self._send(self.token.functions.transfer(to, amount))
@@ -152,7 +153,7 @@ class ChainClient:
         bond = self.disputes.functions.report_bond().call()
         self._ensure_allowance(self.disputes.address, bond)
         self._send(self.disputes.functions.report_fraud(round_, miner, int(kind), segment, evidence_hash, challenge_sig))
-        return int(self.disputes.functions.report_of(round_, miner).call())
+        return int(self.disputes.functions.report_of(round_, miner, self._signer().address).call())
 
     def vote_fraud(self, report_id: int, vote: Vote) -> dict:
         return self._send(self.disputes.functions.vote_fraud(report_id, int(vote)))

@@ -57,9 +57,22 @@ class TxSender:
         self._estimate_block = "latest" if _is_eth_tester(w3) else "pending"
         self._nonces: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._account_locks: dict[str, threading.Lock] = {}
 
     def send(self, fn: Any, account: LocalAccount, wait: bool = True) -> dict:
-        """Build, sign and send a contract call; raises ContractRevert on any revert."""
+        """Build, sign and send a contract call; raises ContractRevert on any revert.
+
+        With `wait` (the default) one transaction per account is in flight at a time: a
+        node's concurrent tasks (round loop, dispute votes) never race for a nonce, and each
+        estimate sees the state its predecessor left.
+        """
+        if not wait:
+            return self._send(fn, account)
+        with self._account_lock(account.address):
+            sent = self._send(fn, account)
+            return self.wait(sent["transactionHash"], fn, sent["params"])
+
+    def _send(self, fn: Any, account: LocalAccount) -> dict:
         params = {"from": account.address, "chainId": self.w3.eth.chain_id}
         try:
             gas = fn.estimate_gas(params, block_identifier=self._estimate_block)
@@ -80,9 +93,11 @@ class TxSender:
                 self._nonces.pop(account.address, None)
                 raise ContractRevert(revert_reason(exc)) from exc
             self._nonces[account.address] = nonce + 1
-        if not wait:
-            return {"transactionHash": tx_hash}
-        return self.wait(tx_hash, fn, params)
+        return {"transactionHash": tx_hash, "params": params}
+
+    def _account_lock(self, address: str) -> threading.Lock:
+        with self._lock:
+            return self._account_locks.setdefault(address, threading.Lock())
 
     def wait(self, tx_hash: bytes, fn: Any = None, params: dict | None = None) -> dict:
         try:

@@ -1,0 +1,137 @@
+"""Miners and validators as separate OS processes, started through the CLI, on anvil."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from protocol.chain.backend import connect
+from protocol.chain.client import ChainClient
+from protocol.chain.deployment import load_deployment
+from protocol.keys import new_keys
+from tests.conftest import REPO, run_cli
+
+pytestmark = [pytest.mark.anvil, pytest.mark.slow]
+PASSWORD = "network test"
+RUN_TOML = """
+run_name = "anvil-network"
+[chain]
+commit_duration = 120
+score_duration = 120
+reveal_duration = 60
+challenge_window = 15
+unbonding_delay = 1000
+[training]
+preset = "micro"
+[training.compute]
+inner_steps = 12
+checkpoint_every = 3
+"""
+
+
+def start_node(role: str, anvil_url: str, dep: Path, keys: Path, data: Path, rounds: int, extra: list[str],
+               log: Path) -> subprocess.Popen:
+    args = [sys.executable, "-m", "protocol.cli", role, "--rpc", anvil_url, "--deployment", str(dep), "--keys",
+            str(keys), "--data-dir", str(data), "--max-rounds", str(rounds), *extra]
+    env = {**os.environ, "VERITRAIN_PASSWORD": PASSWORD}
+    return subprocess.Popen(args, cwd=REPO, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL)
+
+
+def stop_all(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=15)
+
+
+def wait_for(predicate, timeout_s: float, what: str, procs, logs) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        dead = [p for p in procs if p.poll() not in (None, 0)]
+        if dead:
+            tails = "\n".join(log.read_text()[-1500:] for log in logs)
+            pytest.fail(f"a node process died while waiting for {what}:\n{tails}")
+        time.sleep(1.0)
+    tails = "\n".join(log.read_text()[-1500:] for log in logs)
+    pytest.fail(f"timed out waiting for {what}:\n{tails}")
+
+
+def run_network(anvil, tmp: Path, rounds: int, cheats: list[str | None]) -> tuple[Path, list[str], list[str]]:
+    (tmp / "run.toml").write_text(RUN_TOML)
+    n_miners, n_validators = len(cheats), 2
+    key_dirs = [tmp / f"keys{i}" for i in range(n_miners + n_validators)]
+    addresses = [new_keys(d, PASSWORD, kdf_iterations=2)[0] for d in key_dirs]
+    dep = tmp / "deployment.json"
+    funding = [a for addr in addresses for a in ("--fund", addr)]
+    deployed = run_cli("deploy", "--rpc", anvil.url, "--dev-account", "--config", str(tmp / "run.toml"),
+                       "--out", str(dep), "--fund-tokens", "1000", *funding)
+    assert deployed.code == 0, deployed.stderr
+    procs, logs = [], []
+    try:
+        for i, cheat in enumerate(cheats):
+            logs.append(tmp / f"miner{i}.log")
+            extra = ["--stake", "150"] + (["--cheat", cheat] if cheat else [])
+            procs.append(start_node("miner", anvil.url, dep, key_dirs[i], tmp / f"m{i}", rounds, extra, logs[-1]))
+        for j in range(n_validators):
+            logs.append(tmp / f"validator{j}.log")
+            procs.append(start_node("validator", anvil.url, dep, key_dirs[n_miners + j], tmp / f"v{j}", rounds,
+                                    ["--stake", "300"], logs[-1]))
+        reader = ChainClient(connect(anvil.url), load_deployment(dep))
+        staked = lambda: (reader.call("staking", "eligible_miner_count") == n_miners  # noqa: E731
+                          and reader.call("staking", "validator_count") == n_validators)
+        wait_for(staked, 240, "every node to register and stake", procs, logs)
+        started = run_cli("start", "--rpc", anvil.url, "--deployment", str(dep), "--keys", str(key_dirs[0]),
+                          env={"VERITRAIN_PASSWORD": PASSWORD})
+        assert started.code == 0, started.stderr
+        wait_for(lambda: reader.current_round() >= rounds, 240 * rounds, f"{rounds} rounds", procs, logs)
+        wait_for(lambda: all(p.poll() is not None for p in procs), 180, "nodes to finish", procs, logs)
+    finally:
+        stop_all(procs)
+    return dep, addresses[:n_miners], addresses[n_miners:]
+
+
+def inspect(anvil, dep: Path, *view: str) -> dict:
+    result = run_cli("inspect", *view, "--rpc", anvil.url, "--deployment", str(dep), "--json")
+    assert result.code == 0, result.stderr
+    return json.loads(result.stdout)["data"]
+
+
+def test_three_rounds_of_honest_miners(anvil, tmp_path):
+    dep, miners, _ = run_network(anvil, tmp_path, 3, [None, None, None])
+    rounds = inspect(anvil, dep, "rounds")
+    assert [r["round"] for r in rounds][:4] == [0, 1, 2, 3]
+    attested = [r for r in rounds if r["round"] >= 1]
+    assert all(int(r["model_hash"], 16) != 0 for r in attested)
+    assert attested[-1]["heldout_loss"] < attested[0]["heldout_loss"]
+    for m in miners:
+        node = inspect(anvil, dep, "node", m)
+        assert node["claimable"] + node["claimed"] > 0 and node["slashed"] == 0
+        assert len(node["rounds"]) == 3 and all(r["consensus"] > 0 for r in node["rounds"])
+
+
+def test_lazy_miner_is_slashed_and_unpaid(anvil, tmp_path):
+    dep, miners, _ = run_network(anvil, tmp_path, 2, [None, None, "lazy"])
+    lazy = inspect(anvil, dep, "node", miners[2])
+    assert lazy["slashed"] > 0
+    assert lazy["claimable"] + lazy["claimed"] == 0
+    assert all(r["consensus"] == 0 and r["reward"] == 0 for r in lazy["rounds"])
+    disputes = inspect(anvil, dep, "disputes")
+    assert any(d["miner"] == miners[2] and d["status"] == "confirmed" for d in disputes)
+    assert not any(d["miner"] in miners[:2] and d["status"] == "confirmed" for d in disputes)
+    for m in miners[:2]:
+        honest = inspect(anvil, dep, "node", m)
+        assert honest["slashed"] == 0 and honest["claimable"] > 0
