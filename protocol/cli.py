@@ -165,8 +165,14 @@ def devnet(
                          preset=preset, out=out, timeout_s=timeout)
     out.mkdir(parents=True, exist_ok=True)
     _log_to(out / "devnet.log")
+    log = logging.getLogger("veritrain.devnet")
     with err_console.status("starting the devnet…") as status:
-        admin, members = run_devnet(opts, lambda line: (status.update(line), logging.getLogger("veritrain.devnet").info(line)))
+
+        def progress(line: str) -> None:
+            status.update(line)
+            log.info(line)
+
+        admin, members = run_devnet(opts, progress)
     config = {"miners": miners, "validators": validators, "rounds": rounds, "cheaters": cheaters, "preset": preset,
               "chain_id": admin.deployment.chain_id, "contracts": admin.deployment.contracts.model_dump()}
     report = build_report(admin, members, config, rounds)
