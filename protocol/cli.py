@@ -78,7 +78,6 @@ def deploy(
     from protocol.chain.deploy import fund as do_fund
     from protocol.chain.deployment import save_deployment
     from protocol.run_config import load_run_config
-
     from protocol.run_setup import prepare
 
     run_config = load_run_config(config)
