@@ -37,12 +37,10 @@ class Disputes:
             await trio.sleep(SCAN_EVERY_S)
 
     async def drain(self, max_wait_s: float) -> None:
-        """After the last round: keep voting and resolving until no report is open."""
+        """After the last round: wait while `run_forever` votes and resolves open reports."""
+        await trio.sleep(SCAN_EVERY_S)  # let `run_forever` scan at least once more
         with trio.move_on_after(max_wait_s):
-            while True:
-                await self.scan()
-                if self._open == 0:
-                    return
+            while self._open > 0:
                 await trio.sleep(SCAN_EVERY_S)
 
     async def scan(self) -> None:
@@ -63,7 +61,10 @@ class Disputes:
                     self.ctx.log.info("report resolved %s", kv(report=rid))
                 continue
             if await self._may_vote(rid, rep):
-                await self._vote(rid, rep)
+                try:
+                    await self._vote(rid, rep)
+                except ContractRevert as exc:  # e.g. the window closed while this node checked
+                    self.ctx.log.info("vote not cast %s", kv(report=rid, reason=exc.reason))
 
     async def _may_vote(self, rid: int, rep: dict) -> bool:
         me = self.ctx.address
