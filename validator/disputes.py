@@ -26,7 +26,7 @@ class Disputes:
     def __init__(self, ctx: NodeContext) -> None:
         self.ctx = ctx
         self._handled: set[int] = set()
-        self._open = 0
+        self._open = 1  # unknown until the first scan completes
 
     async def run_forever(self) -> None:
         while True:
@@ -47,7 +47,7 @@ class Disputes:
         port, client = self.ctx.port, self.ctx.client
         count = await port.view("disputes", "report_count")
         now = await self.ctx.next_block_time()
-        self._open = 0
+        still_open = 0
         for rid in range(1, count + 1):
             if rid in self._handled:
                 continue
@@ -55,7 +55,7 @@ class Disputes:
             if rep["status"] != ReportStatus.OPEN:
                 self._handled.add(rid)
                 continue
-            self._open += 1
+            still_open += 1
             if now >= rep["deadline"]:
                 if await port.try_send(client.resolve_fraud, rid):
                     self.ctx.log.info("report resolved %s", kv(report=rid))
@@ -65,6 +65,7 @@ class Disputes:
                     await self._vote(rid, rep)
                 except ContractRevert as exc:  # e.g. the window closed while this node checked
                     self.ctx.log.info("vote not cast %s", kv(report=rid, reason=exc.reason))
+        self._open = still_open
 
     async def _may_vote(self, rid: int, rep: dict) -> bool:
         me = self.ctx.address
