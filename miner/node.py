@@ -14,23 +14,14 @@ from protocol.chain.client import Phase
 from protocol.errors import ContractRevert
 from protocol.messages import UpdateAnnounced
 from protocol.node_base import NodeContext
-from protocol.replay_profile import ProfileWorker
-from protocol.runtime import AsyncWorker, kv
+from protocol.runtime import kv
 
 ANNOUNCE_REPEATS = 2  # gossip can drop a message; validators fetch by hash regardless
 
 
 class MinerNode(NodeContext):
-    async def run(self) -> None:
-        with ProfileWorker(self.setup.profile) as worker:
-            self.worker = AsyncWorker(worker)
-            async with self.p2p.run():
-                async with trio.open_nursery() as nursery:
-                    await self.sync.refresh()
-                    nursery.start_soon(self.sync.run_forever)
-                    nursery.start_soon(self._drain_gossip)
-                    await self._rounds()
-                    nursery.cancel_scope.cancel()
+    async def main(self, nursery: trio.Nursery) -> None:
+        await self._rounds()
 
     async def _rounds(self) -> None:
         done = 0
@@ -116,8 +107,3 @@ class MinerNode(NodeContext):
             await self.p2p.publish(r, body)
             await trio.sleep(1.0)
         self.log.info("published %s", kv(round=r, update=work["update_hash"][:12]))
-
-    async def _drain_gossip(self) -> None:
-        # read promptly: py-libp2p drops messages when the subscription buffer fills
-        while True:
-            await self.p2p.receive()

@@ -63,6 +63,29 @@ class NodeContext:
                            current_round=lambda: self.current_round)
         self.worker: AsyncWorker | None = None
 
+    async def run(self) -> None:
+        """Start the worker, the p2p host, registry sync and gossip reading, then the role's
+        `main`; everything stops when `main` returns."""
+        from protocol.replay_profile import ProfileWorker
+
+        with ProfileWorker(self.setup.profile) as worker:
+            self.worker = AsyncWorker(worker)
+            async with self.p2p.run():
+                async with trio.open_nursery() as nursery:
+                    await self.sync.refresh()
+                    nursery.start_soon(self.sync.run_forever)
+                    nursery.start_soon(self._drain_gossip)
+                    await self.main(nursery)
+                    nursery.cancel_scope.cancel()
+
+    async def main(self, nursery: trio.Nursery) -> None:
+        raise NotImplementedError
+
+    async def _drain_gossip(self) -> None:
+        # read promptly: py-libp2p drops messages when the subscription buffer fills
+        while True:
+            await self.p2p.receive()
+
     # ---- chain helpers ----------------------------------------------------------------
     async def chain_time(self) -> int:
         return await self.port(lambda: int(self.client.w3.eth.get_block("latest")["timestamp"]))

@@ -19,8 +19,7 @@ from protocol.errors import ContractRevert
 from protocol.hashing import blake3_hash
 from protocol.messages import ModelAttested
 from protocol.node_base import NodeContext
-from protocol.replay_profile import ProfileWorker
-from protocol.runtime import AsyncWorker, kv
+from protocol.runtime import kv
 from validator.checks import MinerCheck, check_one
 from validator.disputes import Disputes
 from validator.work import ScoreJob, score_miners
@@ -31,20 +30,12 @@ LOSS_SCALE = 1_000_000
 
 
 class ValidatorNode(NodeContext):
-    async def run(self) -> None:
-        with ProfileWorker(self.setup.profile) as worker:
-            self.worker = AsyncWorker(worker)
-            async with self.p2p.run():
-                async with trio.open_nursery() as nursery:
-                    await self.sync.refresh()
-                    nursery.start_soon(self.sync.run_forever)
-                    nursery.start_soon(self._drain_gossip)
-                    disputes = Disputes(self)
-                    nursery.start_soon(disputes.run_forever)
-                    await self._rounds()
-                    window = self.client.deployment.run_config.chain.challenge_window
-                    await disputes.drain(max_wait_s=2 * window + 30)
-                    nursery.cancel_scope.cancel()
+    async def main(self, nursery: trio.Nursery) -> None:
+        disputes = Disputes(self)
+        nursery.start_soon(disputes.run_forever)
+        await self._rounds()
+        window = self.client.deployment.run_config.chain.challenge_window
+        await disputes.drain(max_wait_s=2 * window + 30)  # votes and resolutions of the last round
 
     async def _rounds(self) -> None:
         await self.wait_round_open(0)
@@ -141,7 +132,3 @@ class ValidatorNode(NodeContext):
         self.log.info("attested %s", kv(round=r + 1, model=model_hash.hex()[:12], heldout_loss=f"{loss:.4f}"))
         await self.p2p.publish(r, ModelAttested(validator=self.address.lower(), model_hash="0x" + model_hash.hex(),
                                                 heldout_loss=loss))
-
-    async def _drain_gossip(self) -> None:
-        while True:
-            await self.p2p.receive()
