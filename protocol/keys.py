@@ -7,14 +7,13 @@ overwritten, so a second `keys new` cannot destroy an identity that holds stake.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
+from protocol.atomic import atomic_write
 from protocol.errors import ConfigError
 from protocol.signing import NodeIdentity
 
@@ -77,14 +76,4 @@ def keystore_address(directory: Path) -> str:
 
 
 def _write_private(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".key-")
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, text.encode(), mode=0o600, prefix=".key-")

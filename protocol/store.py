@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
 import blake3
 
+from protocol.atomic import atomic_write
 from protocol.errors import VeritrainError
 
 TEMP_PREFIX = ".partial-"
@@ -72,16 +72,7 @@ class BlobStore:
         final = self.path_for(blob_hash)
         if final.is_file():
             return blob_hash
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=TEMP_PREFIX)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, final)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(final, data, prefix=TEMP_PREFIX)
         _fsync_dir(self.root)
         return blob_hash
 

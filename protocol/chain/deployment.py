@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from protocol.atomic import atomic_write
 from protocol.errors import ConfigError
 from protocol.run_config import RunConfig
 
@@ -37,12 +36,7 @@ class Deployment(BaseModel):
 
 def save_deployment(deployment: Deployment, path: Path) -> None:
     """Write atomically so a crash never leaves a truncated deployment file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".deployment-")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(deployment.model_dump_json(indent=2))
-    os.replace(tmp, path)
+    atomic_write(Path(path), deployment.model_dump_json(indent=2).encode(), prefix=".deployment-")
 
 
 def load_deployment(path: Path) -> Deployment:
