@@ -107,11 +107,11 @@ def submit_blob(base: Submission, blob: bytes) -> Submission:
 
 def genesis_blob(spec: TrainingSpec) -> tuple[bytes, bytes]:
     """(encoded genesis state, its hash)."""
-    from protocol.aggregate import encode_state, genesis_state, global_state_hash
+    from protocol.aggregate import encoded_state, genesis_state
 
     setup = Setup(spec, b"")
-    state = genesis_state(setup.model, setup.compute, spec.init_seed)
-    return encode_state(state), bytes(global_state_hash(state, setup.model))
+    blob, state_hash = encoded_state(genesis_state(setup.model, setup.compute, spec.init_seed), setup.model)
+    return blob, bytes(state_hash)
 
 
 _ = submit  # re-exported for adversary tests

@@ -13,15 +13,15 @@ the replay profile: reductions depend on threads and ISA.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import blake3
 import safetensors.torch
 import torch
 from torch import Tensor
 
-from protocol.checkpoint import MAX_HEADER_BYTES, hash_tensors, read_safetensors
+from protocol.checkpoint import MAX_HEADER_BYTES, read_safetensors
 from protocol.compress import decode_update, decompress_sparse, expected_header
 from protocol.errors import VeritrainError
 from protocol.hashing import Digest
@@ -59,23 +59,37 @@ def _state_tensors(s: GlobalState) -> dict[str, Tensor]:
     return out
 
 
-def _state_header(model: ModelConfig) -> bytes:
-    return json.dumps({"format": "veritrain-state", "model": config_hash(model).hex()}).encode()
+STATE_FORMAT_KEY = "veritrain-state"  # the one metadata entry: the model config's hash
 
 
 def global_state_hash(s: GlobalState, model: ModelConfig) -> Digest:
-    """The model hash attested on chain: θ and the outer optimizer state."""
-    return hash_tensors("global-state", _state_header(model), _state_tensors(s))
+    """The model hash attested on chain: plain blake3 of the encoded state (θ and the outer
+    optimizer state). So the state is a content-addressed blob: a node that joins late asks
+    peers for it by the attested hash and checks it like any other blob."""
+    return encoded_state(s, model)[1]
 
 
-def encode_state(s: GlobalState) -> bytes:
-    return safetensors.torch.save({k: v.contiguous() for k, v in _state_tensors(s).items()})
+def encoded_state(s: GlobalState, model: ModelConfig) -> tuple[bytes, Digest]:
+    """(the state's bytes as served, their hash): one encoding for both."""
+    blob = encode_state(s, model)
+    return blob, Digest(blake3.blake3(blob).digest())
+
+
+def encode_state(s: GlobalState, model: ModelConfig) -> bytes:
+    # deterministic bytes: safetensors orders tensors by dtype then name, and a one-entry
+    # metadata map has a single order (checked across processes in tests/protocol)
+    tensors = {k: v.contiguous() for k, v in _state_tensors(s).items()}
+    return safetensors.torch.save(tensors, metadata={STATE_FORMAT_KEY: config_hash(model).hex()})
 
 
 def decode_state(blob: bytes, model: ModelConfig, expected_hash: bytes) -> GlobalState:
-    """Parse served state bytes; they must fit the model and hash to the attested hash."""
+    """Parse served state bytes; they must hash to the attested hash and fit the model."""
+    if blake3.blake3(blob).digest() != expected_hash:
+        raise StateFormatError("served global state does not hash to the attested model hash")
     shapes = param_shapes(model)
-    tensors, _ = read_safetensors(blob, 2 * 4 * num_params(model) + MAX_HEADER_BYTES)
+    tensors, meta = read_safetensors(blob, 2 * 4 * num_params(model) + MAX_HEADER_BYTES)
+    if meta != {STATE_FORMAT_KEY: config_hash(model).hex()}:
+        raise StateFormatError("global state is for another model configuration")
     keys = {f"p/{k}" for k in shapes}
     if not keys <= set(tensors) or set(tensors) - keys - {"momentum"}:
         raise StateFormatError("global state has unexpected tensor keys")
@@ -85,10 +99,7 @@ def decode_state(blob: bytes, model: ModelConfig, expected_hash: bytes) -> Globa
     momentum = tensors.get("momentum")
     if momentum is not None and (momentum.shape != (num_params(model),) or momentum.dtype != torch.float32):
         raise StateFormatError("outer momentum has the wrong shape or dtype")
-    state = GlobalState(params, momentum)
-    if global_state_hash(state, model) != expected_hash:
-        raise StateFormatError("served global state does not hash to the attested model hash")
-    return state
+    return GlobalState(params, momentum)
 
 
 def clip_updates(dense: Tensor, multiplier: float) -> Tensor:

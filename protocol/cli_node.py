@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from protocol.atomic import atomic_write
 from protocol.cli_account import DeploymentOpt, KeysOpt, RpcOpt, node_client, parse_tokens
 from protocol.errors import ConfigError, InsufficientFunds
 
@@ -20,12 +21,34 @@ StakeOpt = Annotated[str | None, typer.Option(help="Top the stake up to this man
 RoundsOpt = Annotated[int | None, typer.Option(help="Stop after this many rounds")]
 
 
-def _listen(listen: str | None) -> str:
+def _listen(listen: str | None, data_dir: Path) -> str:
+    """The given address, else the one this data dir used before (a restarted node keeps
+    the address peers know from the registry), else a free loopback port."""
     if listen:
         return listen
+    saved = data_dir / "listen_addr"
+    if saved.is_file():
+        addr = saved.read_text().strip()
+        if _port_free(int(addr.rsplit("/", 1)[1])):
+            return addr
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return f"/ip4/127.0.0.1/tcp/{sock.getsockname()[1]}"
+
+
+def _remember_listen(data_dir: Path, addr: str) -> None:
+    # only once the node is set up: bad input must leave no state behind
+    data_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write(data_dir / "listen_addr", addr.encode())
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _logging() -> None:
@@ -33,6 +56,8 @@ def _logging() -> None:
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     for noisy in ("libp2p", "multiaddr", "web3", "urllib3", "trio", "asyncio", "eth", "py.warnings", "protocol.p2p"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # a dial to a peer that went away is routine (the p2p layer tries the next one)
+    logging.getLogger("libp2p.transport.tcp").setLevel(logging.CRITICAL)
 
 
 def check_local_hashes(client: Any) -> None:
@@ -80,8 +105,9 @@ def _run(role: str, rpc: str, deployment: Path, keys: Path, data_dir: Path, list
     from protocol.node_base import NodeConfig
 
     _logging()
-    addr = _listen(listen)
+    addr = _listen(listen, data_dir)
     client, node_keys = prepare_node(role, rpc, deployment, keys, addr, stake)
+    _remember_listen(data_dir, addr)
     config = NodeConfig(data_dir=data_dir, listen=addr, bootstrap=tuple(bootstrap or ()), max_rounds=max_rounds,
                         cheat=cheat)
     log = logging.getLogger(f"veritrain.{role}")

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import torch
 
-from protocol.aggregate import aggregate, decode_state, encode_state, global_state_hash
+from protocol.aggregate import aggregate, decode_state, encoded_state
 from protocol.data import heldout_batches
 from protocol.envelope import decode_envelope
 from protocol.hashing import blake3_hash
@@ -50,4 +50,5 @@ def next_state(spec: TrainingSpec, run_seed: bytes, state_blob: bytes, state_has
     state = decode_state(state_blob, setup.model, state_hash)
     updates = [decode_envelope(e, max_bytes).update for e in envelopes]
     new = aggregate(state, updates, setup.model, setup.compute)
-    return encode_state(new), bytes(global_state_hash(new, setup.model)), heldout_loss(spec, run_seed, new.params)
+    blob, state_hash = encoded_state(new, setup.model)
+    return blob, bytes(state_hash), heldout_loss(spec, run_seed, new.params)

@@ -145,23 +145,59 @@ class NodeContext:
 
     # ---- global state -----------------------------------------------------------------
     async def state_for(self, round_: int) -> tuple[bytes, bytes]:
-        """(encoded θ_round, its hash), equal to the attested hash of `round_`."""
+        """(encoded θ_round, its hash), equal to the attested hash of `round_`.
+
+        A node that holds the previous state recomputes this one and checks it against the
+        chain; one that does not (it joined late, or lost its data dir), or whose result
+        disagrees, fetches the attested state from peers: it is a blob addressed by the
+        model hash. Recomputing from genesis is the last resort."""
         want = await self.model_hash(round_)
         if want == ZERO32:
             raise StateMismatch(f"round {round_} has no attested model yet")
+        if (held := self._held_state(round_, want)) is not None:
+            return held, want
+        has_previous = round_ > 0 and self._held_state(round_ - 1) is not None
+        if round_ == 0 or has_previous:
+            try:
+                blob, got = await self._compute_state(round_)
+            except StateMismatch as exc:
+                self.log.warning("cannot recompute the global state %s", kv(round=round_, reason=exc))
+                got = b""
+            if got == want:
+                return self._keep_state(round_, want, blob), want
+            if got:
+                self.log.warning("computed model differs from the attested one %s",
+                                 kv(round=round_, computed=got.hex()[:12], attested=want.hex()[:12]))
+        fetched = await self.fetch_blob(want)  # content-addressed: verified against `want`
+        if fetched is not None:
+            self.log.info("global state fetched from peers %s", kv(round=round_, model=want.hex()[:12]))
+            return self._keep_state(round_, want, fetched), want
+        if has_previous or round_ == 0:
+            raise StateMismatch(f"round {round_}: no peer serves the attested model {want.hex()[:16]}…")
+        self.log.warning("no peer serves the global state; recomputing from history %s", kv(round=round_))
+        blob, got = await self._compute_state(round_)
+        if got != want:
+            raise StateMismatch(f"round {round_}: computed model {got.hex()[:16]}… but chain attests {want.hex()[:16]}…")
+        return self._keep_state(round_, want, blob), want
+
+    def _held_state(self, round_: int, want: bytes | None = None) -> bytes | None:
         rec = self.data.state.get(f"state:{round_}")
-        if rec and rec["hash"] == want.hex() and self.data.blobs.has(bytes.fromhex(rec["blob"])):
-            return self.data.blobs.read(bytes.fromhex(rec["blob"])), want
+        if not rec or (want is not None and rec["hash"] != want.hex()):
+            return None
+        blob_hash = bytes.fromhex(rec["blob"])
+        return self.data.blobs.read(blob_hash) if self.data.blobs.has(blob_hash) else None
+
+    def _keep_state(self, round_: int, want: bytes, blob: bytes) -> bytes:
+        self.data.state.set(f"state:{round_}", {"hash": want.hex(), "blob": self.data.blobs.put(blob).hex()})
+        return blob
+
+    async def _compute_state(self, round_: int) -> tuple[bytes, bytes]:
         if round_ == 0:
             from miner.work import genesis_blob
 
-            blob, got = await self._work(genesis_blob, self.setup.spec)
-        else:
-            blob, got, _ = await self.compute_next(round_ - 1)
-        if got != want:
-            raise StateMismatch(f"round {round_}: computed model {got.hex()[:16]}… but chain attests {want.hex()[:16]}…")
-        self.data.state.set(f"state:{round_}", {"hash": want.hex(), "blob": self.data.blobs.put(blob).hex()})
-        return blob, want
+            return await self._work(genesis_blob, self.setup.spec)  # type: ignore[no-any-return]
+        blob, got, _ = await self.compute_next(round_ - 1)
+        return blob, got
 
     async def compute_next(self, round_: int) -> tuple[bytes, bytes, float]:
         """θ_{round+1} from round `round_`'s finalized settlement: (blob, hash, held-out loss)."""

@@ -125,7 +125,7 @@ class ValidatorNode(NodeContext):
         if await self.port.view("settlement", "attested_by", r + 1, self.address):
             return
         blob, model_hash, loss = await self.compute_next(r)
-        self.data.state.set(f"state:{r + 1}", {"hash": model_hash.hex(), "blob": self.data.blobs.put(blob).hex()})
+        self._keep_state(r + 1, model_hash, blob)  # served to peers by its hash from now on
         if not await self.port.try_send(self.client.attest_model, r + 1, model_hash, int(loss * LOSS_SCALE)):
             self.log.warning("attestation refused %s", kv(round=r + 1))
             return

@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from protocol.chain.backend import connect
-from protocol.chain.client import ChainClient
-from protocol.chain.deployment import load_deployment
-from protocol.keys import new_keys
-from tests.conftest import REPO, run_cli
+from tests.conftest import run_cli
+from tests.integration.netutil import (
+    PASSWORD,
+    deploy_with_keys,
+    reader,
+    start_node,
+    stop_all,
+    wait_for,
+)
+from tests.integration.netutil import inspect as inspect_at
 
 pytestmark = [pytest.mark.anvil, pytest.mark.slow]
-PASSWORD = "network test"
 RUN_TOML = """
 run_name = "anvil-network"
 [chain]
@@ -35,51 +34,9 @@ checkpoint_every = 3
 """
 
 
-def start_node(role: str, anvil_url: str, dep: Path, keys: Path, data: Path, rounds: int, extra: list[str],
-               log: Path) -> subprocess.Popen:
-    args = [sys.executable, "-m", "protocol.cli", role, "--rpc", anvil_url, "--deployment", str(dep), "--keys",
-            str(keys), "--data-dir", str(data), "--max-rounds", str(rounds), *extra]
-    env = {**os.environ, "VERITRAIN_PASSWORD": PASSWORD}
-    return subprocess.Popen(args, cwd=REPO, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL)
-
-
-def stop_all(procs: list[subprocess.Popen]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(timeout=15)
-
-
-def wait_for(predicate, timeout_s: float, what: str, procs, logs) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        dead = [p for p in procs if p.poll() not in (None, 0)]
-        if dead:
-            tails = "\n".join(log.read_text()[-1500:] for log in logs)
-            pytest.fail(f"a node process died while waiting for {what}:\n{tails}")
-        time.sleep(1.0)
-    tails = "\n".join(log.read_text()[-1500:] for log in logs)
-    pytest.fail(f"timed out waiting for {what}:\n{tails}")
-
-
 def run_network(anvil, tmp: Path, rounds: int, cheats: list[str | None]) -> tuple[Path, list[str], list[str]]:
-    (tmp / "run.toml").write_text(RUN_TOML)
     n_miners, n_validators = len(cheats), 2
-    key_dirs = [tmp / f"keys{i}" for i in range(n_miners + n_validators)]
-    addresses = [new_keys(d, PASSWORD, kdf_iterations=2)[0] for d in key_dirs]
-    dep = tmp / "deployment.json"
-    funding = [a for addr in addresses for a in ("--fund", addr)]
-    deployed = run_cli("deploy", "--rpc", anvil.url, "--dev-account", "--config", str(tmp / "run.toml"),
-                       "--out", str(dep), "--fund-tokens", "1000", *funding)
-    assert deployed.code == 0, deployed.stderr
+    dep, key_dirs, addresses = deploy_with_keys(anvil.url, tmp, n_miners + n_validators, RUN_TOML)
     procs, logs = [], []
     try:
         for i, cheat in enumerate(cheats):
@@ -90,14 +47,14 @@ def run_network(anvil, tmp: Path, rounds: int, cheats: list[str | None]) -> tupl
             logs.append(tmp / f"validator{j}.log")
             procs.append(start_node("validator", anvil.url, dep, key_dirs[n_miners + j], tmp / f"v{j}", rounds,
                                     ["--stake", "300"], logs[-1]))
-        reader = ChainClient(connect(anvil.url), load_deployment(dep))
-        staked = lambda: (reader.call("staking", "eligible_miner_count") == n_miners  # noqa: E731
-                          and reader.call("staking", "validator_count") == n_validators)
+        chain = reader(anvil.url, dep)
+        staked = lambda: (chain.call("staking", "eligible_miner_count") == n_miners  # noqa: E731
+                          and chain.call("staking", "validator_count") == n_validators)
         wait_for(staked, 240, "every node to register and stake", procs, logs)
         started = run_cli("start", "--rpc", anvil.url, "--deployment", str(dep), "--keys", str(key_dirs[0]),
                           env={"VERITRAIN_PASSWORD": PASSWORD})
         assert started.code == 0, started.stderr
-        wait_for(lambda: reader.current_round() >= rounds, 240 * rounds, f"{rounds} rounds", procs, logs)
+        wait_for(lambda: chain.current_round() >= rounds, 240 * rounds, f"{rounds} rounds", procs, logs)
         wait_for(lambda: all(p.poll() is not None for p in procs), 180, "nodes to finish", procs, logs)
     finally:
         stop_all(procs)
@@ -105,9 +62,7 @@ def run_network(anvil, tmp: Path, rounds: int, cheats: list[str | None]) -> tupl
 
 
 def inspect(anvil, dep: Path, *view: str) -> dict:
-    result = run_cli("inspect", *view, "--rpc", anvil.url, "--deployment", str(dep), "--json")
-    assert result.code == 0, result.stderr
-    return json.loads(result.stdout)["data"]
+    return inspect_at(anvil.url, dep, *view)
 
 
 def test_three_rounds_of_honest_miners(anvil, tmp_path):

@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -13,7 +16,7 @@ from protocol.aggregate import (
     aggregate,
     clip_updates,
     decode_state,
-    encode_state,
+    encoded_state,
     genesis_state,
     global_state_hash,
     outer_step,
@@ -21,6 +24,7 @@ from protocol.aggregate import (
 )
 from protocol.compress import compress, decompress, encode_update
 from protocol.model import flatten, num_params
+from protocol.store import content_hash
 
 
 def test_trimmed_mean_only_over_selecting_updates() -> None:
@@ -87,8 +91,32 @@ def test_nesterov_and_momentum_in_state_hash() -> None:
 def test_state_codec_checks_hash() -> None:
     cfg = dataclasses.replace(SMALL_CFG, outer_momentum=0.9)
     s = genesis_state(MICRO, cfg)
-    h = global_state_hash(s, MICRO)
-    back = decode_state(encode_state(s), MICRO, h)
+    blob, h = encoded_state(s, MICRO)
+    assert h == content_hash(blob)  # content-addressed: peers serve the state by its model hash
+    back = decode_state(blob, MICRO, h)
     assert global_state_hash(back, MICRO) == h
     with pytest.raises(StateFormatError):
-        decode_state(encode_state(s), MICRO, b"\x00" * 32)
+        decode_state(blob, MICRO, b"\x00" * 32)
+    tampered = bytearray(blob)
+    tampered[-1] ^= 1
+    with pytest.raises(StateFormatError):
+        decode_state(bytes(tampered), MICRO, h)
+
+
+def test_state_of_another_model_is_refused() -> None:
+    other_model = dataclasses.replace(MICRO, n_layer=MICRO.n_layer + 1)
+    blob, h = encoded_state(genesis_state(other_model, SMALL_CFG), other_model)
+    with pytest.raises(StateFormatError):
+        decode_state(blob, MICRO, h)
+
+
+def test_state_encoding_is_identical_across_processes() -> None:
+    # every node must produce the same bytes for the same state, or hashes would disagree;
+    # the Rust side of safetensors uses per-process random hash seeds, so compare processes
+    code = ("import dataclasses,sys; from protocol.aggregate import encoded_state, genesis_state;"
+            "from protocol.model import PRESETS; from protocol.training import ComputeConfig;"
+            "cfg = dataclasses.replace(ComputeConfig(), outer_momentum=0.9);"
+            "print(encoded_state(genesis_state(PRESETS['micro'], cfg, 7), PRESETS['micro'])[1].hex())")
+    hashes = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONHASHSEED": str(i)}).stdout.strip() for i in range(3)}
+    assert len(hashes) == 1 and len(hashes.pop()) == 64
