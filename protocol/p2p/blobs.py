@@ -41,6 +41,7 @@ from protocol.p2p.sources import BlobSource, CheckpointSource, DirectoryBlobSour
 
 log = logging.getLogger(__name__)
 PROTOCOL = TProtocol(framing.BLOB_PROTOCOL_ID)
+_IOV_MAX = 1024  # buffers per writev call (Linux IOV_MAX)
 _WRITE_ERRORS: tuple[type[BaseException], ...] = (trio.TooSlowError, *NET_ERRORS)
 
 
@@ -169,20 +170,23 @@ class BlobServer:
         await self._write(stream, framing.encode_ok_head(len(content), digest, proof))
         view = memoryview(content)
         for off in range(0, len(content), CHUNK_SIZE):
-            await self._send_chunk(stream, entry, bytes(view[off : off + CHUNK_SIZE]))
+            await self._send_chunk(stream, entry, view[off : off + CHUNK_SIZE])
 
-    async def _send_chunk(self, stream: INetStream, entry: RegistryEntry, chunk: bytes) -> None:
+    async def _send_chunk(
+        self, stream: INetStream, entry: RegistryEntry, chunk: bytes | memoryview
+    ) -> None:
         delay = self.limiter.byte_delay(entry, len(chunk))
         if delay > 0:
             await trio.sleep(delay)  # pace over-budget peers instead of failing them
-        await self._write(stream, framing.encode_chunk_header(len(chunk)) + chunk)
+        for piece in framing.chunk_pieces(chunk):
+            await self._write(stream, piece)
 
     async def _write(self, stream: INetStream, data: bytes) -> None:
-        try:
-            with trio.fail_after(self.config.read_timeout_s):
-                await stream.write(data)
-        except trio.TooSlowError as exc:
-            raise TransferTimeout("peer stopped reading") from exc
+        # Every write has a deadline: a peer that stops reading must not hold this stream.
+        with trio.CancelScope(deadline=trio.current_time() + self.config.read_timeout_s) as scope:
+            await stream.write(data)
+        if scope.cancelled_caught:
+            raise TransferTimeout("peer stopped reading")
 
 
 def _hash_file(f: object) -> bytes:
@@ -193,25 +197,44 @@ def _hash_file(f: object) -> bytes:
 
 
 class _Sink:
-    """Receives verified-later bytes: in memory, or in a temp file of a blob directory."""
+    """Receives verified-later bytes: in memory, or in a temp file of a blob directory.
+
+    Pieces are kept as the views the reader handed out (no copy) and written out with one
+    `writev` per FLUSH_BYTES, or joined once at the end when kept in memory.
+    """
+
+    FLUSH_BYTES = 1 << 20
 
     def __init__(self, store: DirectoryBlobSource | None) -> None:
         self.store = store
-        self.buf = bytearray()
+        self.pieces: list[bytes | memoryview] = []
+        self.pending = 0
         self.fd: int | None = None
         self.tmp: Path | None = None
         if store is not None:
             self.fd, self.tmp = store.temp_file()
 
-    def write(self, data: bytes) -> None:
-        if self.fd is None:
-            self.buf += data
-        else:
-            os.write(self.fd, data)
+    def write(self, data: bytes | memoryview) -> None:
+        self.pieces.append(data)
+        self.pending += len(data)
+        if self.fd is not None and self.pending >= self.FLUSH_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        assert self.fd is not None
+        views = [memoryview(p) for p in self.pieces]
+        while views:
+            written = os.writev(self.fd, views[:_IOV_MAX])
+            while views and written >= len(views[0]):
+                written -= len(views.pop(0))
+            if views and written:
+                views[0] = views[0][written:]
+        self.pieces, self.pending = [], 0
 
     def commit(self, digest: bytes) -> bytes | Path:
         if self.store is None or self.fd is None or self.tmp is None:
-            return bytes(self.buf)
+            return b"".join(self.pieces)
+        self._flush()
         os.close(self.fd)
         self.fd = None
         final = self.store.path_for(digest)
@@ -224,7 +247,7 @@ class _Sink:
             self.fd = None
         if self.tmp is not None:
             self.tmp.unlink(missing_ok=True)
-        self.buf = bytearray()
+        self.pieces, self.pending = [], 0
 
 
 class BlobClient:
@@ -262,12 +285,11 @@ class BlobClient:
                     await stream.write(framing.encode_request(request))
                 except NET_ERRORS as exc:
                     raise PeerUnavailable(f"request to {peer_id} failed: {exc}") from exc
-                head = await framing.read_head(
-                    stream, self.config.read_timeout_s, self.config.max_blob_size
-                )
+                reader = framing.StreamReader(stream, self.config.read_timeout_s)
+                head = await framing.read_head(reader, self.config.max_blob_size)
                 if expect_hash is not None and head.blob_hash != expect_hash:
                     raise BlobHashMismatch("peer announced a different hash than requested")
-                await self._read_body(stream, head, sink)
+                await self._read_body(reader, head, sink)
             result = sink.commit(head.blob_hash)
             ok = True
             return head, result
@@ -278,19 +300,19 @@ class BlobClient:
                 sink.abort()
             await _close_quietly(stream, self.config.close_timeout_s, reset=not ok)
 
-    async def _read_body(self, stream: INetStream, head: framing.OkHead, sink: _Sink) -> None:
+    async def _read_body(
+        self, reader: framing.StreamReader, head: framing.OkHead, sink: _Sink
+    ) -> None:
         hasher = blake3.blake3()
         remaining = head.blob_len
-        timeout = self.config.read_timeout_s
         while remaining:
-            n = await framing.read_chunk_len(stream, remaining, timeout)
-            left = n
+            left = await framing.read_chunk_len(reader, remaining)
+            remaining -= left
             while left:
-                data = await framing.read_some(stream, left, timeout)
+                data = await reader.some(left)
                 hasher.update(data)
                 sink.write(data)
                 left -= len(data)
-            remaining -= n
         if hasher.digest() != head.blob_hash:
             raise BlobHashMismatch("received bytes do not hash to the announced content hash")
 

@@ -5,20 +5,23 @@
     ok_body  := u64 blob_len || blake3(blob) (32) || u32 proof_len || proof || chunk*
     chunk    := u32 len (1..CHUNK_SIZE) || bytes        -- chunks add up to exactly blob_len
 
-Every read goes through `read_exactly`/`read_some` under `trio.fail_after`, because a frozen
-peer makes a libp2p read hang forever (DESIGN §2). Every length is checked against its cap
-before anything is allocated.
+Every read goes through a `StreamReader` whose stream reads each run under a deadline,
+because a frozen peer makes a libp2p read hang forever (DESIGN §2). Every length is checked
+against its cap before anything is allocated.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import IntEnum
 
 import pydantic
 import trio
 from libp2p.abc import INetStream
+from libp2p.security.noise.io import MAX_PLAINTEXT_LENGTH
+from libp2p.stream_muxer.yamux.yamux import HEADER_SIZE as YAMUX_HEADER_SIZE
 
 from protocol.messages import REQUEST_ADAPTER, BlobRequest, CheckpointRequest, MalformedMessage
 from protocol.p2p.config import CHUNK_SIZE
@@ -39,6 +42,9 @@ MAX_REQUEST_BYTES = 1024  # a request is ~150 bytes of JSON
 MAX_REASON_BYTES = 1024
 MAX_PROOF_BYTES = 1 << 20  # a Merkle proof over <= 2^32 leaves is ~1 KiB; generous cap
 HASH_LEN = 32
+# Largest write that yamux sends as one frame inside one Noise message (65535 - 16 - 12).
+WRITE_SIZE = MAX_PLAINTEXT_LENGTH - YAMUX_HEADER_SIZE
+READ_SIZE = CHUNK_SIZE  # most a single stream read asks for (the muxer returns what it holds)
 _OK_HEAD = struct.Struct(">Q32sI")
 
 
@@ -100,59 +106,97 @@ def encode_chunk_header(n: int) -> bytes:
     return struct.pack(">I", n)
 
 
-async def read_some(stream: INetStream, max_n: int, timeout_s: float) -> bytes:
-    """One read of at most `max_n` bytes; TransferTimeout / TruncatedStream on failure."""
-    try:
-        with trio.fail_after(timeout_s):
-            data = await stream.read(max_n)
-    except trio.TooSlowError as exc:
-        raise TransferTimeout(f"no data from peer within {timeout_s} s") from exc
-    except NET_ERRORS as exc:
-        raise TruncatedStream(f"stream ended early: {type(exc).__name__}") from exc
-    if not data:
-        raise TruncatedStream("stream closed early")
-    return data
+class StreamReader:
+    """Reads one stream through a small look-ahead buffer; each stream read has a deadline.
 
+    A libp2p read returns whatever the muxer holds, up to the size asked for; asking for
+    READ_SIZE at a time lets one read (and one yamux window update) cover several frames and
+    cross our chunk boundaries, instead of one read per 64 KiB frame plus one per 4-byte
+    header. Memory stays bounded: the muxer's buffer is capped by its receive window, and
+    what a read returns beyond the current frame is kept here until it is consumed.
+    """
 
-async def read_exactly(stream: INetStream, n: int, timeout_s: float) -> bytes:
-    """Exactly `n` bytes (n is always small and capped by the caller)."""
-    buf = bytearray()
-    while len(buf) < n:
-        buf += await read_some(stream, n - len(buf), timeout_s)
-    return bytes(buf)
+    def __init__(self, stream: INetStream, timeout_s: float) -> None:
+        self.stream = stream
+        self.timeout_s = timeout_s
+        self._buf = memoryview(b"")
+
+    async def _read(self) -> bytes:
+        # A bare CancelScope: a frozen peer makes read() hang forever (DESIGN §2).
+        with trio.CancelScope(deadline=trio.current_time() + self.timeout_s) as scope:
+            try:
+                data = await self.stream.read(READ_SIZE)
+            except NET_ERRORS as exc:
+                raise TruncatedStream(f"stream ended early: {type(exc).__name__}") from exc
+        if scope.cancelled_caught:
+            raise TransferTimeout(f"no data from peer within {self.timeout_s} s")
+        if not data:
+            raise TruncatedStream("stream closed early")
+        return data
+
+    async def some(self, max_n: int) -> memoryview:
+        """Between 1 and `max_n` bytes: buffered ones first, else one read."""
+        if not self._buf:
+            self._buf = memoryview(await self._read())
+        out, self._buf = self._buf[:max_n], self._buf[max_n:]
+        return out
+
+    async def exactly(self, n: int) -> bytes:
+        """Exactly `n` bytes (n is always small and capped by the caller)."""
+        first = await self.some(n)
+        if len(first) == n:
+            return bytes(first)
+        buf = bytearray(first)
+        while len(buf) < n:
+            buf += await self.some(n - len(buf))
+        return bytes(buf)
 
 
 async def read_request(stream: INetStream, timeout_s: float) -> BlobRequest | CheckpointRequest:
-    (length,) = struct.unpack(">I", await read_exactly(stream, 4, timeout_s))
+    """The one request a blob stream carries (nothing follows it, so read-ahead is safe)."""
+    reader = StreamReader(stream, timeout_s)
+    (length,) = struct.unpack(">I", await reader.exactly(4))
     if length > MAX_REQUEST_BYTES:
         raise FrameTooLarge(f"request frame {length} bytes > {MAX_REQUEST_BYTES}")
-    return decode_request(await read_exactly(stream, length, timeout_s))
+    return decode_request(await reader.exactly(length))
 
 
-async def read_head(stream: INetStream, timeout_s: float, max_blob: int) -> OkHead:
+async def read_head(reader: StreamReader, max_blob: int) -> OkHead:
     """Read the status and OK header; raise the typed error of any other status."""
-    status = (await read_exactly(stream, 1, timeout_s))[0]
+    status = (await reader.exactly(1))[0]
     if status != Status.OK:
-        (length,) = struct.unpack(">H", await read_exactly(stream, 2, timeout_s))
+        (length,) = struct.unpack(">H", await reader.exactly(2))
         if length > MAX_REASON_BYTES:
             raise FrameTooLarge(f"refusal reason {length} bytes > {MAX_REASON_BYTES}")
-        reason = (await read_exactly(stream, length, timeout_s)).decode(errors="replace")
+        reason = (await reader.exactly(length)).decode(errors="replace")
         raise status_error(status, reason)
-    blob_len, blob_hash, proof_len = _OK_HEAD.unpack(
-        await read_exactly(stream, _OK_HEAD.size, timeout_s)
-    )
+    blob_len, blob_hash, proof_len = _OK_HEAD.unpack(await reader.exactly(_OK_HEAD.size))
     if blob_len > max_blob:
         raise FrameTooLarge(f"announced blob of {blob_len} bytes > max {max_blob}")
     if proof_len > MAX_PROOF_BYTES:
         raise FrameTooLarge(f"proof of {proof_len} bytes > {MAX_PROOF_BYTES}")
-    proof = await read_exactly(stream, proof_len, timeout_s)
+    proof = await reader.exactly(proof_len)
     return OkHead(blob_len=blob_len, blob_hash=blob_hash, proof=proof)
 
 
-async def read_chunk_len(stream: INetStream, remaining: int, timeout_s: float) -> int:
-    (n,) = struct.unpack(">I", await read_exactly(stream, 4, timeout_s))
+async def read_chunk_len(reader: StreamReader, remaining: int) -> int:
+    (n,) = struct.unpack(">I", await reader.exactly(4))
     if n == 0 or n > CHUNK_SIZE:
         raise FrameTooLarge(f"chunk of {n} bytes outside 1..{CHUNK_SIZE}")
     if n > remaining:
         raise FrameTooLarge(f"chunk of {n} bytes overruns the announced length")
     return n
+
+
+def chunk_pieces(chunk: bytes | memoryview) -> Iterator[bytes]:
+    """`chunk` framed (u32 length || bytes), cut into writes of at most WRITE_SIZE bytes.
+
+    Same bytes on the wire as one write of header + chunk; the cut only decides how yamux
+    frames them: each piece becomes one yamux frame that fits one Noise message (a 64 KiB
+    yamux frame would need two, the second only 17 bytes long).
+    """
+    view = memoryview(chunk)
+    first = WRITE_SIZE - 4
+    yield encode_chunk_header(len(chunk)) + view[:first]
+    for off in range(first, len(chunk), WRITE_SIZE):
+        yield bytes(view[off : off + WRITE_SIZE])
