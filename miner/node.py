@@ -13,7 +13,7 @@ from miner.work import MinerJob, MinerOutput, produce
 from protocol.chain.client import Phase
 from protocol.errors import ContractRevert
 from protocol.messages import UpdateAnnounced
-from protocol.node_base import NodeContext
+from protocol.node_base import NodeContext, StateMismatch
 from protocol.runtime import kv
 
 ANNOUNCE_REPEATS = 2  # gossip can drop a message; validators fetch by hash regardless
@@ -51,7 +51,11 @@ class MinerNode(NodeContext):
             self.log.warning("not eligible to commit (stake below minimum?) %s", kv(round=r))
             return False
         if work is None:
-            out = await self._train(r)
+            try:
+                out = await self._train(r)
+            except StateMismatch as exc:  # no peer serves θ_r yet: sit this round out
+                self.log.warning("cannot get the round's model, skipping the round %s", kv(round=r, reason=exc))
+                return False
             work = self._keep(r, out)
         try:
             await self.port(self.client.commit_update, r, bytes.fromhex(work["update_hash"]),

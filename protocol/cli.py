@@ -157,7 +157,7 @@ def devnet(
     """Run a whole network locally: embedded chain, real libp2p hosts, training in worker processes."""
     import logging
 
-    from protocol.devnet import DevnetOptions, parse_cheaters, run_devnet
+    from protocol.devnet import DevnetIncomplete, DevnetOptions, parse_cheaters, run_devnet
     from protocol.devnet_report import build_report, render_settlement, write_report
 
     opts = DevnetOptions(miners=miners, validators=validators, rounds=rounds, cheaters=parse_cheaters(cheaters),
@@ -171,13 +171,17 @@ def devnet(
             status.update(line)
             log.info(line)
 
-        admin, members = run_devnet(opts, progress)
+        admin, members, crashed = run_devnet(opts, progress)
     config = {"miners": miners, "validators": validators, "rounds": rounds, "cheaters": cheaters, "preset": preset,
-              "chain_id": admin.deployment.chain_id, "contracts": admin.deployment.contracts.model_dump()}
+              "chain_id": admin.deployment.chain_id, "contracts": admin.deployment.contracts.model_dump(),
+              "crashed": crashed}
     report = build_report(admin, members, config, rounds)
     render_settlement(console, report)
     for path in write_report(report, out):
         console.print(f"wrote {path}")
+    if crashed:  # the rounds finished without them, but a crash is a bug worth a failing exit
+        raise DevnetIncomplete(f"{len(crashed)} node(s) crashed (traceback in {out / 'devnet.log'}): "
+                               + "; ".join(f"{n}: {e}" for n, e in crashed.items()))
 
 
 def _log_to(path: Path) -> None:
@@ -189,8 +193,9 @@ def _log_to(path: Path) -> None:
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.INFO)
-    for noisy in ("libp2p", "multiaddr", "web3", "urllib3", "trio", "asyncio", "eth", "eth_tester", "py.warnings"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from protocol.runtime import quiet_noisy_loggers
+
+    quiet_noisy_loggers()
 
 
 from protocol import cli_account, cli_node  # noqa: E402  (commands attach to `app`)

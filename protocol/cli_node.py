@@ -54,10 +54,9 @@ def _port_free(port: int) -> bool:
 def _logging() -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    for noisy in ("libp2p", "multiaddr", "web3", "urllib3", "trio", "asyncio", "eth", "py.warnings", "protocol.p2p"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    # a dial to a peer that went away is routine (the p2p layer tries the next one)
-    logging.getLogger("libp2p.transport.tcp").setLevel(logging.CRITICAL)
+    from protocol.runtime import quiet_noisy_loggers
+
+    quiet_noisy_loggers()
 
 
 def check_local_hashes(client: Any) -> None:

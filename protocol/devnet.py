@@ -83,6 +83,11 @@ class Member:
     def address(self) -> str:
         return self.keys.account.address
 
+    @property
+    def name(self) -> str:
+        assert self.node is not None
+        return self.node.log.name.removeprefix("veritrain.")
+
 
 def free_port() -> int:
     """A free loopback port, so each node registers its real address once, before it starts."""
@@ -92,8 +97,10 @@ def free_port() -> int:
 
 
 def run_config_for(opts: DevnetOptions, accounts: list[LocalAccount]) -> RunConfig:
-    chain = {"commit_duration": 90, "score_duration": 90, "reveal_duration": 30, "challenge_window": 20,
-             "unbonding_delay": 600, "emission_per_round": 1000, **opts.chain}
+    # generous deadlines cost nothing while every node keeps up (phases close early once all
+    # have acted) and keep a busy laptop from missing a phase; the challenge window is waited out
+    chain = {"commit_duration": 300, "score_duration": 300, "reveal_duration": 60, "challenge_window": 20,
+             "unbonding_delay": 900, "emission_per_round": 1000, **opts.chain}
     training = {"preset": opts.preset, **opts.training}
     genesis = [GenesisAllocation(address=a.address, amount=10_000) for a in accounts]
     return RunConfig(run_name="devnet", chain=ChainParams(**chain), training=training, genesis=genesis)
@@ -145,15 +152,17 @@ def build_nodes(opts: DevnetOptions, members: list[Member], data_root: Path) -> 
 
 
 async def run_nodes(admin: ChainClient, members: list[Member], rounds: int, progress: Progress,
-                    timeout_s: float) -> None:
+                    timeout_s: float) -> dict[str, str]:
+    """Run every node until `rounds` rounds have settled: {node name: error} for nodes that crashed."""
+    crashed: dict[str, str] = {}
     with trio.fail_after(timeout_s):
         async with trio.open_nursery() as nursery:
             for m in members:
-                assert m.node is not None
-                nursery.start_soon(m.node.run)
+                nursery.start_soon(_guarded, m, crashed, progress)
             await trio.to_thread.run_sync(admin.start)
             last = ""
             while (r := await trio.to_thread.run_sync(admin.current_round)) < rounds:
+                _check_quorum(members, crashed)
                 phase = (await trio.to_thread.run_sync(admin.phase, r)).name.lower().replace("_", " ")
                 line = f"round {r + 1}/{rounds} · {phase}"
                 if line != last:
@@ -162,8 +171,30 @@ async def run_nodes(admin: ChainClient, members: list[Member], rounds: int, prog
                 await trio.sleep(1.0)
             progress("resolving the last fraud reports")
             while await trio.to_thread.run_sync(_open_reports, admin):
+                _check_quorum(members, crashed)
                 await trio.sleep(1.0)
             nursery.cancel_scope.cancel()
+    return crashed
+
+
+async def _guarded(member: Member, crashed: dict[str, str], progress: Progress) -> None:
+    """One node's crash is logged and reported, but the network goes on without it, as a
+    real one would."""
+    assert member.node is not None
+    try:
+        await member.node.run()
+    except Exception as exc:
+        member.node.log.exception("node crashed")
+        crashed[member.name] = f"{type(exc).__name__}: {exc}"
+        progress(f"{member.name} crashed: {crashed[member.name]}")
+
+
+def _check_quorum(members: list[Member], crashed: dict[str, str]) -> None:
+    for role in (Role.MINER, Role.VALIDATOR):
+        names = [m.name for m in members if m.role == role]
+        if all(n in crashed for n in names):
+            detail = "; ".join(f"{n}: {crashed[n]}" for n in names)
+            raise DevnetIncomplete(f"every {role.name.lower()} crashed, the rounds cannot finish ({detail})")
 
 
 def _open_reports(admin: ChainClient) -> int:
@@ -172,18 +203,19 @@ def _open_reports(admin: ChainClient) -> int:
     return sum(1 for rid in range(1, count + 1) if admin.report(rid)["status"] == 1)
 
 
-def run_devnet(opts: DevnetOptions, progress: Progress) -> tuple[ChainClient, list[Member]]:
+def run_devnet(opts: DevnetOptions, progress: Progress) -> tuple[ChainClient, list[Member], dict[str, str]]:
+    """Set up and run the network: (admin client, members, {node: error} for crashed nodes)."""
     chain, admin, members = setup_network(opts, progress)
     try:
         with tempfile.TemporaryDirectory(prefix="veritrain-devnet-") as tmp:
             build_nodes(opts, members, opts.data_root or Path(tmp))
             try:
-                trio.run(run_nodes, admin, members, opts.rounds, progress, opts.timeout_s)
+                crashed = trio.run(run_nodes, admin, members, opts.rounds, progress, opts.timeout_s)
             except trio.TooSlowError as exc:
                 raise DevnetIncomplete(f"the devnet did not finish {opts.rounds} rounds in {opts.timeout_s:.0f}s") from exc
             for m in members:
-                if m.client.call("settlement", "claimable", m.address) > 0:
+                if m.name not in crashed and m.client.call("settlement", "claimable", m.address) > 0:
                     m.client.claim()
     finally:
         chain.stop()
-    return admin, members
+    return admin, members, crashed

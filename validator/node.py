@@ -18,7 +18,7 @@ from protocol.chain.commitments import score_commitment, sort_miners
 from protocol.errors import ContractRevert
 from protocol.hashing import blake3_hash
 from protocol.messages import ModelAttested
-from protocol.node_base import NodeContext
+from protocol.node_base import NodeContext, StateMismatch
 from protocol.runtime import kv
 from validator.checks import MinerCheck, check_one
 from validator.disputes import Disputes
@@ -46,7 +46,10 @@ class ValidatorNode(NodeContext):
             if await self.port.view("settlement", "validator_weight", r, self.address) == 0:
                 self.log.info("no permit this round %s", kv(round=r))
             else:
-                await self.play_round(r)
+                try:
+                    await self.play_round(r)
+                except StateMismatch as exc:  # θ_r is not to be had from anyone yet
+                    self.log.warning("cannot get the round's model, skipping the round %s", kv(round=r, reason=exc))
             done += 1
             await self.wait_round_open(r + 1)
             r += 1
@@ -124,7 +127,13 @@ class ValidatorNode(NodeContext):
     async def _attest(self, r: int) -> None:
         if await self.port.view("settlement", "attested_by", r + 1, self.address):
             return
-        blob, model_hash, loss = await self.compute_next(r)
+        try:
+            blob, model_hash, loss = await self.compute_next(r)
+        except StateMismatch as exc:
+            # an aggregated update is unavailable right now: the others attest, and this node
+            # fetches the attested state from them when the next round opens
+            self.log.warning("cannot compute the next model, not attesting %s", kv(round=r + 1, reason=exc))
+            return
         self._keep_state(r + 1, model_hash, blob)  # served to peers by its hash from now on
         if not await self.port.try_send(self.client.attest_model, r + 1, model_hash, int(loss * LOSS_SCALE)):
             self.log.warning("attestation refused %s", kv(round=r + 1))
