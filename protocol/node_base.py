@@ -12,7 +12,7 @@ from typing import Any
 import trio
 
 from protocol.chain.client import ChainClient
-from protocol.chain.events import read_events
+from protocol.chain.events import EventLog
 from protocol.errors import VeritrainError
 from protocol.global_model import next_state, select_updates
 from protocol.keys import NodeKeys
@@ -62,6 +62,8 @@ class NodeContext:
         self.p2p = P2PNode(keys.identity, p2p_cfg, self.registry, blobs=self.data, checkpoints=self.data,
                            current_round=lambda: self.current_round)
         self.worker: AsyncWorker | None = None
+        self.commit_log = EventLog(client, "settlement", "UpdateCommitted")
+        self.settle_log = EventLog(client, "settlement", "MinerSettled")
 
     async def run(self) -> None:
         """Start the worker, the p2p host, registry sync and gossip reading, then the role's
@@ -108,7 +110,7 @@ class NodeContext:
 
     async def commits(self, round_: int) -> dict[str, tuple[bytes, bytes, int]]:
         """miner -> (update hash, trace root, commit order) for `round_`."""
-        rows = await self.port(read_events, self.client, "settlement", "UpdateCommitted")
+        rows = await self.port(self.commit_log.rows)
         rows = [r for r in rows if r["round"] == round_]
         return {r["miner"]: (bytes(r["update_hash"]), bytes(r["trace_root"]), i) for i, r in enumerate(rows)}
 
@@ -202,7 +204,7 @@ class NodeContext:
     async def compute_next(self, round_: int) -> tuple[bytes, bytes, float]:
         """θ_{round+1} from round `round_`'s finalized settlement: (blob, hash, held-out loss)."""
         state_blob, state_hash = await self.state_for(round_)
-        settled = await self.port(read_events, self.client, "settlement", "MinerSettled")
+        settled = await self.port(self.settle_log.rows)
         rows = [(r["miner"], int(r["consensus"]), bool(r["held"])) for r in settled if r["round"] == round_]
         chosen = select_updates(rows, self.config.top_g)
         commits = await self.commits(round_)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from protocol.chain.client import ChainClient
@@ -24,3 +25,24 @@ def read_events(client: ChainClient, contract: str, event: str, from_block: int 
             row["_tx"] = log["transactionHash"].hex()
             out.append(row)
     return out
+
+
+class EventLog:
+    """One event's logs, read incrementally: each `rows()` call fetches only the blocks since
+    the last one, so a long-running node does not rescan the chain from the deployment block.
+    Dev chains and anvil do not reorganise; on a real chain, point nodes at a node that only
+    serves final blocks."""
+
+    def __init__(self, client: ChainClient, contract: str, event: str) -> None:
+        self.client, self.contract, self.event = client, contract, event
+        self._rows: list[dict[str, Any]] = []
+        self._next_block = client.deployment.deploy_block
+        self._lock = threading.Lock()  # called from worker threads (ChainPort)
+
+    def rows(self) -> list[dict[str, Any]]:
+        with self._lock:
+            head = int(self.client.w3.eth.block_number)
+            if head >= self._next_block:
+                self._rows += read_events(self.client, self.contract, self.event, self._next_block, head)
+                self._next_block = head + 1
+            return list(self._rows)

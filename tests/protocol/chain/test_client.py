@@ -71,3 +71,19 @@ def test_unfunded_account_is_insufficient_funds(chain):
     broke = chain.with_account(Account.create())
     with pytest.raises(InsufficientFunds):
         broke.register(Role.MINER, b"\x01" * 32, "/ip4/127.0.0.1/tcp/1", b"\x00" * 64)
+
+
+def test_event_log_reads_only_new_blocks_and_matches_a_full_scan():
+    from protocol.chain.events import EventLog, read_events
+
+    handle = connect(None)
+    deployer = dev_account(handle)
+    chain = ChainClient(handle, deploy(handle, deployer, RunConfig()), deployer)
+    log = EventLog(chain, "staking", "Registered")
+    assert log.rows() == []
+    first = funded_node(chain, Role.MINER, 150)
+    rows = log.rows()
+    assert [r["account"] for r in rows] == [first.address]
+    second = funded_node(chain, Role.VALIDATOR, 250)
+    assert [r["account"] for r in log.rows()] == [first.address, second.address]
+    assert log.rows() == read_events(chain, "staking", "Registered")  # nothing read twice, nothing missed
