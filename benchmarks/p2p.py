@@ -7,7 +7,11 @@
 - raw_MBps: the same bytes over a plain loopback TCP socket from a separate process;
 - throughput_ratio = libp2p_MBps / raw_MBps (target >= 0.12);
 - gossip p50/p95 latency over 1 and 2 hops on a line of three in-process nodes (the
-  top-level gossip_p50_ms / gossip_p95_ms are the 2-hop figures).
+  top-level gossip_p50_ms / gossip_p95_ms are the 2-hop figures);
+- gossip_loaded_*: 1-hop latency of announcements the blob server publishes (one every
+  GOSSIP_INTERVAL_S) to the fetching node while it serves the blob over the same connection,
+  against gossip_xproc_idle_* from the same two processes before the first fetch. The
+  publisher stamps CLOCK_MONOTONIC (shared by all processes) into the announcement's `size`.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ CHAIN_ID = 31337
 CONTRACT = bytes.fromhex("5fbdb2315678afecb367f032d93f642f64180aa3")
 MB = 1024 * 1024
 SERVER = 9  # identity index of the serving process
+GOSSIP_INTERVAL_S = 0.01  # the serving process publishes one announcement this often
+IDLE_GOSSIP_S = 1.5  # gossip sampled before the first fetch (no transfer running)
 
 
 def _identity(i: int) -> NodeIdentity:
@@ -73,11 +79,16 @@ def _registry(indices: range | list[int]) -> RegistryView:
 # -- child process roles ---------------------------------------------------------------------
 
 
-async def _serve_blobs(store: Path) -> None:
+async def _serve_blobs(store: Path, gossip_interval_s: float) -> None:
     node = P2PNode(_identity(SERVER), _config(), _registry([0, SERVER]), DirectoryBlobSource(store))
     async with node.run():
         print(node.p2p_addr, flush=True)
-        await trio.sleep_forever()
+        if gossip_interval_s <= 0:
+            await trio.sleep_forever()
+        await node.wait_for_topic_peers(1, timeout_s=60)
+        for n in range(10**9):  # until stopped: stamped announcements, paced
+            await node.publish(0, _announcement(n, SERVER, time.monotonic_ns() // 1000))
+            await trio.sleep(gossip_interval_s)
 
 
 def _serve_raw(size: int) -> None:
@@ -125,39 +136,58 @@ def raw_tcp_mbps(size: int, reps: int) -> float:
     return best
 
 
-async def _fetch_rate(addr: str, blob: bytes, reps: int) -> float:
+async def _stamped_latencies(node: P2PNode, out: dict[str, list[float]], phase: list[str]) -> None:
+    """Latency (ms) of each stamped announcement, filed under the phase it arrived in."""
+    while True:
+        body = (await node.receive()).payload.body
+        assert isinstance(body, UpdateAnnounced)
+        out[phase[0]].append((time.monotonic_ns() // 1000 - body.size) / 1000)
+
+
+async def _fetch_rate(addr: str, blob: bytes, reps: int) -> tuple[float, dict[str, list[float]]]:
     registry = _registry([0])
     registry.upsert(_entry(SERVER, addr.split("/p2p/")[0]))
+    lat: dict[str, list[float]] = {"warmup": [], "idle": [], "loaded": []}
+    phase = ["warmup"]
     with tempfile.TemporaryDirectory() as tmp:
         node = P2PNode(_identity(0), _config(), registry, DirectoryBlobSource(Path(tmp)))
-        async with node.run():
+        async with node.run(), trio.open_nursery() as nursery:
             await node.connect(addr)  # dial once, outside the timed part
+            nursery.start_soon(_stamped_latencies, node, lat, phase)
+            await node.wait_for_topic_peers(1)
+            await trio.sleep(1.5)  # one heartbeat: mesh grafted
+            phase[0] = "idle"
+            await trio.sleep(IDLE_GOSSIP_S)
             best = 0.0
             for _ in range(reps):
+                phase[0] = "loaded"
                 t0 = time.perf_counter()
                 data = await node.fetch_blob(_identity(SERVER).public_key, blob)
                 assert isinstance(data, bytes)
                 best = max(best, len(data) / MB / (time.perf_counter() - t0))
-    return best
+                phase[0] = "warmup"  # between reps: neither idle nor loaded
+            nursery.cancel_scope.cancel()
+    return best, lat
 
 
-def libp2p_mbps(size: int, reps: int) -> float:
+def libp2p_mbps(size: int, reps: int) -> tuple[float, dict[str, list[float]]]:
     with tempfile.TemporaryDirectory() as tmp:
         blob = DirectoryBlobSource(Path(tmp)).put(os.urandom(size))
-        proc, addr = _spawn("--role", "blobs", "--store", tmp)
+        interval = str(GOSSIP_INTERVAL_S)
+        proc, addr = _spawn("--role", "blobs", "--store", tmp, "--gossip-interval", interval)
         try:
             return trio.run(_fetch_rate, addr, blob, reps)
         finally:
             _stop(proc)
 
 
-def _announcement(n: int) -> UpdateAnnounced:
-    digest = blake3.blake3(b"bench-%d" % n).digest()
+def _announcement(n: int, sender: int = 0, size: int = 1) -> UpdateAnnounced:
+    digest = blake3.blake3(b"bench-%d-%d" % (sender, n)).digest()
     return UpdateAnnounced(
-        miner=to_hex(_account(0)),
+        miner=to_hex(_account(sender)),
         update_hash=to_hex(digest),
         trace_root=to_hex(digest),
-        size=1,
+        size=size,
         multiaddr="/ip4/127.0.0.1/tcp/1",
     )
 
@@ -208,7 +238,7 @@ def _pct(xs: list[float], q: float) -> float:
 def run(quick: bool) -> dict[str, float]:
     size, reps = 50 * MB, (1 if quick else 3)
     raw = raw_tcp_mbps(size, reps)
-    p2p = libp2p_mbps(size, reps)
+    p2p, xproc = libp2p_mbps(size, reps)
     hop1, hop2 = trio.run(_gossip_latency, 30 if quick else 200)
     return {
         "throughput_ratio": p2p / raw,
@@ -222,6 +252,12 @@ def run(quick: bool) -> dict[str, float]:
         "gossip_2hop_p95_ms": _pct(hop2, 0.95),
         "gossip_delivered_1hop": float(len(hop1)),
         "gossip_delivered_2hop": float(len(hop2)),
+        "gossip_xproc_idle_p50_ms": _pct(xproc["idle"], 0.5),
+        "gossip_xproc_idle_p95_ms": _pct(xproc["idle"], 0.95),
+        "gossip_loaded_p50_ms": _pct(xproc["loaded"], 0.5),
+        "gossip_loaded_p95_ms": _pct(xproc["loaded"], 0.95),
+        "gossip_loaded_max_ms": max(xproc["loaded"], default=float("nan")),
+        "gossip_loaded_delivered": float(len(xproc["loaded"])),
         "blob_MB": size / MB,
     }
 
@@ -251,11 +287,12 @@ def _child(argv: list[str]) -> None:
     parser.add_argument("--role", choices=["blobs", "raw"], required=True)
     parser.add_argument("--store", default="")
     parser.add_argument("--size", type=int, default=50 * MB)
+    parser.add_argument("--gossip-interval", type=float, default=GOSSIP_INTERVAL_S)
     args = parser.parse_args(argv)
     if args.role == "raw":
         _serve_raw(args.size)
     else:
-        trio.run(_serve_blobs, Path(args.store))
+        trio.run(_serve_blobs, Path(args.store), args.gossip_interval)
 
 
 if __name__ == "__main__":  # child process roles, started by the measurements above

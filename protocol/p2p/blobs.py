@@ -182,11 +182,7 @@ class BlobServer:
             await self._write(stream, piece)
 
     async def _write(self, stream: INetStream, data: bytes) -> None:
-        # Every write has a deadline: a peer that stops reading must not hold this stream.
-        with trio.CancelScope(deadline=trio.current_time() + self.config.read_timeout_s) as scope:
-            await stream.write(data)
-        if scope.cancelled_caught:
-            raise TransferTimeout("peer stopped reading")
+        await framing.write_within(stream, data, self.config.read_timeout_s)
 
 
 def _hash_file(f: object) -> bytes:
@@ -282,7 +278,8 @@ class BlobClient:
         try:
             with trio.fail_after(self.config.transfer_timeout_s):
                 try:
-                    await stream.write(framing.encode_request(request))
+                    request_bytes = framing.encode_request(request)
+                    await framing.write_within(stream, request_bytes, self.config.read_timeout_s)
                 except NET_ERRORS as exc:
                     raise PeerUnavailable(f"request to {peer_id} failed: {exc}") from exc
                 reader = framing.StreamReader(stream, self.config.read_timeout_s)

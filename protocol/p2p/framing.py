@@ -152,6 +152,15 @@ class StreamReader:
         return bytes(buf)
 
 
+async def write_within(stream: INetStream, data: bytes, timeout_s: float) -> None:
+    """One write under a deadline: a peer that stops reading (or a connection whose write
+    lock is stuck behind it) costs at most `timeout_s`."""
+    with trio.CancelScope(deadline=trio.current_time() + timeout_s) as scope:
+        await stream.write(data)
+    if scope.cancelled_caught:
+        raise TransferTimeout(f"peer did not take our bytes within {timeout_s} s")
+
+
 async def read_request(stream: INetStream, timeout_s: float) -> BlobRequest | CheckpointRequest:
     """The one request a blob stream carries (nothing follows it, so read-ahead is safe)."""
     reader = StreamReader(stream, timeout_s)
