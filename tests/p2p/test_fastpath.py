@@ -16,7 +16,7 @@ from libp2p.security.noise.io import MAX_PLAINTEXT_LENGTH
 from libp2p.security.noise.transport import Transport as NoiseTransport
 from libp2p.stream_muxer.yamux import yamux
 
-from protocol.p2p import framing, yamux_window
+from protocol.p2p import framing
 from protocol.p2p.bufconn import BufferedNoiseTransport, ReadAheadConnection
 from protocol.p2p.config import CHUNK_SIZE
 from protocol.p2p.errors import TransferTimeout, TruncatedStream
@@ -118,23 +118,3 @@ async def test_stream_reader_crosses_frame_boundaries_and_bounds_each_read():
         with pytest.raises(TransferTimeout):
             await hanging.exactly(4)
 
-
-class _RttConn:
-    stream_buffers: dict[int, bytearray] = {}
-
-    def rtt(self) -> float:
-        return 1.0  # every update falls inside the growth epoch: the window grows each time
-
-
-@pytest.mark.trio
-async def test_receive_window_is_capped_where_yamux_autotunes_it():
-    build_host(identity(0))  # applies the cap
-    assert yamux.MAX_WINDOW_SIZE == yamux_window.RECEIVE_WINDOW_CAP < 16 * 1024 * 1024
-    # the internals the cap relies on: autotuning doubles the target up to MAX_WINDOW_SIZE,
-    # read from the module at call time
-    assert "MAX_WINDOW_SIZE" in inspect.getsource(yamux.YamuxStream._apply_autotune_epoch)
-    stream = yamux.YamuxStream(1, _RttConn(), True)  # type: ignore[arg-type]
-    assert stream.target_recv_window == yamux.DEFAULT_WINDOW_SIZE
-    for _ in range(10):
-        stream._apply_autotune_epoch(0)
-    assert stream.target_recv_window == yamux_window.RECEIVE_WINDOW_CAP
