@@ -203,7 +203,7 @@ async def _fetch_rate(
     and during more fetches of the same blob (LOADED_GOSSIP_S of them at least)."""
     registry = _registry([0])
     registry.upsert(_entry(SERVER, addr.split("/p2p/")[0]))
-    lat: dict[str, list[float]] = {"idle": [], "loaded": []}
+    lat: dict[str, list[float]] = {"idle": [], "loaded": [], "drain": []}
     phase = ["idle"]
     server = _identity(SERVER).public_key
     with tempfile.TemporaryDirectory() as tmp:
@@ -227,8 +227,21 @@ async def _fetch_rate(
                 await node.fetch_blob(server, blob)
             control.write("gossip off\n")
             control.flush()
+            phase[0] = "drain"
+            await _drained(lat["drain"])
             nursery.cancel_scope.cancel()
     return lat
+
+
+async def _drained(arrivals: list[float], quiet_s: float = 0.5, limit_s: float = 10.0) -> None:
+    """Until no announcement has arrived for `quiet_s`: py-libp2p's pubsub raises if a
+    message arrives while the host shuts down, so the publisher must have gone quiet."""
+    with trio.move_on_after(limit_s):
+        while True:
+            seen = len(arrivals)
+            await trio.sleep(quiet_s)
+            if len(arrivals) == seen:
+                return
 
 
 def libp2p_mbps(size: int, reps: int) -> tuple[_Meter, dict[str, list[float]]]:
