@@ -44,6 +44,9 @@ def _remember_listen(data_dir: Path, addr: str) -> None:
 
 def _port_free(port: int) -> bool:
     with socket.socket() as sock:
+        # as the libp2p listener does: connections of a killed predecessor in TIME_WAIT
+        # must not stop a restarted node from reusing its port
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import requests
@@ -25,8 +26,10 @@ class ChainHandle:
     embedded: bool
     tester: object | None = None
 
-    @property
+    @functools.cached_property
     def chain_id(self) -> int:
+        # asked once: a chain's id never changes, and nodes use it outside the retrying
+        # ChainPort (signing, envelope headers), where an RPC outage must not reach
         return int(self.w3.eth.chain_id)
 
 
