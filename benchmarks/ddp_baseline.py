@@ -213,12 +213,14 @@ def run_ddp(spec: Spec, lr: float) -> dict[str, Any]:
     }
 
 
-def run_single(spec: Spec, steps: int) -> dict[str, Any]:
-    """One worker alone: the same AdamW, batch and stream (worker 0's) for `steps` steps."""
+def run_single(spec: Spec, steps: int, lr: float | None = None) -> dict[str, Any]:
+    """One worker alone: the same AdamW, batch and stream (worker 0's) for `steps` steps
+    (lr: the protocol's inner lr unless given)."""
     torch.set_num_threads(1)
+    lr = spec.base.inner_lr if lr is None else lr
     m = preset(spec.preset)
     model = GPT(m)
     load_params(model, init_params(m, 0))
-    curve, step_s = _train(model, model, spec, spec.base.inner_lr, steps, 0, True)
-    return {"lr": spec.base.inner_lr, "curve": asdict(curve),
+    curve, step_s = _train(model, model, spec, lr, steps, 0, True)
+    return {"lr": lr, "curve": asdict(curve),
             "median_step_s": sorted(step_s)[len(step_s) // 2]}

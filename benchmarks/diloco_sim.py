@@ -39,12 +39,15 @@ class Arm:
     outer_lr: float
     outer_momentum: float = 0.0  # 0 = plain averaging (outer SGD)
     nesterov: bool = False
+    inner_lr: float = ComputeConfig.inner_lr  # miners' AdamW learning rate
+    bits: int = ComputeConfig.bits  # value quantization of the update: 2 or 8
 
     def config(self, base: ComputeConfig) -> ComputeConfig:
         return dataclasses.replace(base, inner_steps=self.inner_steps,
                                    checkpoint_every=self.checkpoint_every, topk=self.topk,
                                    outer_lr=self.outer_lr, outer_momentum=self.outer_momentum,
-                                   nesterov=self.nesterov)
+                                   nesterov=self.nesterov, inner_lr=self.inner_lr,
+                                   bits=self.bits)
 
     @property
     def outer(self) -> str:
@@ -54,13 +57,15 @@ class Arm:
 
     @property
     def name(self) -> str:
-        return (f"H{self.inner_steps}/k{self.checkpoint_every} top{self.topk} "
-                f"{self.outer} lr{self.outer_lr:g}")
+        bits = "" if self.bits == 2 else f" {self.bits}bit"
+        return (f"H{self.inner_steps}/k{self.checkpoint_every} top{self.topk}{bits} "
+                f"{self.outer} lr{self.outer_lr:g} inner{self.inner_lr:g}")
 
     @staticmethod
     def of(cfg: ComputeConfig) -> Arm:
         return Arm(cfg.inner_steps, cfg.checkpoint_every, cfg.topk, cfg.outer_lr,
-                   cfg.outer_momentum, cfg.nesterov and cfg.outer_momentum > 0)
+                   cfg.outer_momentum, cfg.nesterov and cfg.outer_momentum > 0, cfg.inner_lr,
+                   cfg.bits)
 
 
 @dataclass(eq=False)  # runs compare by identity (they hold tensors)

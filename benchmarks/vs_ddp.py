@@ -9,7 +9,8 @@ same page sampler (`benchmarks.ddp_baseline`), and are measured on the same held
   - veritrain: W miners on the protocol's real path (`benchmarks.diloco_sim`), up to 4 x B
     inner steps each; full mode first runs the successive-halving sweep
     (`benchmarks.vs_ddp_sweep`).
-  - single worker: the same AdamW loop as a DDP rank, alone, for up to 4 x B steps.
+  - single worker: the same AdamW loop as a DDP rank, alone, for up to 4 x B steps, at the
+    best constant lr of SINGLE_LRS at B (full mode; --quick uses SINGLE_LR).
 Simulated time per worker = measured compute + bytes (sent + received) / link bandwidth +
 50 ms per synchronization (DDP: every step; veritrain: every round). Compute per step is
 measured in one process, paired like `benchmarks overhead`, because the W workers here
@@ -42,6 +43,10 @@ LINKS = {"100mbps": 100e6 / 8, "1gbps": 1e9 / 8}  # bytes per second
 # 1.5e-3 -> 2.26, 3e-3 -> 2.55, 6e-3 -> 2.63, so the grid brackets the optimum.
 DDP_LRS = (7.5e-4, 1.5e-3, 3e-3)
 DDP_LR = 1.5e-3  # the sweep's winner, used by --quick
+# The lone worker is tuned the same way (fairly: it is the bar veritrain must beat). Measured
+# at B = 200: 5e-4 -> 2.522, 7.5e-4 -> 2.518, 1e-3 -> 2.526, 1.5e-3 -> 2.541, 3e-3 -> 2.813.
+SINGLE_LRS = (7.5e-4, 1.5e-3, 3e-3)
+SINGLE_LR = 7.5e-4  # the sweep's winner, used by --quick
 FULL = Spec(ddp_steps=200, eval_points=10)  # B = 200 steps x 4 workers x 1024 tokens
 QUICK = Spec(ddp_steps=90, eval_points=9)  # three default rounds of DDP tokens
 TARGETS = {"bytes_ratio": ">= 500", "single_worker_gap": "< 0", "speedup_at_100mbps": "> 1",
@@ -134,12 +139,24 @@ def _ddp_sweep(spec: Spec, lrs: tuple[float, ...], log: Callable[[str], None]) -
                                  for r in runs]}
 
 
+def _best_single(spec: Spec, futures: list[Future[dict]], log: Callable[[str], None]) -> dict:
+    """The lone worker at the lr with the lowest held-out loss at B, plus the lr sweep."""
+    runs = [f.result() for f in futures]
+    at_b = [sweep.loss_at(Curve(**r["curve"]), spec.ddp_steps) for r in runs]
+    for r, v in zip(runs, at_b, strict=True):
+        log(f"single worker lr {r['lr']:g}: held-out loss at B {v:.4f}")
+    best = min(range(len(runs)), key=lambda i: at_b[i])
+    return {**runs[best], "lr_sweep": [{"lr": r["lr"], "loss_at_B": v}
+                                       for r, v in zip(runs, at_b, strict=True)]}
+
+
 def _train_all(spec: Spec, quick: bool, jobs: int, log: Callable[[str], None]) -> dict:
     """DDP (in a thread: its ranks are processes), single worker and veritrain in a pool."""
     default, top = Arm.of(ComputeConfig()), spec.max_factor * spec.ddp_steps
     lrs = (DDP_LR,) if quick else DDP_LRS
     with _pool(jobs) as pool, ThreadPoolExecutor(1) as thread:
-        single_f = pool.submit(run_single, spec, top)
+        singles = [pool.submit(run_single, spec, top, lr)
+                   for lr in ((SINGLE_LR,) if quick else SINGLE_LRS)]
         ddp_f: Future[dict] = thread.submit(_ddp_sweep, spec, lrs, log)
         out: dict[str, object] = {"sweep": None}
         if quick:
@@ -153,7 +170,8 @@ def _train_all(spec: Spec, quick: bool, jobs: int, log: Callable[[str], None]) -
             keep = [r for r in sw["runs"] if r.arm == default or r is sw["best"]]  # type: ignore[attr-defined]
             finals = sweep.advance_all(pool, spec, keep, top)
             log(f"{len(finals)} arm(s) continued to {top} steps")
-        out.update(ddp=ddp_f.result(), single=single_f.result(), finals=finals, default=default)
+        out.update(ddp=ddp_f.result(), single=_best_single(spec, singles, log), finals=finals,
+                   default=default)
     return out
 
 
@@ -163,7 +181,10 @@ def _sweep_json(sw: dict | None, best: VtRun | None) -> dict | None:
     return {"rungs": sw["rungs"], "pareto_front": sw["pareto_front"],
             "best": None if best is None else {"arm": best.arm.name, **asdict(best.arm)},
             "grid": {"shapes": sweep.SHAPES, "topk": sweep.TOPKS, "outer": sweep.OUTERS,
-                     "lr_factors": sweep.LR_FACTORS},
+                     "lr_factors": sweep.LR_FACTORS,
+                     "extension": {"shape": sweep.EXT_SHAPE, "topk": sweep.EXT_TOPKS,
+                                   "inner_lr": sweep.EXT_INNER_LRS,
+                                   "outer_lr": sweep.EXT_OUTER_LRS}},
             "proof_measured": {f"{h},{k}": v for (h, k), v in sweep.PROOF_MEASURED.items()},
             "rule": "lowest held-out loss at B among bytes_ratio >= 500 and proof targets met"}
 

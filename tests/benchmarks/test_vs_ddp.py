@@ -16,8 +16,19 @@ import torch
 from benchmarks import vs_ddp
 from benchmarks.ddp_baseline import Curve, Spec, Stream, heldout, heldout_loss, make_adamw
 from benchmarks.diloco_sim import Arm, VtRun, _count_bytes
-from benchmarks.vs_ddp_sweep import interp, loss_at, pareto_front
+from benchmarks.vs_ddp_sweep import (
+    EXT_SHAPE,
+    EXT_TOPKS,
+    MIN_BYTES_RATIO,
+    grid,
+    interp,
+    loss_at,
+    pareto_front,
+    proof_ok,
+)
+from protocol.compress import compress, encode_update
 from protocol.model import GPT, init_params, load_params, num_params, preset
+from protocol.training import ComputeConfig
 
 W, B = 2, 30  # two workers; 30 DDP steps = one default round of H = 30
 SPEC = Spec(preset="micro", corpus="slice:600000", workers=W, ddp_steps=B, eval_points=3)
@@ -118,3 +129,29 @@ def test_count_bytes_and_helpers() -> None:
     rows = [{"arm": "a", "bytes_ratio": 100, "loss": 2.0}, {"arm": "b", "bytes_ratio": 1000, "loss": 2.5},
             {"arm": "c", "bytes_ratio": 500, "loss": 2.6}, {"arm": "d", "bytes_ratio": 1000, "loss": 2.4}]
     assert [r["arm"] for r in pareto_front(rows)] == ["a", "d"]
+
+
+def test_arm_settings_reach_the_config() -> None:
+    base = ComputeConfig()
+    arm = Arm(30, 3, 192, 1.5, inner_lr=1e-3, bits=8)
+    cfg = arm.config(base)
+    assert (cfg.inner_steps, cfg.checkpoint_every, cfg.topk, cfg.outer_lr, cfg.inner_lr,
+            cfg.bits) == (30, 3, 192, 1.5, 1e-3, 8)
+    assert Arm.of(cfg) == arm and Arm.of(base).config(base) == base
+    assert "inner0.001" in arm.name and "8bit" in arm.name
+
+
+def test_grid_extension_is_eligible_by_construction() -> None:
+    """Every extension arm meets the proof targets, and even its densest top-k keeps the
+    bytes ratio >= 500 on the tiny model (DDP: ring all-reduce of float32 gradients)."""
+    default = Arm.of(ComputeConfig())
+    arms = grid(default)
+    assert len(arms) == len(set(arms)) and default in arms
+    ext = [a for a in arms if (a.inner_steps, a.checkpoint_every) == EXT_SHAPE]
+    assert ext and all(proof_ok(a) for a in ext)
+    assert not proof_ok(Arm(20, 2, 64, 1.0)) and not proof_ok(Arm(10, 1, 64, 1.0))
+    w, n, h = 4, num_params(preset("tiny")), EXT_SHAPE[0]
+    blob = encode_update(compress(torch.randn(n), 4096, max(EXT_TOPKS), 2))
+    ddp_per_step = 2 * 2 * (w - 1) / w * 4 * n  # sent + received
+    vt_per_step = 2 * (w - 1) * len(blob) / h  # all-gather, sent + received
+    assert ddp_per_step / vt_per_step >= MIN_BYTES_RATIO
