@@ -44,11 +44,12 @@ def heldout_loss(spec: TrainingSpec, run_seed: bytes, params: dict) -> float:
 
 
 def next_state(spec: TrainingSpec, run_seed: bytes, state_blob: bytes, state_hash: bytes,
-               envelopes: Sequence[bytes], max_bytes: int) -> tuple[bytes, bytes, float]:
-    """(encoded next state, its hash, its held-out loss) from the accepted envelopes."""
+               envelopes: Sequence[bytes], max_bytes: int, with_loss: bool = True) -> tuple[bytes, bytes, float | None]:
+    """(encoded next state, its hash, its held-out loss) from the accepted envelopes. Only
+    attesting validators need the loss; everyone else skips its forward passes."""
     setup = Setup(spec, run_seed)
     state = decode_state(state_blob, setup.model, state_hash)
     updates = [decode_envelope(e, max_bytes).update for e in envelopes]
     new = aggregate(state, updates, setup.model, setup.compute)
-    blob, state_hash = encoded_state(new, setup.model)
-    return blob, bytes(state_hash), heldout_loss(spec, run_seed, new.params)
+    blob, new_hash = encoded_state(new, setup.model)
+    return blob, bytes(new_hash), heldout_loss(spec, run_seed, new.params) if with_loss else None

@@ -201,8 +201,9 @@ class NodeContext:
         blob, got, _ = await self.compute_next(round_ - 1)
         return blob, got
 
-    async def compute_next(self, round_: int) -> tuple[bytes, bytes, float]:
-        """θ_{round+1} from round `round_`'s finalized settlement: (blob, hash, held-out loss)."""
+    async def compute_next(self, round_: int, with_loss: bool = False) -> tuple[bytes, bytes, float | None]:
+        """θ_{round+1} from round `round_`'s finalized settlement: (blob, hash, held-out loss
+        if `with_loss`, else None)."""
         state_blob, state_hash = await self.state_for(round_)
         settled = await self.port(self.settle_log.rows)
         rows = [(r["miner"], int(r["consensus"]), bool(r["held"])) for r in settled if r["round"] == round_]
@@ -215,7 +216,8 @@ class NodeContext:
                 raise StateMismatch(f"round {round_}: update of {miner} is unavailable from every peer")
             envelopes.append(blob)
         spec, seed = self.setup.spec, self.setup.run_seed
-        return await self._work(next_state, spec, seed, state_blob, state_hash, envelopes, self.config.max_blob_bytes)
+        return await self._work(next_state, spec, seed, state_blob, state_hash, envelopes, self.config.max_blob_bytes,
+                                with_loss)
 
     async def _work(self, fn: Any, *args: Any) -> Any:
         assert self.worker is not None, "worker not started"

@@ -128,13 +128,14 @@ class ValidatorNode(NodeContext):
         if await self.port.view("settlement", "attested_by", r + 1, self.address):
             return
         try:
-            blob, model_hash, loss = await self.compute_next(r)
+            blob, model_hash, loss = await self.compute_next(r, with_loss=True)
         except StateMismatch as exc:
             # an aggregated update is unavailable right now: the others attest, and this node
             # fetches the attested state from them when the next round opens
             self.log.warning("cannot compute the next model, not attesting %s", kv(round=r + 1, reason=exc))
             return
         self._keep_state(r + 1, model_hash, blob)  # served to peers by its hash from now on
+        assert loss is not None
         if not await self.port.try_send(self.client.attest_model, r + 1, model_hash, int(loss * LOSS_SCALE)):
             self.log.warning("attestation refused %s", kv(round=r + 1))
             return
