@@ -20,7 +20,6 @@ from enum import IntEnum
 import pydantic
 import trio
 from libp2p.abc import INetStream
-from libp2p.security.noise.io import MAX_PLAINTEXT_LENGTH
 from libp2p.stream_muxer.yamux.yamux import HEADER_SIZE as YAMUX_HEADER_SIZE
 
 from protocol.messages import REQUEST_ADAPTER, BlobRequest, CheckpointRequest, MalformedMessage
@@ -36,14 +35,15 @@ from protocol.p2p.errors import (
     TruncatedStream,
 )
 from protocol.p2p.host import NET_ERRORS
+from protocol.p2p.yamux_tuning import FRAME_SIZE as YAMUX_FRAME_SIZE
 
 BLOB_PROTOCOL_ID = "/veritrain/blob/1.0.0"
 MAX_REQUEST_BYTES = 1024  # a request is ~150 bytes of JSON
 MAX_REASON_BYTES = 1024
 MAX_PROOF_BYTES = 1 << 20  # a Merkle proof over <= 2^32 leaves is ~1 KiB; generous cap
 HASH_LEN = 32
-# Largest write that yamux sends as one frame inside one Noise message (65535 - 16 - 12).
-WRITE_SIZE = MAX_PLAINTEXT_LENGTH - YAMUX_HEADER_SIZE
+# Largest write that yamux sends as one frame filling whole Noise messages (yamux_tuning.py).
+WRITE_SIZE = YAMUX_FRAME_SIZE - YAMUX_HEADER_SIZE
 READ_SIZE = CHUNK_SIZE  # most a single stream read asks for (the muxer returns what it holds)
 _OK_HEAD = struct.Struct(">Q32sI")
 
@@ -201,8 +201,8 @@ def chunk_pieces(chunk: bytes | memoryview) -> Iterator[bytes]:
     """`chunk` framed (u32 length || bytes), cut into writes of at most WRITE_SIZE bytes.
 
     Same bytes on the wire as one write of header + chunk; the cut only decides how yamux
-    frames them: each piece becomes one yamux frame that fits one Noise message (a 64 KiB
-    yamux frame would need two, the second only 17 bytes long).
+    frames them: each piece becomes one yamux frame (while the send window allows) that
+    fills whole Noise messages, with no short tail message.
     """
     view = memoryview(chunk)
     first = WRITE_SIZE - 4

@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import os
 import random
+import struct
 
 import pytest
 import trio
@@ -16,13 +17,13 @@ from libp2p.security.noise.io import MAX_PLAINTEXT_LENGTH
 from libp2p.security.noise.transport import Transport as NoiseTransport
 from libp2p.stream_muxer.yamux import yamux
 
-from protocol.p2p import framing
+from protocol.p2p import framing, yamux_tuning
 from protocol.p2p.bufconn import BufferedNoiseTransport, ReadAheadConnection
 from protocol.p2p.config import CHUNK_SIZE
 from protocol.p2p.errors import TransferTimeout, TruncatedStream
 from protocol.p2p.host import build_host
 
-from .conftest import identity
+from .conftest import cluster, identity
 
 
 class _FakeConn:
@@ -74,16 +75,89 @@ def test_noise_hooks_the_read_ahead_relies_on_still_exist():
     assert [type(t) for t in secure.values()] == [BufferedNoiseTransport]
 
 
-def test_write_size_fills_one_yamux_frame_in_one_noise_message():
+def test_write_size_fills_one_yamux_frame_with_whole_noise_messages():
     # A write of WRITE_SIZE bytes becomes one yamux frame (12-byte header) whose bytes are
-    # exactly one Noise message's plaintext; yamux frames carry up to 64 KiB - 12.
-    assert framing.WRITE_SIZE + yamux.HEADER_SIZE == MAX_PLAINTEXT_LENGTH == 65535 - 16
-    assert framing.WRITE_SIZE <= yamux.MAX_MESSAGE_SIZE - yamux.HEADER_SIZE
+    # exactly NOISE_MESSAGES_PER_FRAME full Noise plaintexts, and the frame fits the
+    # spec's initial window, so a fresh stream can send one whole.
+    assert MAX_PLAINTEXT_LENGTH == 65535 - 16
+    assert framing.WRITE_SIZE + yamux.HEADER_SIZE == yamux_tuning.FRAME_SIZE
+    assert yamux_tuning.FRAME_SIZE % MAX_PLAINTEXT_LENGTH == 0
+    assert yamux_tuning.FRAME_SIZE <= yamux_tuning.INITIAL_WINDOW == yamux.DEFAULT_WINDOW_SIZE
     chunk = os.urandom(CHUNK_SIZE)
     pieces = list(framing.chunk_pieces(chunk))
     assert all(len(p) <= framing.WRITE_SIZE for p in pieces)
     assert b"".join(pieces) == framing.encode_chunk_header(CHUNK_SIZE) + chunk
     assert b"".join(framing.chunk_pieces(b"abc")) == framing.encode_chunk_header(3) + b"abc"
+
+
+class _FrameSink:
+    """The `Yamux` side a `YamuxStream.write` uses: records each DATA frame's payload size
+    and the send window left after it (never negative: no frame exceeds the window)."""
+
+    def __init__(self) -> None:
+        self.frames: list[tuple[int, int]] = []
+        self.stream: yamux.YamuxStream | None = None
+
+    async def _write_frame(self, data: bytes) -> None:
+        _, typ, _, _, length = struct.unpack(yamux.YAMUX_HEADER_FORMAT, data[: yamux.HEADER_SIZE])
+        assert typ == yamux.TYPE_DATA and length == len(data) - yamux.HEADER_SIZE
+        assert self.stream is not None
+        self.frames.append((length, self.stream.send_window))
+
+
+@pytest.mark.trio
+async def test_yamux_frame_patch_applies_and_the_writer_still_honours_the_send_window():
+    build_host(identity(0))  # applies the patch
+    assert yamux.MAX_MESSAGE_SIZE == yamux_tuning.FRAME_SIZE
+    # the internals the patch relies on: the writer reads MAX_MESSAGE_SIZE at call time and
+    # cuts each frame to min(send window, MAX_MESSAGE_SIZE - header, rest)
+    assert "MAX_MESSAGE_SIZE" in inspect.getsource(yamux.YamuxStream.write)
+    sink = _FrameSink()
+    stream = yamux.YamuxStream(1, sink, True)  # type: ignore[arg-type]
+    sink.stream = stream
+    assert stream.send_window == yamux_tuning.INITIAL_WINDOW
+    stream.send_window = 100_000  # a peer that has granted less than one full frame
+    data = os.urandom(3 * framing.WRITE_SIZE)
+
+    async def grant_later() -> None:
+        await trio.sleep(0.05)
+        async with stream.window_lock:
+            stream.send_window += 1 << 20
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(grant_later)
+            await stream.write(data)
+    sizes = [n for n, _ in sink.frames]
+    assert sum(sizes) == len(data)
+    assert sizes[0] == 100_000  # cut to the window, then waited for the grant
+    assert max(sizes) == framing.WRITE_SIZE  # full frames once the window allows
+    assert all(left >= 0 for _, left in sink.frames)
+
+
+@pytest.mark.trio
+@pytest.mark.parametrize("frame_size", [64 * 1024, yamux_tuning.FRAME_SIZE])
+async def test_blob_crosses_with_default_and_large_yamux_frames(tmp_path, monkeypatch, frame_size):
+    # 64 KiB is what go/js/rust peers (and unpatched py-libp2p) send; our receiver must take
+    # those as well as our own larger frames.
+    sent: list[int] = []
+    write_frame = yamux.Yamux._write_frame
+
+    async def recording(self: yamux.Yamux, data: bytes) -> None:
+        if data[1] == yamux.TYPE_DATA:
+            sent.append(len(data))
+        await write_frame(self, data)
+
+    monkeypatch.setattr(yamux.Yamux, "_write_frame", recording)
+    with trio.fail_after(60):
+        async with cluster(tmp_path, 2) as c:
+            monkeypatch.setattr(yamux, "MAX_MESSAGE_SIZE", frame_size)  # after build_host
+            server, client = c.nodes
+            data = os.urandom(4 * CHUNK_SIZE + 5)
+            h = c.stores[0].put(data)
+            path = await client.fetch_blob(server.identity.public_key, h, store=c.stores[1])
+            assert path.read_bytes() == data
+    assert max(sent) == frame_size
 
 
 class _FakeStream:
