@@ -82,9 +82,11 @@ def test_veritrain_bytes_are_the_all_gather_of_its_blobs(result: dict) -> None:
     for i in range(W):
         assert vt["sent_per_worker"][i] == rounds * (W - 1) * blobs[i]
         assert vt["recv_per_worker"][i] == rounds * (sum(blobs) - blobs[i])
-    # 2-bit top-64 of 4096: per chunk 64 int16 indices + 16 code bytes + a float32 scale
-    chunks = math.ceil(num_params(preset("micro")) / 4096)
-    assert chunks * (64 * 2 + 16 + 4) < blobs[0] < chunks * (64 * 2 + 16 + 4) + 1024
+    # per chunk: k int16 indices, k b-bit codes and a float32 scale
+    cfg = ComputeConfig()
+    chunks = math.ceil(num_params(preset("micro")) / cfg.chunk)
+    per_chunk = cfg.topk * 2 + cfg.topk * cfg.bits // 8 + 4
+    assert chunks * per_chunk < blobs[0] < chunks * per_chunk + 1024
 
 
 def test_bytes_ratio_is_the_ratio_of_the_counters(result: dict) -> None:

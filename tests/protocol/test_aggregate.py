@@ -50,7 +50,7 @@ def test_clip_caps_to_median_norm() -> None:
 def _blobs(g: int) -> list[bytes]:
     n = num_params(MICRO)
     gen = torch.Generator().manual_seed(4)
-    return [encode_update(compress(torch.randn(n, generator=gen) * 0.01, 4096, 64, 2))
+    return [encode_update(compress(torch.randn(n, generator=gen) * 0.01, SMALL_CFG.chunk, SMALL_CFG.topk, SMALL_CFG.bits))
             for _ in range(g)]
 
 
@@ -69,7 +69,8 @@ def test_single_update_plain_sgd_applies_it() -> None:
     blob = _blobs(1)[0]
     from protocol.compress import decode_update, expected_header
 
-    delta = decompress(decode_update(blob, expected_header(num_params(MICRO), 4096, 64, 2)))
+    delta = decompress(decode_update(blob, expected_header(num_params(MICRO), SMALL_CFG.chunk, SMALL_CFG.topk,
+                                                           SMALL_CFG.bits)))
     nxt = aggregate(state, [blob], MICRO, SMALL_CFG)
     assert torch.equal(flatten(nxt.params), flatten(state.params) - delta)
     assert nxt.momentum is None
