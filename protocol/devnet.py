@@ -8,6 +8,7 @@ of protocol/adversaries.py.
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
 import tempfile
@@ -129,15 +130,34 @@ def setup_network(opts: DevnetOptions, progress: Progress) -> tuple[DevChain, Ch
     members += [Member(Role.VALIDATOR, "honest", NodeKeys(a, NodeIdentity.generate()), admin.with_account(a))
                 for a in accounts[n_miners:]]
     chain.start()
-    progress(f"registering {n_miners} miners and {opts.validators} validators")
-    cfg = config.chain
-    threads = [threading.Thread(target=_register, args=(m, (cfg.min_miner_stake if m.role == Role.MINER else
-                                                            cfg.min_validator_stake) + 100)) for m in members]
+    return chain, admin, members
+
+
+def register_all(members: list[Member], progress: Progress) -> None:
+    """Every node registers and stakes, in parallel (one account each)."""
+    cfg = members[0].client.deployment.run_config.chain
+    n_miners = sum(m.role == Role.MINER for m in members)
+    progress(f"registering {n_miners} miners and {len(members) - n_miners} validators")
+    stakes = {Role.MINER: cfg.min_miner_stake + 100, Role.VALIDATOR: cfg.min_validator_stake + 100}
+    _in_parallel([functools.partial(_register, m, stakes[m.role]) for m in members])
+
+
+def _in_parallel(calls: list[Callable[[], object]]) -> None:
+    errors: list[BaseException] = []
+
+    def run(call: Callable[[], object]) -> None:
+        try:
+            call()
+        except BaseException as exc:  # re-raised below, on the caller's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in calls]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return chain, admin, members
+    if errors:
+        raise errors[0]
 
 
 def build_nodes(opts: DevnetOptions, members: list[Member], data_root: Path) -> None:
@@ -159,6 +179,8 @@ async def run_nodes(admin: ChainClient, members: list[Member], rounds: int, prog
         async with trio.open_nursery() as nursery:
             for m in members:
                 nursery.start_soon(_guarded, m, crashed, progress)
+            # the nodes boot (worker processes, hosts) while their accounts register
+            await trio.to_thread.run_sync(register_all, members, progress)
             await trio.to_thread.run_sync(admin.start)
             last = ""
             while (r := await trio.to_thread.run_sync(admin.current_round)) < rounds:
@@ -213,9 +235,9 @@ def run_devnet(opts: DevnetOptions, progress: Progress) -> tuple[ChainClient, li
                 crashed = trio.run(run_nodes, admin, members, opts.rounds, progress, opts.timeout_s)
             except trio.TooSlowError as exc:
                 raise DevnetIncomplete(f"the devnet did not finish {opts.rounds} rounds in {opts.timeout_s:.0f}s") from exc
-            for m in members:
-                if m.name not in crashed and m.client.call("settlement", "claimable", m.address) > 0:
-                    m.client.claim()
+            progress("claiming rewards")
+            _in_parallel([m.client.claim for m in members
+                          if m.name not in crashed and m.client.call("settlement", "claimable", m.address) > 0])
     finally:
         chain.stop()
     return admin, members, crashed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import trio
@@ -79,9 +80,12 @@ async def check_one(ctx: NodeContext, r: int, miner: str, commit: tuple[bytes, b
     assert envelope is not None
     holders = [k for k in [ctx.node_key_of(miner)] if k] + ctx.peers_for(None)
     n_leaves = cfg.n_segments + 1
+    started = time.monotonic()
     leaves = {leaf: await fetch_leaf(ctx, r, root, leaf, holders) for leaf in needed_leaves(segments, n_leaves)}
     job = CheckJob(ctx.setup.spec, ctx.setup.run_seed, r, miner, state[0], state[1], envelope, root,
                    await ef_hash_of(ctx, r, miner), leaves, segments, ctx.config.max_blob_bytes)
+    fetched = time.monotonic()
     outcome = await ctx._work(check_miner, job)
-    ctx.log.info("checked %s", kv(round=r, miner=miner, segments=list(segments), verdict=outcome.kind or "ok"))
+    ctx.log.info("checked %s", kv(round=r, miner=miner, segments=list(segments), verdict=outcome.kind or "ok",
+                                  fetch_s=f"{fetched - started:.2f}", check_s=f"{time.monotonic() - fetched:.2f}"))
     return MinerCheck(miner, order, envelope, outcome, challenge)
