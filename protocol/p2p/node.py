@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -29,6 +30,19 @@ from protocol.p2p.ratelimit import PeerLimiter
 from protocol.p2p.registry import RegistryView, peer_id_of
 from protocol.p2p.sources import BlobSource, CheckpointSource, DirectoryBlobSource
 from protocol.signing import NodeIdentity
+
+log = logging.getLogger(__name__)
+
+
+def _is_shutdown_race(exc: BaseException) -> bool:
+    return isinstance(exc, RuntimeError) and str(exc) == "Nursery is closed to new arrivals"
+
+
+def without_shutdown_races(exc: BaseException) -> BaseException | None:
+    """`exc` less py-libp2p's closed-nursery errors (None if nothing else is left)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(_is_shutdown_race)[1]
+    return None if _is_shutdown_race(exc) else exc
 
 
 class P2PNode:
@@ -72,18 +86,29 @@ class P2PNode:
     async def run(self) -> AsyncIterator[P2PNode]:
         """Listen, start gossip and the reconnecting dialer; stop all of it on exit."""
         listen = multiaddr.Multiaddr(self.config.listen_addr)
-        async with self.host.run([listen]):
-            async with background_trio_service(self.gossip.pubsub):
-                async with background_trio_service(self.gossip.router):
-                    await self.gossip.start()
-                    async with trio.open_nursery() as nursery:
-                        nursery.start_soon(
-                            self.dialer.maintain, self._wanted, self.config.maintain_interval_s
-                        )
-                        try:
-                            yield self
-                        finally:
-                            nursery.cancel_scope.cancel()
+        closing = False
+        try:
+            async with self.host.run([listen]):
+                async with background_trio_service(self.gossip.pubsub):
+                    async with background_trio_service(self.gossip.router):
+                        await self.gossip.start()
+                        async with trio.open_nursery() as nursery:
+                            nursery.start_soon(
+                                self.dialer.maintain, self._wanted, self.config.maintain_interval_s
+                            )
+                            try:
+                                yield self
+                            finally:
+                                closing = True
+                                nursery.cancel_scope.cancel()
+        except (RuntimeError, BaseExceptionGroup) as exc:
+            # py-libp2p's pubsub schedules a task for a message that arrives while its
+            # service is stopping, into a nursery that is already closed; at shutdown
+            # that is noise, not a failure of this node
+            rest = without_shutdown_races(exc) if closing else exc
+            if rest is not None:
+                raise rest from None
+            log.debug("ignored a message that arrived during shutdown")
 
     def _wanted(self) -> dict[ID, list[multiaddr.Multiaddr]]:
         pairs = [(e.node_key, e.multiaddr) for e in self.registry.entries() if e.multiaddr]
