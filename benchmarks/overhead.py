@@ -70,7 +70,7 @@ def miner_round(model: GPT, task: RoundTask, ds: data.Dataset, theta: dict[str, 
 def measure(quick: bool) -> dict[str, object]:
     name = "micro" if quick else "tiny"
     mcfg = preset(name)
-    cfg = ComputeConfig()  # H=30, k=3, batch 8, top-64/4096, 2-bit
+    cfg = ComputeConfig()  # the protocol defaults: H=30, k=3, batch 8, top-192/4096, 2-bit
     profile = ReplayProfile(threads=1, cpu_capability=observe_profile().cpu_capability)
     apply_profile(profile)
     ds = corpus_slice(600_000)
