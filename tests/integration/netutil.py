@@ -25,6 +25,24 @@ from tests.conftest import REPO, free_port, run_cli
 PASSWORD = "network test"
 
 
+def micro_run_toml(run_name: str, commit_duration: int) -> str:
+    """A run config for CLI network tests: micro model, short rounds (12 steps, 4 segments)."""
+    return f"""
+run_name = "{run_name}"
+[chain]
+commit_duration = {commit_duration}
+score_duration = 120
+reveal_duration = 60
+challenge_window = 15
+unbonding_delay = 1000
+[training]
+preset = "micro"
+[training.compute]
+inner_steps = 12
+checkpoint_every = 3
+"""
+
+
 def deploy_with_keys(rpc_url: str, tmp: Path, n_nodes: int, run_toml: str) -> tuple[Path, list[Path], list[str]]:
     """Write the run config, make `n_nodes` key dirs, deploy and fund them: (deployment, key dirs, accounts)."""
     (tmp / "run.toml").write_text(run_toml)

@@ -10,6 +10,7 @@ from tests.conftest import run_cli
 from tests.integration.netutil import (
     PASSWORD,
     deploy_with_keys,
+    micro_run_toml,
     reader,
     start_node,
     stop_all,
@@ -18,20 +19,7 @@ from tests.integration.netutil import (
 from tests.integration.netutil import inspect as inspect_at
 
 pytestmark = [pytest.mark.anvil, pytest.mark.slow]
-RUN_TOML = """
-run_name = "anvil-network"
-[chain]
-commit_duration = 120
-score_duration = 120
-reveal_duration = 60
-challenge_window = 15
-unbonding_delay = 1000
-[training]
-preset = "micro"
-[training.compute]
-inner_steps = 12
-checkpoint_every = 3
-"""
+RUN_TOML = micro_run_toml("anvil-network", commit_duration=120)
 
 
 def run_network(anvil, tmp: Path, rounds: int, cheats: list[str | None]) -> tuple[Path, list[str], list[str]]:

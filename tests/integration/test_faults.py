@@ -24,6 +24,7 @@ from tests.integration.netutil import (
     deploy_with_keys,
     inspect,
     kill_group,
+    micro_run_toml,
     reader,
     sent_calls,
     start_node,
@@ -34,20 +35,7 @@ from tests.integration.netutil import (
 pytestmark = [pytest.mark.anvil, pytest.mark.slow]
 ROUNDS = 3
 OUTAGE_S = 6.0
-RUN_TOML = """
-run_name = "faults"
-[chain]
-commit_duration = 45
-score_duration = 120
-reveal_duration = 60
-challenge_window = 15
-unbonding_delay = 1000
-[training]
-preset = "micro"
-[training.compute]
-inner_steps = 12
-checkpoint_every = 3
-"""
+RUN_TOML = micro_run_toml("faults", commit_duration=45)
 # calls a node makes once per round (or per report): a second one would be a duplicate
 ONCE_PER_ROUND = {"commit_update", "commit_scores", "reveal_scores", "attest_model"}
 
