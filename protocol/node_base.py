@@ -158,8 +158,9 @@ class NodeContext:
             raise StateMismatch(f"round {round_} has no attested model yet")
         if (held := self._held_state(round_, want)) is not None:
             return held, want
-        has_previous = round_ > 0 and self._held_state(round_ - 1) is not None
-        if round_ == 0 or has_previous:
+        # without the previous state, recomputing means replaying history: ask peers first
+        can_compute = round_ == 0 or self._holds_state(round_ - 1)
+        if can_compute:
             try:
                 blob, got = await self._compute_state(round_)
             except StateMismatch as exc:
@@ -174,7 +175,7 @@ class NodeContext:
         if fetched is not None:
             self.log.info("global state fetched from peers %s", kv(round=round_, model=want.hex()[:12]))
             return self._keep_state(round_, want, fetched), want
-        if has_previous or round_ == 0:
+        if can_compute:
             raise StateMismatch(f"round {round_}: no peer serves the attested model {want.hex()[:16]}…")
         self.log.warning("no peer serves the global state; recomputing from history %s", kv(round=round_))
         blob, got = await self._compute_state(round_)
@@ -182,12 +183,16 @@ class NodeContext:
             raise StateMismatch(f"round {round_}: computed model {got.hex()[:16]}… but chain attests {want.hex()[:16]}…")
         return self._keep_state(round_, want, blob), want
 
-    def _held_state(self, round_: int, want: bytes | None = None) -> bytes | None:
+    def _held_state(self, round_: int, want: bytes) -> bytes | None:
         rec = self.data.state.get(f"state:{round_}")
-        if not rec or (want is not None and rec["hash"] != want.hex()):
+        if not rec or rec["hash"] != want.hex() or not self._holds_state(round_):
             return None
-        blob_hash = bytes.fromhex(rec["blob"])
-        return self.data.blobs.read(blob_hash) if self.data.blobs.has(blob_hash) else None
+        return self.data.blobs.read(bytes.fromhex(rec["blob"]))
+
+    def _holds_state(self, round_: int) -> bool:
+        """Whether this node keeps some state for `round_` (checked against the chain on use)."""
+        rec = self.data.state.get(f"state:{round_}")
+        return bool(rec) and self.data.blobs.has(bytes.fromhex(rec["blob"]))
 
     def _keep_state(self, round_: int, want: bytes, blob: bytes) -> bytes:
         self.data.state.set(f"state:{round_}", {"hash": want.hex(), "blob": self.data.blobs.put(blob).hex()})
