@@ -7,6 +7,8 @@ dir holds the work, so a node killed anywhere resumes without re-training or re-
 
 from __future__ import annotations
 
+from typing import Any
+
 import trio
 
 from miner.work import MinerJob, MinerOutput, produce
@@ -56,7 +58,8 @@ class MinerNode(NodeContext):
             except StateMismatch as exc:  # no peer serves θ_r yet: sit this round out
                 self.log.warning("cannot get the round's model, skipping the round %s", kv(round=r, reason=exc))
                 return False
-            work = self._keep(r, out)
+            kept: dict[str, Any] = await trio.to_thread.run_sync(self._keep, r, out)  # ~150 MB, fsynced
+            work = kept
         try:
             await self.port(self.client.commit_update, r, bytes.fromhex(work["update_hash"]),
                             bytes.fromhex(work["trace_root"]))
@@ -80,7 +83,7 @@ class MinerNode(NodeContext):
         self.log.info("training %s", kv(round=r, cheat=self.config.cheat or "none"))
         return await self._work(produce, job)
 
-    def _keep(self, r: int, out: MinerOutput) -> dict:
+    def _keep(self, r: int, out: MinerOutput) -> dict[str, Any]:
         """Store the work (durably) before committing to it."""
         update_hash = self.data.blobs.put(out.envelope)
         for leaf, (ckpt, proof) in enumerate(zip(out.checkpoints, out.proofs, strict=True)):

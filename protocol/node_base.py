@@ -70,7 +70,11 @@ class NodeContext:
         `main`; everything stops when `main` returns."""
         from protocol.replay_profile import ProfileWorker
 
-        with ProfileWorker(self.setup.profile) as worker:
+        worker = ProfileWorker(self.setup.profile)
+        # spawning the worker (it imports torch) and stopping it take seconds: off the event
+        # loop, which the devnet shares among all of its nodes
+        await trio.to_thread.run_sync(worker.__enter__)
+        try:
             self.worker = AsyncWorker(worker)
             async with self.p2p.run():
                 async with trio.open_nursery() as nursery:
@@ -79,6 +83,9 @@ class NodeContext:
                     nursery.start_soon(self._drain_gossip)
                     await self.main(nursery)
                     nursery.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(worker.close)
 
     async def main(self, nursery: trio.Nursery) -> None:
         raise NotImplementedError
@@ -140,7 +147,7 @@ class NodeContext:
                 self.log.info("blob unavailable %s", kv(hash=blob_hash.hex()[:12], reason=type(exc).__name__))
                 return None
             data = got if isinstance(got, bytes) else Path(got).read_bytes()
-            self.data.blobs.put(data)
+            await self.put_blob(data)
             return data
         self.log.info("blob fetch timed out %s", kv(hash=blob_hash.hex()[:12]))
         return None
@@ -167,21 +174,21 @@ class NodeContext:
                 self.log.warning("cannot recompute the global state %s", kv(round=round_, reason=exc))
                 got = b""
             if got == want:
-                return self._keep_state(round_, want, blob), want
+                return await self._keep_state(round_, want, blob), want
             if got:
                 self.log.warning("computed model differs from the attested one %s",
                                  kv(round=round_, computed=got.hex()[:12], attested=want.hex()[:12]))
         fetched = await self.fetch_blob(want)  # content-addressed: verified against `want`
         if fetched is not None:
             self.log.info("global state fetched from peers %s", kv(round=round_, model=want.hex()[:12]))
-            return self._keep_state(round_, want, fetched), want
+            return await self._keep_state(round_, want, fetched), want
         if can_compute:
             raise StateMismatch(f"round {round_}: no peer serves the attested model {want.hex()[:16]}…")
         self.log.warning("no peer serves the global state; recomputing from history %s", kv(round=round_))
         blob, got = await self._compute_state(round_)
         if got != want:
             raise StateMismatch(f"round {round_}: computed model {got.hex()[:16]}… but chain attests {want.hex()[:16]}…")
-        return self._keep_state(round_, want, blob), want
+        return await self._keep_state(round_, want, blob), want
 
     def _held_state(self, round_: int, want: bytes) -> bytes | None:
         rec = self.data.state.get(f"state:{round_}")
@@ -194,9 +201,13 @@ class NodeContext:
         rec = self.data.state.get(f"state:{round_}")
         return bool(rec) and self.data.blobs.has(bytes.fromhex(rec["blob"]))
 
-    def _keep_state(self, round_: int, want: bytes, blob: bytes) -> bytes:
-        self.data.state.set(f"state:{round_}", {"hash": want.hex(), "blob": self.data.blobs.put(blob).hex()})
+    async def _keep_state(self, round_: int, want: bytes, blob: bytes) -> bytes:
+        self.data.state.set(f"state:{round_}", {"hash": want.hex(), "blob": (await self.put_blob(blob)).hex()})
         return blob
+
+    async def put_blob(self, data: bytes) -> bytes:
+        """Store a blob durably (hash, write, fsync) without blocking the event loop."""
+        return await trio.to_thread.run_sync(self.data.blobs.put, data)
 
     async def _compute_state(self, round_: int) -> tuple[bytes, bytes]:
         if round_ == 0:

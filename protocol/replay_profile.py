@@ -104,19 +104,20 @@ class ProfileWorker:
     def __enter__(self) -> ProfileWorker:
         env = {"ATEN_CPU_CAPABILITY": self.profile.cpu_capability,
                "OMP_NUM_THREADS": str(self.profile.threads)}
-        with _ENV_LOCK:
+        with _ENV_LOCK:  # held only while the process starts: nodes boot their workers in parallel
             saved = {k: os.environ.get(k) for k in env}
             os.environ.update(env)
             try:
                 self._pool = ProcessPoolExecutor(1, get_context("spawn"), _init_worker,
                                                  (self.profile,))
-                actual = self._pool.submit(observe_profile).result()  # spawns with env set
+                observed = self._pool.submit(observe_profile)  # starts the process, env set
             finally:
                 for k, v in saved.items():
                     if v is None:
                         os.environ.pop(k, None)
                     else:
                         os.environ[k] = v
+        actual = observed.result()
         declared, seen = asdict(self.profile), asdict(actual)
         diffs = {k: (v, seen[k]) for k, v in declared.items() if seen[k] != v}
         if diffs:

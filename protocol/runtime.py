@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -99,19 +100,31 @@ class AsyncWorker:
 class RegistrySync:
     """Feeds the p2p registry view from `Registered` events plus current stake and reputation."""
 
+    # stake and reputation only scale rate limits and rank peers: reading them for every
+    # node on every refresh was most of a node's chain reads while idle
+    WEIGHTS_EVERY_S = 15.0
+
     def __init__(self, port: ChainPort, view: RegistryView, log: logging.Logger) -> None:
         self.port, self.view, self.log = port, view, log
         self._next_block = port.client.deployment.deploy_block
         self._bindings: dict[str, dict[str, Any]] = {}
+        self._weights_at = -math.inf
 
     async def refresh(self) -> None:
+        """New registrations at once; stake and reputation of known nodes at most every
+        WEIGHTS_EVERY_S (and whenever a registration arrives)."""
         client = self.port.client
         head = await self.port(lambda: int(client.w3.eth.block_number))
+        fresh = False
         if head >= self._next_block:
             rows = await self.port(read_events, client, "staking", "Registered", self._next_block, head)
             for row in rows:
                 self._bindings[row["account"]] = row
+            fresh = bool(rows)
             self._next_block = head + 1
+        if not fresh and time.monotonic() - self._weights_at < self.WEIGHTS_EVERY_S:
+            return
+        self._weights_at = time.monotonic()
         for account, row in self._bindings.items():
             stake = await self.port.view("staking", "staked", account)
             reputation = await self.port.view("settlement", "reputation", account)

@@ -37,7 +37,7 @@ async def fetch_leaf(ctx: NodeContext, r: int, root: bytes, leaf: int, holders: 
                 got = await ctx.p2p.fetch_checkpoint(key, r, root, leaf)
             except P2PError:
                 continue
-            ctx.data.add_checkpoint(r, root, leaf, got.data, got.proof)
+            await trio.to_thread.run_sync(ctx.data.add_checkpoint, r, root, leaf, got.data, got.proof)
             return got.data
     return None
 
@@ -55,29 +55,55 @@ async def ef_hash_of(ctx: NodeContext, r: int, miner: str) -> bytes | None:
     return bytes(decode_envelope(blob, ctx.config.max_blob_bytes).trace.residual_hash)
 
 
+PREFETCH = 3  # miners fetched ahead of the one being checked (each holds its checkpoints in memory)
+
+
+async def check_all(ctx: NodeContext, r: int, commits: dict[str, tuple[bytes, bytes, int]], seed_block: bytes,
+                    state: tuple[bytes, bytes]) -> list[MinerCheck]:
+    """Check every miner: submissions are fetched concurrently while the worker checks the
+    ones already here, one at a time. Results come back in miner order."""
+    limiter = trio.CapacityLimiter(PREFETCH)
+    done: dict[str, MinerCheck] = {}
+
+    async def one(miner: str, commit: tuple[bytes, bytes, int]) -> None:
+        async with limiter:  # held until checked: bounds the checkpoints held in memory
+            done[miner] = await check_one(ctx, r, miner, commit, seed_block, state)
+
+    async with trio.open_nursery() as nursery:
+        for miner, commit in sorted(commits.items()):
+            nursery.start_soon(one, miner, commit)
+    return [done[m] for m in sorted(done)]
+
+
+async def fetch_submission(ctx: NodeContext, r: int, miner: str,
+                           commit: tuple[bytes, bytes, int]) -> tuple[bytes | None, str | None]:
+    """(envelope, None) when the miner's submission is served and is what it committed,
+    else (None, what is wrong)."""
+    update_hash, root, _ = commit
+    envelope = await ctx.fetch_blob(update_hash, first=miner)
+    if envelope is None:
+        return None, "submission not served"
+    try:
+        env = decode_envelope(envelope, ctx.config.max_blob_bytes)
+        check_binding(env, ctx.client.handle.chain_id, ctx.client.settlement.address, r, miner)
+    except EnvelopeError as exc:
+        return None, str(exc)
+    if trace_root(env.trace) != root:
+        return None, "trace does not hash to the committed root"
+    return envelope, None
+
+
 async def check_one(ctx: NodeContext, r: int, miner: str, commit: tuple[bytes, bytes, int], seed_block: bytes,
                     state: tuple[bytes, bytes], segments_override: tuple[int, ...] | None = None) -> MinerCheck:
-    update_hash, root, order = commit
+    _, root, order = commit
     cfg = ctx.setup.compute
     challenge = make_challenge(ctx.keys.identity, r, bytes.fromhex(miner[2:]), seed_block, cfg)
     segments = challenge.segments if segments_override is None else segments_override
-    envelope = await ctx.fetch_blob(update_hash, first=miner)
-    problem = None
+    envelope, problem = await fetch_submission(ctx, r, miner, commit)
     if envelope is None:
-        problem = "submission not served"
-    else:
-        try:
-            env = decode_envelope(envelope, ctx.config.max_blob_bytes)
-            check_binding(env, ctx.client.handle.chain_id, ctx.client.settlement.address, r, miner)
-            if trace_root(env.trace) != root:
-                problem = "trace does not hash to the committed root"
-        except EnvelopeError as exc:
-            problem = str(exc)
-    if problem is not None:
         ctx.log.info("submission rejected %s", kv(round=r, miner=miner, reason=problem))
-        outcome = CheckOutcome(miner, "unavailable", None, None, problem, None, None)
+        outcome = CheckOutcome(miner, "unavailable", None, None, problem or "", None, None)
         return MinerCheck(miner, order, None, outcome, challenge)
-    assert envelope is not None
     holders = [k for k in [ctx.node_key_of(miner)] if k] + ctx.peers_for(None)
     n_leaves = cfg.n_segments + 1
     started = time.monotonic()

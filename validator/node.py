@@ -20,9 +20,10 @@ from protocol.hashing import blake3_hash
 from protocol.messages import ModelAttested
 from protocol.node_base import NodeContext, StateMismatch
 from protocol.runtime import kv
-from validator.checks import MinerCheck, check_one
+from validator.checks import MinerCheck, check_all, fetch_submission
 from validator.disputes import Disputes
-from validator.work import ScoreJob, score_miners
+from validator.scoring import Usefulness
+from validator.work import ScoreJob, score_miners, usefulness_by_miner
 
 KIND_CODES = {"replay": FraudKind.REPLAY, "derivation": FraudKind.DERIVATION, "unavailable": FraudKind.UNAVAILABLE}
 NO_SEGMENT = 65535  # report segment when a whole submission was unavailable
@@ -59,9 +60,13 @@ class ValidatorNode(NodeContext):
         commits = await self.commits(r)
         state = await self.state_for(r)
         self.log.info("verifying %s", kv(round=r, miners=len(commits), phase="scoring"))
-        checks = [await check_one(self, r, m, c, seed_block, state) for m, c in sorted(commits.items())]
+        useful: list[dict[bytes, Usefulness] | None] = [None]
+        async with trio.open_nursery() as nursery:
+            if self.data.state.recall(r, "scores") is None:  # else a restart: the scores are journaled
+                nursery.start_soon(self._usefulness_ahead, r, commits, state, seed_block, useful)
+            checks = await check_all(self, r, commits, seed_block, state)
         await self._report(r, checks)
-        await self._commit_scores(r, checks, state, seed_block)
+        await self._commit_scores(r, checks, state, seed_block, useful[0])
         await self._wait_phase(r, Phase.REVEAL)
         await self._reveal(r)
         await self._wait_phase(r, Phase.AWAITING_FINALIZE)
@@ -94,17 +99,29 @@ class ValidatorNode(NodeContext):
             except ContractRevert as exc:
                 self.log.info("report not filed %s", kv(round=r, miner=c.miner, reason=exc.reason))
 
+    def _score_job(self, r: int, state: tuple[bytes, bytes], seed_block: bytes,
+                   entries: list[tuple[str, int, bytes | None, bool]]) -> ScoreJob:
+        vseed = blake3_hash("validator-seed", self.keys.identity.sign(b"veritrain/score-seed/v1" + seed_block))
+        return ScoreJob(self.setup.spec, self.setup.run_seed, r, state[0], state[1], entries, bytes(vseed),
+                        self.config.max_blob_bytes)
+
+    async def _usefulness_ahead(self, r: int, commits: dict[str, tuple[bytes, bytes, int]],
+                                state: tuple[bytes, bytes], seed_block: bytes,
+                                out: list[dict[bytes, Usefulness] | None]) -> None:
+        """The costly half of scoring, on the worker while the checkpoints are fetched."""
+        envelopes = {m: (await fetch_submission(self, r, m, c))[0] for m, c in sorted(commits.items())}
+        entries = [(m, c[2], envelopes[m], True) for m, c in sorted(commits.items())]
+        out[0] = await self._work(usefulness_by_miner, self._score_job(r, state, seed_block, entries))
+
     async def _commit_scores(self, r: int, checks: list[MinerCheck], state: tuple[bytes, bytes],
-                             seed_block: bytes) -> None:
+                             seed_block: bytes, useful: dict[bytes, Usefulness] | None) -> None:
         if await self.port.view("settlement", "score_commitment", r, self.address) != b"\x00" * 32:
             return
         entry = self.data.state.recall(r, "scores")
         if entry is None:
-            vseed = blake3_hash("validator-seed", self.keys.identity.sign(b"veritrain/score-seed/v1" + seed_block))
-            job = ScoreJob(self.setup.spec, self.setup.run_seed, r, state[0], state[1],
-                           [(c.miner, c.order, c.envelope, c.outcome.kind is None) for c in checks],
-                           bytes(vseed), self.config.max_blob_bytes)
-            scores = await self._work(score_miners, job) if checks else {}
+            job = self._score_job(r, state, seed_block,
+                                  [(c.miner, c.order, c.envelope, c.outcome.kind is None) for c in checks])
+            scores = await self._work(score_miners, job, useful) if checks else {}
             miners = sort_miners(list(scores))
             entry = {"miners": miners, "scores": [scores[m] for m in miners], "salt": os.urandom(32).hex()}
             self.data.state.record(r, "scores", entry)  # before the commitment: a restart must reveal it
@@ -134,7 +151,7 @@ class ValidatorNode(NodeContext):
             # fetches the attested state from them when the next round opens
             self.log.warning("cannot compute the next model, not attesting %s", kv(round=r + 1, reason=exc))
             return
-        self._keep_state(r + 1, model_hash, blob)  # served to peers by its hash from now on
+        await self._keep_state(r + 1, model_hash, blob)  # served to peers by its hash from now on
         assert loss is not None
         if not await self.port.try_send(self.client.attest_model, r + 1, model_hash, int(loss * LOSS_SCALE)):
             self.log.warning("attestation refused %s", kv(round=r + 1))

@@ -219,31 +219,47 @@ class RoundEntry:
     proof_ok: bool  # protocol.verdict.judge(...).kind is None
 
 
-def score_round(entries: Sequence[RoundEntry], ds: Dataset, theta_r: Params,
-                validator_seed: Digest, strategy: UsefulnessStrategy | None = None,
-                detector: CopyDetector | None = None) -> dict[bytes, MinerScore]:
-    """Integer scores for every miner of a round, with the evidence behind each."""
+def usefulness_of(entries: Sequence[RoundEntry], ds: Dataset, theta_r: Params,
+                  validator_seed: Digest, strategy: UsefulnessStrategy | None = None) -> dict[bytes, Usefulness]:
+    """Usefulness of every decodable update: the costly part of scoring (three loss
+    estimates per miner). It needs no proof verdict, so a validator runs it while the
+    checkpoints for those verdicts are still arriving."""
     if not entries:
         return {}
     model_cfg, cfg = entries[0].task.model, entries[0].task.cfg
     strategy = strategy or GauntletUsefulness(cfg.outer_lr, cfg.own_margin, cfg.own_soft_factor)
+    model = GPT(model_cfg)
+    heldout = shared_heldout(ds, model_cfg, cfg, validator_seed)
+    heldout_before = mean_loss(model, theta_r, heldout)  # shared by all miners: once per round
+    useful: dict[bytes, Usefulness] = {}
+    for e in entries:
+        u = decode_for_scoring(e.task.miner, e.commit_order, e.blob, model_cfg, cfg)
+        if u is None:
+            continue
+        own = own_batches(ds, e.task, validator_seed, cfg.score_batches)
+        useful[e.task.miner] = strategy.evaluate(model, theta_r, u.dense, own, heldout, heldout_before)
+    return useful
+
+
+def score_round(entries: Sequence[RoundEntry], ds: Dataset, theta_r: Params,
+                validator_seed: Digest, strategy: UsefulnessStrategy | None = None,
+                detector: CopyDetector | None = None,
+                useful: dict[bytes, Usefulness] | None = None) -> dict[bytes, MinerScore]:
+    """Integer scores for every miner of a round, with the evidence behind each. `useful`:
+    `usefulness_of` the same entries, when it was computed ahead of the proof verdicts."""
+    if not entries:
+        return {}
+    model_cfg, cfg = entries[0].task.model, entries[0].task.cfg
     detector = detector or OverlapCosineCopies(cfg.copy_overlap, cfg.copy_cosine)
     miners = [e.task.miner for e in entries]
     decoded = {e.task.miner: decode_for_scoring(e.task.miner, e.commit_order, e.blob, model_cfg, cfg)
                for e in entries}
     failed = {e.task.miner for e in entries if not e.proof_ok}
     reasons, copies = zero_reasons(miners, failed, decoded, cfg, detector)
-    model = GPT(model_cfg)
-    heldout = shared_heldout(ds, model_cfg, cfg, validator_seed)
-    heldout_before = mean_loss(model, theta_r, heldout)  # shared by all miners: once per round
-    useful: dict[bytes, Usefulness] = {}
-    for e in entries:
-        u = decoded[e.task.miner]
-        if e.task.miner in reasons or u is None:
-            continue
-        own = own_batches(ds, e.task, validator_seed, cfg.score_batches)
-        useful[e.task.miner] = strategy.evaluate(model, theta_r, u.dense, own, heldout,
-                                                 heldout_before)
+    if useful is None:
+        useful = usefulness_of([e for e in entries if e.task.miner not in reasons], ds, theta_r,
+                               validator_seed, strategy)
+    useful = {m: u for m, u in useful.items() if m in decoded and m not in reasons}
     ints = to_ints({m: u.value for m, u in useful.items()})
     return {m: MinerScore(m, ints.get(m, 0), reasons.get(m), useful.get(m), copies.get(m))
             for m in miners}

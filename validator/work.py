@@ -5,13 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from protocol.aggregate import decode_state
+from protocol.data import Dataset
 from protocol.envelope import decode_envelope
 from protocol.hashing import Digest
+from protocol.model import Params
 from protocol.proof import zero_residual_hash
 from protocol.run_setup import Setup, TrainingSpec, load_dataset
 from protocol.training import RoundTask
 from protocol.verdict import judge, verify_submission
-from validator.scoring import RoundEntry, score_round
+from validator.scoring import RoundEntry, Usefulness, score_round, usefulness_of
 
 
 @dataclass(frozen=True)
@@ -72,20 +74,31 @@ class ScoreJob:
     max_bytes: int
 
 
-def score_miners(job: ScoreJob) -> dict[str, int]:
-    """Integer scores in [0, 65535]; a miner without a usable envelope scores 0."""
+def _score_inputs(job: ScoreJob) -> tuple[list[RoundEntry], Dataset, Params]:
     setup = Setup(job.spec, job.run_seed)
     model, cfg = setup.model, setup.compute
-    ds = load_dataset(job.spec.dataset)
     theta = decode_state(job.state_blob, model, job.state_hash).params
-    entries, out = [], {}
+    entries = []
     for miner, order, envelope, ok in job.entries:
-        out[miner.lower()] = 0
         if envelope is None:
             continue
         task = RoundTask(job.run_seed, job.round, bytes.fromhex(miner[2:]), model, cfg)
         entries.append(RoundEntry(task, order, decode_envelope(envelope, job.max_bytes).update, ok))
-    scores = score_round(entries, ds, theta, Digest(job.validator_seed))
+    return entries, load_dataset(job.spec.dataset), theta
+
+
+def usefulness_by_miner(job: ScoreJob) -> dict[bytes, Usefulness]:
+    """The costly half of `score_miners`, run before the proof verdicts are in."""
+    entries, ds, theta = _score_inputs(job)
+    return usefulness_of(entries, ds, theta, Digest(job.validator_seed))
+
+
+def score_miners(job: ScoreJob, useful: dict[bytes, Usefulness] | None = None) -> dict[str, int]:
+    """Integer scores in [0, 65535]; a miner without a usable envelope scores 0. `useful`:
+    `usefulness_by_miner` of the same job, if it ran already."""
+    entries, ds, theta = _score_inputs(job)
+    out = {miner.lower(): 0 for miner, *_ in job.entries}
+    scores = score_round(entries, ds, theta, Digest(job.validator_seed), useful=useful)
     for raw, s in scores.items():
         out["0x" + raw.hex()] = s.score
     return {_checksum(m): v for m, v in out.items()}

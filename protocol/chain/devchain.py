@@ -15,6 +15,7 @@ pushed chain time ahead of the wall clock, the miner waits for the clock to catc
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from typing import Any
@@ -24,17 +25,38 @@ from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.providers.eth_tester import EthereumTesterProvider
 
-from protocol.chain.backend import ChainHandle
+from protocol.chain.backend import ChainHandle, lean
+
+# requests whose answer depends only on chain state: answered from a cache until the
+# state changes (any other request, or a mined block), since every node of the devnet
+# polls the same views in one process and py-evm runs each eth_call in pure Python
+_READ_ONLY = frozenset({"eth_call", "eth_blockNumber", "eth_chainId", "eth_getBlockByNumber", "eth_getBlockByHash",
+                        "eth_getLogs", "eth_getBalance", "eth_getCode", "eth_getTransactionCount", "eth_accounts",
+                        "eth_getTransactionReceipt", "eth_estimateGas", "eth_gasPrice", "eth_maxPriorityFeePerGas"})
 
 
 class _LockedTesterProvider(EthereumTesterProvider):
     def __init__(self, tester: Any, lock: threading.RLock) -> None:
         super().__init__(tester)
         self._chain_lock = lock
+        self._answers: dict[str, Any] = {}
 
     def make_request(self, method: Any, params: Any) -> Any:
         with self._chain_lock:
-            return super().make_request(method, params)
+            if method not in _READ_ONLY:
+                self._answers.clear()
+                return super().make_request(method, params)
+            key = f"{method}:{params!r}"
+            if (cached := self._answers.get(key)) is None:
+                cached = self._answers[key] = super().make_request(method, params)
+            else:
+                self._current_request_id += 1
+            # a copy: web3's formatters must not see one answer object twice
+            return {**copy.deepcopy(cached), "id": repr(self._current_request_id - 1)}
+
+    def state_changed(self) -> None:
+        with self._chain_lock:
+            self._answers.clear()
 
 
 class DevChain:
@@ -49,7 +71,10 @@ class DevChain:
         state = PyEVMBackend.generate_genesis_state(num_accounts=funded_accounts + 1)
         self.backend = PyEVMBackend(genesis_state=state)
         self.tester = EthereumTester(self.backend)
-        w3 = Web3(_LockedTesterProvider(self.tester, self.lock))
+        self._provider = _LockedTesterProvider(self.tester, self.lock)
+        w3 = lean(Web3(self._provider))
+        # calls name their sender, so web3 does not ask for the account list before each one
+        w3.eth.default_account = self.deployer.address
         self.handle = ChainHandle(w3=w3, embedded=True, tester=self.tester)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._mine_forever, name="devchain-miner", daemon=True)
@@ -84,6 +109,7 @@ class DevChain:
             if now > pending:
                 self.tester.time_travel(now)
             self.tester.mine_block()
+            self._provider.state_changed()
             return True
 
     def _mine_forever(self) -> None:

@@ -1,21 +1,27 @@
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
+import pytest
 import torch
 from conftest import ft
 
 from protocol import adversaries as adv
+from protocol.hashing import blake3_hash
 from protocol.model import GPT
 from validator.scoring import (
     MAX_SCORE,
     DecodedUpdate,
     GauntletUsefulness,
     OverlapCosineCopies,
+    RoundEntry,
     ZeroReason,
     decode_for_scoring,
     over_norm,
+    score_round,
     to_ints,
+    usefulness_of,
 )
 
 
@@ -89,3 +95,24 @@ def test_to_ints() -> None:
     assert to_ints({b"a": 2.0, b"b": 1.0, b"c": -1.0}) == {b"a": MAX_SCORE, b"b": 32768, b"c": 0}
     assert to_ints({b"a": 0.0}) == {b"a": 0}
     assert ZeroReason.COPY == "copy"
+
+
+@pytest.mark.parametrize("failed", [0, 1, 2])
+def test_usefulness_computed_ahead_of_verdicts_gives_the_same_scores(honest_runs, ds, theta, failed) -> None:  # type: ignore[no-untyped-def]
+    """Validators evaluate usefulness while checkpoints arrive, before any proof verdict;
+    the verdicts then zero miners, and the scores must equal scoring after the verdicts."""
+    seed = blake3_hash("validator-seed", b"v0")
+    t0 = ft.task(0)
+    blobs = [(ft.task(i), s.blob) for i, s in enumerate(honest_runs[:4])]
+    blobs.append((ft.task(40), honest_runs[0].blob))  # a later copy of miner 0
+    blobs.append((ft.task(41), adv.nan_blob(t0, honest_runs[2].blob)))
+    rows = [RoundEntry(t, i, blob, i != failed) for i, (t, blob) in enumerate(blobs)]
+    ahead = usefulness_of([dataclasses.replace(r, proof_ok=True) for r in rows], ds, theta, seed)
+    assert ft.task(failed).miner in ahead  # evaluated before its proof failed
+    after = score_round(rows, ds, theta, seed)
+    early = score_round(rows, ds, theta, seed, useful=ahead)
+    assert {m: (s.score, s.zero_reason) for m, s in early.items()} == \
+        {m: (s.score, s.zero_reason) for m, s in after.items()}
+    assert early[ft.task(failed).miner].zero_reason is ZeroReason.PROOF
+    copier = early[ft.task(40).miner]
+    assert (copier.zero_reason is ZeroReason.COPY) == (failed != 0)  # a failed original loses its claim
