@@ -79,16 +79,16 @@ class MinerNode(NodeContext):
         ef_in = self.data.blobs.read(bytes.fromhex(prev["residual"])) if prev and committed_prev else None
         job = MinerJob(self.setup.spec, self.setup.run_seed, r, self.address, state_blob, state_hash, ef_in,
                        self.client.handle.chain_id, self.client.settlement.address, self.config.cheat,
-                       self.config.cheat_fraction, await self._foreign_update(r))
+                       self.config.cheat_fraction, await self._foreign_update(r), str(self.data.blobs.root))
         self.log.info("training %s", kv(round=r, cheat=self.config.cheat or "none"))
         return await self._work(produce, job)
 
     def _keep(self, r: int, out: MinerOutput) -> dict[str, Any]:
         """Store the work (durably) before committing to it."""
         update_hash = self.data.blobs.put(out.envelope)
-        for leaf, (ckpt, proof) in enumerate(zip(out.checkpoints, out.proofs, strict=True)):
-            if leaf not in out.withheld:
-                self.data.add_checkpoint(r, out.trace_root, leaf, ckpt, proof)
+        for leaf, (stored, proof) in enumerate(zip(out.checkpoints, out.proofs, strict=True)):
+            if stored is not None:  # written (fsynced) by the worker; withheld leaves are not
+                self.data.state.index_checkpoint(r, out.trace_root, leaf, stored, proof)
         work = {"update_hash": update_hash.hex(), "trace_root": out.trace_root.hex(),
                 "residual": self.data.blobs.put(out.residual).hex(), "size": len(out.envelope)}
         self.data.state.record(r, "work", work)

@@ -4,6 +4,7 @@ replay profile in a spawned process, never on the trio thread)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import safetensors.torch
 import torch
@@ -26,6 +27,7 @@ from protocol.checkpoint import encode_checkpoint
 from protocol.envelope import encode_envelope, encode_proof
 from protocol.proof import leaf_proof, residual_hash
 from protocol.run_setup import Setup, TrainingSpec, load_dataset
+from protocol.store import write_blob
 from protocol.training import RoundTask
 
 CHEATS = ("lazy", "fabricate", "wrong-data", "copy", "stale", "scale", "sign-flip", "nan", "noise", "withhold")
@@ -45,13 +47,14 @@ class MinerJob:
     cheat: str | None = None
     fraction: float | None = None  # share of segments a lazy/withhold cheater fakes (None = all)
     foreign_update: bytes | None = None  # what copy/stale cheaters submit instead of their own
+    blob_dir: str | None = None  # the node's blob folder: checkpoints are stored there, not returned
 
 
 @dataclass(frozen=True)
 class MinerOutput:
     envelope: bytes  # the committed blob; its content hash is the update hash
     trace_root: bytes
-    checkpoints: list[bytes]  # encoded, by leaf index
+    checkpoints: list[bytes | None]  # content hash of each encoded checkpoint, stored in blob_dir (None: withheld)
     proofs: list[bytes]  # Merkle proof of each checkpoint leaf
     withheld: list[int]  # leaves a withholding cheater refuses to serve
     residual: bytes  # safetensors {"residual": (N,)} for the next round
@@ -73,8 +76,13 @@ def produce(job: MinerJob) -> MinerOutput:
     for i in range(len(sub.checkpoints)):
         p = leaf_proof(sub.trace, i)
         proofs.append(encode_proof(p.index, p.size, list(p.siblings)))
-    return MinerOutput(envelope, root, [encode_checkpoint(c, model) for c in sub.checkpoints], proofs,
-                       sorted(sub.withheld), safetensors.torch.save({"residual": residual.contiguous()}))
+    if job.blob_dir is None:
+        raise ValueError("MinerJob.blob_dir is required: checkpoints are stored by the worker")
+    # ~14 MB each for the tiny model: written here rather than pickled to the node process
+    stored = [None if leaf in sub.withheld else write_blob(Path(job.blob_dir), encode_checkpoint(c, model))
+              for leaf, c in enumerate(sub.checkpoints)]
+    return MinerOutput(envelope, root, stored, proofs, sorted(sub.withheld),
+                       safetensors.torch.save({"residual": residual.contiguous()}))
 
 
 def _work(job: MinerJob, task: RoundTask, ds, theta, ef) -> Submission:  # noqa: ANN001

@@ -68,13 +68,20 @@ class BlobStore:
         return data
 
     def put(self, data: bytes) -> bytes:
-        blob_hash = content_hash(data)
-        final = self.path_for(blob_hash)
-        if final.is_file():
-            return blob_hash
-        atomic_write(final, data, prefix=TEMP_PREFIX)
-        _fsync_dir(self.root)
+        return write_blob(self.root, data)
+
+
+def write_blob(root: Path, data: bytes) -> bytes:
+    """Store `data` durably under its content hash in the blob folder `root` and return the
+    hash. Safe from any of the node's processes (temp file, fsync, rename), which is how a
+    miner's worker stores its checkpoints without shipping them to the node process."""
+    blob_hash = content_hash(data)
+    final = Path(root) / blob_hash.hex()
+    if final.is_file():
         return blob_hash
+    atomic_write(final, data, prefix=TEMP_PREFIX)
+    _fsync_dir(Path(root))
+    return blob_hash
 
 
 def _fsync_dir(path: Path) -> None:

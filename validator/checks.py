@@ -9,6 +9,7 @@ import trio
 
 from protocol.envelope import EnvelopeError, check_binding, decode_envelope
 from protocol.node_base import NodeContext
+from protocol.p2p.blobs import Checkpoint
 from protocol.p2p.errors import P2PError
 from protocol.proof import Challenge, make_challenge, trace_root
 from protocol.runtime import kv
@@ -29,17 +30,24 @@ def needed_leaves(segments: tuple[int, ...], n_leaves: int) -> list[int]:
     return sorted({0, n_leaves - 1, *[s for s in segments], *[s + 1 for s in segments]})
 
 
-async def fetch_leaf(ctx: NodeContext, r: int, root: bytes, leaf: int, holders: list[bytes]) -> bytes | None:
-    """A checkpoint from the first holder that serves it (kept as evidence if it arrives)."""
+async def fetch_leaf(ctx: NodeContext, r: int, root: bytes, leaf: int, holders: list[bytes]) -> Checkpoint | None:
+    """A checkpoint (proof checked by the p2p layer) from the first holder that serves it."""
     for key in holders:
         with trio.move_on_after(ctx.config.fetch_timeout_s):
             try:
-                got = await ctx.p2p.fetch_checkpoint(key, r, root, leaf)
+                return await ctx.p2p.fetch_checkpoint(key, r, root, leaf)
             except P2PError:
                 continue
-            await trio.to_thread.run_sync(ctx.data.add_checkpoint, r, root, leaf, got.data, got.proof)
-            return got.data
     return None
+
+
+def keep_evidence(ctx: NodeContext, r: int, root: bytes, fetched: dict[int, Checkpoint | None]) -> None:
+    """Store the checkpoints behind a failed check, to serve to the validators who vote on
+    the report even if the miner stops serving. A passed check keeps nothing: ~50 MB per
+    miner per round that nobody would ask for."""
+    for leaf, got in fetched.items():
+        if got is not None:
+            ctx.data.add_checkpoint(r, root, leaf, got.data, got.proof)
 
 
 async def ef_hash_of(ctx: NodeContext, r: int, miner: str) -> bytes | None:
@@ -107,11 +115,14 @@ async def check_one(ctx: NodeContext, r: int, miner: str, commit: tuple[bytes, b
     holders = [k for k in [ctx.node_key_of(miner)] if k] + ctx.peers_for(None)
     n_leaves = cfg.n_segments + 1
     started = time.monotonic()
-    leaves = {leaf: await fetch_leaf(ctx, r, root, leaf, holders) for leaf in needed_leaves(segments, n_leaves)}
+    fetched = {leaf: await fetch_leaf(ctx, r, root, leaf, holders) for leaf in needed_leaves(segments, n_leaves)}
+    leaves = {leaf: None if got is None else got.data for leaf, got in fetched.items()}
     job = CheckJob(ctx.setup.spec, ctx.setup.run_seed, r, miner, state[0], state[1], envelope, root,
                    await ef_hash_of(ctx, r, miner), leaves, segments, ctx.config.max_blob_bytes)
-    fetched = time.monotonic()
+    fetch_done = time.monotonic()
     outcome = await ctx._work(check_miner, job)
+    if outcome.kind is not None:
+        await trio.to_thread.run_sync(keep_evidence, ctx, r, root, fetched)
     ctx.log.info("checked %s", kv(round=r, miner=miner, segments=list(segments), verdict=outcome.kind or "ok",
-                                  fetch_s=f"{fetched - started:.2f}", check_s=f"{time.monotonic() - fetched:.2f}"))
+                                  fetch_s=f"{fetch_done - started:.2f}", check_s=f"{time.monotonic() - fetch_done:.2f}"))
     return MinerCheck(miner, order, envelope, outcome, challenge)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 import requests
 from eth_account import Account
@@ -54,10 +55,35 @@ def connect(rpc_url: str | None) -> ChainHandle:
     return ChainHandle(w3=w3, embedded=False)
 
 
-def _embedded() -> ChainHandle:
-    from eth_tester import EthereumTester, PyEVMBackend
+def one_run_gas_estimate(state: Any, transaction: Any) -> int:
+    """py-evm's default estimator binary-searches the gas limit, ~10 executions per
+    transaction, which made estimates most of the embedded chain's work. One execution at
+    the block gas limit gives the gas used, or the revert; TxSender adds the headroom."""
+    from eth.vm.spoof import SpoofTransaction
 
-    tester = EthereumTester(PyEVMBackend())
+    snapshot = state.snapshot()
+    try:
+        computation = state.apply_transaction(SpoofTransaction(transaction, gas=state.gas_limit, gas_price=0))
+        if computation.is_error:
+            raise computation.error
+        return int(transaction.intrinsic_gas + computation.get_gas_used())
+    finally:
+        state.revert(snapshot)
+
+
+def embedded_backend(**kwargs: Any) -> Any:
+    """A py-evm backend for eth-tester that estimates gas in one execution."""
+    from eth_tester import PyEVMBackend
+
+    backend = PyEVMBackend(**kwargs)
+    backend.chain.gas_estimator = one_run_gas_estimate
+    return backend
+
+
+def _embedded() -> ChainHandle:
+    from eth_tester import EthereumTester
+
+    tester = EthereumTester(embedded_backend())
     w3 = lean(Web3(EthereumTesterProvider(tester)))
     return ChainHandle(w3=w3, embedded=True, tester=tester)
 

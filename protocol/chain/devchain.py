@@ -25,7 +25,7 @@ from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.providers.eth_tester import EthereumTesterProvider
 
-from protocol.chain.backend import ChainHandle, lean
+from protocol.chain.backend import ChainHandle, embedded_backend, lean
 
 # requests whose answer depends only on chain state: answered from a cache until the
 # state changes (any other request, or a mined block), since every node of the devnet
@@ -69,7 +69,7 @@ class DevChain:
         self.lock = threading.RLock()
         # account 0 is the deployer; the others are node accounts with gas from genesis
         state = PyEVMBackend.generate_genesis_state(num_accounts=funded_accounts + 1)
-        self.backend = PyEVMBackend(genesis_state=state)
+        self.backend = embedded_backend(genesis_state=state)
         self.tester = EthereumTester(self.backend)
         self._provider = _LockedTesterProvider(self.tester, self.lock)
         w3 = lean(Web3(self._provider))

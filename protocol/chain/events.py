@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from eth_utils import event_abi_to_log_topic
+
 from protocol.chain.client import ChainClient
 
 LOG_CHUNK_BLOCKS = 5000  # some JSON-RPC nodes cap eth_getLogs ranges
@@ -15,11 +17,17 @@ def read_events(client: ChainClient, contract: str, event: str, from_block: int 
     """All `event` logs of `contract` ("token", "staking", "settlement", "disputes"), oldest first."""
     start = client.deployment.deploy_block if from_block is None else from_block
     end = int(client.w3.eth.block_number) if to_block is None else to_block
-    handle = getattr(getattr(client, contract).events, event)
+    instance = getattr(client, contract)
+    handle = getattr(instance.events, event)()
+    # a plain eth_getLogs by address and topic: web3's contract-level get_logs re-derives
+    # checksummed addresses with keccak on every call, which nodes polling every block felt
+    topic = "0x" + event_abi_to_log_topic(handle.abi).hex()
     out: list[dict[str, Any]] = []
     for lo in range(start, end + 1, LOG_CHUNK_BLOCKS):
         hi = min(end, lo + LOG_CHUNK_BLOCKS - 1)
-        for log in handle().get_logs(from_block=lo, to_block=hi):
+        logs = client.w3.eth.get_logs({"address": instance.address, "topics": [topic], "fromBlock": lo, "toBlock": hi})
+        for raw in logs:
+            log = handle.process_log(raw)
             row = dict(log["args"])
             row["_block"] = int(log["blockNumber"])
             row["_tx"] = log["transactionHash"].hex()
