@@ -38,7 +38,10 @@ class MinerNode(NodeContext):
                 await self._announce(r)
             # a node that joins after a round's commit phase closed does not count that round
             done += 1 if took_part or done or r > first else 0
+            if self.config.max_rounds is None or done < self.config.max_rounds:
+                await self._next_state_early(r)
             await self.wait_round_open(r + 1)
+            await self._prune(r + 1)
             r += 1
 
     async def _work_and_commit(self, r: int) -> bool:
@@ -93,6 +96,35 @@ class MinerNode(NodeContext):
                 "residual": self.data.blobs.put(out.residual).hex(), "size": len(out.envelope)}
         self.data.state.record(r, "work", work)
         return work
+
+    async def _next_state_early(self, r: int) -> None:
+        """Aggregate θ_{r+1} as soon as round r is finalized, while validators attest it, so
+        the next round's training starts when it opens. It is checked against the attested
+        hash then (`state_for`), and fetched from peers if it differs."""
+        while not await self.port.view("settlement", "finalized", r):
+            if await self.port(self.client.current_round) > r:  # someone else was faster
+                return
+            await trio.sleep(self.config.poll_s)
+        try:
+            blob, got, _ = await self.compute_next(r)
+        except StateMismatch as exc:  # an update is unavailable: state_for fetches θ_{r+1}
+            self.log.info("next model not computed ahead %s", kv(round=r + 1, reason=exc))
+            return
+        await self._keep_state(r + 1, got, blob)
+
+    async def _prune(self, current: int) -> None:
+        """Free the checkpoints of past rounds nobody can ask about any more: finalized (no
+        new report can be filed) and with no open report against this miner (voters fetch
+        while one is open). For the tiny model that is ~120 MB per round."""
+        for q in self.data.state.checkpoint_rounds():
+            if q >= current:
+                break
+            if not await self.port.view("settlement", "finalized", q):
+                continue
+            if await self.port.view("settlement", "open_reports", q, self.address):
+                continue
+            freed = await trio.to_thread.run_sync(self.data.drop_checkpoints, q)
+            self.log.info("pruned checkpoints %s", kv(round=q, freed_mb=f"{freed / 1e6:.0f}"))
 
     async def _foreign_update(self, r: int) -> bytes | None:
         """What a copy/stale cheater submits: another miner's (or its own) earlier update."""

@@ -172,10 +172,11 @@ def devnet(
             log.info(line)
 
         admin, members, crashed = run_devnet(opts, progress)
-    config = {"miners": miners, "validators": validators, "rounds": rounds, "cheaters": cheaters, "preset": preset,
-              "chain_id": admin.deployment.chain_id, "contracts": admin.deployment.contracts.model_dump(),
-              "crashed": crashed}
-    report = build_report(admin, members, config, rounds)
+        progress("reading the settlement for the report")
+        config = {"miners": miners, "validators": validators, "rounds": rounds, "cheaters": cheaters, "preset": preset,
+                  "chain_id": admin.deployment.chain_id, "contracts": admin.deployment.contracts.model_dump(),
+                  "crashed": crashed}
+        report = build_report(admin, members, config, rounds)
     render_settlement(console, report)
     for path in write_report(report, out):
         console.print(f"wrote {path}")

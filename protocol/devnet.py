@@ -28,8 +28,9 @@ from protocol.chain.devchain import DevChain
 from protocol.errors import ConfigError, VeritrainError
 from protocol.keys import NodeKeys
 from protocol.node_base import NodeConfig
+from protocol.replay_profile import ProfileWorker
 from protocol.run_config import TOKEN_UNIT, ChainParams, GenesisAllocation, RunConfig
-from protocol.run_setup import prepare
+from protocol.run_setup import prepare, resolve
 from protocol.signing import NodeIdentity, binding_message
 from validator.node import ValidatorNode
 
@@ -115,12 +116,18 @@ def _register(member: Member, stake_tokens: int) -> None:
     client.stake(stake_tokens * TOKEN_UNIT)
 
 
-def setup_network(opts: DevnetOptions, progress: Progress) -> tuple[DevChain, ChainClient, list[Member]]:
+def setup_network(opts: DevnetOptions, progress: Progress,
+                  workers: list[ProfileWorker]) -> tuple[DevChain, ChainClient, list[Member]]:
+    """Chain, contracts and accounts. `workers` receives one started worker per node: they
+    import torch while the hashes are pinned (in the first one) and the contracts deploy."""
     n_miners = opts.miners + len(opts.cheaters)
     chain = DevChain(funded_accounts=n_miners + opts.validators)
     accounts = chain.node_accounts()[: n_miners + opts.validators]
+    config = run_config_for(opts, accounts)
+    profile = resolve(config).profile
+    workers += [ProfileWorker(profile).start() for _ in accounts]
     progress("pinning model, dataset and replay-profile hashes")
-    config = prepare(run_config_for(opts, accounts))
+    config = prepare(config, workers[0])
     progress("deploying contracts on the embedded chain")
     deployment = deploy(chain.handle, chain.deployer, config, progress=lambda m: None)
     admin = ChainClient(chain.handle, deployment, chain.deployer)
@@ -160,7 +167,7 @@ def _in_parallel(calls: list[Callable[[], object]]) -> None:
         raise errors[0]
 
 
-def build_nodes(opts: DevnetOptions, members: list[Member], data_root: Path) -> None:
+def build_nodes(opts: DevnetOptions, members: list[Member], data_root: Path, workers: list[ProfileWorker]) -> None:
     fractions = dict(opts.cheaters)
     for i, m in enumerate(members):
         log = logging.getLogger(f"veritrain.{m.role.name.lower()}{i}")
@@ -169,6 +176,7 @@ def build_nodes(opts: DevnetOptions, members: list[Member], data_root: Path) -> 
                          cheat_fraction=fractions.get(m.kind) if cheat else None)
         cls = MinerNode if m.role == Role.MINER else ValidatorNode
         m.node = cls(m.client, m.keys, cfg, log)
+        m.node.prestarted_worker = workers[i]
 
 
 async def run_nodes(admin: ChainClient, members: list[Member], rounds: int, progress: Progress,
@@ -227,10 +235,15 @@ def _open_reports(admin: ChainClient) -> int:
 
 def run_devnet(opts: DevnetOptions, progress: Progress) -> tuple[ChainClient, list[Member], dict[str, str]]:
     """Set up and run the network: (admin client, members, {node: error} for crashed nodes)."""
-    chain, admin, members = setup_network(opts, progress)
+    workers: list[ProfileWorker] = []
+    try:
+        chain, admin, members = setup_network(opts, progress, workers)
+    except BaseException:
+        _in_parallel([w.close for w in workers])
+        raise
     try:
         with tempfile.TemporaryDirectory(prefix="veritrain-devnet-") as tmp:
-            build_nodes(opts, members, opts.data_root or Path(tmp))
+            build_nodes(opts, members, opts.data_root or Path(tmp), workers)
             try:
                 crashed = trio.run(run_nodes, admin, members, opts.rounds, progress, opts.timeout_s)
             except trio.TooSlowError as exc:
@@ -240,4 +253,5 @@ def run_devnet(opts: DevnetOptions, progress: Progress) -> tuple[ChainClient, li
                           if m.name not in crashed and m.client.call("settlement", "claimable", m.address) > 0])
     finally:
         chain.stop()
+        _in_parallel([w.close for w in workers])  # nodes close theirs; these are the ones that never ran
     return admin, members, crashed

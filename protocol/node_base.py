@@ -20,7 +20,8 @@ from protocol.p2p.config import P2PConfig
 from protocol.p2p.errors import P2PError
 from protocol.p2p.node import P2PNode
 from protocol.p2p.registry import RegistryView
-from protocol.run_setup import Setup, resolve
+from protocol.replay_profile import ProfileWorker
+from protocol.run_setup import Setup, load_dataset, resolve
 from protocol.runtime import AsyncWorker, ChainPort, RegistrySync, kv
 from protocol.store import DataDir
 
@@ -62,18 +63,20 @@ class NodeContext:
         self.p2p = P2PNode(keys.identity, p2p_cfg, self.registry, blobs=self.data, checkpoints=self.data,
                            current_round=lambda: self.current_round)
         self.worker: AsyncWorker | None = None
+        self.prestarted_worker: ProfileWorker | None = None  # the devnet starts them early
         self.commit_log = EventLog(client, "settlement", "UpdateCommitted")
         self.settle_log = EventLog(client, "settlement", "MinerSettled")
 
     async def run(self) -> None:
         """Start the worker, the p2p host, registry sync and gossip reading, then the role's
         `main`; everything stops when `main` returns."""
-        from protocol.replay_profile import ProfileWorker
-
-        worker = ProfileWorker(self.setup.profile)
+        worker = self.prestarted_worker
+        if worker is None or worker.profile != self.setup.profile:
+            worker = ProfileWorker(self.setup.profile)
+        worker.warm(load_dataset, self.setup.spec.dataset)  # while the node boots, not in round 0
         # spawning the worker (it imports torch) and stopping it take seconds: off the event
         # loop, which the devnet shares among all of its nodes
-        await trio.to_thread.run_sync(worker.__enter__)
+        await trio.to_thread.run_sync(worker.ready)
         try:
             self.worker = AsyncWorker(worker)
             async with self.p2p.run():

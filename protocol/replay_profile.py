@@ -14,7 +14,7 @@ import json
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
 from typing import Any, TypeVar
@@ -100,8 +100,13 @@ class ProfileWorker:
     def __init__(self, profile: ReplayProfile) -> None:
         self.profile = profile
         self._pool: ProcessPoolExecutor | None = None
+        self._observed: Future[ReplayProfile] | None = None
 
-    def __enter__(self) -> ProfileWorker:
+    def start(self) -> ProfileWorker:
+        """Start the process and return at once; `ready()` (or entering) waits for it. The
+        devnet starts every node's worker this way, so they import torch while it deploys."""
+        if self._pool is not None:
+            return self
         env = {"ATEN_CPU_CAPABILITY": self.profile.cpu_capability,
                "OMP_NUM_THREADS": str(self.profile.threads)}
         with _ENV_LOCK:  # held only while the process starts: nodes boot their workers in parallel
@@ -110,20 +115,35 @@ class ProfileWorker:
             try:
                 self._pool = ProcessPoolExecutor(1, get_context("spawn"), _init_worker,
                                                  (self.profile,))
-                observed = self._pool.submit(observe_profile)  # starts the process, env set
+                self._observed = self._pool.submit(observe_profile)  # starts the process, env set
             finally:
                 for k, v in saved.items():
                     if v is None:
                         os.environ.pop(k, None)
                     else:
                         os.environ[k] = v
-        actual = observed.result()
+        return self
+
+    def ready(self) -> ProfileWorker:
+        """Wait until the worker runs; raise ProfileMismatch if it cannot run the profile."""
+        self.start()
+        assert self._observed is not None
+        actual = self._observed.result()
         declared, seen = asdict(self.profile), asdict(actual)
         diffs = {k: (v, seen[k]) for k, v in declared.items() if seen[k] != v}
         if diffs:
             self.close()
             raise ProfileMismatch(diffs)
         return self
+
+    def __enter__(self) -> ProfileWorker:
+        return self.ready()
+
+    def warm(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Queue `fn(*args)` without waiting (e.g. loading the dataset ahead of the first job)."""
+        self.start()
+        assert self._pool is not None
+        self._pool.submit(fn, *args)
 
     def call(self, fn: Callable[..., T], *args: Any) -> T:
         if self._pool is None:
@@ -133,7 +153,7 @@ class ProfileWorker:
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+            self._pool, self._observed = None, None
 
     def __exit__(self, *exc: object) -> None:
         self.close()

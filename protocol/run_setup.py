@@ -10,12 +10,15 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from protocol.errors import ConfigError
 from protocol.run_config import RunConfig
+
+if TYPE_CHECKING:
+    from protocol.replay_profile import ProfileWorker
 
 
 class _Strict(BaseModel):
@@ -128,16 +131,21 @@ def pinned_hashes(spec: TrainingSpec) -> dict[str, str]:
     }
 
 
-def prepare(config: RunConfig) -> RunConfig:
-    """The run config with the hashes nodes must reproduce filled in (used by deploy)."""
+def prepare(config: RunConfig, worker: ProfileWorker | None = None) -> RunConfig:
+    """The run config with the hashes nodes must reproduce filled in (used by deploy),
+    computed in `worker` if it runs the config's profile, else in a worker of its own."""
     import torch
 
     from protocol.replay_profile import ProfileWorker
 
     spec = training_spec(config)
     spec = spec.model_copy(update={"torch_version": spec.torch_version or torch.__version__})
-    with ProfileWorker(Setup(spec, b"").profile) as worker:
-        pinned = worker.call(pinned_hashes, spec)
+    profile = Setup(spec, b"").profile
+    if worker is not None and worker.profile == profile:
+        pinned = worker.ready().call(pinned_hashes, spec)
+    else:
+        with ProfileWorker(profile) as own:
+            pinned = own.call(pinned_hashes, spec)
     genesis = pinned.pop("genesis_model_hash")
     spec = spec.model_copy(update=pinned)
     return config.model_copy(update={"training": spec.model_dump(mode="json"), "genesis_model_hash": genesis})

@@ -154,6 +154,18 @@ class NodeState:
             self._db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?, ?)",
                              (round_, trace_root.hex(), leaf, blob_hash.hex(), proof))
 
+    def checkpoint_rounds(self) -> list[int]:
+        with self._lock:
+            return [r[0] for r in self._db.execute("SELECT DISTINCT round FROM checkpoints ORDER BY round")]
+
+    def unindex_checkpoints(self, round_: int) -> frozenset[bytes]:
+        """Forget `round_`'s checkpoints: the blob hashes no other entry still points to."""
+        with self._lock:
+            rows = self._db.execute("SELECT blob FROM checkpoints WHERE round = ?", (round_,)).fetchall()
+            self._db.execute("DELETE FROM checkpoints WHERE round = ?", (round_,))
+            still = {r[0] for r in self._db.execute("SELECT DISTINCT blob FROM checkpoints")}
+        return frozenset(bytes.fromhex(r[0]) for r in rows if r[0] not in still)
+
     def checkpoint_entry(self, round_: int, trace_root: bytes, leaf: int) -> tuple[bytes, bytes] | None:
         with self._lock:
             row = self._db.execute("SELECT blob, proof FROM checkpoints WHERE round = ? AND trace_root = ? AND leaf = ?",
@@ -176,6 +188,17 @@ class DataDir:
         """Keep a checkpoint to serve by (round, trace root, leaf): the miner's own, or a
         validator's evidence (served even if the miner stops serving)."""
         self.state.index_checkpoint(round_, trace_root, leaf, self.blobs.put(data), proof)
+
+    def drop_checkpoints(self, round_: int) -> int:
+        """Delete `round_`'s checkpoints (index first, so a crash leaves at worst an orphan
+        file, never an entry without its file); returns the bytes freed."""
+        freed = 0
+        for blob_hash in self.state.unindex_checkpoints(round_):
+            path = self.blobs.get(blob_hash)
+            if path is not None:
+                freed += path.stat().st_size
+                path.unlink(missing_ok=True)
+        return freed
 
     def get_checkpoint(self, round_: int, trace_root: bytes, index: int) -> tuple[bytes | Path, bytes] | None:
         entry = self.state.checkpoint_entry(round_, trace_root, index)

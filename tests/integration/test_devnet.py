@@ -58,3 +58,18 @@ def test_heldout_loss_goes_down(devnet_report):
     report, _ = devnet_report
     losses = [r["heldout_loss"] for r in report["rounds"]]
     assert losses[-1] < losses[0]
+
+
+def test_miners_free_checkpoints_nobody_can_ask_for(devnet_report):
+    """Each finalized round's checkpoints are deleted, but a reported miner keeps the
+    round's until the report is resolved: voters fetch them while it is open."""
+    _, out = devnet_report
+    lines = (out / "devnet.log").read_text().splitlines()
+    pruned = [i for i, line in enumerate(lines) if "pruned checkpoints round=0" in line]
+    # members are numbered honest miners first: miner0 and miner1 honest, miner2 lazy
+    assert {n for n in ("miner0 ", "miner1 ") if any(n in lines[i] for i in pruned)} == {"miner0 ", "miner1 "}
+    resolved = min(i for i, line in enumerate(lines) if "report resolved" in line)
+    voted = [i for i, line in enumerate(lines) if " voted " in line]
+    assert voted and max(voted) < resolved
+    # the lazy miner may or may not get to free round 0 before the run ends, never early
+    assert all(i > resolved for i in pruned if "miner2 " in lines[i]), "round freed while its report was open"

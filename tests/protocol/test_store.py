@@ -71,3 +71,19 @@ def test_checkpoints_are_served_by_round_root_and_leaf(tmp_path):
     assert d.get_checkpoint(2, b"\x01" * 32, 4) is None
     assert d.get_checkpoint(3, b"\x01" * 32, 3) is None
     assert d.get(content_hash(b"ckpt-bytes")) == path
+
+
+def test_dropping_a_round_frees_its_checkpoints_only(tmp_path):
+    d = DataDir(tmp_path)
+    d.add_checkpoint(1, b"\x01" * 32, 0, b"round-1-leaf-0" * 100, b"p")
+    d.add_checkpoint(1, b"\x01" * 32, 1, b"shared-leaf" * 100, b"p")
+    d.add_checkpoint(2, b"\x02" * 32, 0, b"shared-leaf" * 100, b"p")  # same bytes, still needed
+    d.add_checkpoint(2, b"\x02" * 32, 1, b"round-2-leaf-1" * 100, b"p")
+    assert d.state.checkpoint_rounds() == [1, 2]
+    assert d.drop_checkpoints(1) == len(b"round-1-leaf-0" * 100)
+    assert d.state.checkpoint_rounds() == [2]
+    assert d.get_checkpoint(1, b"\x01" * 32, 0) is None and d.get_checkpoint(1, b"\x01" * 32, 1) is None
+    assert not d.blobs.has(content_hash(b"round-1-leaf-0" * 100))
+    path, _ = d.get_checkpoint(2, b"\x02" * 32, 0)
+    assert path.read_bytes() == b"shared-leaf" * 100
+    assert d.drop_checkpoints(1) == 0  # dropping twice is harmless
