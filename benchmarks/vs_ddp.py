@@ -150,7 +150,7 @@ def _best_single(spec: Spec, futures: list[Future[dict]], log: Callable[[str], N
                                        for r, v in zip(runs, at_b, strict=True)]}
 
 
-def _train_all(spec: Spec, quick: bool, jobs: int, log: Callable[[str], None]) -> dict:
+def _train_all(spec: Spec, quick: bool, jobs: int, log: Callable[[str], None], extend: bool = False) -> dict:
     """DDP (in a thread: its ranks are processes), single worker and veritrain in a pool."""
     default, top = Arm.of(ComputeConfig()), spec.max_factor * spec.ddp_steps
     lrs = (DDP_LR,) if quick else DDP_LRS
@@ -165,7 +165,7 @@ def _train_all(spec: Spec, quick: bool, jobs: int, log: Callable[[str], None]) -
             def ddp_info() -> tuple[Curve, float]:
                 c = Curve(**ddp_f.result()["curve"])
                 return c, c.bytes[-1] / c.steps[-1]
-            sw = sweep.successive_halving(pool, spec, default, ddp_info, log)
+            sw = sweep.successive_halving(pool, spec, default, ddp_info, log, extend)
             out["sweep"] = sw
             keep = [r for r in sw["runs"] if r.arm == default or r is sw["best"]]  # type: ignore[attr-defined]
             finals = sweep.advance_all(pool, spec, keep, top)
@@ -198,10 +198,10 @@ def _run_json(spec: Spec, run: VtRun, ddp: Curve, single: Curve, timing: dict) -
 
 
 def measure(quick: bool, jobs: int = 2, log: Callable[[str], None] = print,
-            spec: Spec | None = None) -> dict[str, object]:
+            spec: Spec | None = None, extend: bool = False) -> dict[str, object]:
     start = time.perf_counter()
     spec = spec or (QUICK if quick else FULL)
-    got = _train_all(spec, quick, jobs, log)
+    got = _train_all(spec, quick, jobs, log, extend)
     ddp, single = Curve(**got["ddp"]["curve"]), Curve(**got["single"]["curve"])
     runs = {r.arm: r for r in got["finals"]}
     best = got["sweep"]["best"] if got["sweep"] else None
@@ -232,8 +232,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--plot", type=Path, default=None, help="write the PNG here")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                     help="worker processes for veritrain runs (each one thread)")
+    ap.add_argument("--extend", action="store_true",
+                    help="also sweep the extension arms (H=30, k=3: top-k, inner and outer lr); past 60 min")
     args = ap.parse_args(argv)
-    result = measure(args.quick, args.jobs, log=lambda s: print(f"[vs-ddp] {s}", flush=True))
+    result = measure(args.quick, args.jobs, log=lambda s: print(f"[vs-ddp] {s}", flush=True), extend=args.extend)
     print_tables(result)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2, default=_json_default))

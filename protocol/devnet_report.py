@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from protocol.chain.client import ChainClient, Role
-from protocol.chain.events import read_events
+from protocol.chain.events import read_many
 from protocol.run_config import TOKEN_UNIT
 
 SCORE_SCALE = 65535
@@ -22,8 +22,9 @@ def _tokens(amount: int) -> float:
 
 
 def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any], rounds: int) -> dict[str, Any]:
-    settled = read_events(admin, "settlement", "MinerSettled")
-    resolved = {row["report_id"]: row for row in read_events(admin, "disputes", "FraudResolved")}
+    logs = read_many(admin, [("settlement", "MinerSettled"), ("disputes", "FraudResolved"), ("staking", "Slashed")])
+    settled = logs[("settlement", "MinerSettled")]
+    resolved = {row["report_id"]: row for row in logs[("disputes", "FraudResolved")]}
     reports = [admin.report(rid) | {"id": rid} for rid in range(1, admin.call("disputes", "report_count") + 1)]
     out_rounds = []
     for r in range(rounds):
@@ -44,7 +45,7 @@ def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any],
             })
         out_rounds.append({"round": r, "heldout_loss": admin.call("settlement", "heldout_loss", r + 1) / LOSS_SCALE,
                            "model_hash": "0x" + admin.call("settlement", "model_hash", r + 1).hex(), "miners": miners})
-    slashes = read_events(admin, "staking", "Slashed")
+    slashes = logs[("staking", "Slashed")]
     final = []
     for m in members:
         final.append({

@@ -147,7 +147,9 @@ def test_grid_extension_is_eligible_by_construction() -> None:
     """Every extension arm meets the proof targets, and even its densest top-k keeps the
     bytes ratio >= 500 on the tiny model (DDP: ring all-reduce of float32 gradients)."""
     default = Arm.of(ComputeConfig())
-    arms = grid(default)
+    base = grid(default)  # the issue's 12 arms, plus the default (not one of them)
+    assert default in base and len(base) == 13 and set(base) < set(grid(default, extend=True))
+    arms = grid(default, extend=True)
     assert len(arms) == len(set(arms)) and default in arms
     ext = [a for a in arms if (a.inner_steps, a.checkpoint_every) == EXT_SHAPE]
     assert ext and all(proof_ok(a) for a in ext)

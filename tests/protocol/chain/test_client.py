@@ -74,7 +74,7 @@ def test_unfunded_account_is_insufficient_funds(chain):
 
 
 def test_event_log_reads_only_new_blocks_and_matches_a_full_scan():
-    from protocol.chain.events import EventLog, read_events
+    from protocol.chain.events import EventLog, read_events, read_many
 
     handle = connect(None)
     deployer = dev_account(handle)
@@ -87,3 +87,9 @@ def test_event_log_reads_only_new_blocks_and_matches_a_full_scan():
     second = funded_node(chain, Role.VALIDATOR, 250)
     assert [r["account"] for r in log.rows()] == [first.address, second.address]
     assert log.rows() == read_events(chain, "staking", "Registered")  # nothing read twice, nothing missed
+    # one query for several events of several contracts splits back into each event's rows
+    wanted = [("staking", "Registered"), ("token", "Transfer"), ("staking", "Staked")]
+    many = read_many(chain, wanted)
+    for contract, event in wanted:
+        assert many[(contract, event)] == read_events(chain, contract, event)
+    assert len(many[("staking", "Registered")]) == 2 and many[("token", "Transfer")]
