@@ -66,16 +66,34 @@ async def ef_hash_of(ctx: NodeContext, r: int, miner: str) -> bytes | None:
 PREFETCH = 3  # miners fetched ahead of the one being checked (each holds its checkpoints in memory)
 
 
+ServedSubmission = tuple[bytes | None, str | None]  # (envelope, None) or (None, what is wrong)
+
+
+async def fetch_submissions(ctx: NodeContext, r: int,
+                            commits: dict[str, tuple[bytes, bytes, int]]) -> dict[str, ServedSubmission]:
+    """Every miner's submission (update and trace: small), fetched concurrently and once,
+    for both the checks and the usefulness scores."""
+    got: dict[str, ServedSubmission] = {}
+
+    async def one(miner: str, commit: tuple[bytes, bytes, int]) -> None:
+        got[miner] = await fetch_submission(ctx, r, miner, commit)
+
+    async with trio.open_nursery() as nursery:
+        for miner, commit in commits.items():
+            nursery.start_soon(one, miner, commit)
+    return got
+
+
 async def check_all(ctx: NodeContext, r: int, commits: dict[str, tuple[bytes, bytes, int]], seed_block: bytes,
-                    state: tuple[bytes, bytes]) -> list[MinerCheck]:
-    """Check every miner: submissions are fetched concurrently while the worker checks the
-    ones already here, one at a time. Results come back in miner order."""
+                    state: tuple[bytes, bytes], submissions: dict[str, ServedSubmission]) -> list[MinerCheck]:
+    """Check every miner: checkpoints are fetched concurrently while the worker checks the
+    miners whose checkpoints are here, one at a time. Results come back in miner order."""
     limiter = trio.CapacityLimiter(PREFETCH)
     done: dict[str, MinerCheck] = {}
 
     async def one(miner: str, commit: tuple[bytes, bytes, int]) -> None:
         async with limiter:  # held until checked: bounds the checkpoints held in memory
-            done[miner] = await check_one(ctx, r, miner, commit, seed_block, state)
+            done[miner] = await check_one(ctx, r, miner, commit, seed_block, state, submission=submissions[miner])
 
     async with trio.open_nursery() as nursery:
         for miner, commit in sorted(commits.items()):
@@ -83,8 +101,7 @@ async def check_all(ctx: NodeContext, r: int, commits: dict[str, tuple[bytes, by
     return [done[m] for m in sorted(done)]
 
 
-async def fetch_submission(ctx: NodeContext, r: int, miner: str,
-                           commit: tuple[bytes, bytes, int]) -> tuple[bytes | None, str | None]:
+async def fetch_submission(ctx: NodeContext, r: int, miner: str, commit: tuple[bytes, bytes, int]) -> ServedSubmission:
     """(envelope, None) when the miner's submission is served and is what it committed,
     else (None, what is wrong)."""
     update_hash, root, _ = commit
@@ -102,12 +119,14 @@ async def fetch_submission(ctx: NodeContext, r: int, miner: str,
 
 
 async def check_one(ctx: NodeContext, r: int, miner: str, commit: tuple[bytes, bytes, int], seed_block: bytes,
-                    state: tuple[bytes, bytes], segments_override: tuple[int, ...] | None = None) -> MinerCheck:
+                    state: tuple[bytes, bytes], segments_override: tuple[int, ...] | None = None,
+                    submission: ServedSubmission | None = None) -> MinerCheck:
+    """`submission`: what `fetch_submission` returned, when it ran already."""
     _, root, order = commit
     cfg = ctx.setup.compute
     challenge = make_challenge(ctx.keys.identity, r, bytes.fromhex(miner[2:]), seed_block, cfg)
     segments = challenge.segments if segments_override is None else segments_override
-    envelope, problem = await fetch_submission(ctx, r, miner, commit)
+    envelope, problem = submission if submission is not None else await fetch_submission(ctx, r, miner, commit)
     if envelope is None:
         ctx.log.info("submission rejected %s", kv(round=r, miner=miner, reason=problem))
         outcome = CheckOutcome(miner, "unavailable", None, None, problem or "", None, None)

@@ -20,7 +20,7 @@ from protocol.hashing import blake3_hash
 from protocol.messages import ModelAttested
 from protocol.node_base import NodeContext, StateMismatch
 from protocol.runtime import kv
-from validator.checks import MinerCheck, check_all, fetch_submission
+from validator.checks import MinerCheck, check_all, fetch_submissions
 from validator.disputes import Disputes
 from validator.scoring import Usefulness
 from validator.work import ScoreJob, score_miners, usefulness_by_miner
@@ -60,13 +60,21 @@ class ValidatorNode(NodeContext):
         commits = await self.commits(r)
         state = await self.state_for(r)
         self.log.info("verifying %s", kv(round=r, miners=len(commits), phase="scoring"))
-        useful: list[dict[bytes, Usefulness] | None] = [None]
+        submissions = await fetch_submissions(self, r, commits)
+        useful: dict[bytes, Usefulness] | None = None
+
+        async def usefulness_ahead() -> None:
+            # the costly half of scoring, on the worker while the checkpoints are fetched
+            nonlocal useful
+            entries = [(m, c[2], submissions[m][0], True) for m, c in sorted(commits.items())]
+            useful = await self._work(usefulness_by_miner, self._score_job(r, state, seed_block, entries))
+
         async with trio.open_nursery() as nursery:
             if self.data.state.recall(r, "scores") is None:  # else a restart: the scores are journaled
-                nursery.start_soon(self._usefulness_ahead, r, commits, state, seed_block, useful)
-            checks = await check_all(self, r, commits, seed_block, state)
+                nursery.start_soon(usefulness_ahead)
+            checks = await check_all(self, r, commits, seed_block, state, submissions)
         await self._report(r, checks)
-        await self._commit_scores(r, checks, state, seed_block, useful[0])
+        await self._commit_scores(r, checks, state, seed_block, useful)
         await self._wait_phase(r, Phase.REVEAL)
         await self._reveal(r)
         await self._wait_phase(r, Phase.AWAITING_FINALIZE)
@@ -104,14 +112,6 @@ class ValidatorNode(NodeContext):
         vseed = blake3_hash("validator-seed", self.keys.identity.sign(b"veritrain/score-seed/v1" + seed_block))
         return ScoreJob(self.setup.spec, self.setup.run_seed, r, state[0], state[1], entries, bytes(vseed),
                         self.config.max_blob_bytes)
-
-    async def _usefulness_ahead(self, r: int, commits: dict[str, tuple[bytes, bytes, int]],
-                                state: tuple[bytes, bytes], seed_block: bytes,
-                                out: list[dict[bytes, Usefulness] | None]) -> None:
-        """The costly half of scoring, on the worker while the checkpoints are fetched."""
-        envelopes = {m: (await fetch_submission(self, r, m, c))[0] for m, c in sorted(commits.items())}
-        entries = [(m, c[2], envelopes[m], True) for m, c in sorted(commits.items())]
-        out[0] = await self._work(usefulness_by_miner, self._score_job(r, state, seed_block, entries))
 
     async def _commit_scores(self, r: int, checks: list[MinerCheck], state: tuple[bytes, bytes],
                              seed_block: bytes, useful: dict[bytes, Usefulness] | None) -> None:
