@@ -163,14 +163,14 @@ class BlobServer:
                 digest = known_hash or _hash_file(f)
                 await self._write(stream, framing.encode_ok_head(size, digest, proof))
                 f.seek(0)
-                while chunk := f.read(CHUNK_SIZE):
+                while chunk := f.read(framing.SEND_CHUNK_SIZE):
                     await self._send_chunk(stream, entry, chunk)
             return
         digest = known_hash or blake3.blake3(content).digest()
         await self._write(stream, framing.encode_ok_head(len(content), digest, proof))
         view = memoryview(content)
-        for off in range(0, len(content), CHUNK_SIZE):
-            await self._send_chunk(stream, entry, view[off : off + CHUNK_SIZE])
+        for off in range(0, len(content), framing.SEND_CHUNK_SIZE):
+            await self._send_chunk(stream, entry, view[off : off + framing.SEND_CHUNK_SIZE])
 
     async def _send_chunk(
         self, stream: INetStream, entry: RegistryEntry, chunk: bytes | memoryview

@@ -6,10 +6,12 @@ for its (up to 65535-byte) body, and `TrioTCPStream.read` maps every such call t
 transfer. Profiling a 50 MB blob fetch put a quarter of the client's CPU in those calls.
 
 `BufferedNoiseTransport` is a plain `NoiseTransport` (passed through `new_host(sec_opt=...)`,
-py-libp2p's public hook for security transports) that hands the Noise handshake and session
-a `ReadAheadConnection`: the same raw connection, but reads fetch up to `READ_AHEAD` bytes at
-once and later reads are served from that buffer. Bytes, order and errors are unchanged;
-writes go straight through. Nothing in py-libp2p is patched.
+py-libp2p's public hook for security transports) that runs the stock Noise handshake over a
+`ReadAheadConnection` (the same raw connection, but reads fetch up to `READ_AHEAD` bytes at
+once and later reads are served from that buffer) and turns the session it returns into a
+`FastNoiseSession` on that same connection (noise_session.py: same wire, far fewer copies).
+Bytes, order and errors are unchanged; writes go straight through. Nothing in py-libp2p is
+patched.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from libp2p.abc import IRawConnection, ISecureConn
 from libp2p.connection_types import ConnectionType
 from libp2p.peer.id import ID
 from libp2p.security.noise.transport import Transport as NoiseTransport
+from libp2p.security.secure_session import SecureSession
 from multiaddr import Multiaddr
+
+from protocol.p2p.noise_session import FastNoiseSession
 
 READ_AHEAD = 256 * 1024  # one recv; ~4 full Noise messages, well under loopback's socket buffer
 
@@ -72,10 +77,19 @@ class ReadAheadConnection(IRawConnection):
 
 
 class BufferedNoiseTransport(NoiseTransport):
-    """Noise whose sessions read the raw connection through a `ReadAheadConnection`."""
+    """Noise whose handshake reads through a `ReadAheadConnection` and whose sessions are
+    `FastNoiseSession`s on that same connection (noise_session.py)."""
 
     async def secure_inbound(self, conn: IRawConnection) -> ISecureConn:
-        return await super().secure_inbound(ReadAheadConnection(conn))
+        raw = ReadAheadConnection(conn)
+        return _fast(await super().secure_inbound(raw), raw)
 
     async def secure_outbound(self, conn: IRawConnection, peer_id: ID) -> ISecureConn:
-        return await super().secure_outbound(ReadAheadConnection(conn), peer_id)
+        raw = ReadAheadConnection(conn)
+        return _fast(await super().secure_outbound(raw, peer_id), raw)
+
+
+def _fast(session: ISecureConn, raw: IRawConnection) -> ISecureConn:
+    if not isinstance(session, SecureSession):
+        raise TypeError(f"Noise handshake returned {type(session).__name__}, not a SecureSession")
+    return FastNoiseSession(session, raw)

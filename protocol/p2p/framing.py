@@ -44,6 +44,9 @@ MAX_PROOF_BYTES = 1 << 20  # a Merkle proof over <= 2^32 leaves is ~1 KiB; gener
 HASH_LEN = 32
 # Largest write that yamux sends as one frame filling whole Noise messages (yamux_tuning.py).
 WRITE_SIZE = YAMUX_FRAME_SIZE - YAMUX_HEADER_SIZE
+# Payload of the chunks we send (readers take any 1..CHUNK_SIZE): header + chunk is exactly
+# one WRITE_SIZE write, so a chunk travels as one yamux frame, one raw write, no short tail.
+SEND_CHUNK_SIZE = WRITE_SIZE - 4
 READ_SIZE = CHUNK_SIZE  # most a single stream read asks for (the muxer returns what it holds)
 _OK_HEAD = struct.Struct(">Q32sI")
 

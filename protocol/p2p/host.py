@@ -28,7 +28,7 @@ from libp2p.security.noise.transport import PROTOCOL_ID as NOISE_PROTOCOL_ID
 from libp2p.stream_muxer.yamux.yamux import PROTOCOL_ID as YAMUX_PROTOCOL_ID
 from libp2p.stream_muxer.yamux.yamux import Yamux
 
-from protocol.p2p import yamux_tuning
+from protocol.p2p import memory, yamux_tuning
 from protocol.p2p.bufconn import BufferedNoiseTransport
 from protocol.p2p.errors import PeerUnavailable, TransferTimeout
 from protocol.p2p.registry import peer_id_of
@@ -54,6 +54,7 @@ def key_pair_from_seed(seed: bytes) -> KeyPair:
 def build_host(identity: NodeIdentity) -> IHost:
     """A host that negotiates only /noise and only /yamux/1.0.0."""
     yamux_tuning.apply()  # larger yamux DATA frames: see yamux_tuning.py
+    memory.keep_freed_buffers()  # reuse transfer buffers: see memory.py
     kp = key_pair_from_seed(identity.seed)
     # The Noise static key is separate from the identity key and may be ephemeral; the
     # handshake payload signs it with the identity key, which is what peers authenticate.

@@ -77,12 +77,19 @@ def test_noise_hooks_the_read_ahead_relies_on_still_exist():
 
 def test_write_size_fills_one_yamux_frame_with_whole_noise_messages():
     # A write of WRITE_SIZE bytes becomes one yamux frame (12-byte header) whose bytes are
-    # exactly NOISE_MESSAGES_PER_FRAME full Noise plaintexts, and the frame fits the
-    # spec's initial window, so a fresh stream can send one whole.
+    # exactly NOISE_MESSAGES_PER_FRAME full Noise plaintexts; a sent chunk (u32 header +
+    # SEND_CHUNK_SIZE bytes) is exactly one such write. Frames are larger than the spec's
+    # initial window but within what receivers auto-tune to; the writer cuts them to the
+    # window granted (test below).
     assert MAX_PLAINTEXT_LENGTH == 65535 - 16
     assert framing.WRITE_SIZE + yamux.HEADER_SIZE == yamux_tuning.FRAME_SIZE
     assert yamux_tuning.FRAME_SIZE % MAX_PLAINTEXT_LENGTH == 0
-    assert yamux_tuning.FRAME_SIZE <= yamux_tuning.INITIAL_WINDOW == yamux.DEFAULT_WINDOW_SIZE
+    assert yamux_tuning.INITIAL_WINDOW == yamux.DEFAULT_WINDOW_SIZE
+    assert yamux_tuning.FRAME_SIZE <= yamux_tuning.MAX_WINDOW == yamux.MAX_WINDOW_SIZE
+    assert framing.SEND_CHUNK_SIZE + 4 == framing.WRITE_SIZE
+    assert framing.SEND_CHUNK_SIZE <= CHUNK_SIZE  # readers take any chunk of 1..CHUNK_SIZE
+    sent = os.urandom(framing.SEND_CHUNK_SIZE)
+    assert list(framing.chunk_pieces(sent)) == [framing.encode_chunk_header(len(sent)) + sent]
     chunk = os.urandom(CHUNK_SIZE)
     pieces = list(framing.chunk_pieces(chunk))
     assert all(len(p) <= framing.WRITE_SIZE for p in pieces)
@@ -122,7 +129,7 @@ async def test_yamux_frame_patch_applies_and_the_writer_still_honours_the_send_w
     async def grant_later() -> None:
         await trio.sleep(0.05)
         async with stream.window_lock:
-            stream.send_window += 1 << 20
+            stream.send_window += 4 * framing.WRITE_SIZE
 
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
