@@ -19,14 +19,13 @@ import time
 from dataclasses import dataclass, field
 
 import torch
-from torch import Tensor
 
 from benchmarks.ddp_baseline import Curve, Spec, dataset, heldout, heldout_loss, miner_address
 from benchmarks.overhead import bare_round
 from protocol.aggregate import GlobalState, aggregate, genesis_state
 from protocol.model import GPT, load_params, preset
 from protocol.proof import build_work
-from protocol.training import ComputeConfig, RoundTask, batch_fn, train_round
+from protocol.training import Carry, ComputeConfig, RoundTask, batch_fn, train_round
 
 
 @dataclass(frozen=True)
@@ -72,7 +71,7 @@ class Arm:
 class VtRun:
     arm: Arm
     state: GlobalState | None = None  # global θ (+ outer momentum) after `rounds` rounds
-    ef: list[Tensor | None] = field(default_factory=list)  # per-miner error feedback (N,)
+    carry: list[Carry | None] = field(default_factory=list)  # per miner: residual, 2nd moment
     rounds: int = 0
     curve: Curve = field(default_factory=Curve)  # x = inner steps per miner
     sent: list[int] = field(default_factory=list)  # cumulative bytes sent, per miner
@@ -99,9 +98,9 @@ def _round(run: VtRun, spec: Spec, cfg: ComputeConfig, model: GPT) -> None:
     blobs = []
     for w in range(spec.workers):
         task = RoundTask(spec.run_seed, run.rounds, miner_address(w), m, cfg)
-        work = build_work(task, train_round(task, ds, theta, run.ef[w], model=model), theta)
+        work = build_work(task, train_round(task, ds, theta, run.carry[w], model=model), theta)
         blobs.append(work.blob)
-        run.ef[w] = work.residual  # (N,) carried into the next round
+        run.carry[w] = work.carry  # into the next round
     _count_bytes(run, blobs)
     run.state = aggregate(run.state, blobs, m, cfg)
     run.rounds += 1
@@ -120,7 +119,7 @@ def advance(spec: Spec, run: VtRun, to_steps: int) -> VtRun:
     cfg, model = run.arm.config(spec.base), GPT(preset(spec.preset))
     if run.state is None:
         run.state = genesis_state(preset(spec.preset), cfg, seed=0)  # θ_0 = DDP's θ_0
-        run.ef = [None] * spec.workers
+        run.carry = [None] * spec.workers
         run.sent, run.recv = [0] * spec.workers, [0] * spec.workers
         _eval(run, spec, model)
     while run.steps < to_steps:

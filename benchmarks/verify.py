@@ -33,7 +33,7 @@ from protocol.proof import (
     make_challenge,
     replay_segment,
     verify_update_derivation,
-    zero_residual_hash,
+    zero_carry_hash,
 )
 from protocol.replay_profile import ReplayProfile, apply_profile, observe_profile
 from protocol.signing import NodeIdentity
@@ -59,9 +59,9 @@ def miner_costs(t: RoundTask, ds: Dataset, theta: Params, profile: ReplayProfile
     ch = make_challenge(NodeIdentity(b"\x11" * 32), 1, t.miner, b"\x22" * 32, t.cfg)
     blobs = {i: sub.fetch(i, t) for i in {0, t.cfg.n_segments, *ch.segments,
                                           *(s + 1 for s in ch.segments)}}
-    ef0 = zero_residual_hash(num_params(t.model))
+    carry0 = zero_carry_hash(t.model)
     start = time.perf_counter()
-    d = verify_update_derivation(t, sub.trace, theta, ef0, blobs[0], blobs[t.cfg.n_segments],
+    d = verify_update_derivation(t, sub.trace, theta, carry0, blobs[0], blobs[t.cfg.n_segments],
                                  sub.blob)
     model = GPT(t.model)
     replays = [replay_segment(t, ds, sub.trace, s, blobs[s], blobs[s + 1], profile, model=model)
@@ -126,13 +126,13 @@ def false_positives(ds: Dataset, profile: ReplayProfile, miners: int, validators
     cfg = ComputeConfig(batch_size=4)
     theta = init_params(preset("micro"), 0)
     flagged = total = 0
-    ef0 = zero_residual_hash(num_params(preset("micro")))
+    carry0 = zero_carry_hash(preset("micro"))
     for i in range(miners):
         t = _task("micro", 100 + i, cfg)
         sub = adv.honest(t, ds, theta, None)
         for v in range(validators):
             ch = make_challenge(NodeIdentity(bytes([v + 1]) * 32), 1, t.miner, b"\x33" * 32, cfg)
-            res = verify_submission(t, ds, theta, ef0, sub.root, sub.trace, sub.blob,
+            res = verify_submission(t, ds, theta, carry0, sub.root, sub.trace, sub.blob,
                                     lambda leaf, s=sub, tt=t: s.fetch(leaf, tt), ch.segments,
                                     profile)
             flagged += judge(res).kind is not None

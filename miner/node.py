@@ -79,8 +79,8 @@ class MinerNode(NodeContext):
         state_blob, state_hash = await self.state_for(r)
         prev = self.data.state.recall(r - 1, "work") if r > 0 else None
         committed_prev = r > 0 and await self.port(self.client.call, "settlement", "has_committed", r - 1, self.address)
-        ef_in = self.data.blobs.read(bytes.fromhex(prev["residual"])) if prev and committed_prev else None
-        job = MinerJob(self.setup.spec, self.setup.run_seed, r, self.address, state_blob, state_hash, ef_in,
+        carry_in = self.data.blobs.read(bytes.fromhex(prev["carry"])) if prev and committed_prev else None
+        job = MinerJob(self.setup.spec, self.setup.run_seed, r, self.address, state_blob, state_hash, carry_in,
                        self.client.handle.chain_id, self.client.settlement.address, self.config.cheat,
                        self.config.cheat_fraction, await self._foreign_update(r), str(self.data.blobs.root))
         self.log.info("training %s", kv(round=r, cheat=self.config.cheat or "none"))
@@ -93,7 +93,7 @@ class MinerNode(NodeContext):
             if stored is not None:  # written (fsynced) by the worker; withheld leaves are not
                 self.data.state.index_checkpoint(r, out.trace_root, leaf, stored, proof)
         work = {"update_hash": update_hash.hex(), "trace_root": out.trace_root.hex(),
-                "residual": self.data.blobs.put(out.residual).hex(), "size": len(out.envelope)}
+                "carry": self.data.blobs.put(out.carry).hex(), "size": len(out.envelope)}
         self.data.state.record(r, "work", work)
         return work
 

@@ -6,9 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import safetensors.torch
-import torch
-
 from protocol.adversaries import (
     Submission,
     fabricate,
@@ -25,10 +22,10 @@ from protocol.adversaries import (
 from protocol.aggregate import decode_state
 from protocol.checkpoint import encode_checkpoint
 from protocol.envelope import encode_envelope, encode_proof
-from protocol.proof import leaf_proof, residual_hash
+from protocol.proof import carry_hash, decode_carry, encode_carry, leaf_proof
 from protocol.run_setup import Setup, TrainingSpec, load_dataset
 from protocol.store import write_blob
-from protocol.training import RoundTask
+from protocol.training import RoundTask, zero_carry
 
 CHEATS = ("lazy", "fabricate", "wrong-data", "copy", "stale", "scale", "sign-flip", "nan", "noise", "withhold")
 
@@ -41,7 +38,7 @@ class MinerJob:
     miner: str  # 0x address
     state_blob: bytes  # encoded global state θ_r
     state_hash: bytes  # its attested hash
-    ef_in: bytes | None  # safetensors {"residual": (N,)} carried from the last round, None = zeros
+    carry_in: bytes | None  # proof.encode_carry of what the last round carried out, None = zeros
     chain_id: int
     contract: str  # settlement address (bound into the envelope)
     cheat: str | None = None
@@ -57,7 +54,7 @@ class MinerOutput:
     checkpoints: list[bytes | None]  # content hash of each encoded checkpoint, stored in blob_dir (None: withheld)
     proofs: list[bytes]  # Merkle proof of each checkpoint leaf
     withheld: list[int]  # leaves a withholding cheater refuses to serve
-    residual: bytes  # safetensors {"residual": (N,)} for the next round
+    carry: bytes  # proof.encode_carry of what this round carries into the next
 
 
 def produce(job: MinerJob) -> MinerOutput:
@@ -65,13 +62,13 @@ def produce(job: MinerJob) -> MinerOutput:
     model, cfg = setup.model, setup.compute
     ds = load_dataset(job.spec.dataset)
     theta = decode_state(job.state_blob, model, job.state_hash).params
-    ef = safetensors.torch.load(job.ef_in)["residual"] if job.ef_in else None
+    carry = decode_carry(job.carry_in, model) if job.carry_in else None
     task = RoundTask(job.run_seed, job.round, bytes.fromhex(job.miner[2:]), model, cfg)
-    sub = _work(job, task, ds, theta, ef)
+    sub = _work(job, task, ds, theta, carry)
     envelope = encode_envelope(job.chain_id, job.contract, job.round, job.miner, sub.trace, sub.blob)
     root = bytes(sub.root)
-    residual = sub.residual if sub.residual is not None else torch.zeros(sum(p.numel() for p in theta.values()))
-    assert residual_hash(residual) == sub.trace.residual_hash or job.cheat is not None
+    carry_out = sub.carry if sub.carry is not None else zero_carry(model)
+    assert carry_hash(carry_out) == sub.trace.carry_hash or job.cheat is not None
     proofs = []
     for i in range(len(sub.checkpoints)):
         p = leaf_proof(sub.trace, i)
@@ -82,22 +79,22 @@ def produce(job: MinerJob) -> MinerOutput:
     stored = [None if leaf in sub.withheld else write_blob(Path(job.blob_dir), encode_checkpoint(c, model))
               for leaf, c in enumerate(sub.checkpoints)]
     return MinerOutput(envelope, root, stored, proofs, sorted(sub.withheld),
-                       safetensors.torch.save({"residual": residual.contiguous()}))
+                       encode_carry(carry_out))
 
 
-def _work(job: MinerJob, task: RoundTask, ds, theta, ef) -> Submission:  # noqa: ANN001
+def _work(job: MinerJob, task: RoundTask, ds, theta, carry) -> Submission:  # noqa: ANN001
     cheat, fraction = job.cheat, job.fraction if job.fraction is not None else 1.0
     if cheat is None:
-        return honest(task, ds, theta, ef)
+        return honest(task, ds, theta, carry)
     if cheat == "lazy":
-        return lazy(task, ds, theta, ef, fraction)
+        return lazy(task, ds, theta, carry, fraction)
     if cheat == "withhold":
-        return withhold(task, ds, theta, ef, fraction)
+        return withhold(task, ds, theta, carry, fraction)
     if cheat == "fabricate":
-        return fabricate(task, ds, theta, ef)
+        return fabricate(task, ds, theta, carry)
     if cheat == "wrong-data":
-        return wrong_data(task, ds, theta, ef)
-    base = honest(task, ds, theta, ef)
+        return wrong_data(task, ds, theta, carry)
+    base = honest(task, ds, theta, carry)
     edits = {"scale": scale_blob, "sign-flip": sign_flip_blob, "nan": nan_blob, "noise": noise_blob}
     if cheat in edits:
         return submit_blob(base, edits[cheat](task, base.blob))

@@ -19,14 +19,16 @@ from protocol.compress import Compressed, decode_update, encode_update, expected
 from protocol.data import Dataset, assign_pages, sample_distinct
 from protocol.hashing import Digest, blake3_hash, seed_int
 from protocol.model import GPT, Params, init_params, num_params
-from protocol.proof import MinerWork, Trace, build_work, derive_update, residual_hash, trace_root
+from protocol.proof import MinerWork, Trace, build_work, carry_hash, derive_update, trace_root
 from protocol.training import (
+    Carry,
     RoundTask,
     TrainedRound,
     batch_fn,
     fresh_checkpoint,
     run_steps,
     train_round,
+    zero_carry,
 )
 
 
@@ -38,7 +40,7 @@ class Submission:
     blob: bytes  # committed update blob
     checkpoints: list[Checkpoint] = field(repr=False)
     withheld: frozenset[int] = frozenset()  # leaves the miner refuses to serve
-    residual: Tensor | None = field(default=None, repr=False)  # carried into round r+1
+    carry: Carry | None = field(default=None, repr=False)  # into round r+1
 
     def fetch(self, leaf: int, task: RoundTask) -> bytes | None:
         if leaf in self.withheld or not 0 <= leaf < len(self.checkpoints):
@@ -49,11 +51,11 @@ class Submission:
 def submit(task: RoundTask, work: MinerWork, blob: bytes | None = None,
            withheld: frozenset[int] = frozenset()) -> Submission:
     return Submission(task.miner, trace_root(work.trace), work.trace,
-                      work.blob if blob is None else blob, work.checkpoints, withheld, work.residual)
+                      work.blob if blob is None else blob, work.checkpoints, withheld, work.carry)
 
 
-def honest(task: RoundTask, ds: Dataset, theta: Params, ef: Tensor | None) -> Submission:
-    return submit(task, build_work(task, train_round(task, ds, theta, ef), theta))
+def honest(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None) -> Submission:
+    return submit(task, build_work(task, train_round(task, ds, theta, carry), theta))
 
 
 # ---------------------------------------------------------------------------------------
@@ -66,12 +68,12 @@ def faked_segments(task: RoundTask, fraction: float) -> list[int]:
     return sorted(sample_distinct(blake3_hash("lazy", task.seed), range(n), count))
 
 
-def lazy(task: RoundTask, ds: Dataset, theta: Params, ef: Tensor | None,
+def lazy(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
          fraction: float = 0.5) -> Submission:
     """Skips the steps of a fraction of segments, extrapolating their end checkpoints."""
     fake = set(faked_segments(task, fraction))
     model, batches = GPT(task.model), batch_fn(task, ds)
-    ckpts, losses = [fresh_checkpoint(task, theta, ef)], list[float]()
+    ckpts, losses = [fresh_checkpoint(task, theta, carry)], list[float]()
     k = task.cfg.checkpoint_every
     for s in range(task.cfg.n_segments):
         start = ckpts[-1]
@@ -87,10 +89,10 @@ def lazy(task: RoundTask, ds: Dataset, theta: Params, ef: Tensor | None,
     return submit(task, build_work(task, TrainedRound(ckpts, losses), theta))
 
 
-def fabricate(task: RoundTask, ds: Dataset, theta: Params, ef: Tensor | None,
+def fabricate(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
               leaf: int = 1) -> Submission:
     """Replaces checkpoint `leaf` by a random one and trains on from it."""
-    trained = train_round(task, ds, theta, ef)
+    trained = train_round(task, ds, theta, carry)
     ckpts = list(trained.checkpoints[:leaf])
     rand = init_params(task.model, seed_int(task.seed, 99) % 1000)
     ckpts.append(replace(trained.checkpoints[leaf], params=rand))
@@ -100,39 +102,49 @@ def fabricate(task: RoundTask, ds: Dataset, theta: Params, ef: Tensor | None,
     return submit(task, build_work(task, TrainedRound(ckpts, trained.losses), theta))
 
 
-def wrong_data(task: RoundTask, ds: Dataset, theta: Params, ef: Tensor | None) -> Submission:
+def wrong_data(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None) -> Submission:
     """Trains on pages other than the assigned ones."""
     mine = set(assign_pages(ds, task.seed, task.cfg.pages_per_miner))
     other = [p for p in ds.train_pages if p not in mine][: task.cfg.pages_per_miner]
     batches = batch_fn(task, ds, pages=other)
-    return submit(task, build_work(task, train_round(task, ds, theta, ef, batches), theta))
+    return submit(task, build_work(task, train_round(task, ds, theta, carry, batches), theta))
 
 
-def small_batch(task: RoundTask, ds: Dataset, theta: Params, ef: Tensor | None) -> Submission:
+def small_batch(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None) -> Submission:
     """Trains with half the configured batch size."""
     batches = batch_fn(task, ds, batch_size=max(1, task.cfg.batch_size // 2))
-    return submit(task, build_work(task, train_round(task, ds, theta, ef, batches), theta))
+    return submit(task, build_work(task, train_round(task, ds, theta, carry, batches), theta))
 
 
-def wrong_base(task: RoundTask, ds: Dataset, theta: Params, ef: Tensor | None) -> Submission:
+def wrong_base(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None) -> Submission:
     """Trains (honestly) from a model other than θ_r."""
     other = init_params(task.model, 12345)
-    trained = train_round(task, ds, other, ef)
+    trained = train_round(task, ds, other, carry)
     return submit(task, build_work(task, trained, other))
 
 
-def ef_inject(task: RoundTask, ds: Dataset, theta: Params, ef: Tensor | None,
+def ef_inject(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
               payload: Tensor | None = None) -> Submission:
     """Puts an arbitrary error-feedback buffer at leaf 0 to smuggle in an update."""
     n = num_params(task.model)
     inject = payload if payload is not None else torch.full((n,), 0.05)
-    return honest(task, ds, theta, inject)
+    base = carry if carry is not None else zero_carry(task.model)
+    return honest(task, ds, theta, Carry(inject, base.second_moment))
 
 
-def withhold(task: RoundTask, ds: Dataset, theta: Params, ef: Tensor | None,
+def moment_inject(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
+                  scale: float = 1e-6) -> Submission:
+    """Starts from a second moment other than the committed one: a tiny one makes every
+    AdamW step huge, a large one freezes training."""
+    base = carry if carry is not None else zero_carry(task.model)
+    fake = {k: torch.full_like(t, scale) for k, t in base.second_moment.items()}
+    return honest(task, ds, theta, Carry(base.residual, fake))
+
+
+def withhold(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
              fraction: float = 0.5) -> Submission:
     """A lazy miner that refuses to serve both checkpoints around each segment it faked."""
-    sub = lazy(task, ds, theta, ef, fraction)
+    sub = lazy(task, ds, theta, carry, fraction)
     hidden = frozenset(leaf for s in faked_segments(task, fraction) for leaf in (s, s + 1))
     return replace(sub, withheld=hidden)
 
@@ -188,7 +200,7 @@ def not_derived(task: RoundTask, work: MinerWork) -> bytes:
     return derive_update(theta, work.checkpoints[-2], ef, task.cfg)[0]
 
 
-def residual_of(sub: Submission) -> Tensor:
-    """The residual an honest miner carries into the next round (hash is in its trace)."""
-    assert sub.residual is not None and residual_hash(sub.residual) == sub.trace.residual_hash
-    return sub.residual
+def carry_of(sub: Submission) -> Carry:
+    """What an honest miner carries into the next round (its hash is in the trace)."""
+    assert sub.carry is not None and carry_hash(sub.carry) == sub.trace.carry_hash
+    return sub.carry

@@ -1,7 +1,8 @@
 """Checkpoints: the replayable training state, its content hash and its safetensors codec.
 
-A checkpoint holds the parameters, the AdamW moments, the step, the RNG state and (at leaf 0
-only) the error-feedback buffer carried into the round. Its hash is over a canonical framing
+A checkpoint holds the parameters, the AdamW moments, the step, the RNG state, whether the
+second moment was carried in from the miner's previous round (`warm`: then AdamW skips its
+bias correction) and (at leaf 0 only) the error-feedback buffer carried into the round. Its hash is over a canonical framing
 of the header and every tensor (sorted keys, dtype, shape, raw little-endian bytes), so it
 does not depend on how safetensors lays out a file. Decoding never unpickles: it reads a
 size-capped safetensors blob and a strict pydantic header, and checks every key, shape and
@@ -41,10 +42,11 @@ class CheckpointHeader(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     format: Literal["veritrain-checkpoint"] = "veritrain-checkpoint"
-    version: Literal[1] = 1
+    version: Literal[2] = 2
     step: int = Field(ge=0, le=10**9)
     model: str = Field(pattern=r"^[0-9a-f]{64}$")  # hex model config hash
     has_ef: bool
+    warm: bool
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class Checkpoint:
     exp_avg_sq: Params  # AdamW second moment
     rng: Tensor  # (5056,) uint8 generator state
     ef: Tensor | None  # (N,) float32 error-feedback buffer, leaf 0 only
+    warm: bool = False  # exp_avg_sq was carried in from the previous round (training.Carry)
 
 
 def _tensors(c: Checkpoint) -> dict[str, Tensor]:
@@ -68,7 +71,8 @@ def _tensors(c: Checkpoint) -> dict[str, Tensor]:
 
 
 def _header(c: Checkpoint, cfg: ModelConfig) -> CheckpointHeader:
-    return CheckpointHeader(step=c.step, model=config_hash(cfg).hex(), has_ef=c.ef is not None)
+    return CheckpointHeader(step=c.step, model=config_hash(cfg).hex(), has_ef=c.ef is not None,
+                            warm=c.warm)
 
 
 def hash_tensors(domain: str, header: bytes, tensors: dict[str, Tensor]) -> Digest:
@@ -147,4 +151,5 @@ def decode_checkpoint(blob: bytes, cfg: ModelConfig) -> Checkpoint:
         exp_avg_sq={k: _expect(tensors, f"v/{k}", s, f32) for k, s in shapes.items()},
         rng=_expect(tensors, "rng", (RNG_STATE_BYTES,), torch.uint8),
         ef=_expect(tensors, "ef", (num_params(cfg),), f32) if header.has_ef else None,
+        warm=header.warm,
     )

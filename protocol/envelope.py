@@ -32,14 +32,14 @@ class EnvelopeError(VeritrainError):
 
 class EnvelopeHeader(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     chain_id: int = Field(ge=0, lt=2**63)
     contract: Address  # the settlement contract
     round: int = Field(ge=0, lt=2**63)
     miner: Address
     checkpoint_hashes: list[Hex32] = Field(max_length=1 << 16)
     losses: list[float] = Field(max_length=1 << 20)
-    residual_hash: Hex32
+    carry_hash: Hex32  # training.Carry into the next round (proof.carry_hash)
     update_size: int = Field(ge=0, lt=2**40)
 
 
@@ -52,14 +52,14 @@ class Envelope:
     def trace(self) -> Trace:
         h = self.header
         return Trace(tuple(Digest(bytes.fromhex(x)) for x in h.checkpoint_hashes), tuple(h.losses),
-                     Digest(bytes.fromhex(h.residual_hash)))
+                     Digest(bytes.fromhex(h.carry_hash)))
 
 
 def encode_envelope(chain_id: int, contract: str, round_: int, miner: str, trace: Trace, update: bytes) -> bytes:
     header = EnvelopeHeader(
         chain_id=chain_id, contract=contract, round=round_, miner=miner,
         checkpoint_hashes=[h.hex() for h in trace.checkpoint_hashes], losses=[float(x) for x in trace.losses],
-        residual_hash=trace.residual_hash.hex(), update_size=len(update),
+        carry_hash=trace.carry_hash.hex(), update_size=len(update),
     )
     body = header.model_dump_json().encode()
     return MAGIC + struct.pack(">I", len(body)) + body + update

@@ -1,8 +1,9 @@
 """Proof of compute: the trace, challenges, segment replay and derivation checks.
 
 Trace leaves (DESIGN §4): the H/k + 1 checkpoint hashes (steps 0, k, ..., H), then the hash of
-the H per-step losses, then the hash of the error-feedback residual carried into the next
-round. The trace root is their Merkle root and is committed on chain with the update hash.
+the H per-step losses, then the hash of what the miner carries into its next round (the
+error-feedback residual and AdamW's second moment: `training.Carry`). The trace root is their
+Merkle root and is committed on chain with the update hash.
 
 Every check here returns evidence (`ReplayResult`, `DerivationResult`); `protocol.verdict`
 turns evidence into a fraud-report kind with thresholds from config.
@@ -15,14 +16,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import safetensors.torch
 import torch
 from torch import Tensor
 
 from protocol.checkpoint import (
+    MAX_HEADER_BYTES,
+    BlobFormatError,
     Checkpoint,
     CheckpointFormatError,
     checkpoint_hash,
     decode_checkpoint,
+    hash_tensors,
+    read_safetensors,
 )
 from protocol.compress import (
     UpdateFormatError,
@@ -34,16 +40,18 @@ from protocol.compress import (
 from protocol.data import Dataset, sample_distinct
 from protocol.errors import VeritrainError
 from protocol.hashing import Digest, MerkleProof, blake3_hash, merkle_proof, merkle_root, u64
-from protocol.model import GPT, Params, flatten, num_params
+from protocol.model import GPT, ModelConfig, Params, flatten, num_params, param_shapes
 from protocol.replay_profile import ReplayProfile, check_profile
 from protocol.signing import NodeIdentity, verify
 from protocol.training import (
+    Carry,
     ComputeConfig,
     RoundTask,
     TrainedRound,
     batch_fn,
     fresh_checkpoint,
     run_steps,
+    zero_carry,
 )
 
 CHALLENGE_DOMAIN = b"veritrain/challenge/v1"
@@ -65,24 +73,48 @@ class ChallengeError(VeritrainError):
 class Trace:
     checkpoint_hashes: tuple[Digest, ...]  # H/k + 1 leaves
     losses: tuple[float, ...]  # H per-step losses (float32 values)
-    residual_hash: Digest  # error-feedback residual carried into round r+1
+    carry_hash: Digest  # what the miner carries into round r+1 (residual, second moment)
 
 
 def losses_hash(losses: Sequence[float]) -> Digest:
     return blake3_hash("losses", np.asarray(losses, dtype="<f4").tobytes())
 
 
-def residual_hash(residual: Tensor) -> Digest:
-    return blake3_hash("residual", residual.contiguous().numpy().astype("<f4").tobytes())
+def _carry_tensors(carry: Carry) -> dict[str, Tensor]:
+    return {"residual": carry.residual} | {f"v/{k}": t for k, t in carry.second_moment.items()}
 
 
-def zero_residual_hash(n: int) -> Digest:
-    """The buffer a miner carries after a missed round (or into its first round)."""
-    return residual_hash(torch.zeros(n))
+def carry_hash(carry: Carry) -> Digest:
+    return hash_tensors("carry", b"", _carry_tensors(carry))
+
+
+def encode_carry(carry: Carry) -> bytes:
+    """A miner's own carry between rounds, as stored in its data dir."""
+    return safetensors.torch.save({k: t.contiguous() for k, t in _carry_tensors(carry).items()})
+
+
+def decode_carry(blob: bytes, model: ModelConfig) -> Carry:
+    """Parse a stored carry; raise CheckpointFormatError unless it fits the model."""
+    try:
+        tensors, _ = read_safetensors(blob, 2 * 4 * num_params(model) + MAX_HEADER_BYTES)
+    except BlobFormatError as exc:
+        raise CheckpointFormatError(f"bad carry: {exc}") from exc
+    shapes = param_shapes(model)
+    want = {"residual": (num_params(model),)} | {f"v/{k}": s for k, s in shapes.items()}
+    if {k: tuple(t.shape) for k, t in tensors.items()} != want:
+        raise CheckpointFormatError("carry does not fit the model")
+    if any(t.dtype != torch.float32 for t in tensors.values()):
+        raise CheckpointFormatError("carry tensors must be float32")
+    return Carry(tensors["residual"], {k: tensors[f"v/{k}"] for k in shapes})
+
+
+def zero_carry_hash(model: ModelConfig) -> Digest:
+    """What a miner carries into its first round, or after a round it missed."""
+    return carry_hash(zero_carry(model))
 
 
 def trace_leaves(t: Trace) -> list[bytes]:
-    return [*t.checkpoint_hashes, losses_hash(t.losses), t.residual_hash]
+    return [*t.checkpoint_hashes, losses_hash(t.losses), t.carry_hash]
 
 
 def trace_root(t: Trace) -> Digest:
@@ -109,7 +141,7 @@ def check_trace(t: Trace, root: bytes, cfg: ComputeConfig) -> None:
 class MinerWork:
     trace: Trace
     blob: bytes  # the update, safetensors bytes
-    residual: Tensor  # (N,) error feedback carried into the next round
+    carry: Carry  # into the next round: error feedback and the final second moment
     checkpoints: list[Checkpoint]  # served on request, by leaf index
 
 
@@ -125,9 +157,10 @@ def build_work(task: RoundTask, trained: TrainedRound, theta_r: Params) -> Miner
     leaf0, final = trained.checkpoints[0], trained.checkpoints[-1]
     assert leaf0.ef is not None
     blob, residual = derive_update(theta_r, final, leaf0.ef, task.cfg)
+    carry = Carry(residual, final.exp_avg_sq)
     hashes = tuple(checkpoint_hash(c, task.model) for c in trained.checkpoints)
-    trace = Trace(hashes, tuple(trained.losses), residual_hash(residual))
-    return MinerWork(trace, blob, residual, trained.checkpoints)
+    trace = Trace(hashes, tuple(trained.losses), carry_hash(carry))
+    return MinerWork(trace, blob, carry, trained.checkpoints)
 
 
 # ---------------------------------------------------------------------------------------
@@ -263,43 +296,44 @@ def replay_segment(task: RoundTask, ds: Dataset, trace: Trace, segment: int,
 class DerivationResult:
     """Evidence from the leaf-0 and derivation checks; `failures` empty means both passed."""
 
-    failures: tuple[str, ...]  # e.g. "leaf0-theta", "ef-hash", "update-bytes", "residual-hash"
+    failures: tuple[str, ...]  # e.g. "leaf0-state", "carry-in", "update-bytes", "carry-out"
     missing_leaf: int | None  # leaf 0 or the final leaf not served
-    leaf0_expected: Digest | None  # hash of θ_r + fresh optimizer + claimed ef
+    leaf0_expected: Digest | None  # hash of θ_r + fresh first moment + the claimed carry
     leaf0_committed: Digest
     update_expected: Digest | None  # content hash of the re-derived blob
     update_committed: Digest
-    residual_expected: Digest | None
-    residual_committed: Digest
+    carry_expected: Digest | None  # carry out of this round, re-derived
+    carry_committed: Digest
 
 
 def _leaf0_failures(task: RoundTask, leaf0: Checkpoint, theta_r: Params, committed: bytes,
-                    ef_hash: bytes) -> tuple[list[str], Digest | None]:
+                    carry_in_hash: bytes) -> tuple[list[str], Digest | None]:
     if leaf0.ef is None:
         return ["ef-missing"], None
-    failures = [] if residual_hash(leaf0.ef) == ef_hash else ["ef-hash"]
-    fresh = fresh_checkpoint(task, theta_r, leaf0.ef)
+    carried = Carry(leaf0.ef, leaf0.exp_avg_sq)
+    failures = [] if carry_hash(carried) == carry_in_hash else ["carry-in"]
+    fresh = fresh_checkpoint(task, theta_r, carried)
     leaf0_expected = checkpoint_hash(fresh, task.model)
     if leaf0_expected != committed:
         failures.append("leaf0-state")
     return failures, leaf0_expected
 
 
-def verify_update_derivation(task: RoundTask, trace: Trace, theta_r: Params, ef_hash: bytes,
+def verify_update_derivation(task: RoundTask, trace: Trace, theta_r: Params, carry_in_hash: bytes,
                              leaf0_blob: bytes | None, final_blob: bytes | None,
                              blob: bytes) -> DerivationResult:
-    """Check leaf 0 is θ_r with a fresh optimizer and the committed ef buffer (`ef_hash`:
-    the residual hash of the miner's previous trace, or `zero_residual_hash` after a missed
-    round), and that the blob and the residual follow from leaf 0 and the final checkpoint."""
+    """Check leaf 0 is θ_r with a zero first moment and the committed carry (`carry_in_hash`:
+    the carry hash of the miner's previous trace, or `zero_carry_hash` after a missed round),
+    and that the blob and the carry out follow from leaf 0 and the final checkpoint."""
     cfg, n = task.cfg, len(trace.checkpoint_hashes)
     blob_hash = blake3_hash("update-blob", blob)
     leaf0 = served_checkpoint(leaf0_blob, trace.checkpoint_hashes[0], task)
     final = served_checkpoint(final_blob, trace.checkpoint_hashes[-1], task)
     if leaf0 is None or final is None:
         return DerivationResult((), 0 if leaf0 is None else n - 1, None, trace.checkpoint_hashes[0],
-                                None, blob_hash, None, trace.residual_hash)
+                                None, blob_hash, None, trace.carry_hash)
     failures, leaf0_expected = _leaf0_failures(task, leaf0, theta_r, trace.checkpoint_hashes[0],
-                                               ef_hash)
+                                               carry_in_hash)
     ef_in = leaf0.ef if leaf0.ef is not None else torch.zeros(num_params(task.model))
     derived, residual = derive_update(theta_r, final, ef_in, cfg)
     want = expected_header(num_params(task.model), cfg.chunk, cfg.topk, cfg.bits)
@@ -309,9 +343,9 @@ def verify_update_derivation(task: RoundTask, trace: Trace, theta_r: Params, ef_
         same = False
     if not same:
         failures.append("update-bytes")
-    res_hash = residual_hash(residual)
-    if res_hash != trace.residual_hash:
-        failures.append("residual-hash")
+    carry_out = carry_hash(Carry(residual, final.exp_avg_sq))
+    if carry_out != trace.carry_hash:
+        failures.append("carry-out")
     return DerivationResult(tuple(failures), None, leaf0_expected, trace.checkpoint_hashes[0],
-                            blake3_hash("update-blob", derived), blob_hash, res_hash,
-                            trace.residual_hash)
+                            blake3_hash("update-blob", derived), blob_hash, carry_out,
+                            trace.carry_hash)

@@ -20,7 +20,7 @@ from protocol.checkpoint import Checkpoint
 from protocol.data import Dataset, assign_pages, batch, miner_seed
 from protocol.errors import ConfigError
 from protocol.hashing import Digest, seed_int
-from protocol.model import GPT, ModelConfig, Params, load_params, num_params
+from protocol.model import GPT, ModelConfig, Params, load_params, num_params, param_shapes
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class ComputeConfig:
     checkpoint_every: int = 3  # k: steps per replay segment (H/k = 10 segments)
     batch_size: int = 8  # sequences per inner step
     pages_per_miner: int = 8  # data pages assigned to each miner per round
-    inner_lr: float = 1e-3  # AdamW learning rate (best for miners and a lone worker alike: benchmarks/VS_DDP.md)
+    inner_lr: float = 7.5e-4  # AdamW learning rate (with the carried second moment: benchmarks/VS_DDP.md)
     beta1: float = 0.9  # AdamW first-moment decay
     beta2: float = 0.95  # AdamW second-moment decay (nanoGPT)
     eps: float = 1e-8  # AdamW denominator epsilon
@@ -101,24 +101,49 @@ def batch_fn(task: RoundTask, ds: Dataset, batch_size: int | None = None,
     return lambda step: batch(ds, task.seed, step, pages, bs, task.model.block_size)
 
 
-def fresh_checkpoint(task: RoundTask, theta: Params, ef: Tensor | None) -> Checkpoint:
-    """Leaf 0: θ_r, zero AdamW state, step 0, seeded RNG, the carried error-feedback buffer."""
+@dataclass(frozen=True)
+class Carry:
+    """What a miner carries from one round into its next, committed in its trace
+    (`proof.carry_hash`): the error-feedback residual, and AdamW's second moment, kept per
+    worker as DiLoCo keeps its inner optimizer state. Restarting AdamW from zero every
+    round cost veritrain its lead over a worker training alone (benchmarks/VS_DDP.md). The
+    first moment restarts from zero: it points along the miner's own old trajectory, which
+    the outer step has just moved away from. Zero before a miner's first round and after a
+    round it missed."""
+
+    residual: Tensor  # (N,) float32
+    second_moment: Params  # exp_avg_sq at the end of the round, name -> float32 tensor
+
+
+def zero_carry(model: ModelConfig) -> Carry:
+    return Carry(torch.zeros(num_params(model)),
+                 {k: torch.zeros(s) for k, s in param_shapes(model).items()})
+
+
+def fresh_checkpoint(task: RoundTask, theta: Params, carry: Carry | None) -> Checkpoint:
+    """Leaf 0: θ_r, zero first moment, the carried second moment and error-feedback buffer,
+    step 0, seeded RNG. `warm` (no bias correction) follows from the carried moment itself,
+    so a verifier re-derives it: it is set iff any of it is non-zero."""
     gen = torch.Generator().manual_seed(seed_int(task.seed, 0) % (1 << 63))
-    n = num_params(task.model)
+    carry = carry if carry is not None else zero_carry(task.model)
+    second = {k: carry.second_moment[k].clone() for k in theta}
     return Checkpoint(
         step=0,
         params={k: v.clone() for k, v in theta.items()},
         exp_avg={k: torch.zeros_like(v) for k, v in theta.items()},
-        exp_avg_sq={k: torch.zeros_like(v) for k, v in theta.items()},
+        exp_avg_sq=second,
         rng=gen.get_state(),
-        ef=ef.clone() if ef is not None else torch.zeros(n),
+        ef=carry.residual.clone(),
+        warm=any(bool(t.any()) for t in second.values()),
     )
 
 
-def _adamw(model: GPT, m: Params, v: Params, step: int, cfg: ComputeConfig) -> None:
-    """One decoupled-weight-decay Adam update in place (step is 1-based)."""
-    bc1 = 1 - cfg.beta1**step
-    bc2_sqrt = math.sqrt(1 - cfg.beta2**step)
+def _adamw(model: GPT, m: Params, v: Params, step: int, cfg: ComputeConfig, warm: bool) -> None:
+    """One decoupled-weight-decay Adam update in place (step is 1-based). A warm second
+    moment needs no bias correction; the first moment then restarts uncorrected, which
+    eases each round in over ~1/(1-beta1) steps."""
+    bc1 = 1.0 if warm else 1 - cfg.beta1**step
+    bc2_sqrt = 1.0 if warm else math.sqrt(1 - cfg.beta2**step)
     with torch.no_grad():
         for name, p in model.named_parameters():
             g = p.grad
@@ -147,7 +172,7 @@ def run_steps(model: GPT, start: Checkpoint, n_steps: int, batches: BatchFn,
         loss = model(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip, foreach=False)
-        _adamw(model, m, v, step + 1, cfg)
+        _adamw(model, m, v, step + 1, cfg, start.warm)
         losses.append(float(loss.detach()))
     end = Checkpoint(
         step=start.step + n_steps,
@@ -156,6 +181,7 @@ def run_steps(model: GPT, start: Checkpoint, n_steps: int, batches: BatchFn,
         exp_avg_sq=v,
         rng=gen.get_state(),
         ef=None,
+        warm=start.warm,
     )
     return end, losses
 
@@ -166,12 +192,12 @@ class TrainedRound:
     losses: list[float]  # H per-step training losses
 
 
-def train_round(task: RoundTask, ds: Dataset, theta: Params, ef: Tensor | None,
+def train_round(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
                 batches: BatchFn | None = None, model: GPT | None = None) -> TrainedRound:
     """The miner's honest work for one round (the `batches` override is for adversaries)."""
     model = model if model is not None else GPT(task.model)
     batches = batches if batches is not None else batch_fn(task, ds)
-    ckpts = [fresh_checkpoint(task, theta, ef)]
+    ckpts = [fresh_checkpoint(task, theta, carry)]
     losses: list[float] = []
     for _ in range(task.cfg.n_segments):
         end, seg_losses = run_steps(model, ckpts[-1], task.cfg.checkpoint_every, batches, task.cfg)

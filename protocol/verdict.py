@@ -32,7 +32,7 @@ Fetch = Callable[[int], bytes | None]  # leaf index -> checkpoint bytes, None if
 
 class FraudKind(enum.StrEnum):
     REPLAY = "replay"  # a replayed segment differs (segment index + both hashes)
-    DERIVATION = "derivation"  # leaf 0 or the update/residual does not follow
+    DERIVATION = "derivation"  # leaf 0 or the update/carry does not follow
     UNAVAILABLE = "unavailable"  # a committed trace or checkpoint was not served
 
 
@@ -52,7 +52,7 @@ class Judgement:
     detail: str
 
 
-def verify_submission(task: RoundTask, ds: Dataset, theta_r: Params, ef_hash: bytes,
+def verify_submission(task: RoundTask, ds: Dataset, theta_r: Params, carry_in_hash: bytes,
                       root: bytes, trace: Trace | None, blob: bytes, fetch: Fetch,
                       segments: Sequence[int], profile: ReplayProfile, mode: str = "exact",
                       model: GPT | None = None) -> Verification:
@@ -65,7 +65,7 @@ def verify_submission(task: RoundTask, ds: Dataset, theta_r: Params, ef_hash: by
     except TraceError as exc:
         return Verification(str(exc), None, ())
     last = len(trace.checkpoint_hashes) - 1
-    derivation = verify_update_derivation(task, trace, theta_r, ef_hash, fetch(0), fetch(last), blob)
+    derivation = verify_update_derivation(task, trace, theta_r, carry_in_hash, fetch(0), fetch(last), blob)
     model = model if model is not None else GPT(task.model)
     replays = tuple(
         replay_segment(task, ds, trace, s, fetch(s), fetch(s + 1), profile, mode, model)

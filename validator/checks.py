@@ -50,8 +50,8 @@ def keep_evidence(ctx: NodeContext, r: int, root: bytes, fetched: dict[int, Chec
             ctx.data.add_checkpoint(r, root, leaf, got.data, got.proof)
 
 
-async def ef_hash_of(ctx: NodeContext, r: int, miner: str) -> bytes | None:
-    """The residual hash the miner committed to carry out of round r-1 (None: it missed it)."""
+async def carry_in_hash_of(ctx: NodeContext, r: int, miner: str) -> bytes | None:
+    """The carry hash the miner committed to carry out of round r-1 (None: it missed it)."""
     if r == 0:
         return None
     prev = (await ctx.commits(r - 1)).get(miner)
@@ -60,7 +60,7 @@ async def ef_hash_of(ctx: NodeContext, r: int, miner: str) -> bytes | None:
     blob = await ctx.fetch_blob(prev[0], first=miner)
     if blob is None:
         return None
-    return bytes(decode_envelope(blob, ctx.config.max_blob_bytes).trace.residual_hash)
+    return bytes(decode_envelope(blob, ctx.config.max_blob_bytes).trace.carry_hash)
 
 
 PREFETCH = 3  # miners fetched ahead of the one being checked (each holds its checkpoints in memory)
@@ -137,7 +137,7 @@ async def check_one(ctx: NodeContext, r: int, miner: str, commit: tuple[bytes, b
     fetched = {leaf: await fetch_leaf(ctx, r, root, leaf, holders) for leaf in needed_leaves(segments, n_leaves)}
     leaves = {leaf: None if got is None else got.data for leaf, got in fetched.items()}
     job = CheckJob(ctx.setup.spec, ctx.setup.run_seed, r, miner, state[0], state[1], envelope, root,
-                   await ef_hash_of(ctx, r, miner), leaves, segments, ctx.config.max_blob_bytes)
+                   await carry_in_hash_of(ctx, r, miner), leaves, segments, ctx.config.max_blob_bytes)
     fetch_done = time.monotonic()
     outcome = await ctx._work(check_miner, job)
     if outcome.kind is not None:

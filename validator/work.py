@@ -9,7 +9,7 @@ from protocol.data import Dataset
 from protocol.envelope import decode_envelope
 from protocol.hashing import Digest
 from protocol.model import Params
-from protocol.proof import zero_residual_hash
+from protocol.proof import zero_carry_hash
 from protocol.run_setup import Setup, TrainingSpec, load_dataset
 from protocol.training import RoundTask
 from protocol.verdict import judge, verify_submission
@@ -26,7 +26,7 @@ class CheckJob:
     state_hash: bytes
     envelope: bytes
     trace_root: bytes
-    ef_hash: bytes | None  # residual hash the miner carried out of its last round (None: zeros)
+    carry_in_hash: bytes | None  # carry hash of the miner's last trace (None: it carries zeros)
     leaves: dict[int, bytes | None]  # fetched checkpoints by leaf index (None: not served)
     segments: tuple[int, ...]
     max_bytes: int
@@ -50,9 +50,8 @@ def check_miner(job: CheckJob) -> CheckOutcome:
     theta = decode_state(job.state_blob, model, job.state_hash).params
     env = decode_envelope(job.envelope, job.max_bytes)
     task = RoundTask(job.run_seed, job.round, bytes.fromhex(job.miner[2:]), model, cfg)
-    n = sum(p.numel() for p in theta.values())
-    ef_hash = job.ef_hash or bytes(zero_residual_hash(n))
-    v = verify_submission(task, ds, theta, ef_hash, job.trace_root, env.trace, env.update,
+    carry_in_hash = job.carry_in_hash or bytes(zero_carry_hash(model))
+    v = verify_submission(task, ds, theta, carry_in_hash, job.trace_root, env.trace, env.update,
                           lambda leaf: job.leaves.get(leaf), job.segments, setup.profile)
     j = judge(v)
     expected = actual = None

@@ -3,22 +3,26 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+import safetensors.torch
 from fixtures_training import MICRO, corpus, task, theta0
 
 from protocol.adversaries import Submission, honest
-from protocol.checkpoint import checkpoint_hash
+from protocol.checkpoint import CheckpointFormatError, checkpoint_hash
 from protocol.data import Dataset
 from protocol.errors import SignatureError
 from protocol.hashing import verify_merkle_proof
-from protocol.model import Params, num_params
+from protocol.model import Params
 from protocol.proof import (
     Challenge,
     ChallengeError,
     ReplayStatus,
     Trace,
     TraceError,
+    carry_hash,
     check_trace,
     choose_segments,
+    decode_carry,
+    encode_carry,
     leaf_proof,
     losses_hash,
     make_challenge,
@@ -27,21 +31,21 @@ from protocol.proof import (
     trace_root,
     verify_challenge,
     verify_update_derivation,
-    zero_residual_hash,
+    zero_carry_hash,
 )
 from protocol.replay_profile import ProfileMismatch, ReplayProfile
 from protocol.signing import NodeIdentity
-from protocol.training import ComputeConfig
+from protocol.training import Carry, ComputeConfig, fresh_checkpoint, zero_carry
 from protocol.verdict import judge, verify_submission
 
-ZERO_EF = zero_residual_hash(num_params(MICRO))
+ZERO_CARRY = zero_carry_hash(MICRO)
 
 
 def test_trace_layout_and_proofs(honest_sub: Submission) -> None:
     t = honest_sub.trace
     leaves = trace_leaves(t)
     assert len(leaves) == 3 + 1 + 2 and leaves[4] == losses_hash(t.losses)
-    assert leaves[5] == t.residual_hash
+    assert leaves[5] == t.carry_hash
     root = trace_root(t)
     for i, leaf in enumerate(leaves):
         verify_merkle_proof(root, leaf, leaf_proof(t, i))
@@ -50,7 +54,7 @@ def test_trace_layout_and_proofs(honest_sub: Submission) -> None:
     with pytest.raises(TraceError):
         check_trace(forged, root, task(0).cfg)
     with pytest.raises(TraceError):
-        check_trace(Trace(t.checkpoint_hashes[:2], t.losses, t.residual_hash), root, task(0).cfg)
+        check_trace(Trace(t.checkpoint_hashes[:2], t.losses, t.carry_hash), root, task(0).cfg)
 
 
 def test_challenge_from_signature() -> None:
@@ -112,7 +116,7 @@ def test_replay_under_wrong_profile_raises(honest_sub: Submission, ds: Dataset,
 
 def test_derivation_of_honest_update(honest_sub: Submission, theta: Params) -> None:
     t0 = task(0)
-    d = verify_update_derivation(t0, honest_sub.trace, theta, ZERO_EF, honest_sub.fetch(0, t0),
+    d = verify_update_derivation(t0, honest_sub.trace, theta, ZERO_CARRY, honest_sub.fetch(0, t0),
                                  honest_sub.fetch(3, t0), honest_sub.blob)
     assert d.failures == () and d.missing_leaf is None
     assert d.update_expected == d.update_committed and d.leaf0_expected == d.leaf0_committed
@@ -125,7 +129,23 @@ def test_defaults_h30_k3_round_verifies(profile: ReplayProfile) -> None:
     sub = honest(t, ds, theta, None)
     assert len(sub.trace.checkpoint_hashes) == 11 and len(sub.trace.losses) == 30
     ch = make_challenge(NodeIdentity(b"\x09" * 32), 1, t.miner, b"\x01" * 32, cfg)
-    v = verify_submission(t, ds, theta, ZERO_EF, sub.root, sub.trace, sub.blob,
+    v = verify_submission(t, ds, theta, ZERO_CARRY, sub.root, sub.trace, sub.blob,
                           lambda i: sub.fetch(i, t), ch.segments, profile)
     assert judge(v).kind is None and v.replays[0].status is ReplayStatus.MATCH
     assert sub.trace.losses[-1] < sub.trace.losses[0]
+
+
+def test_carry_round_trips_and_warms_the_next_round(honest_sub: Submission, theta: Params) -> None:
+    carry = honest_sub.carry
+    assert carry is not None and carry_hash(carry) == honest_sub.trace.carry_hash
+    assert carry_hash(decode_carry(encode_carry(carry), MICRO)) == carry_hash(carry)
+    # a carried second moment starts the next round warm (no bias correction); zeros do not
+    assert not fresh_checkpoint(task(1), theta, zero_carry(MICRO)).warm
+    assert not fresh_checkpoint(task(1), theta, None).warm
+    warm = fresh_checkpoint(task(1), theta, carry)
+    assert warm.warm and all(not t.any() for t in warm.exp_avg.values())  # m restarts at zero
+    # `warm` is part of the checkpoint hash, so a miner cannot flip it unnoticed
+    assert checkpoint_hash(warm, MICRO) != checkpoint_hash(dataclasses.replace(warm, warm=False), MICRO)
+    short = Carry(carry.residual[:-1], carry.second_moment)
+    with pytest.raises(CheckpointFormatError):
+        decode_carry(safetensors.torch.save({"residual": short.residual}), MICRO)

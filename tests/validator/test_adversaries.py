@@ -105,13 +105,14 @@ def test_7_stale_update_from_earlier_round(honest_runs, ds, theta, profile) -> N
     t1 = ft.task(CHEAT, round_=1)
     old = adv.honest(t1, ds, theta, None)
     t2 = ft.task(CHEAT, round_=2)
-    fresh = adv.honest(t2, ds, theta, adv.residual_of(old))
+    fresh = adv.honest(t2, ds, theta, adv.carry_of(old))
     sub = dataclasses.replace(fresh, blob=old.blob)
-    v, j = check(sub, t2, ds, theta, profile, [0], ef_hash=old.trace.residual_hash)
+    v, j = check(sub, t2, ds, theta, profile, [0], carry_in_hash=old.trace.carry_hash)
     assert j.kind is FraudKind.DERIVATION and v.derivation is not None
     assert v.derivation.failures == ("update-bytes",)
-    _, ok = check(fresh, t2, ds, theta, profile, [0], ef_hash=old.trace.residual_hash)
+    _, ok = check(fresh, t2, ds, theta, profile, [0], carry_in_hash=old.trace.carry_hash)
     assert ok.kind is None  # the honest round-2 work with the carried residual passes
+    assert fresh.checkpoints[0].warm and not old.checkpoints[0].warm  # and a carried moment
 
 
 @pytest.mark.parametrize("edit", [adv.scale_blob, adv.sign_flip_blob, adv.nan_blob, adv.noise_blob])
@@ -140,7 +141,16 @@ def test_14_injected_error_feedback_buffer(honest_runs, ds, theta, profile) -> N
     t = ft.task(CHEAT)
     v, _ = _caught(adv.ef_inject(t, ds, theta, None), t, ds, theta, profile,
                    FraudKind.DERIVATION, honest_runs, [0])
-    assert v.derivation is not None and "ef-hash" in v.derivation.failures
+    assert v.derivation is not None and "carry-in" in v.derivation.failures
+
+
+@pytest.mark.parametrize("scale", [1e-12, 1e3])
+def test_14b_injected_second_moment(honest_runs, ds, theta, profile, scale) -> None:  # type: ignore[no-untyped-def]
+    # a tiny second moment makes every AdamW step huge, a large one freezes training
+    t = ft.task(CHEAT)
+    v, _ = _caught(adv.moment_inject(t, ds, theta, None, scale), t, ds, theta, profile,
+                   FraudKind.DERIVATION, honest_runs, [0])
+    assert v.derivation is not None and "carry-in" in v.derivation.failures
 
 
 def test_15_withheld_checkpoints_give_unavailability_evidence(honest_runs, ds, theta, profile) -> None:  # type: ignore[no-untyped-def]

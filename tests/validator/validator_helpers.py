@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from protocol.adversaries import Submission
 from protocol.data import Dataset
 from protocol.hashing import blake3_hash
-from protocol.model import Params, num_params
-from protocol.proof import zero_residual_hash
+from protocol.model import Params
+from protocol.proof import zero_carry_hash
 from protocol.replay_profile import ReplayProfile
 from protocol.training import RoundTask
 from protocol.verdict import Judgement, Verification, judge, verify_submission
@@ -16,11 +16,11 @@ from validator.scoring import MinerScore, RoundEntry, score_round
 
 
 def check(sub: Submission, t: RoundTask, ds: Dataset, theta: Params, profile: ReplayProfile,
-          segments: Sequence[int] | None = None, ef_hash: bytes | None = None,
+          segments: Sequence[int] | None = None, carry_in_hash: bytes | None = None,
           ) -> tuple[Verification, Judgement]:
     segs = range(t.cfg.n_segments) if segments is None else segments
-    ef = ef_hash if ef_hash is not None else zero_residual_hash(num_params(t.model))
-    v = verify_submission(t, ds, theta, ef, sub.root, sub.trace, sub.blob,
+    carry_in = carry_in_hash if carry_in_hash is not None else zero_carry_hash(t.model)
+    v = verify_submission(t, ds, theta, carry_in, sub.root, sub.trace, sub.blob,
                           lambda i: sub.fetch(i, t), list(segs), profile)
     return v, judge(v)
 
