@@ -79,7 +79,8 @@ class MinerNode(NodeContext):
         state_blob, state_hash = await self.state_for(r)
         prev = self.data.state.recall(r - 1, "work") if r > 0 else None
         committed_prev = r > 0 and await self.port(self.client.call, "settlement", "has_committed", r - 1, self.address)
-        carry_in = self.data.blobs.read(bytes.fromhex(prev["carry"])) if prev and committed_prev else None
+        held = prev.get("carry") if prev and committed_prev else None  # absent in older data dirs
+        carry_in = self.data.blobs.read(bytes.fromhex(held)) if held else None
         job = MinerJob(self.setup.spec, self.setup.run_seed, r, self.address, state_blob, state_hash, carry_in,
                        self.client.handle.chain_id, self.client.settlement.address, self.config.cheat,
                        self.config.cheat_fraction, await self._foreign_update(r), str(self.data.blobs.root))

@@ -156,11 +156,16 @@ class TcpRelay:
 
     def down(self) -> None:
         """Refuse new connections and cut the open ones."""
-        server, self._server = self._server, None
-        if server is not None:
-            server.close()
         with self._lock:
+            server, self._server = self._server, None
             conns, self._conns = self._conns, []
+        if server is not None:
+            # shutdown wakes the accept() blocked in _accept: a bare close() leaves it
+            # blocked on the still-listening socket, and it would relay the next client
+            # straight through the outage
+            with contextlib.suppress(OSError):
+                server.shutdown(socket.SHUT_RDWR)
+            server.close()
         for conn in conns:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
@@ -171,10 +176,14 @@ class TcpRelay:
             try:
                 client, _ = server.accept()
             except OSError:
-                return  # closed by down()
+                return  # shut down by down()
             upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=10)
             upstream.settimeout(None)
             with self._lock:
+                if self._server is not server:  # went down while this client was accepted
+                    client.close()
+                    upstream.close()
+                    return
                 self._conns += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
