@@ -119,8 +119,9 @@ class StreamReader:
     A libp2p read returns whatever the muxer holds, up to the size asked for; asking for
     READ_SIZE at a time lets one read (and one yamux window update) take all it holds and
     cross our chunk boundaries, instead of one read per frame plus one per 4-byte header.
-    Memory stays bounded: the muxer's buffer is capped by its receive window (at most
-    READ_SIZE), and what a read returns beyond the current chunk is kept here until used.
+    A read returns at most READ_SIZE bytes, and what it returns beyond the current chunk is
+    kept here until used. (py-libp2p's own stream buffer is only bounded by the receive
+    window for peers that honour it: it buffers excess data with a warning.)
     """
 
     def __init__(self, stream: INetStream, timeout_s: float) -> None:

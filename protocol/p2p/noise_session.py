@@ -27,7 +27,7 @@ from libp2p.security.secure_session import SecureSession
 from noise.exceptions import NoiseInvalidMessage
 from noise.state import CipherState
 
-READ_SIZE = 1024 * 1024  # raw bytes asked for per recv: ~4 full Noise messages
+READ_SIZE = 1024 * 1024  # raw bytes asked for per recv: 16 full Noise messages, one frame
 LENGTH_BYTES = 2
 
 
