@@ -32,10 +32,10 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
 from benchmarks.overhead import corpus_slice
-from protocol import data
-from protocol.hashing import blake3_hash
-from protocol.model import GPT, flatten, init_params, load_params, preset
-from protocol.training import BatchFn, ComputeConfig, RoundTask, batch_fn
+from protocol.core import data
+from protocol.core.hashing import blake3_hash
+from protocol.core.model import GPT, flatten, init_params, load_params, preset
+from protocol.core.training import BatchFn, ComputeConfig, RoundTask, batch_fn
 
 Batch = tuple[torch.Tensor, torch.Tensor]  # (x, y), each (B, T) int64
 

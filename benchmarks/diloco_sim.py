@@ -22,10 +22,10 @@ import torch
 
 from benchmarks.ddp_baseline import Curve, Spec, dataset, heldout, heldout_loss, miner_address
 from benchmarks.overhead import bare_round
-from protocol.aggregate import GlobalState, aggregate, genesis_state
-from protocol.model import GPT, load_params, preset
-from protocol.proof import build_work
-from protocol.training import Carry, ComputeConfig, RoundTask, batch_fn, train_round
+from protocol.core.aggregate import GlobalState, aggregate, genesis_state
+from protocol.core.model import GPT, load_params, preset
+from protocol.core.proof import build_work
+from protocol.core.training import Carry, ComputeConfig, RoundTask, batch_fn, train_round
 
 
 @dataclass(frozen=True)

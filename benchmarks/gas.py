@@ -24,7 +24,7 @@ from protocol.chain.client import ChainClient, FraudKind, Vote
 from protocol.chain.commitments import score_commitment, sort_miners
 from protocol.chain.deploy import deploy
 from protocol.chain.scripted import join_network
-from protocol.run_config import ChainParams, RunConfig
+from protocol.config.run_config import ChainParams, RunConfig
 
 SIZES = [(4, 2), (16, 4), (64, 8)]
 

@@ -21,13 +21,13 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from protocol import data
-from protocol.hashing import blake3_hash
-from protocol.model import GPT, init_params, load_params, num_params, preset
-from protocol.proof import build_work, trace_root
-from protocol.replay_profile import ReplayProfile, apply_profile, observe_profile
-from protocol.signing import NodeIdentity
-from protocol.training import BatchFn, ComputeConfig, RoundTask, batch_fn, train_round
+from protocol.core import data
+from protocol.core.hashing import blake3_hash
+from protocol.core.model import GPT, init_params, load_params, num_params, preset
+from protocol.core.proof import build_work, trace_root
+from protocol.core.replay_profile import ReplayProfile, apply_profile, observe_profile
+from protocol.core.signing import NodeIdentity
+from protocol.core.training import BatchFn, ComputeConfig, RoundTask, batch_fn, train_round
 
 
 def corpus_slice(n_bytes: int) -> data.Dataset:

@@ -24,21 +24,21 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.overhead import corpus_slice
-from protocol import adversaries as adv
-from protocol.data import Dataset, heldout_batches
-from protocol.hashing import blake3_hash, u64
-from protocol.model import GPT, Params, init_params, num_params, preset
-from protocol.proof import (
+from protocol.devnet import cheats as adv
+from protocol.core.data import Dataset, heldout_batches
+from protocol.core.hashing import blake3_hash, u64
+from protocol.core.model import GPT, Params, init_params, num_params, preset
+from protocol.core.proof import (
     ReplayStatus,
     make_challenge,
     replay_segment,
     verify_update_derivation,
     zero_carry_hash,
 )
-from protocol.replay_profile import ReplayProfile, apply_profile, observe_profile
-from protocol.signing import NodeIdentity
-from protocol.training import ComputeConfig, RoundTask, train_round
-from protocol.verdict import judge, verify_submission
+from protocol.core.replay_profile import ReplayProfile, apply_profile, observe_profile
+from protocol.core.signing import NodeIdentity
+from protocol.core.training import ComputeConfig, RoundTask, train_round
+from protocol.core.verdict import judge, verify_submission
 from validator.scoring import GauntletUsefulness, mean_loss, own_batches
 
 FRACTIONS = (0.1, 0.25, 0.5, 1.0)
@@ -53,7 +53,7 @@ def miner_costs(t: RoundTask, ds: Dataset, theta: Params, profile: ReplayProfile
     start = time.perf_counter()
     trained = train_round(t, ds, theta, None)
     train_s = time.perf_counter() - start
-    from protocol.proof import build_work
+    from protocol.core.proof import build_work
 
     sub = adv.submit(t, build_work(t, trained, theta))
     ch = make_challenge(NodeIdentity(b"\x11" * 32), 1, t.miner, b"\x22" * 32, t.cfg)
@@ -69,7 +69,7 @@ def miner_costs(t: RoundTask, ds: Dataset, theta: Params, profile: ReplayProfile
     check_s = time.perf_counter() - start
     assert not d.failures and all(r.status is ReplayStatus.MATCH for r in replays)
     start = time.perf_counter()
-    from protocol.compress import decode_update, decompress, expected_header
+    from protocol.core.compress import decode_update, decompress, expected_header
 
     want = expected_header(num_params(t.model), t.cfg.chunk, t.cfg.topk, t.cfg.bits)
     delta = decompress(decode_update(sub.blob, want))

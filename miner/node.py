@@ -13,10 +13,10 @@ import trio
 
 from miner.work import MinerJob, MinerOutput, produce
 from protocol.chain.client import Phase
-from protocol.errors import ContractRevert
-from protocol.messages import UpdateAnnounced
-from protocol.node_base import NodeContext, StateMismatch
-from protocol.runtime import kv
+from protocol.core.errors import ContractRevert
+from protocol.core.messages import UpdateAnnounced
+from protocol.node.context import NodeContext, StateMismatch
+from protocol.node.runtime import kv
 
 ANNOUNCE_REPEATS = 2  # gossip can drop a message; validators fetch by hash regardless
 
@@ -131,7 +131,7 @@ class MinerNode(NodeContext):
         """What a copy/stale cheater submits: another miner's (or its own) earlier update."""
         if self.config.cheat not in ("copy", "stale") or r == 0:
             return None
-        from protocol.envelope import decode_envelope
+        from protocol.core.envelope import decode_envelope
 
         commits = await self.commits(r - 1)
         others = [m for m in commits if m != self.address] if self.config.cheat == "copy" else [self.address]

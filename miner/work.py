@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocol.adversaries import (
+from protocol.devnet.cheats import (
     Submission,
     fabricate,
     honest,
@@ -19,13 +19,13 @@ from protocol.adversaries import (
     withhold,
     wrong_data,
 )
-from protocol.aggregate import decode_state
-from protocol.checkpoint import encode_checkpoint
-from protocol.envelope import encode_envelope, encode_proof
-from protocol.proof import carry_hash, decode_carry, encode_carry, leaf_proof
-from protocol.run_setup import Setup, TrainingSpec, load_dataset
-from protocol.store import write_blob
-from protocol.training import RoundTask, zero_carry
+from protocol.core.aggregate import decode_state
+from protocol.core.checkpoint import encode_checkpoint
+from protocol.core.envelope import encode_envelope, encode_proof
+from protocol.core.proof import carry_hash, decode_carry, encode_carry, leaf_proof
+from protocol.config.run_setup import Setup, TrainingSpec, load_dataset
+from protocol.node.store import write_blob
+from protocol.core.training import RoundTask, zero_carry
 
 CHEATS = ("lazy", "fabricate", "wrong-data", "copy", "stale", "scale", "sign-flip", "nan", "noise", "withhold")
 
@@ -112,7 +112,7 @@ def submit_blob(base: Submission, blob: bytes) -> Submission:
 
 def genesis_blob(spec: TrainingSpec) -> tuple[bytes, bytes]:
     """(encoded genesis state, its hash)."""
-    from protocol.aggregate import encoded_state, genesis_state
+    from protocol.core.aggregate import encoded_state, genesis_state
 
     setup = Setup(spec, b"")
     blob, state_hash = encoded_state(genesis_state(setup.model, setup.compute, spec.init_seed), setup.model)

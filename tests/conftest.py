@@ -88,6 +88,6 @@ class CliResult:
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> CliResult:
     """Run `veritrain ARGS` in a subprocess, as a user would."""
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
-    proc = subprocess.run([sys.executable, "-m", "protocol.cli", *args], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "protocol.cli.app", *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, cwd=REPO, stdin=subprocess.DEVNULL)
     return CliResult(proc.returncode, proc.stdout, proc.stderr)

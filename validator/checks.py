@@ -7,12 +7,12 @@ from dataclasses import dataclass
 
 import trio
 
-from protocol.envelope import EnvelopeError, check_binding, decode_envelope
-from protocol.node_base import NodeContext
+from protocol.core.envelope import EnvelopeError, check_binding, decode_envelope
+from protocol.node.context import NodeContext
 from protocol.p2p.blobs import Checkpoint
 from protocol.p2p.errors import P2PError
-from protocol.proof import Challenge, make_challenge, trace_root
-from protocol.runtime import kv
+from protocol.core.proof import Challenge, make_challenge, trace_root
+from protocol.node.runtime import kv
 from validator.work import CheckJob, CheckOutcome, check_miner
 
 

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 import trio
 
 from protocol.chain.client import ReportStatus, Vote
-from protocol.errors import ContractRevert
-from protocol.runtime import kv
+from protocol.core.errors import ContractRevert
+from protocol.node.runtime import kv
 from validator.checks import check_one
 
 if TYPE_CHECKING:
-    from protocol.node_base import NodeContext
+    from protocol.node.context import NodeContext
 
 SCAN_EVERY_S = 2.0
 

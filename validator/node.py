@@ -15,11 +15,11 @@ import trio
 
 from protocol.chain.client import FraudKind, Phase
 from protocol.chain.commitments import score_commitment, sort_miners
-from protocol.errors import ContractRevert
-from protocol.hashing import blake3_hash
-from protocol.messages import ModelAttested
-from protocol.node_base import NodeContext, StateMismatch
-from protocol.runtime import kv
+from protocol.core.errors import ContractRevert
+from protocol.core.hashing import blake3_hash
+from protocol.core.messages import ModelAttested
+from protocol.node.context import NodeContext, StateMismatch
+from protocol.node.runtime import kv
 from validator.checks import MinerCheck, check_all, fetch_submissions
 from validator.disputes import Disputes
 from validator.scoring import Usefulness

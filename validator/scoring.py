@@ -22,18 +22,18 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from protocol.compress import UpdateFormatError, decode_update, decompress_sparse, expected_header
-from protocol.data import Dataset, assign_pages, batch, heldout_batches
-from protocol.hashing import Digest, blake3_hash
-from protocol.model import GPT, ModelConfig, Params, flatten, load_params, num_params, unflatten
-from protocol.training import ComputeConfig, RoundTask
+from protocol.core.compress import UpdateFormatError, decode_update, decompress_sparse, expected_header
+from protocol.core.data import Dataset, assign_pages, batch, heldout_batches
+from protocol.core.hashing import Digest, blake3_hash
+from protocol.core.model import GPT, ModelConfig, Params, flatten, load_params, num_params, unflatten
+from protocol.core.training import ComputeConfig, RoundTask
 
 MAX_SCORE = 65535  # on-chain scores are integers in [0, 65535] meaning [0, 1]
 Batches = list[tuple[Tensor, Tensor]]  # [(x, y)], each (B, T) int64
 
 
 class ZeroReason(enum.StrEnum):
-    PROOF = "proof"  # replay/derivation/unavailable evidence (see protocol.verdict)
+    PROOF = "proof"  # replay/derivation/unavailable evidence (see protocol.core.verdict)
     MALFORMED = "malformed"  # blob does not decode: NaN/Inf, bad shapes, over the size cap
     OVER_NORM = "over-norm"  # norm above max_norm_ratio x the round's median
     COPY = "copy"  # a later copy of an earlier commit

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocol.aggregate import decode_state
-from protocol.data import Dataset
-from protocol.envelope import decode_envelope
-from protocol.hashing import Digest
-from protocol.model import Params
-from protocol.proof import zero_carry_hash
-from protocol.run_setup import Setup, TrainingSpec, load_dataset
-from protocol.training import RoundTask
-from protocol.verdict import judge, verify_submission
+from protocol.core.aggregate import decode_state
+from protocol.core.data import Dataset
+from protocol.core.envelope import decode_envelope
+from protocol.core.hashing import Digest
+from protocol.core.model import Params
+from protocol.core.proof import zero_carry_hash
+from protocol.config.run_setup import Setup, TrainingSpec, load_dataset
+from protocol.core.training import RoundTask
+from protocol.core.verdict import judge, verify_submission
 from validator.scoring import RoundEntry, Usefulness, score_round, usefulness_of
 
 

@@ -12,7 +12,7 @@ from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.providers.eth_tester import EthereumTesterProvider
 
-from protocol.errors import ChainError
+from protocol.core.errors import ChainError
 
 # anvil's (and hardhat's) first well-known dev account; only ever funded on dev chains
 ANVIL_DEV_KEY = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"
@@ -100,7 +100,7 @@ def load_keystore(path: str, password: str) -> LocalAccount:
     """Decrypt an eth-account keystore file; wrong passwords raise ChainError-free ConfigError."""
     import json
 
-    from protocol.errors import ConfigError
+    from protocol.core.errors import ConfigError
 
     try:
         data = json.loads(open(path).read())

@@ -12,7 +12,7 @@ from contracts.build import compile_all
 from protocol.chain.backend import ChainHandle
 from protocol.chain.deployment import Deployment
 from protocol.chain.tx import TxSender
-from protocol.errors import ConfigError
+from protocol.core.errors import ConfigError
 
 MAX_UINT = 2**256 - 1
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from protocol.atomic import atomic_write
-from protocol.errors import ConfigError
-from protocol.run_config import RunConfig
+from protocol.config.atomic import atomic_write
+from protocol.core.errors import ConfigError
+from protocol.config.run_config import RunConfig
 
 ADDRESS = r"^0x[0-9a-fA-F]{40}$"
 

@@ -17,8 +17,8 @@ from eth_account.signers.local import LocalAccount
 
 from protocol.chain.client import ChainClient, FraudKind, Role, Vote
 from protocol.chain.commitments import score_commitment, sort_miners
-from protocol.run_config import TOKEN_UNIT
-from protocol.signing import NodeIdentity, binding_message
+from protocol.config.run_config import TOKEN_UNIT
+from protocol.core.signing import NodeIdentity, binding_message
 
 Progress = Callable[[str], None]
 GAS_FUNDING_WEI = 10**18  # 1 ETH of gas money per node on dev chains

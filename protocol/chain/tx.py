@@ -12,7 +12,7 @@ from hexbytes import HexBytes
 from web3 import Web3
 from web3.exceptions import ContractLogicError, TimeExhausted, Web3RPCError
 
-from protocol.errors import ChainError, ContractRevert, InsufficientFunds
+from protocol.core.errors import ChainError, ContractRevert, InsufficientFunds
 
 RECEIPT_TIMEOUT_S = 120.0
 GAS_HEADROOM = 1.25  # estimates can undershoot when state moves between estimate and inclusion

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from protocol.errors import ConfigError
+from protocol.core.errors import ConfigError
 from protocol.p2p.ratelimit import RatePolicy
 
 CHUNK_SIZE = 1 << 20  # blob chunk payload; fixed by the wire format (INTEROP.md)

@@ -7,11 +7,11 @@ status byte on the wire, so a client gets the same typed error the server decide
 
 from __future__ import annotations
 
-from protocol.errors import VeritrainError
+from protocol.core.errors import VeritrainError
 
-# Message errors live next to the pydantic models (protocol/messages.py imports no libp2p);
+# Message errors live next to the pydantic models (protocol/core/messages.py imports no libp2p);
 # re-exported so p2p callers find every error they can see here.
-from protocol.messages import MalformedMessage, MessageRejected
+from protocol.core.messages import MalformedMessage, MessageRejected
 
 __all__ = ["MalformedMessage", "MessageRejected"]
 

@@ -24,7 +24,7 @@ from libp2p.pubsub.pb import rpc_pb2
 from libp2p.pubsub.pubsub import Pubsub
 from libp2p.pubsub.rpc_queue import DefaultMaxMessageSize, RpcQueue
 
-from protocol.messages import (
+from protocol.core.messages import (
     Body,
     FraudReported,
     MalformedMessage,
@@ -40,7 +40,7 @@ from protocol.messages import (
 from protocol.p2p.config import P2PConfig
 from protocol.p2p.ratelimit import PeerLimiter
 from protocol.p2p.registry import RegistryEntry, RegistryView, peer_id_of
-from protocol.signing import NodeIdentity
+from protocol.core.signing import NodeIdentity
 
 log = logging.getLogger(__name__)
 

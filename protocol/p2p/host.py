@@ -32,7 +32,7 @@ from protocol.p2p import memory, yamux_tuning
 from protocol.p2p.bufconn import BufferedNoiseTransport
 from protocol.p2p.errors import PeerUnavailable, TransferTimeout
 from protocol.p2p.registry import peer_id_of
-from protocol.signing import NodeIdentity
+from protocol.core.signing import NodeIdentity
 
 log = logging.getLogger(__name__)
 

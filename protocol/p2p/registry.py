@@ -16,9 +16,9 @@ from typing import Literal
 from libp2p.crypto.ed25519 import Ed25519PublicKey
 from libp2p.peer.id import ID
 
-from protocol.errors import SignatureError
+from protocol.core.errors import SignatureError
 from protocol.p2p.errors import RegistryError
-from protocol.signing import binding_message, verify
+from protocol.core.signing import binding_message, verify
 
 Role = Literal["miner", "validator"]
 MAX_REPUTATION = 65535

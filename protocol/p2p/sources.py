@@ -1,6 +1,6 @@
 """Where served blobs come from, and the tiny directory-backed store used by tests.
 
-The node's real content-addressed store (protocol/store.py) only has to implement
+The node's real content-addressed store (protocol/node/store.py) only has to implement
 `BlobSource.get`; checkpoints (with their Merkle proofs, opaque here) come from a
 `CheckpointSource` that the miner or an evidence-keeping validator provides.
 """

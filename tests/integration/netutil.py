@@ -19,7 +19,7 @@ import pytest
 from protocol.chain.backend import connect
 from protocol.chain.client import ChainClient
 from protocol.chain.deployment import load_deployment
-from protocol.keys import new_keys
+from protocol.node.keys import new_keys
 from tests.conftest import REPO, free_port, run_cli
 
 PASSWORD = "network test"
@@ -60,7 +60,7 @@ def start_node(role: str, rpc_url: str, dep: Path, keys: Path, data: Path, round
                log: Path) -> subprocess.Popen:
     """`veritrain miner|validator ...` in its own process group, so that killing the group
     also kills its training worker, as a crash of the machine would."""
-    args = [sys.executable, "-m", "protocol.cli", role, "--rpc", rpc_url, "--deployment", str(dep), "--keys",
+    args = [sys.executable, "-m", "protocol.cli.app", role, "--rpc", rpc_url, "--deployment", str(dep), "--keys",
             str(keys), "--data-dir", str(data), "--max-rounds", str(rounds), *extra]
     env = {**os.environ, "VERITRAIN_PASSWORD": PASSWORD}
     return subprocess.Popen(args, cwd=REPO, env=env, stdout=log.open("a"), stderr=subprocess.STDOUT,

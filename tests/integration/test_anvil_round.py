@@ -11,7 +11,7 @@ from protocol.chain.backend import connect
 from protocol.chain.client import ChainClient
 from protocol.chain.deployment import load_deployment
 from protocol.chain.scripted import claim_all, join_network, play_round
-from protocol.run_config import TOKEN_UNIT
+from protocol.config.run_config import TOKEN_UNIT
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.anvil

@@ -10,7 +10,7 @@ from eth_account import Account
 from protocol.chain.backend import connect, dev_account
 from protocol.chain.deploy import deploy
 from protocol.chain.deployment import save_deployment
-from protocol.run_config import RunConfig
+from protocol.config.run_config import RunConfig
 from tests.conftest import free_port, run_cli
 
 

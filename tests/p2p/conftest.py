@@ -11,7 +11,7 @@ from typing import Any
 
 import blake3
 
-from protocol.messages import UpdateAnnounced, to_hex
+from protocol.core.messages import UpdateAnnounced, to_hex
 from protocol.p2p import (
     DirectoryBlobSource,
     MemoryCheckpointSource,
@@ -20,7 +20,7 @@ from protocol.p2p import (
     RegistryEntry,
     RegistryView,
 )
-from protocol.signing import NodeIdentity, binding_message
+from protocol.core.signing import NodeIdentity, binding_message
 
 # libp2p logs every dial and stream at INFO; capturing that slows the hosts measurably.
 logging.getLogger("libp2p").setLevel(logging.WARNING)

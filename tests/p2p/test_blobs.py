@@ -10,7 +10,7 @@ import pytest
 import trio
 from libp2p.exceptions import BaseLibp2pError
 
-from protocol.messages import to_hex
+from protocol.core.messages import to_hex
 from protocol.p2p import blob_hash, framing
 from protocol.p2p.blobs import PROTOCOL
 from protocol.p2p.config import CHUNK_SIZE

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from protocol.messages import make_gossip, to_hex
+from protocol.core.messages import make_gossip, to_hex
 from protocol.p2p import topic_for
 
 from .conftest import (

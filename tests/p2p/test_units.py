@@ -8,7 +8,7 @@ import hashlib
 import pytest
 from libp2p.pubsub.pb import rpc_pb2
 
-from protocol.messages import (
+from protocol.core.messages import (
     MAX_GOSSIP_BYTES,
     GossipPayload,
     MalformedMessage,

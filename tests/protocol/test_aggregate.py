@@ -10,7 +10,7 @@ import pytest
 import torch
 from fixtures_training import MICRO, SMALL_CFG
 
-from protocol.aggregate import (
+from protocol.core.aggregate import (
     GlobalState,
     StateFormatError,
     aggregate,
@@ -22,9 +22,9 @@ from protocol.aggregate import (
     outer_step,
     sparse_trimmed_mean,
 )
-from protocol.compress import compress, decompress, encode_update
-from protocol.model import flatten, num_params
-from protocol.store import content_hash
+from protocol.core.compress import compress, decompress, encode_update
+from protocol.core.model import flatten, num_params
+from protocol.node.store import content_hash
 
 
 def test_trimmed_mean_only_over_selecting_updates() -> None:
@@ -67,7 +67,7 @@ def test_aggregate_is_deterministic_and_order_free() -> None:
 def test_single_update_plain_sgd_applies_it() -> None:
     state = genesis_state(MICRO, SMALL_CFG)
     blob = _blobs(1)[0]
-    from protocol.compress import decode_update, expected_header
+    from protocol.core.compress import decode_update, expected_header
 
     delta = decompress(decode_update(blob, expected_header(num_params(MICRO), SMALL_CFG.chunk, SMALL_CFG.topk,
                                                            SMALL_CFG.bits)))
@@ -114,8 +114,8 @@ def test_state_of_another_model_is_refused() -> None:
 def test_state_encoding_is_identical_across_processes() -> None:
     # every node must produce the same bytes for the same state, or hashes would disagree;
     # the Rust side of safetensors uses per-process random hash seeds, so compare processes
-    code = ("import dataclasses,sys; from protocol.aggregate import encoded_state, genesis_state;"
-            "from protocol.model import PRESETS; from protocol.training import ComputeConfig;"
+    code = ("import dataclasses,sys; from protocol.core.aggregate import encoded_state, genesis_state;"
+            "from protocol.core.model import PRESETS; from protocol.core.training import ComputeConfig;"
             "cfg = dataclasses.replace(ComputeConfig(), outer_momentum=0.9);"
             "print(encoded_state(genesis_state(PRESETS['micro'], cfg, 7), PRESETS['micro'])[1].hex())")
     hashes = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

@@ -6,7 +6,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.compress import (
+from protocol.core.compress import (
     UpdateFormatError,
     compress,
     compress_with_feedback,

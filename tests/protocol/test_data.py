@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from protocol import data
-from protocol.data import Dataset, DatasetError, DatasetMismatch
-from protocol.hashing import merkle_root
+from protocol.core import data
+from protocol.core.data import Dataset, DatasetError, DatasetMismatch
+from protocol.core.hashing import merkle_root
 
 
 def test_pages_hashes_and_root(ds: Dataset) -> None:

@@ -9,7 +9,7 @@ import pytest
 import trio
 
 from protocol.chain.client import Role
-from protocol.devnet import DevnetIncomplete, _check_quorum, _guarded
+from protocol.devnet.network import DevnetIncomplete, _check_quorum, _guarded
 
 
 @dataclass

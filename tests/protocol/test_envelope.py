@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.envelope import (
+from protocol.core.envelope import (
     MAGIC,
     EnvelopeError,
     check_binding,
@@ -13,8 +13,8 @@ from protocol.envelope import (
     encode_envelope,
     encode_proof,
 )
-from protocol.hashing import Digest
-from protocol.proof import Trace
+from protocol.core.hashing import Digest
+from protocol.core.proof import Trace
 
 CONTRACT = "0x" + "ab" * 20
 MINER = "0x" + "cd" * 20

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.global_model import select_updates
+from protocol.node.global_model import select_updates
 
 A, B, C, D = ("0x" + c * 40 for c in "abcd")
 

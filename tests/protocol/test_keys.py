@@ -6,8 +6,8 @@ import stat
 
 import pytest
 
-from protocol.errors import ConfigError
-from protocol.keys import KEYSTORE_FILE, NODE_KEY_FILE, keystore_address, load_keys, new_keys
+from protocol.core.errors import ConfigError
+from protocol.node.keys import KEYSTORE_FILE, NODE_KEY_FILE, keystore_address, load_keys, new_keys
 
 
 def test_new_keys_round_trip_with_private_permissions(tmp_path):

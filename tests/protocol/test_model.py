@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from protocol.errors import ConfigError
-from protocol.model import (
+from protocol.core.errors import ConfigError
+from protocol.core.model import (
     GPT,
     ModelConfig,
     config_hash,

@@ -6,13 +6,13 @@ import pytest
 import safetensors.torch
 from fixtures_training import MICRO, corpus, task, theta0
 
-from protocol.adversaries import Submission, honest
-from protocol.checkpoint import CheckpointFormatError, checkpoint_hash
-from protocol.data import Dataset
-from protocol.errors import SignatureError
-from protocol.hashing import verify_merkle_proof
-from protocol.model import Params
-from protocol.proof import (
+from protocol.devnet.cheats import Submission, honest
+from protocol.core.checkpoint import CheckpointFormatError, checkpoint_hash
+from protocol.core.data import Dataset
+from protocol.core.errors import SignatureError
+from protocol.core.hashing import verify_merkle_proof
+from protocol.core.model import Params
+from protocol.core.proof import (
     Challenge,
     ChallengeError,
     ReplayStatus,
@@ -33,10 +33,10 @@ from protocol.proof import (
     verify_update_derivation,
     zero_carry_hash,
 )
-from protocol.replay_profile import ProfileMismatch, ReplayProfile
-from protocol.signing import NodeIdentity
-from protocol.training import Carry, ComputeConfig, fresh_checkpoint, zero_carry
-from protocol.verdict import judge, verify_submission
+from protocol.core.replay_profile import ProfileMismatch, ReplayProfile
+from protocol.core.signing import NodeIdentity
+from protocol.core.training import Carry, ComputeConfig, fresh_checkpoint, zero_carry
+from protocol.core.verdict import judge, verify_submission
 
 ZERO_CARRY = zero_carry_hash(MICRO)
 
@@ -96,7 +96,7 @@ def test_tolerance_mode_is_flagged(honest_sub: Submission, ds: Dataset,
     hashes = list(honest_sub.trace.checkpoint_hashes)
     hashes[2] = checkpoint_hash(fake_end, MICRO)
     trace = dataclasses.replace(honest_sub.trace, checkpoint_hashes=tuple(hashes))
-    from protocol.checkpoint import encode_checkpoint
+    from protocol.core.checkpoint import encode_checkpoint
 
     args = (t0, ds, trace, 1, honest_sub.fetch(1, t0), encode_checkpoint(fake_end, MICRO), profile)
     exact = replay_segment(*args, mode="exact")

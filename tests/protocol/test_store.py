@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from protocol.store import BlobStore, DataDir, NodeState, StoreError, content_hash
+from protocol.node.store import BlobStore, DataDir, NodeState, StoreError, content_hash
 
 
 def test_blob_round_trip_and_dedup(tmp_path):
@@ -40,7 +40,7 @@ def test_leftover_partials_are_swept(tmp_path):
 def test_journal_survives_sigkill(tmp_path):
     script = textwrap.dedent(f"""
         import os, signal
-        from protocol.store import DataDir
+        from protocol.node.store import DataDir
         d = DataDir({str(tmp_path)!r})
         d.state.record(3, "scores_committed", {{"salt": "ab" * 32, "scores": [1, 2]}})
         d.state.set("model_hash", "cafe")

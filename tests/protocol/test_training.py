@@ -7,17 +7,17 @@ import safetensors.torch
 import torch
 from fixtures_training import MICRO, SMALL_CFG, task
 
-from protocol.adversaries import Submission
-from protocol.checkpoint import (
+from protocol.devnet.cheats import Submission
+from protocol.core.checkpoint import (
     CheckpointFormatError,
     checkpoint_hash,
     decode_checkpoint,
     encode_checkpoint,
 )
-from protocol.data import Dataset
-from protocol.errors import ConfigError
-from protocol.model import Params, flatten
-from protocol.replay_profile import (
+from protocol.core.data import Dataset
+from protocol.core.errors import ConfigError
+from protocol.core.model import Params, flatten
+from protocol.core.replay_profile import (
     ProfileMismatch,
     ProfileWorker,
     ReplayProfile,
@@ -26,7 +26,7 @@ from protocol.replay_profile import (
     observe_profile,
     profile_hash,
 )
-from protocol.training import ComputeConfig, batch_fn, run_steps, train_round
+from protocol.core.training import ComputeConfig, batch_fn, run_steps, train_round
 
 
 def test_config_validation() -> None:
@@ -54,7 +54,7 @@ def test_other_miner_or_round_differs(honest_sub: Submission, ds: Dataset, theta
 
 
 def test_resuming_from_a_checkpoint_is_exact(honest_sub: Submission, ds: Dataset) -> None:
-    from protocol.model import GPT
+    from protocol.core.model import GPT
 
     mid = decode_checkpoint(encode_checkpoint(honest_sub.checkpoints[1], MICRO), MICRO)
     end, losses = run_steps(GPT(MICRO), mid, 2, batch_fn(task(0), ds), SMALL_CFG)

@@ -8,11 +8,11 @@ import pytest
 from conftest import N_HONEST, ft
 from validator_helpers import check, scores
 
-from protocol import adversaries as adv
-from protocol.proof import ReplayStatus, make_challenge
-from protocol.replay_profile import ProfileMismatch
-from protocol.signing import NodeIdentity
-from protocol.verdict import FraudKind, verify_submission
+from protocol.devnet import cheats as adv
+from protocol.core.proof import ReplayStatus, make_challenge
+from protocol.core.replay_profile import ProfileMismatch
+from protocol.core.signing import NodeIdentity
+from protocol.core.verdict import FraudKind, verify_submission
 from validator.scoring import ZeroReason
 
 CHEAT = 40  # miner index used by cheaters (disjoint from the honest 0..19)
@@ -78,8 +78,8 @@ def test_3_4_wrong_pages_or_smaller_batch(honest_runs, ds, theta, profile, cheat
 
 def test_5_update_not_derived_from_final_checkpoint(honest_runs, ds, theta, profile) -> None:  # type: ignore[no-untyped-def]
     t = ft.task(CHEAT)
-    from protocol.proof import build_work
-    from protocol.training import train_round
+    from protocol.core.proof import build_work
+    from protocol.core.training import train_round
 
     work = build_work(t, train_round(t, ds, theta, None), theta)
     sub = adv.submit(t, work, blob=adv.not_derived(t, work))

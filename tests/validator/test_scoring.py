@@ -7,9 +7,9 @@ import pytest
 import torch
 from conftest import ft
 
-from protocol import adversaries as adv
-from protocol.hashing import blake3_hash
-from protocol.model import GPT
+from protocol.devnet import cheats as adv
+from protocol.core.hashing import blake3_hash
+from protocol.core.model import GPT
 from validator.scoring import (
     MAX_SCORE,
     DecodedUpdate,
@@ -75,7 +75,7 @@ def test_nan_and_over_norm_guards(honest_runs) -> None:  # type: ignore[no-untyp
 
 
 def test_gauntlet_soft_factor_never_zeroes(honest_runs, ds, theta) -> None:  # type: ignore[no-untyped-def]
-    from protocol.data import heldout_batches
+    from protocol.core.data import heldout_batches
     from validator.scoring import mean_loss, own_batches
 
     t = ft.task(0)

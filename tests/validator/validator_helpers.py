@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from protocol.adversaries import Submission
-from protocol.data import Dataset
-from protocol.hashing import blake3_hash
-from protocol.model import Params
-from protocol.proof import zero_carry_hash
-from protocol.replay_profile import ReplayProfile
-from protocol.training import RoundTask
-from protocol.verdict import Judgement, Verification, judge, verify_submission
+from protocol.devnet.cheats import Submission
+from protocol.core.data import Dataset
+from protocol.core.hashing import blake3_hash
+from protocol.core.model import Params
+from protocol.core.proof import zero_carry_hash
+from protocol.core.replay_profile import ReplayProfile
+from protocol.core.training import RoundTask
+from protocol.core.verdict import Judgement, Verification, judge, verify_submission
 from validator.scoring import MinerScore, RoundEntry, score_round
 
 

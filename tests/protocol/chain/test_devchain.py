@@ -8,7 +8,7 @@ import time
 from protocol.chain.client import ChainClient
 from protocol.chain.deploy import deploy
 from protocol.chain.devchain import DevChain
-from protocol.run_config import RunConfig
+from protocol.config.run_config import RunConfig
 
 
 def test_chain_time_follows_wall_clock():

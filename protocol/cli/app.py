@@ -1,0 +1,209 @@
+"""`veritrain` command line: deploy, inspect, devnet."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from protocol.core.errors import ConfigError, InsufficientFunds, VeritrainError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="veritrain: verifiable decentralized training.")
+console = Console()
+err_console = Console(stderr=True)
+F = TypeVar("F", bound=Callable[..., Any])
+
+INSPECT_VIEWS = ("summary", "rounds", "round", "node", "disputes")
+
+
+def one_line_errors(fn: F) -> F:
+    """Turn any VeritrainError into one red line on stderr and exit 1 (no traceback)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except VeritrainError as exc:
+            err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            err_console.print("[yellow]interrupted[/yellow]")
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _progress(message: str) -> None:
+    err_console.print(f"[dim]·[/dim] {message}", highlight=False)
+
+
+def _deployer(handle: Any, key: Path | None, dev_account: bool) -> Any:
+    from protocol.chain.backend import dev_account as dev
+    from protocol.chain.backend import load_keystore
+
+    if dev_account == (key is not None):
+        raise ConfigError("give exactly one of --key KEYFILE or --dev-account")
+    if dev_account:
+        return dev(handle)
+    password = os.environ.get("VERITRAIN_PASSWORD")
+    if password is None:
+        if not sys.stdin.isatty():
+            raise ConfigError("set VERITRAIN_PASSWORD to unlock the keystore (no terminal to prompt on)")
+        password = typer.prompt("keystore password", hide_input=True)
+    return load_keystore(str(key), password)
+
+
+@app.command()
+@one_line_errors
+def deploy(
+    rpc: Annotated[str, typer.Option(help="JSON-RPC URL of the chain (e.g. anvil at http://127.0.0.1:8545)")],
+    out: Annotated[Path, typer.Option(help="Where to write the deployment file")],
+    key: Annotated[Path | None, typer.Option(help="Encrypted keystore of the deployer")] = None,
+    dev_account: Annotated[bool, typer.Option("--dev-account", help="Use the chain's pre-funded dev account")] = False,
+    config: Annotated[Path | None, typer.Option(help="Run config TOML (defaults if omitted)")] = None,
+    fund: Annotated[list[str] | None, typer.Option(help="Node account to fund with gas and tokens (repeatable)")] = None,
+    fund_eth: Annotated[float, typer.Option(help="ETH of gas money per funded account")] = 10.0,
+    fund_tokens: Annotated[int, typer.Option(help="Whole tokens per funded account")] = 10_000,
+) -> None:
+    """Deploy the contracts with a run config and write the deployment file."""
+    from protocol.chain.backend import connect
+    from protocol.chain.deploy import deploy as do_deploy
+    from protocol.chain.deploy import fund as do_fund
+    from protocol.chain.deployment import save_deployment
+    from protocol.config.run_config import load_run_config
+    from protocol.config.run_setup import prepare
+
+    run_config = load_run_config(config)
+    handle = connect(rpc)
+    deployer = _deployer(handle, key, dev_account)
+    if int(handle.w3.eth.get_balance(deployer.address)) == 0:
+        raise InsufficientFunds(f"deployer {deployer.address} has no gas money on chain {handle.chain_id}")
+    _progress("pinning model, dataset and replay-profile hashes (nodes must reproduce them)")
+    run_config = prepare(run_config)
+    deployment = do_deploy(handle, deployer, run_config, progress=_progress)
+    save_deployment(deployment, out)
+    if fund:
+        do_fund(handle, deployment, deployer, list(fund), int(fund_eth * 10**18), fund_tokens, progress=_progress)
+    console.print(f"deployed to chain {deployment.chain_id}: settlement {deployment.contracts.settlement}; wrote {out}")
+
+
+@app.command()
+@one_line_errors
+def inspect(
+    view: Annotated[str, typer.Argument(help="summary | rounds | round N | node ADDRESS | disputes")] = "summary",
+    target: Annotated[str | None, typer.Argument(help="Round number or node address")] = None,
+    rpc: Annotated[str, typer.Option(help="JSON-RPC URL of the chain")] = "http://127.0.0.1:8545",
+    deployment: Annotated[Path, typer.Option(help="Deployment file written by `veritrain deploy`")] = Path("deployment.json"),
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON with stable keys instead of tables")] = False,
+) -> None:
+    """Show on-chain settlement: stakes, rewards, slashes, consensus scores, models, disputes."""
+    from protocol.chain.backend import connect
+    from protocol.chain.client import ChainClient
+    from protocol.chain.deployment import load_deployment
+
+    dep = load_deployment(deployment)
+    client = ChainClient(connect(rpc), dep)
+    client.check_deployment()
+    show(client, view, target, as_json)
+
+
+def show(client: Any, view: str, target: str | None, as_json: bool) -> None:
+    """Render one inspect view (shared with devnet)."""
+    from protocol.cli import inspect_render as render
+    from protocol.chain import settlement_view as sv
+
+    if view not in INSPECT_VIEWS:
+        raise ConfigError(f"unknown view {view!r}; expected one of {', '.join(INSPECT_VIEWS)}")
+    if view in ("round", "node") and target is None:
+        raise ConfigError(f"`inspect {view}` needs a {'round number' if view == 'round' else 'node address'}")
+    if view == "round":
+        if not target.isdigit():  # type: ignore[union-attr]
+            raise ConfigError(f"round must be a number, got {target!r}")
+        data: Any = sv.round_detail(client, int(target))  # type: ignore[arg-type]
+    elif view == "node":
+        if target is None or not client.w3.is_address(target):
+            raise ConfigError(f"not an address: {target!r}")
+        data = sv.node(client, target)
+    else:
+        builders: dict[str, Callable[[Any], Any]] = {"summary": sv.summary, "rounds": sv.rounds, "disputes": sv.disputes}
+        data = builders[view](client)
+    if as_json:
+        print(json.dumps({"view": view, "data": data}, indent=2, sort_keys=True, default=str))
+        return
+    renderers: dict[str, Callable[[Console, Any], None]] = {"summary": render.render_summary, "rounds": render.render_rounds, "round": render.render_round,
+                "node": render.render_node, "disputes": render.render_disputes}
+    renderers[view](console, data)
+
+
+@app.command()
+@one_line_errors
+def devnet(
+    miners: Annotated[int, typer.Option(min=1, max=64, help="Honest miners")] = 4,
+    validators: Annotated[int, typer.Option(min=1, max=16, help="Validators")] = 2,
+    rounds: Annotated[int, typer.Option(min=1, max=100, help="Rounds to run")] = 5,
+    cheaters: Annotated[str, typer.Option(help="Extra cheating miners: KIND[:FRACTION],... "
+                                                "(lazy, fabricate, wrong-data, copy, stale, scale, sign-flip, nan, noise, withhold)")] = "",
+    preset: Annotated[str, typer.Option(help="Model preset: micro (fast), tiny (default), small")] = "tiny",
+    out: Annotated[Path, typer.Option(help="Report folder: report.json, plots, node logs")] = Path("out/devnet"),
+    timeout: Annotated[float, typer.Option(help="Fail if the rounds are not done within this many seconds")] = 1800.0,
+) -> None:
+    """Run a whole network locally: embedded chain, real libp2p hosts, training in worker processes."""
+    import logging
+
+    from protocol.devnet.network import DevnetIncomplete, DevnetOptions, parse_cheaters, run_devnet
+    from protocol.devnet.report import build_report, render_settlement, write_report
+
+    opts = DevnetOptions(miners=miners, validators=validators, rounds=rounds, cheaters=parse_cheaters(cheaters),
+                         preset=preset, out=out, timeout_s=timeout)
+    out.mkdir(parents=True, exist_ok=True)
+    _log_to(out / "devnet.log")
+    log = logging.getLogger("veritrain.devnet")
+    with err_console.status("starting the devnet…") as status:
+
+        def progress(line: str) -> None:
+            status.update(line)
+            log.info(line)
+
+        admin, members, crashed = run_devnet(opts, progress)
+        progress("reading the settlement for the report")
+        config = {"miners": miners, "validators": validators, "rounds": rounds, "cheaters": cheaters, "preset": preset,
+                  "chain_id": admin.deployment.chain_id, "contracts": admin.deployment.contracts.model_dump(),
+                  "crashed": crashed}
+        report = build_report(admin, members, config, rounds)
+    render_settlement(console, report)
+    for path in write_report(report, out):
+        console.print(f"wrote {path}")
+    if crashed:  # the rounds finished without them, but a crash is a bug worth a failing exit
+        raise DevnetIncomplete(f"{len(crashed)} node(s) crashed (traceback in {out / 'devnet.log'}): "
+                               + "; ".join(f"{n}: {e}" for n, e in crashed.items()))
+
+
+def _log_to(path: Path) -> None:
+    """Node logs go to a file; the terminal shows progress and the final tables."""
+    import logging
+
+    handler = logging.FileHandler(path, mode="w")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    from protocol.node.runtime import quiet_noisy_loggers
+
+    quiet_noisy_loggers()
+
+
+from protocol.cli import account as cli_account  # noqa: E402  (commands attach to `app`)
+from protocol.cli import node as cli_node  # noqa: E402
+
+cli_account.install(app, one_line_errors)
+cli_node.install(app, one_line_errors)
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,150 @@
+"""`veritrain miner | validator | start`: run a node against any JSON-RPC chain."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from protocol.config.atomic import atomic_write
+from protocol.cli.account import DeploymentOpt, KeysOpt, RpcOpt, node_client, parse_tokens
+from protocol.core.errors import ConfigError, InsufficientFunds
+
+DataDirOpt = Annotated[Path, typer.Option(help="Node data dir (SQLite state + blob store)")]
+ListenOpt = Annotated[str | None, typer.Option(help="libp2p listen multiaddr (default: a free 127.0.0.1 port)")]
+BootstrapOpt = Annotated[list[str] | None, typer.Option(help="Peer /ip4/../tcp/N/p2p/ID to keep connected (repeatable)")]
+StakeOpt = Annotated[str | None, typer.Option(help="Top the stake up to this many tokens before starting")]
+RoundsOpt = Annotated[int | None, typer.Option(help="Stop after this many rounds")]
+
+
+def _listen(listen: str | None, data_dir: Path) -> str:
+    """The given address, else the one this data dir used before (a restarted node keeps
+    the address peers know from the registry), else a free loopback port."""
+    if listen:
+        return listen
+    saved = data_dir / "listen_addr"
+    if saved.is_file():
+        addr = saved.read_text().strip()
+        if _port_free(int(addr.rsplit("/", 1)[1])):
+            return addr
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"/ip4/127.0.0.1/tcp/{sock.getsockname()[1]}"
+
+
+def _remember_listen(data_dir: Path, addr: str) -> None:
+    # only once the node is set up: bad input must leave no state behind
+    data_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write(data_dir / "listen_addr", addr.encode())
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        # as the libp2p listener does: connections of a killed predecessor in TIME_WAIT
+        # must not stop a restarted node from reusing its port
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _logging() -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    from protocol.node.runtime import quiet_noisy_loggers
+
+    quiet_noisy_loggers()
+
+
+def check_local_hashes(client: Any) -> None:
+    """Refuse to run unless this machine reproduces the run's model, corpus and profile hashes."""
+    from protocol.core.replay_profile import ProfileWorker
+    from protocol.config.run_setup import pinned_hashes, resolve
+
+    config = client.deployment.run_config
+    setup = resolve(config)
+    with ProfileWorker(setup.profile) as worker:
+        local = worker.call(pinned_hashes, setup.spec)
+    from protocol.config.run_setup import check_local
+
+    check_local(config, local)
+
+
+def prepare_node(role: str, rpc: str, deployment: Path, keys: Path, listen: str, stake: str | None) -> tuple[Any, Any]:
+    from protocol.chain.client import Role
+    from protocol.core.signing import binding_message
+
+    client, node_keys = node_client(rpc, deployment, keys)
+    if int(client.w3.eth.get_balance(client.address)) == 0:
+        raise InsufficientFunds(f"account {client.address} has no gas money; fund it (veritrain deploy --fund)")
+    check_local_hashes(client)
+    want = Role[role.upper()]
+    current = client.call("staking", "role", client.address)
+    if current not in (0, int(want)):
+        raise ConfigError(f"account {client.address} is registered as the other role")
+    if current == 0 or client.call("staking", "multiaddr", client.address) != listen or \
+            bytes(client.call("staking", "node_key", client.address)) != node_keys.identity.public_key:
+        msg = binding_message(client.handle.chain_id, bytes.fromhex(client.staking.address[2:]),
+                              bytes.fromhex(client.address[2:]))
+        client.register(want, node_keys.identity.public_key, listen, node_keys.identity.sign(msg))
+    if stake is not None:
+        missing = parse_tokens(stake) - client.call("staking", "staked", client.address)
+        if missing > 0:
+            client.stake(missing)
+    return client, node_keys
+
+
+def _run(role: str, rpc: str, deployment: Path, keys: Path, data_dir: Path, listen: str | None,
+         bootstrap: list[str] | None, stake: str | None, max_rounds: int | None, cheat: str | None = None) -> None:
+    import trio
+
+    from protocol.node.context import NodeConfig
+
+    _logging()
+    addr = _listen(listen, data_dir)
+    client, node_keys = prepare_node(role, rpc, deployment, keys, addr, stake)
+    _remember_listen(data_dir, addr)
+    config = NodeConfig(data_dir=data_dir, listen=addr, bootstrap=tuple(bootstrap or ()), max_rounds=max_rounds,
+                        cheat=cheat)
+    log = logging.getLogger(f"veritrain.{role}")
+    if role == "miner":
+        from miner.node import MinerNode
+
+        node: Any = MinerNode(client, node_keys, config, log)
+    else:
+        from validator.node import ValidatorNode
+
+        node = ValidatorNode(client, node_keys, config, log)
+    log.info("node up account=%s listen=%s data_dir=%s", client.address, addr, data_dir)
+    trio.run(node.run)
+
+
+def miner(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt, data_dir: DataDirOpt, listen: ListenOpt = None,
+          bootstrap: BootstrapOpt = None, stake: StakeOpt = None, max_rounds: RoundsOpt = None,
+          cheat: Annotated[str | None, typer.Option(help="Testing only: behave as this adversary")] = None) -> None:
+    """Run a miner: train each round in a worker process, commit, publish, serve."""
+    _run("miner", rpc, deployment, keys, data_dir, listen, bootstrap, stake, max_rounds, cheat)
+
+
+def validator(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt, data_dir: DataDirOpt, listen: ListenOpt = None,
+              bootstrap: BootstrapOpt = None, stake: StakeOpt = None, max_rounds: RoundsOpt = None) -> None:
+    """Run a validator: replay challenged segments, score, report fraud, vote, finalize, attest."""
+    _run("validator", rpc, deployment, keys, data_dir, listen, bootstrap, stake, max_rounds)
+
+
+def start(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt) -> None:
+    """Open round 0 (anyone may, once miners and validators are staked)."""
+    client, _ = node_client(rpc, deployment, keys)
+    client.start()
+    typer.echo("round 0 opened")
+
+
+def install(app: typer.Typer, wrap: Any) -> None:
+    for fn in (miner, validator, start):
+        app.command()(wrap(fn))

@@ -1,0 +1,104 @@
+"""Run config: everything fixed at deploy, loaded from TOML, hashed onto the chain.
+
+Token amounts are written in whole tokens (18 decimals on chain) so a config file
+reads naturally. `run_config_hash` covers the whole config, so any node whose local
+config differs from the deployed one refuses to run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from protocol.core.errors import ConfigError
+
+TOKEN_UNIT = 10**18
+SCHEMA_VERSION = 1
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ChainParams(_Strict):
+    """On-chain settlement parameters."""
+
+    commit_duration: int = Field(600, gt=0)  # seconds miners have to train and commit
+    score_duration: int = Field(300, gt=0)  # seconds validators have to replay, score and commit scores
+    reveal_duration: int = Field(120, gt=0)  # seconds to reveal scores
+    challenge_window: int = Field(300, gt=0)  # seconds other validators have to vote on a report
+    unbonding_delay: int = Field(1800, gt=0)  # must exceed the three phases plus the window
+    emission_per_round: int = Field(1000, ge=0)  # tokens minted per finalized round
+    miner_share_bps: int = Field(7000, ge=0, le=10_000)  # miners' share of emission; validators get the rest
+    min_miner_stake: int = Field(100, gt=0)  # tokens a miner must stake to commit
+    min_validator_stake: int = Field(200, gt=0)  # tokens a validator must stake for a permit
+    max_validator_permits: int = Field(8, gt=0, le=64)  # K: only the top-K validators by stake score
+    report_bond: int = Field(10, ge=0)  # tokens a reporter posts; burned if its report is rejected
+    slash_bps: int = Field(5000, ge=0, le=10_000)  # fraction of a cheater's stake slashed
+    reporter_share_bps: int = Field(2000, ge=0, le=10_000)  # reporter's cut of a slash; rest is burned
+
+    @model_validator(mode="after")
+    def _unbonding_exceeds_round(self) -> ChainParams:
+        phases = self.commit_duration + self.score_duration + self.reveal_duration
+        if self.unbonding_delay <= phases + self.challenge_window:
+            raise ValueError(
+                f"unbonding_delay ({self.unbonding_delay}s) must exceed the round's phases plus the "
+                f"challenge window ({phases + self.challenge_window}s)"
+            )
+        return self
+
+
+class GenesisAllocation(_Strict):
+    address: str = Field(pattern=r"^0x[0-9a-fA-F]{40}$")
+    amount: int = Field(gt=0)  # whole tokens
+
+
+class RunConfig(_Strict):
+    """The whole run config. `training` is hashed as given; the training core validates it."""
+
+    schema_version: int = SCHEMA_VERSION
+    run_name: str = "veritrain-dev"
+    run_seed: int = 0  # seeds page assignment and batch order for every miner
+    chain: ChainParams = ChainParams()
+    training: dict[str, Any] = Field(default_factory=dict)  # model preset, H, k, compression, outer step
+    genesis_model_hash: str | None = None  # hex; None = derived from the training section
+    genesis: list[GenesisAllocation] = Field(default_factory=list)  # empty = all to the deployer
+    genesis_supply: int = Field(10_000_000, gt=0)  # whole tokens for the deployer when `genesis` is empty
+
+    def canonical_json(self) -> bytes:
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":")).encode()
+
+    def config_hash(self) -> bytes:
+        return hashlib.sha256(b"veritrain/run-config/v1" + self.canonical_json()).digest()
+
+    def genesis_hash(self) -> bytes:
+        """The genesis model id. The model is initialized deterministically from the
+        training section, so until the training core supplies the hash of the
+        initialized weights this digest of that section identifies it."""
+        if self.genesis_model_hash:
+            return bytes.fromhex(self.genesis_model_hash.removeprefix("0x"))
+        body = json.dumps(self.training, sort_keys=True, separators=(",", ":")).encode()
+        return hashlib.sha256(b"veritrain/genesis/v1" + body).digest()
+
+
+def load_run_config(path: Path | None) -> RunConfig:
+    """Load a TOML run config, or the defaults when `path` is None."""
+    if path is None:
+        return RunConfig()
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"run config {path} not found") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"run config {path} is not valid TOML: {exc}") from exc
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"run config {path}: {where}: {first['msg']}") from exc

@@ -1,0 +1,189 @@
+"""Corpus -> content-addressed token pages -> dataset root; deterministic sampling.
+
+A dataset is one token stream cut into fixed-size pages (a trailing partial page is
+dropped). Each page's hash covers its tokens as little-endian uint16, and the dataset root is
+the Merkle root over the page hashes. Every `heldout_every`-th page (index % heldout_every ==
+heldout_every - 1) is held out for validators' usefulness scoring, spread over the corpus.
+
+Randomness comes only from `seed_int` (blake3 counters), never from numpy or torch RNGs,
+so page assignment and batch choice are stable across library versions and machines.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from protocol.core.errors import VeritrainError
+from protocol.core.hashing import Digest, blake3_hash, merkle_root, seed_int, u64
+
+DEFAULT_PAGE_TOKENS = 4096  # tokens per page (a page must be longer than one block)
+DEFAULT_HELDOUT_EVERY = 20  # 1 page in 20 (5%) is held out
+
+
+class DatasetError(VeritrainError):
+    """Raised when a corpus cannot be read or cut into pages (empty, bad .bin, bad token)."""
+
+
+class DatasetMismatch(VeritrainError):
+    """Raised when the local dataset root differs from the configured (on-chain) one."""
+
+
+@dataclass(frozen=True)
+class Dataset:
+    tokens: np.ndarray = field(repr=False)  # (n_pages * page_tokens,) uint16
+    page_tokens: int
+    heldout_every: int
+    source: str  # human description, shown in DatasetMismatch messages
+    page_hashes: tuple[Digest, ...] = field(repr=False)
+    root: Digest
+
+    @property
+    def n_pages(self) -> int:
+        return len(self.page_hashes)
+
+    @property
+    def train_pages(self) -> list[int]:
+        return [i for i in range(self.n_pages) if i % self.heldout_every != self.heldout_every - 1]
+
+    @property
+    def heldout_pages(self) -> list[int]:
+        return [i for i in range(self.n_pages) if i % self.heldout_every == self.heldout_every - 1]
+
+    def page(self, index: int) -> np.ndarray:
+        return self.tokens[index * self.page_tokens : (index + 1) * self.page_tokens]
+
+
+def page_hash(tokens: np.ndarray) -> Digest:
+    return blake3_hash("page", tokens.astype("<u2").tobytes())
+
+
+def from_tokens(
+    tokens: np.ndarray,
+    source: str,
+    page_tokens: int = DEFAULT_PAGE_TOKENS,
+    heldout_every: int = DEFAULT_HELDOUT_EVERY,
+    vocab_size: int = 256,
+) -> Dataset:
+    """Cut a token stream into pages and compute page hashes and the dataset root."""
+    if heldout_every < 2:
+        raise DatasetError("heldout_every must be at least 2")
+    n_pages = len(tokens) // page_tokens
+    if n_pages < heldout_every:
+        raise DatasetError(f"{source}: {len(tokens)} tokens give {n_pages} pages, too few")
+    toks = np.ascontiguousarray(tokens[: n_pages * page_tokens], dtype=np.uint16)
+    if int(toks.max()) >= vocab_size:
+        raise DatasetError(f"{source}: token {int(toks.max())} >= vocab size {vocab_size}")
+    hashes = tuple(page_hash(toks[i * page_tokens : (i + 1) * page_tokens]) for i in range(n_pages))
+    return Dataset(toks, page_tokens, heldout_every, source, hashes, merkle_root(hashes))
+
+
+def from_bytes(data: bytes, source: str = "bytes", **kw: int) -> Dataset:
+    """Byte-level tokens (vocab 256) from raw bytes."""
+    return from_tokens(np.frombuffer(data, dtype=np.uint8), source, **kw)
+
+
+def _read_sorted(root: Path, files: Sequence[Path]) -> bytes:
+    ordered = sorted(files, key=lambda p: p.relative_to(root).as_posix())
+    return b"".join(p.read_bytes() for p in ordered)
+
+
+def from_folder(path: Path, pattern: str = "**/*", **kw: int) -> Dataset:
+    """Every file under `path` matching `pattern`, sorted by relative path, as bytes."""
+    files = [p for p in Path(path).glob(pattern) if p.is_file()]
+    if not files:
+        raise DatasetError(f"no files match {pattern!r} under {path}")
+    return from_bytes(_read_sorted(Path(path), files), f"folder {path} ({len(files)} files)", **kw)
+
+
+def stdlib_files() -> tuple[Path, list[Path]]:
+    """The running Python's standard library .py files, without site/dist-packages."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    skip = {"site-packages", "dist-packages"}
+    files: list[Path] = []
+    # os.walk prunes site-packages instead of listing it whole (0.02 s rather than 0.9 s,
+    # paid by every worker process); like rglob, it does not follow directory symlinks
+    for folder, subdirs, names in os.walk(root):
+        subdirs[:] = [d for d in subdirs if d not in skip]
+        files += [Path(folder, n) for n in names if n.endswith(".py")]
+    return root, files
+
+
+def from_stdlib(**kw: int) -> Dataset:
+    """The default corpus (DESIGN §4): needs no download, changes with the Python version."""
+    root, files = stdlib_files()
+    version = ".".join(map(str, sys.version_info[:3]))
+    return from_bytes(_read_sorted(root, files), f"Python {version} stdlib ({len(files)} files)", **kw)
+
+
+def from_bin(path: Path, vocab_size: int = 256, **kw: int) -> Dataset:
+    """A nanoGPT-style packed corpus: little-endian uint16 tokens."""
+    raw = Path(path).read_bytes()
+    if len(raw) % 2:
+        raise DatasetError(f"{path}: a uint16 .bin must have an even byte length")
+    return from_tokens(np.frombuffer(raw, dtype="<u2"), f"bin {path}", vocab_size=vocab_size, **kw)
+
+
+def check_root(ds: Dataset, expected: bytes) -> None:
+    """Raise DatasetMismatch, saying what differs, unless `ds.root == expected`."""
+    if ds.root != expected:
+        raise DatasetMismatch(
+            f"dataset root {ds.root.hex()} != configured {expected.hex()}: local corpus is "
+            f"{ds.source}, {ds.n_pages} pages of {ds.page_tokens} tokens "
+            f"(held out: 1 in {ds.heldout_every}); all nodes must use the same corpus and paging"
+        )
+
+
+# ---------------------------------------------------------------------------------------
+# deterministic assignment and batches (DESIGN §4: seed = H(run_seed, r, m); H(seed, step))
+
+
+def miner_seed(run_seed: bytes, round_: int, miner: bytes) -> Digest:
+    return blake3_hash("miner-seed", run_seed, u64(round_), miner)
+
+
+def sample_distinct(seed: bytes, population: Sequence[int], n: int, label: int = 0) -> list[int]:
+    """n distinct items of `population` (partial Fisher-Yates driven by blake3 counters)."""
+    pool = list(population)
+    n = min(n, len(pool))
+    for i in range(n):
+        j = i + seed_int(seed, label, i) % (len(pool) - i)
+        pool[i], pool[j] = pool[j], pool[i]
+    return pool[:n]
+
+
+def assign_pages(ds: Dataset, seed: bytes, n_pages: int) -> list[int]:
+    """The training pages a miner with this seed must use (sorted)."""
+    return sorted(sample_distinct(seed, ds.train_pages, n_pages, label=0))
+
+
+def batch(ds: Dataset, seed: bytes, step: int, pages: Sequence[int], batch_size: int,
+          block_size: int) -> tuple[Tensor, Tensor]:
+    """The (x, y) batch of `step`, each (B, T) int64, from windows inside `pages`."""
+    if ds.page_tokens <= block_size:
+        raise DatasetError(f"page of {ds.page_tokens} tokens cannot hold a block of {block_size}")
+    step_seed = blake3_hash("step-seed", seed, u64(step))
+    span = ds.page_tokens - block_size  # valid window starts: [0, span)
+    rows = []
+    for b in range(batch_size):
+        r = seed_int(step_seed, b)
+        page = pages[r % len(pages)]
+        start = page * ds.page_tokens + (r >> 64) % span
+        rows.append(ds.tokens[start : start + block_size + 1])
+    arr = torch.from_numpy(np.stack(rows).astype(np.int64))  # (B, T+1)
+    return arr[:, :-1].contiguous(), arr[:, 1:].contiguous()  # (B, T), (B, T)
+
+
+def heldout_batches(ds: Dataset, seed: bytes, n: int, batch_size: int,
+                    block_size: int) -> list[tuple[Tensor, Tensor]]:
+    """n held-out batches chosen by a validator's seed."""
+    pages = ds.heldout_pages
+    return [batch(ds, seed, 1_000_000 + i, pages, batch_size, block_size) for i in range(n)]

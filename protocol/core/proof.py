@@ -1,0 +1,351 @@
+"""Proof of compute: the trace, challenges, segment replay and derivation checks.
+
+Trace leaves (DESIGN §4): the H/k + 1 checkpoint hashes (steps 0, k, ..., H), then the hash of
+the H per-step losses, then the hash of what the miner carries into its next round (the
+error-feedback residual and AdamW's second moment: `training.Carry`). The trace root is their
+Merkle root and is committed on chain with the update hash.
+
+Every check here returns evidence (`ReplayResult`, `DerivationResult`); `protocol.core.verdict`
+turns evidence into a fraud-report kind with thresholds from config.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import safetensors.torch
+import torch
+from torch import Tensor
+
+from protocol.core.checkpoint import (
+    MAX_HEADER_BYTES,
+    BlobFormatError,
+    Checkpoint,
+    CheckpointFormatError,
+    checkpoint_hash,
+    decode_checkpoint,
+    hash_tensors,
+    read_safetensors,
+)
+from protocol.core.compress import (
+    UpdateFormatError,
+    compress_with_feedback,
+    decode_update,
+    encode_update,
+    expected_header,
+)
+from protocol.core.data import Dataset, sample_distinct
+from protocol.core.errors import VeritrainError
+from protocol.core.hashing import Digest, MerkleProof, blake3_hash, merkle_proof, merkle_root, u64
+from protocol.core.model import GPT, ModelConfig, Params, flatten, num_params, param_shapes
+from protocol.core.replay_profile import ReplayProfile, check_profile
+from protocol.core.signing import NodeIdentity, verify
+from protocol.core.training import (
+    Carry,
+    ComputeConfig,
+    RoundTask,
+    TrainedRound,
+    batch_fn,
+    fresh_checkpoint,
+    run_steps,
+    zero_carry,
+)
+
+CHALLENGE_DOMAIN = b"veritrain/challenge/v1"
+
+
+class TraceError(VeritrainError):
+    """Raised when a served trace is malformed or does not hash to the committed trace root."""
+
+
+class ChallengeError(VeritrainError):
+    """Raised when a challenge's seed or segments do not follow from its signature."""
+
+
+# ---------------------------------------------------------------------------------------
+# trace
+
+
+@dataclass(frozen=True)
+class Trace:
+    checkpoint_hashes: tuple[Digest, ...]  # H/k + 1 leaves
+    losses: tuple[float, ...]  # H per-step losses (float32 values)
+    carry_hash: Digest  # what the miner carries into round r+1 (residual, second moment)
+
+
+def losses_hash(losses: Sequence[float]) -> Digest:
+    return blake3_hash("losses", np.asarray(losses, dtype="<f4").tobytes())
+
+
+def _carry_tensors(carry: Carry) -> dict[str, Tensor]:
+    return {"residual": carry.residual} | {f"v/{k}": t for k, t in carry.second_moment.items()}
+
+
+def carry_hash(carry: Carry) -> Digest:
+    return hash_tensors("carry", b"", _carry_tensors(carry))
+
+
+def encode_carry(carry: Carry) -> bytes:
+    """A miner's own carry between rounds, as stored in its data dir."""
+    return safetensors.torch.save({k: t.contiguous() for k, t in _carry_tensors(carry).items()})
+
+
+def decode_carry(blob: bytes, model: ModelConfig) -> Carry:
+    """Parse a stored carry; raise CheckpointFormatError unless it fits the model."""
+    try:
+        tensors, _ = read_safetensors(blob, 2 * 4 * num_params(model) + MAX_HEADER_BYTES)
+    except BlobFormatError as exc:
+        raise CheckpointFormatError(f"bad carry: {exc}") from exc
+    shapes = param_shapes(model)
+    want = {"residual": (num_params(model),)} | {f"v/{k}": s for k, s in shapes.items()}
+    if {k: tuple(t.shape) for k, t in tensors.items()} != want:
+        raise CheckpointFormatError("carry does not fit the model")
+    if any(t.dtype != torch.float32 for t in tensors.values()):
+        raise CheckpointFormatError("carry tensors must be float32")
+    return Carry(tensors["residual"], {k: tensors[f"v/{k}"] for k in shapes})
+
+
+def zero_carry_hash(model: ModelConfig) -> Digest:
+    """What a miner carries into its first round, or after a round it missed."""
+    return carry_hash(zero_carry(model))
+
+
+def trace_leaves(t: Trace) -> list[bytes]:
+    return [*t.checkpoint_hashes, losses_hash(t.losses), t.carry_hash]
+
+
+def trace_root(t: Trace) -> Digest:
+    return merkle_root(trace_leaves(t))
+
+
+def leaf_proof(t: Trace, leaf: int) -> MerkleProof:
+    return merkle_proof(trace_leaves(t), leaf)
+
+
+def check_trace(t: Trace, root: bytes, cfg: ComputeConfig) -> None:
+    """Raise TraceError unless the trace has the configured shape and hashes to `root`."""
+    if len(t.checkpoint_hashes) != cfg.n_segments + 1 or len(t.losses) != cfg.inner_steps:
+        raise TraceError("trace has the wrong number of checkpoints or losses")
+    if trace_root(t) != root:
+        raise TraceError("served trace does not hash to the committed trace root")
+
+
+# ---------------------------------------------------------------------------------------
+# miner side: derive the update and build the trace
+
+
+@dataclass(frozen=True)
+class MinerWork:
+    trace: Trace
+    blob: bytes  # the update, safetensors bytes
+    carry: Carry  # into the next round: error feedback and the final second moment
+    checkpoints: list[Checkpoint]  # served on request, by leaf index
+
+
+def derive_update(theta_r: Params, final: Checkpoint, ef_in: Tensor,
+                  cfg: ComputeConfig) -> tuple[bytes, Tensor]:
+    """Δ = θ_r − θ_H, compressed with error feedback: (update blob, residual)."""
+    delta = flatten(theta_r) - flatten(final.params)  # (N,)
+    c, residual = compress_with_feedback(delta, ef_in, cfg.chunk, cfg.topk, cfg.bits, cfg.ef_decay)
+    return encode_update(c), residual
+
+
+def build_work(task: RoundTask, trained: TrainedRound, theta_r: Params) -> MinerWork:
+    leaf0, final = trained.checkpoints[0], trained.checkpoints[-1]
+    assert leaf0.ef is not None
+    blob, residual = derive_update(theta_r, final, leaf0.ef, task.cfg)
+    carry = Carry(residual, final.exp_avg_sq)
+    hashes = tuple(checkpoint_hash(c, task.model) for c in trained.checkpoints)
+    trace = Trace(hashes, tuple(trained.losses), carry_hash(carry))
+    return MinerWork(trace, blob, carry, trained.checkpoints)
+
+
+# ---------------------------------------------------------------------------------------
+# challenges: seed = H(σ), σ = ed25519(validator, domain ‖ r ‖ miner ‖ B)
+
+
+@dataclass(frozen=True)
+class Challenge:
+    signature: bytes  # σ, carried in reports so voters can recheck it
+    seed: Digest  # H(σ)
+    segments: tuple[int, ...]  # sorted segment indices to replay
+
+
+def challenge_message(round_: int, miner: bytes, blockhash: bytes) -> bytes:
+    return CHALLENGE_DOMAIN + u64(round_) + miner + blockhash
+
+
+def choose_segments(seed: bytes, n_segments: int, q: int) -> tuple[int, ...]:
+    return tuple(sorted(sample_distinct(seed, range(n_segments), q, label=7)))
+
+
+def make_challenge(identity: NodeIdentity, round_: int, miner: bytes, blockhash: bytes,
+                   cfg: ComputeConfig) -> Challenge:
+    sig = identity.sign(challenge_message(round_, miner, blockhash))
+    seed = blake3_hash("challenge-seed", sig)
+    return Challenge(sig, seed, choose_segments(seed, cfg.n_segments, cfg.segments_per_validator))
+
+
+def verify_challenge(public_key: bytes, round_: int, miner: bytes, blockhash: bytes,
+                     ch: Challenge, cfg: ComputeConfig) -> None:
+    """Raise SignatureError/ChallengeError unless `ch` is the validator's honest challenge."""
+    verify(public_key, challenge_message(round_, miner, blockhash), ch.signature)
+    seed = blake3_hash("challenge-seed", ch.signature)
+    if ch.seed != seed or ch.segments != choose_segments(seed, cfg.n_segments,
+                                                          cfg.segments_per_validator):
+        raise ChallengeError("challenge seed or segments do not follow from its signature")
+
+
+# ---------------------------------------------------------------------------------------
+# replay
+
+
+class ReplayStatus(enum.StrEnum):
+    MATCH = "match"  # bitwise equal (exact mode) - accepted
+    TOLERATED = "tolerated"  # within δ in tolerance mode - accepted but flagged
+    MISMATCH = "mismatch"  # replay differs: evidence for a `replay` report
+    UNAVAILABLE = "unavailable"  # a challenged checkpoint was not served (or not the committed one)
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    segment: int
+    start_leaf: int
+    end_leaf: int
+    mode: str  # "exact" or "tolerance"
+    status: ReplayStatus
+    expected_hash: Digest  # end leaf hash in the committed trace
+    actual_hash: Digest | None  # hash of the replayed end checkpoint (None if not replayed)
+    max_abs_err: float  # over params, replayed vs served end checkpoint (nan if unknown)
+    mean_abs_err: float
+    rel_err: float  # ||replayed - served|| / ||served||
+    losses_match: bool  # replayed per-step losses bitwise equal to the trace's
+    missing_leaf: int | None = None  # the leaf that was not served, for unavailability reports
+
+
+def served_checkpoint(blob: bytes | None, expected: bytes, task: RoundTask) -> Checkpoint | None:
+    """Decode a served checkpoint; None if absent, malformed, or not the committed one."""
+    if blob is None:
+        return None
+    try:
+        ckpt = decode_checkpoint(blob, task.model)
+    except CheckpointFormatError:
+        return None
+    return ckpt if checkpoint_hash(ckpt, task.model) == expected else None
+
+
+def _errors(replayed: Checkpoint, served: Checkpoint | None) -> tuple[float, float, float]:
+    if served is None:
+        return float("nan"), float("nan"), float("nan")
+    a, b = flatten(replayed.params), flatten(served.params)  # (N,), (N,)
+    diff = (a - b).abs()
+    rel = float(torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(b).clamp_min(1e-30))
+    return float(diff.max()), float(diff.mean()), rel
+
+
+def _status(match: bool, rel: float, end_served: bool, mode: str, tol: float) -> ReplayStatus:
+    if match:
+        return ReplayStatus.MATCH if end_served else ReplayStatus.UNAVAILABLE
+    if mode == "tolerance" and rel <= tol:
+        return ReplayStatus.TOLERATED
+    if mode == "tolerance" and not end_served:
+        return ReplayStatus.UNAVAILABLE
+    return ReplayStatus.MISMATCH
+
+
+def replay_segment(task: RoundTask, ds: Dataset, trace: Trace, segment: int,
+                   start_blob: bytes | None, end_blob: bytes | None, profile: ReplayProfile,
+                   mode: str = "exact", model: GPT | None = None) -> ReplayResult:
+    """Replay segment `segment` (k steps from leaf s to leaf s+1) and compare.
+
+    Raises ProfileMismatch (not fraud) if this process does not run `profile`. An unserved
+    start checkpoint gives UNAVAILABLE; a replay that differs gives MISMATCH even when the
+    end checkpoint is withheld, since the committed hash suffices in exact mode.
+    """
+    check_profile(profile)
+    k = task.cfg.checkpoint_every
+    s, e = segment, segment + 1
+    expected = trace.checkpoint_hashes[e]
+    start = served_checkpoint(start_blob, trace.checkpoint_hashes[s], task)
+    if start is None:
+        nan = float("nan")
+        return ReplayResult(segment, s, e, mode, ReplayStatus.UNAVAILABLE, expected, None,
+                            nan, nan, nan, False, missing_leaf=s)
+    end = served_checkpoint(end_blob, expected, task)
+    model = model if model is not None else GPT(task.model)
+    replayed, losses = run_steps(model, start, k, batch_fn(task, ds), task.cfg)
+    actual = checkpoint_hash(replayed, task.model)
+    max_err, mean_err, rel = _errors(replayed, end)
+    claimed = np.asarray(trace.losses[s * k : e * k], dtype="<f4")
+    losses_ok = bool(np.array_equal(np.asarray(losses, dtype="<f4"), claimed))
+    status = _status(actual == expected and losses_ok, rel, end is not None, mode,
+                     task.cfg.tolerance)
+    missing = e if status is ReplayStatus.UNAVAILABLE else None
+    return ReplayResult(segment, s, e, mode, status, expected, actual, max_err, mean_err, rel,
+                        losses_ok, missing_leaf=missing)
+
+
+# ---------------------------------------------------------------------------------------
+# checks without replay: leaf 0 and update derivation
+
+
+@dataclass(frozen=True)
+class DerivationResult:
+    """Evidence from the leaf-0 and derivation checks; `failures` empty means both passed."""
+
+    failures: tuple[str, ...]  # e.g. "leaf0-state", "carry-in", "update-bytes", "carry-out"
+    missing_leaf: int | None  # leaf 0 or the final leaf not served
+    leaf0_expected: Digest | None  # hash of θ_r + fresh first moment + the claimed carry
+    leaf0_committed: Digest
+    update_expected: Digest | None  # content hash of the re-derived blob
+    update_committed: Digest
+    carry_expected: Digest | None  # carry out of this round, re-derived
+    carry_committed: Digest
+
+
+def _leaf0_failures(task: RoundTask, leaf0: Checkpoint, theta_r: Params, committed: bytes,
+                    carry_in_hash: bytes) -> tuple[list[str], Digest | None]:
+    if leaf0.ef is None:
+        return ["ef-missing"], None
+    carried = Carry(leaf0.ef, leaf0.exp_avg_sq)
+    failures = [] if carry_hash(carried) == carry_in_hash else ["carry-in"]
+    fresh = fresh_checkpoint(task, theta_r, carried)
+    leaf0_expected = checkpoint_hash(fresh, task.model)
+    if leaf0_expected != committed:
+        failures.append("leaf0-state")
+    return failures, leaf0_expected
+
+
+def verify_update_derivation(task: RoundTask, trace: Trace, theta_r: Params, carry_in_hash: bytes,
+                             leaf0_blob: bytes | None, final_blob: bytes | None,
+                             blob: bytes) -> DerivationResult:
+    """Check leaf 0 is θ_r with a zero first moment and the committed carry (`carry_in_hash`:
+    the carry hash of the miner's previous trace, or `zero_carry_hash` after a missed round),
+    and that the blob and the carry out follow from leaf 0 and the final checkpoint."""
+    cfg, n = task.cfg, len(trace.checkpoint_hashes)
+    blob_hash = blake3_hash("update-blob", blob)
+    leaf0 = served_checkpoint(leaf0_blob, trace.checkpoint_hashes[0], task)
+    final = served_checkpoint(final_blob, trace.checkpoint_hashes[-1], task)
+    if leaf0 is None or final is None:
+        return DerivationResult((), 0 if leaf0 is None else n - 1, None, trace.checkpoint_hashes[0],
+                                None, blob_hash, None, trace.carry_hash)
+    failures, leaf0_expected = _leaf0_failures(task, leaf0, theta_r, trace.checkpoint_hashes[0],
+                                               carry_in_hash)
+    ef_in = leaf0.ef if leaf0.ef is not None else torch.zeros(num_params(task.model))
+    derived, residual = derive_update(theta_r, final, ef_in, cfg)
+    want = expected_header(num_params(task.model), cfg.chunk, cfg.topk, cfg.bits)
+    try:
+        same = encode_update(decode_update(blob, want)) == derived
+    except UpdateFormatError:
+        same = False
+    if not same:
+        failures.append("update-bytes")
+    carry_out = carry_hash(Carry(residual, final.exp_avg_sq))
+    if carry_out != trace.carry_hash:
+        failures.append("carry-out")
+    return DerivationResult(tuple(failures), None, leaf0_expected, trace.checkpoint_hashes[0],
+                            blake3_hash("update-blob", derived), blob_hash, carry_out,
+                            trace.carry_hash)

@@ -1,0 +1,206 @@
+"""The miner's inner loop: H AdamW steps from θ_r, a checkpoint every k steps.
+
+`ComputeConfig` holds every training, compression, verification and aggregation default in
+one frozen dataclass (it goes on chain at deploy). The replay profile lives in
+`protocol.core.replay_profile`; call `apply_profile` (or run in a `ProfileWorker`) before anything
+here. `run_steps` is the one function both the miner (training) and the validator (replay)
+use, so a correct replay is bitwise equal to the miner's run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from protocol.core.checkpoint import Checkpoint
+from protocol.core.data import Dataset, assign_pages, batch, miner_seed
+from protocol.core.errors import ConfigError
+from protocol.core.hashing import Digest, seed_int
+from protocol.core.model import GPT, ModelConfig, Params, load_params, num_params, param_shapes
+
+
+@dataclass(frozen=True)
+class ComputeConfig:
+    # --- inner loop (DiLoCo) ---
+    inner_steps: int = 30  # H: AdamW steps per round
+    checkpoint_every: int = 3  # k: steps per replay segment (H/k = 10 segments)
+    batch_size: int = 8  # sequences per inner step
+    pages_per_miner: int = 8  # data pages assigned to each miner per round
+    inner_lr: float = 7.5e-4  # AdamW learning rate (with the carried second moment: benchmarks/VS_DDP.md)
+    beta1: float = 0.9  # AdamW first-moment decay
+    beta2: float = 0.95  # AdamW second-moment decay (nanoGPT)
+    eps: float = 1e-8  # AdamW denominator epsilon
+    weight_decay: float = 0.1  # decoupled, on matrices only (nanoGPT)
+    grad_clip: float = 1.0  # global gradient-norm clip per inner step
+    # --- compression (SparseLoCo) ---
+    chunk: int = 4096  # values per top-k chunk
+    topk: int = 192  # values kept per chunk (4.7%: 561x less traffic than DDP; benchmarks/VS_DDP.md)
+    bits: int = 2  # value quantization: 2 (default) or 8 (int8)
+    ef_decay: float = 1.0  # error-feedback carry factor (1.0 = keep the whole residual)
+    # --- verification ---
+    segments_per_validator: int = 1  # q: segments each validator replays
+    tolerance: float = 1e-4  # δ for tolerance mode: relative L2 distance (flagged)
+    # --- scoring ---
+    score_batches: int = 8  # batches per loss estimate (own data and held-out), >= 8
+    own_margin: float = 0.02  # own-data gain may trail held-out gain by this much unpenalised
+    own_soft_factor: float = 0.5  # multiplier when it trails by more (soft, never zero)
+    max_norm_ratio: float = 5.0  # an update whose norm exceeds this x round median is zeroed
+    copy_overlap: float = 0.9  # top-k index overlap (Jaccard) above which a copy is suspected
+    copy_cosine: float = 0.97  # ... and cosine similarity above which it is declared
+    # --- aggregation / outer step ---
+    clip_multiplier: float = 1.0  # clip each update's norm to this x the median norm
+    trim_fraction: float = 0.2  # per-coordinate trimmed mean: drop this share at each end
+    outer_lr: float = 1.0  # outer SGD learning rate (plain averaging: calibration favoured it)
+    outer_momentum: float = 0.0  # 0.0 = no momentum; DiLoCo uses 0.9 with lr 0.7
+    nesterov: bool = False  # Nesterov outer momentum (used when outer_momentum > 0)
+
+    def __post_init__(self) -> None:
+        if self.inner_steps <= 0 or self.checkpoint_every <= 0:
+            raise ConfigError("inner_steps and checkpoint_every must be positive")
+        if self.inner_steps % self.checkpoint_every:
+            raise ConfigError("inner_steps must be a multiple of checkpoint_every")
+        if self.bits not in (2, 8):
+            raise ConfigError("bits must be 2 or 8")
+        if not 0 < self.topk <= self.chunk or self.chunk > 1 << 15:
+            raise ConfigError("need 0 < topk <= chunk <= 32768")
+        if not 0 < self.segments_per_validator <= self.n_segments:
+            raise ConfigError("segments_per_validator must be in [1, H/k]")
+
+    @property
+    def n_segments(self) -> int:
+        return self.inner_steps // self.checkpoint_every
+
+
+@dataclass(frozen=True)
+class RoundTask:
+    """Who trains what: everything a miner's round (and its replay) depends on besides θ_r."""
+
+    run_seed: bytes
+    round: int
+    miner: bytes  # the miner's 20-byte address
+    model: ModelConfig
+    cfg: ComputeConfig
+
+    @property
+    def seed(self) -> Digest:
+        return miner_seed(self.run_seed, self.round, self.miner)
+
+
+BatchFn = Callable[[int], tuple[Tensor, Tensor]]  # global step -> (x, y), each (B, T)
+
+
+def batch_fn(task: RoundTask, ds: Dataset, batch_size: int | None = None,
+             pages: list[int] | None = None) -> BatchFn:
+    """The task's batches; `batch_size`/`pages` overrides exist only for adversary tests."""
+    pages = pages if pages is not None else assign_pages(ds, task.seed, task.cfg.pages_per_miner)
+    bs = batch_size if batch_size is not None else task.cfg.batch_size
+    return lambda step: batch(ds, task.seed, step, pages, bs, task.model.block_size)
+
+
+@dataclass(frozen=True)
+class Carry:
+    """What a miner carries from one round into its next, committed in its trace
+    (`proof.carry_hash`): the error-feedback residual, and AdamW's second moment, kept per
+    worker as DiLoCo keeps its inner optimizer state. Restarting AdamW from zero every
+    round cost veritrain its lead over a worker training alone (benchmarks/VS_DDP.md). The
+    first moment restarts from zero: it points along the miner's own old trajectory, which
+    the outer step has just moved away from. Zero before a miner's first round and after a
+    round it missed."""
+
+    residual: Tensor  # (N,) float32
+    second_moment: Params  # exp_avg_sq at the end of the round, name -> float32 tensor
+
+
+def zero_carry(model: ModelConfig) -> Carry:
+    return Carry(torch.zeros(num_params(model)),
+                 {k: torch.zeros(s) for k, s in param_shapes(model).items()})
+
+
+def fresh_checkpoint(task: RoundTask, theta: Params, carry: Carry | None) -> Checkpoint:
+    """Leaf 0: θ_r, zero first moment, the carried second moment and error-feedback buffer,
+    step 0, seeded RNG. `warm` (no bias correction) follows from the carried moment itself,
+    so a verifier re-derives it: it is set iff any of it is non-zero."""
+    gen = torch.Generator().manual_seed(seed_int(task.seed, 0) % (1 << 63))
+    carry = carry if carry is not None else zero_carry(task.model)
+    second = {k: carry.second_moment[k].clone() for k in theta}
+    return Checkpoint(
+        step=0,
+        params={k: v.clone() for k, v in theta.items()},
+        exp_avg={k: torch.zeros_like(v) for k, v in theta.items()},
+        exp_avg_sq=second,
+        rng=gen.get_state(),
+        ef=carry.residual.clone(),
+        warm=any(bool(t.any()) for t in second.values()),
+    )
+
+
+def _adamw(model: GPT, m: Params, v: Params, step: int, cfg: ComputeConfig, warm: bool) -> None:
+    """One decoupled-weight-decay Adam update in place (step is 1-based). A warm second
+    moment needs no bias correction; the first moment then restarts uncorrected, which
+    eases each round in over ~1/(1-beta1) steps."""
+    bc1 = 1.0 if warm else 1 - cfg.beta1**step
+    bc2_sqrt = 1.0 if warm else math.sqrt(1 - cfg.beta2**step)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            g = p.grad
+            assert g is not None
+            if p.dim() >= 2:
+                p.mul_(1 - cfg.inner_lr * cfg.weight_decay)
+            m[name].lerp_(g, 1 - cfg.beta1)
+            v[name].mul_(cfg.beta2).addcmul_(g, g, value=1 - cfg.beta2)
+            denom = (v[name].sqrt() / bc2_sqrt).add_(cfg.eps)
+            p.addcdiv_(m[name], denom, value=-cfg.inner_lr / bc1)
+
+
+def run_steps(model: GPT, start: Checkpoint, n_steps: int, batches: BatchFn,
+              cfg: ComputeConfig) -> tuple[Checkpoint, list[float]]:
+    """Run n_steps AdamW steps from `start`; returns the end checkpoint and per-step losses."""
+    load_params(model, start.params)
+    m = {k: t.clone() for k, t in start.exp_avg.items()}
+    v = {k: t.clone() for k, t in start.exp_avg_sq.items()}
+    gen = torch.Generator()
+    gen.set_state(start.rng)  # carried for stochastic layers; the presets draw nothing
+    losses: list[float] = []
+    for i in range(n_steps):
+        step = start.step + i
+        x, y = batches(step)  # (B, T), (B, T)
+        model.zero_grad(set_to_none=True)
+        loss = model(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip, foreach=False)
+        _adamw(model, m, v, step + 1, cfg, start.warm)
+        losses.append(float(loss.detach()))
+    end = Checkpoint(
+        step=start.step + n_steps,
+        params={k: p.detach().clone() for k, p in model.named_parameters()},
+        exp_avg=m,
+        exp_avg_sq=v,
+        rng=gen.get_state(),
+        ef=None,
+        warm=start.warm,
+    )
+    return end, losses
+
+
+@dataclass(frozen=True)
+class TrainedRound:
+    checkpoints: list[Checkpoint]  # leaves 0..H/k, at steps 0, k, 2k, ..., H
+    losses: list[float]  # H per-step training losses
+
+
+def train_round(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
+                batches: BatchFn | None = None, model: GPT | None = None) -> TrainedRound:
+    """The miner's honest work for one round (the `batches` override is for adversaries)."""
+    model = model if model is not None else GPT(task.model)
+    batches = batches if batches is not None else batch_fn(task, ds)
+    ckpts = [fresh_checkpoint(task, theta, carry)]
+    losses: list[float] = []
+    for _ in range(task.cfg.n_segments):
+        end, seg_losses = run_steps(model, ckpts[-1], task.cfg.checkpoint_every, batches, task.cfg)
+        ckpts.append(end)
+        losses += seg_losses
+    return TrainedRound(ckpts, losses)

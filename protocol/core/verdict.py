@@ -1,0 +1,95 @@
+"""One validator's proof check of one miner, and the decision it supports.
+
+`verify_submission` gathers evidence (trace, leaf 0, derivation, the challenged replays) from
+bytes the miner served; `judge` decides, separately, whether that evidence supports a
+`replay`, `derivation` or `unavailable` report (DESIGN §4.4). Both are pure; fetching is
+passed in as a function, so the I/O shell decides about timeouts and peers.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from protocol.core.data import Dataset
+from protocol.core.model import GPT, Params
+from protocol.core.proof import (
+    DerivationResult,
+    ReplayResult,
+    ReplayStatus,
+    Trace,
+    TraceError,
+    check_trace,
+    replay_segment,
+    verify_update_derivation,
+)
+from protocol.core.replay_profile import ReplayProfile, check_profile
+from protocol.core.training import RoundTask
+
+Fetch = Callable[[int], bytes | None]  # leaf index -> checkpoint bytes, None if not served
+
+
+class FraudKind(enum.StrEnum):
+    REPLAY = "replay"  # a replayed segment differs (segment index + both hashes)
+    DERIVATION = "derivation"  # leaf 0 or the update/carry does not follow
+    UNAVAILABLE = "unavailable"  # a committed trace or checkpoint was not served
+
+
+@dataclass(frozen=True)
+class Verification:
+    trace_error: str | None  # set when the served trace does not match the committed root
+    derivation: DerivationResult | None
+    replays: tuple[ReplayResult, ...]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    kind: FraudKind | None  # None: the proof holds (the miner may still be useless)
+    leaf: int | None  # the leaf the report is about (segment end, missing leaf, or 0)
+    segment: int | None  # the replayed segment, for `replay` reports
+    tolerated: bool  # accepted only under tolerance mode: flagged in the score
+    detail: str
+
+
+def verify_submission(task: RoundTask, ds: Dataset, theta_r: Params, carry_in_hash: bytes,
+                      root: bytes, trace: Trace | None, blob: bytes, fetch: Fetch,
+                      segments: Sequence[int], profile: ReplayProfile, mode: str = "exact",
+                      model: GPT | None = None) -> Verification:
+    """All checks a validator makes on one miner. Raises ProfileMismatch before any work."""
+    check_profile(profile)
+    if trace is None:
+        return Verification("trace not served", None, ())
+    try:
+        check_trace(trace, root, task.cfg)
+    except TraceError as exc:
+        return Verification(str(exc), None, ())
+    last = len(trace.checkpoint_hashes) - 1
+    derivation = verify_update_derivation(task, trace, theta_r, carry_in_hash, fetch(0), fetch(last), blob)
+    model = model if model is not None else GPT(task.model)
+    replays = tuple(
+        replay_segment(task, ds, trace, s, fetch(s), fetch(s + 1), profile, mode, model)
+        for s in segments
+    )
+    return Verification(None, derivation, replays)
+
+
+def judge(v: Verification) -> Judgement:
+    """Strongest report the evidence supports: derivation, then replay, then unavailable."""
+    if v.trace_error is not None:
+        return Judgement(FraudKind.UNAVAILABLE, None, None, False, v.trace_error)
+    d = v.derivation
+    if d is not None and d.failures:
+        return Judgement(FraudKind.DERIVATION, 0, None, False, ", ".join(d.failures))
+    for r in v.replays:
+        if r.status is ReplayStatus.MISMATCH:
+            return Judgement(FraudKind.REPLAY, r.end_leaf, r.segment, False,
+                             f"segment {r.segment}: rel_err {r.rel_err:.3g}")
+    missing = [r.missing_leaf for r in v.replays if r.status is ReplayStatus.UNAVAILABLE]
+    if d is not None and d.missing_leaf is not None:
+        missing.insert(0, d.missing_leaf)
+    if missing:
+        return Judgement(FraudKind.UNAVAILABLE, missing[0], None, False,
+                         f"checkpoint leaf {missing[0]} not served")
+    tolerated = any(r.status is ReplayStatus.TOLERATED for r in v.replays)
+    return Judgement(None, None, None, tolerated, "proof holds")

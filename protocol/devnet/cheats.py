@@ -1,0 +1,206 @@
+"""Cheating miners, for tests, the detection benchmark and the devnet's `--cheaters`.
+
+Each adversary produces a `Submission` (what a miner commits and serves) from the same
+inputs an honest miner has. Names used by the devnet: lazy, fabricate, wrong-data, copy,
+stale, scale, sign-flip, nan, noise, withhold; plus small-batch, not-derived, wrong-base and
+ef-inject, which complete issue 3's list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import torch
+from torch import Tensor
+
+from protocol.core.checkpoint import Checkpoint, encode_checkpoint
+from protocol.core.compress import Compressed, decode_update, encode_update, expected_header
+from protocol.core.data import Dataset, assign_pages, sample_distinct
+from protocol.core.hashing import Digest, blake3_hash, seed_int
+from protocol.core.model import GPT, Params, init_params, num_params
+from protocol.core.proof import MinerWork, Trace, build_work, carry_hash, derive_update, trace_root
+from protocol.core.training import (
+    Carry,
+    RoundTask,
+    TrainedRound,
+    batch_fn,
+    fresh_checkpoint,
+    run_steps,
+    train_round,
+    zero_carry,
+)
+
+
+@dataclass(frozen=True)
+class Submission:
+    miner: bytes
+    root: Digest  # committed trace root
+    trace: Trace
+    blob: bytes  # committed update blob
+    checkpoints: list[Checkpoint] = field(repr=False)
+    withheld: frozenset[int] = frozenset()  # leaves the miner refuses to serve
+    carry: Carry | None = field(default=None, repr=False)  # into round r+1
+
+    def fetch(self, leaf: int, task: RoundTask) -> bytes | None:
+        if leaf in self.withheld or not 0 <= leaf < len(self.checkpoints):
+            return None
+        return encode_checkpoint(self.checkpoints[leaf], task.model)
+
+
+def submit(task: RoundTask, work: MinerWork, blob: bytes | None = None,
+           withheld: frozenset[int] = frozenset()) -> Submission:
+    return Submission(task.miner, trace_root(work.trace), work.trace,
+                      work.blob if blob is None else blob, work.checkpoints, withheld, work.carry)
+
+
+def honest(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None) -> Submission:
+    return submit(task, build_work(task, train_round(task, ds, theta, carry), theta))
+
+
+# ---------------------------------------------------------------------------------------
+# proof cheats: caught by replay, derivation or unavailability
+
+
+def faked_segments(task: RoundTask, fraction: float) -> list[int]:
+    n = task.cfg.n_segments
+    count = max(1, round(fraction * n))
+    return sorted(sample_distinct(blake3_hash("lazy", task.seed), range(n), count))
+
+
+def lazy(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
+         fraction: float = 0.5) -> Submission:
+    """Skips the steps of a fraction of segments, extrapolating their end checkpoints."""
+    fake = set(faked_segments(task, fraction))
+    model, batches = GPT(task.model), batch_fn(task, ds)
+    ckpts, losses = [fresh_checkpoint(task, theta, carry)], list[float]()
+    k = task.cfg.checkpoint_every
+    for s in range(task.cfg.n_segments):
+        start = ckpts[-1]
+        if s in fake:
+            prev = ckpts[-2] if len(ckpts) > 1 else start
+            params = {n: 2 * start.params[n] - prev.params[n] for n in start.params}
+            ckpts.append(replace(start, step=start.step + k, params=params, ef=None))
+            losses += [losses[-1] if losses else 5.5] * k
+        else:
+            end, seg = run_steps(model, start, k, batches, task.cfg)
+            ckpts.append(end)
+            losses += seg
+    return submit(task, build_work(task, TrainedRound(ckpts, losses), theta))
+
+
+def fabricate(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
+              leaf: int = 1) -> Submission:
+    """Replaces checkpoint `leaf` by a random one and trains on from it."""
+    trained = train_round(task, ds, theta, carry)
+    ckpts = list(trained.checkpoints[:leaf])
+    rand = init_params(task.model, seed_int(task.seed, 99) % 1000)
+    ckpts.append(replace(trained.checkpoints[leaf], params=rand))
+    model, k = GPT(task.model), task.cfg.checkpoint_every
+    for _ in range(leaf, task.cfg.n_segments):
+        ckpts.append(run_steps(model, ckpts[-1], k, batch_fn(task, ds), task.cfg)[0])
+    return submit(task, build_work(task, TrainedRound(ckpts, trained.losses), theta))
+
+
+def wrong_data(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None) -> Submission:
+    """Trains on pages other than the assigned ones."""
+    mine = set(assign_pages(ds, task.seed, task.cfg.pages_per_miner))
+    other = [p for p in ds.train_pages if p not in mine][: task.cfg.pages_per_miner]
+    batches = batch_fn(task, ds, pages=other)
+    return submit(task, build_work(task, train_round(task, ds, theta, carry, batches), theta))
+
+
+def small_batch(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None) -> Submission:
+    """Trains with half the configured batch size."""
+    batches = batch_fn(task, ds, batch_size=max(1, task.cfg.batch_size // 2))
+    return submit(task, build_work(task, train_round(task, ds, theta, carry, batches), theta))
+
+
+def wrong_base(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None) -> Submission:
+    """Trains (honestly) from a model other than θ_r."""
+    other = init_params(task.model, 12345)
+    trained = train_round(task, ds, other, carry)
+    return submit(task, build_work(task, trained, other))
+
+
+def ef_inject(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
+              payload: Tensor | None = None) -> Submission:
+    """Puts an arbitrary error-feedback buffer at leaf 0 to smuggle in an update."""
+    n = num_params(task.model)
+    inject = payload if payload is not None else torch.full((n,), 0.05)
+    base = carry if carry is not None else zero_carry(task.model)
+    return honest(task, ds, theta, Carry(inject, base.second_moment))
+
+
+def moment_inject(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
+                  scale: float = 1e-6) -> Submission:
+    """Starts from a second moment other than the committed one: a tiny one makes every
+    AdamW step huge, a large one freezes training."""
+    base = carry if carry is not None else zero_carry(task.model)
+    fake = {k: torch.full_like(t, scale) for k, t in base.second_moment.items()}
+    return honest(task, ds, theta, Carry(base.residual, fake))
+
+
+def withhold(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
+             fraction: float = 0.5) -> Submission:
+    """A lazy miner that refuses to serve both checkpoints around each segment it faked."""
+    sub = lazy(task, ds, theta, carry, fraction)
+    hidden = frozenset(leaf for s in faked_segments(task, fraction) for leaf in (s, s + 1))
+    return replace(sub, withheld=hidden)
+
+
+# ---------------------------------------------------------------------------------------
+# update cheats: honest trace, committed blob not derived from it
+
+
+def _edit_blob(task: RoundTask, blob: bytes, edit: Callable[[Compressed], Compressed]) -> bytes:
+    want = expected_header(num_params(task.model), task.cfg.chunk, task.cfg.topk, task.cfg.bits)
+    return encode_update(edit(decode_update(blob, want)))
+
+
+def scale_blob(task: RoundTask, blob: bytes, factor: float = 100.0) -> bytes:
+    return _edit_blob(task, blob, lambda c: replace(c, scale=c.scale * factor))
+
+
+def sign_flip_blob(task: RoundTask, blob: bytes) -> bytes:
+    def flip(c: Compressed) -> Compressed:
+        if c.header.bits == 8:
+            return replace(c, codes=-c.codes)
+        return replace(c, codes=torch.bitwise_not(c.codes))  # 2-bit code q -> 3 - q, levels negate
+    return _edit_blob(task, blob, flip)
+
+
+def nan_blob(task: RoundTask, blob: bytes) -> bytes:
+    def poison(c: Compressed) -> Compressed:
+        scale = c.scale.clone()
+        scale[0] = float("nan")
+        return replace(c, scale=scale)
+    return _edit_blob(task, blob, poison)
+
+
+def noise_blob(task: RoundTask, blob: bytes, seed: int = 0) -> bytes:
+    gen = torch.Generator().manual_seed(seed)
+
+    def noise(c: Compressed) -> Compressed:
+        codes = torch.randint(0, 256, c.codes.shape, generator=gen, dtype=torch.int64)
+        return replace(c, codes=codes.to(c.codes.dtype))
+    return _edit_blob(task, blob, noise)
+
+
+def perturb_blob(task: RoundTask, blob: bytes, rel: float = 0.01) -> bytes:
+    """A lightly perturbed copy: every scale nudged by `rel`."""
+    return _edit_blob(task, blob, lambda c: replace(c, scale=c.scale * (1 + rel)))
+
+
+def not_derived(task: RoundTask, work: MinerWork) -> bytes:
+    """An update derived from the second-to-last checkpoint instead of the final one."""
+    theta = work.checkpoints[0].params
+    ef = work.checkpoints[0].ef
+    assert ef is not None
+    return derive_update(theta, work.checkpoints[-2], ef, task.cfg)[0]
+
+
+def carry_of(sub: Submission) -> Carry:
+    """What an honest miner carries into the next round (its hash is in the trace)."""
+    assert sub.carry is not None and carry_hash(sub.carry) == sub.trace.carry_hash
+    return sub.carry

@@ -1,0 +1,257 @@
+"""`veritrain devnet`: a whole network in one process, on the embedded chain.
+
+The chain is eth-tester mined once a second on the wall clock (protocol/chain/devchain.py);
+every miner and validator is its own node object with its own libp2p host on 127.0.0.1
+and its own worker process for training and replay. Cheating miners use the adversaries
+of protocol/devnet/cheats.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import socket
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+from eth_account.signers.local import LocalAccount
+
+from miner.node import MinerNode
+from miner.work import CHEATS
+from protocol.chain.client import ChainClient, Role
+from protocol.chain.deploy import deploy
+from protocol.chain.devchain import DevChain
+from protocol.core.errors import ConfigError, VeritrainError
+from protocol.node.keys import NodeKeys
+from protocol.node.context import NodeConfig
+from protocol.core.replay_profile import ProfileWorker
+from protocol.config.run_config import TOKEN_UNIT, ChainParams, GenesisAllocation, RunConfig
+from protocol.config.run_setup import prepare, resolve
+from protocol.core.signing import NodeIdentity, binding_message
+from validator.node import ValidatorNode
+
+Progress = Callable[[str], None]
+
+
+class DevnetIncomplete(VeritrainError):
+    """Raised when the devnet does not complete its rounds within its time limit."""
+
+
+@dataclass(frozen=True)
+class DevnetOptions:
+    miners: int = 4
+    validators: int = 2
+    rounds: int = 5
+    cheaters: tuple[tuple[str, float | None], ...] = ()  # (kind, fraction of segments faked)
+    preset: str = "tiny"
+    out: Path = Path("out/devnet")
+    data_root: Path | None = None  # node data dirs; a temp dir when None
+    training: dict = field(default_factory=dict)  # extra [training] keys (tests: small H)
+    chain: dict = field(default_factory=dict)  # ChainParams overrides
+    timeout_s: float = 1800.0  # the run fails (non-zero exit) if the rounds are not done by then
+
+
+def parse_cheaters(text: str | None) -> tuple[tuple[str, float | None], ...]:
+    """`lazy,withhold:0.3` -> (("lazy", None), ("withhold", 0.3))."""
+    out: list[tuple[str, float | None]] = []
+    for item in filter(None, (text or "").split(",")):
+        kind, _, frac = item.strip().partition(":")
+        if kind not in CHEATS:
+            raise ConfigError(f"unknown cheater kind {kind!r}; choose from {', '.join(CHEATS)}")
+        try:
+            fraction = float(frac) if frac else None
+        except ValueError as exc:
+            raise ConfigError(f"cheater fraction must be a number, got {frac!r}") from exc
+        if fraction is not None and not 0 < fraction <= 1:
+            raise ConfigError("cheater fraction must be in (0, 1]")
+        out.append((kind, fraction))
+    return tuple(out)
+
+
+@dataclass
+class Member:
+    role: Role
+    kind: str  # "honest" or a cheat name
+    keys: NodeKeys
+    client: ChainClient
+    listen: str = field(default_factory=lambda: f"/ip4/127.0.0.1/tcp/{free_port()}")
+    node: MinerNode | ValidatorNode | None = None
+
+    @property
+    def address(self) -> str:
+        return self.keys.account.address
+
+    @property
+    def name(self) -> str:
+        assert self.node is not None
+        return self.node.log.name.removeprefix("veritrain.")
+
+
+def free_port() -> int:
+    """A free loopback port, so each node registers its real address once, before it starts."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def run_config_for(opts: DevnetOptions, accounts: list[LocalAccount]) -> RunConfig:
+    # generous deadlines cost nothing while every node keeps up (phases close early once all
+    # have acted) and keep a busy laptop from missing a phase; the challenge window is waited out
+    chain = {"commit_duration": 300, "score_duration": 300, "reveal_duration": 60, "challenge_window": 20,
+             "unbonding_delay": 900, "emission_per_round": 1000, **opts.chain}
+    training = {"preset": opts.preset, **opts.training}
+    genesis = [GenesisAllocation(address=a.address, amount=10_000) for a in accounts]
+    return RunConfig(run_name="devnet", chain=ChainParams(**chain), training=training, genesis=genesis)
+
+
+def _register(member: Member, stake_tokens: int) -> None:
+    identity, client = member.keys.identity, member.client
+    message = binding_message(client.handle.chain_id, bytes.fromhex(client.staking.address[2:]),
+                              bytes.fromhex(member.address[2:]))
+    client.register(member.role, identity.public_key, member.listen, identity.sign(message))
+    client.stake(stake_tokens * TOKEN_UNIT)
+
+
+def setup_network(opts: DevnetOptions, progress: Progress,
+                  workers: list[ProfileWorker]) -> tuple[DevChain, ChainClient, list[Member]]:
+    """Chain, contracts and accounts. `workers` receives one started worker per node: they
+    import torch while the hashes are pinned (in the first one) and the contracts deploy."""
+    n_miners = opts.miners + len(opts.cheaters)
+    chain = DevChain(funded_accounts=n_miners + opts.validators)
+    accounts = chain.node_accounts()[: n_miners + opts.validators]
+    config = run_config_for(opts, accounts)
+    profile = resolve(config).profile
+    workers += [ProfileWorker(profile).start() for _ in accounts]
+    progress("pinning model, dataset and replay-profile hashes")
+    config = prepare(config, workers[0])
+    progress("deploying contracts on the embedded chain")
+    deployment = deploy(chain.handle, chain.deployer, config, progress=lambda m: None)
+    admin = ChainClient(chain.handle, deployment, chain.deployer)
+    kinds = ["honest"] * opts.miners + [k for k, _ in opts.cheaters]
+    members = [Member(Role.MINER, kind, NodeKeys(a, NodeIdentity.generate()), admin.with_account(a))
+               for kind, a in zip(kinds, accounts[:n_miners], strict=True)]
+    members += [Member(Role.VALIDATOR, "honest", NodeKeys(a, NodeIdentity.generate()), admin.with_account(a))
+                for a in accounts[n_miners:]]
+    chain.start()
+    return chain, admin, members
+
+
+def register_all(members: list[Member], progress: Progress) -> None:
+    """Every node registers and stakes, in parallel (one account each)."""
+    cfg = members[0].client.deployment.run_config.chain
+    n_miners = sum(m.role == Role.MINER for m in members)
+    progress(f"registering {n_miners} miners and {len(members) - n_miners} validators")
+    stakes = {Role.MINER: cfg.min_miner_stake + 100, Role.VALIDATOR: cfg.min_validator_stake + 100}
+    _in_parallel([functools.partial(_register, m, stakes[m.role]) for m in members])
+
+
+def _in_parallel(calls: list[Callable[[], object]]) -> None:
+    errors: list[BaseException] = []
+
+    def run(call: Callable[[], object]) -> None:
+        try:
+            call()
+        except BaseException as exc:  # re-raised below, on the caller's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def build_nodes(opts: DevnetOptions, members: list[Member], data_root: Path, workers: list[ProfileWorker]) -> None:
+    fractions = dict(opts.cheaters)
+    for i, m in enumerate(members):
+        log = logging.getLogger(f"veritrain.{m.role.name.lower()}{i}")
+        cheat = None if m.kind == "honest" else m.kind
+        cfg = NodeConfig(data_dir=data_root / f"node{i}", listen=m.listen, max_rounds=opts.rounds, cheat=cheat,
+                         cheat_fraction=fractions.get(m.kind) if cheat else None)
+        cls = MinerNode if m.role == Role.MINER else ValidatorNode
+        m.node = cls(m.client, m.keys, cfg, log)
+        m.node.prestarted_worker = workers[i]
+
+
+async def run_nodes(admin: ChainClient, members: list[Member], rounds: int, progress: Progress,
+                    timeout_s: float) -> dict[str, str]:
+    """Run every node until `rounds` rounds have settled: {node name: error} for nodes that crashed."""
+    crashed: dict[str, str] = {}
+    with trio.fail_after(timeout_s):
+        async with trio.open_nursery() as nursery:
+            for m in members:
+                nursery.start_soon(_guarded, m, crashed, progress)
+            # the nodes boot (worker processes, hosts) while their accounts register
+            await trio.to_thread.run_sync(register_all, members, progress)
+            await trio.to_thread.run_sync(admin.start)
+            last = ""
+            while (r := await trio.to_thread.run_sync(admin.current_round)) < rounds:
+                _check_quorum(members, crashed)
+                phase = (await trio.to_thread.run_sync(admin.phase, r)).name.lower().replace("_", " ")
+                line = f"round {r + 1}/{rounds} · {phase}"
+                if line != last:
+                    progress(line)
+                    last = line
+                await trio.sleep(1.0)
+            progress("resolving the last fraud reports")
+            while await trio.to_thread.run_sync(_open_reports, admin):
+                _check_quorum(members, crashed)
+                await trio.sleep(1.0)
+            nursery.cancel_scope.cancel()
+    return crashed
+
+
+async def _guarded(member: Member, crashed: dict[str, str], progress: Progress) -> None:
+    """One node's crash is logged and reported, but the network goes on without it, as a
+    real one would."""
+    assert member.node is not None
+    try:
+        await member.node.run()
+    except Exception as exc:
+        member.node.log.exception("node crashed")
+        crashed[member.name] = f"{type(exc).__name__}: {exc}"
+        progress(f"{member.name} crashed: {crashed[member.name]}")
+
+
+def _check_quorum(members: list[Member], crashed: dict[str, str]) -> None:
+    for role in (Role.MINER, Role.VALIDATOR):
+        names = [m.name for m in members if m.role == role]
+        if all(n in crashed for n in names):
+            detail = "; ".join(f"{n}: {crashed[n]}" for n in names)
+            raise DevnetIncomplete(f"every {role.name.lower()} crashed, the rounds cannot finish ({detail})")
+
+
+def _open_reports(admin: ChainClient) -> int:
+    """Reports still open; validators resolve them once their challenge window closes."""
+    count = admin.call("disputes", "report_count")
+    return sum(1 for rid in range(1, count + 1) if admin.report(rid)["status"] == 1)
+
+
+def run_devnet(opts: DevnetOptions, progress: Progress) -> tuple[ChainClient, list[Member], dict[str, str]]:
+    """Set up and run the network: (admin client, members, {node: error} for crashed nodes)."""
+    workers: list[ProfileWorker] = []
+    try:
+        chain, admin, members = setup_network(opts, progress, workers)
+    except BaseException:
+        _in_parallel([w.close for w in workers])
+        raise
+    try:
+        with tempfile.TemporaryDirectory(prefix="veritrain-devnet-") as tmp:
+            build_nodes(opts, members, opts.data_root or Path(tmp), workers)
+            try:
+                crashed = trio.run(run_nodes, admin, members, opts.rounds, progress, opts.timeout_s)
+            except trio.TooSlowError as exc:
+                raise DevnetIncomplete(f"the devnet did not finish {opts.rounds} rounds in {opts.timeout_s:.0f}s") from exc
+            progress("claiming rewards")
+            _in_parallel([m.client.claim for m in members
+                          if m.name not in crashed and m.client.call("settlement", "claimable", m.address) > 0])
+    finally:
+        chain.stop()
+        _in_parallel([w.close for w in workers])  # nodes close theirs; these are the ones that never ran
+    return admin, members, crashed

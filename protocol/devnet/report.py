@@ -1,0 +1,113 @@
+"""The devnet's report: report.json (schema in the README), PNG plots, a settlement table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from protocol.chain.client import ChainClient, Role
+from protocol.chain.events import read_many
+from protocol.config.run_config import TOKEN_UNIT
+
+SCORE_SCALE = 65535
+LOSS_SCALE = 1_000_000
+
+
+def _tokens(amount: int) -> float:
+    return amount / TOKEN_UNIT
+
+
+def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any], rounds: int) -> dict[str, Any]:
+    logs = read_many(admin, [("settlement", "MinerSettled"), ("disputes", "FraudResolved"), ("staking", "Slashed")])
+    settled = logs[("settlement", "MinerSettled")]
+    resolved = {row["report_id"]: row for row in logs[("disputes", "FraudResolved")]}
+    reports = [admin.report(rid) | {"id": rid} for rid in range(1, admin.call("disputes", "report_count") + 1)]
+    out_rounds = []
+    for r in range(rounds):
+        rows = {row["miner"]: row for row in settled if row["round"] == r}
+        miners = []
+        for m in (m for m in members if m.role == Role.MINER):
+            committed = bool(admin.call("settlement", "has_committed", r, m.address))
+            against = [rep for rep in reports if rep["round"] == r and rep["miner"] == m.address]
+            confirmed = [rep for rep in against if rep["status"] == 2]
+            row = rows.get(m.address)
+            miners.append({
+                "address": m.address, "kind": m.kind, "committed": committed,
+                # verified: its proof held (no report against it was confirmed); null: nothing committed
+                "verified": (not confirmed) if committed else None,
+                "score": (row["consensus"] / SCORE_SCALE) if row else 0.0,
+                "reward": _tokens(row["reward"]) if row and not confirmed else 0.0,
+                "slashed": _tokens(sum(resolved[rep["id"]]["slashed"] for rep in confirmed if rep["id"] in resolved)),
+            })
+        out_rounds.append({"round": r, "heldout_loss": admin.call("settlement", "heldout_loss", r + 1) / LOSS_SCALE,
+                           "model_hash": "0x" + admin.call("settlement", "model_hash", r + 1).hex(), "miners": miners})
+    slashes = logs[("staking", "Slashed")]
+    final = []
+    for m in members:
+        final.append({
+            "address": m.address, "role": m.role.name.lower(), "kind": m.kind,
+            "stake": _tokens(admin.call("staking", "staked", m.address) + admin.call("staking", "unbonding", m.address)),
+            "reputation": admin.call("settlement", "reputation", m.address) / SCORE_SCALE,
+            "claimable": _tokens(admin.call("settlement", "claimable", m.address)),
+            "claimed": _tokens(admin.call("settlement", "claimed", m.address)),
+            "slashed": _tokens(sum(s["amount"] for s in slashes if s["account"] == m.address)),
+        })
+    return {"config": config, "rounds": out_rounds, "final": final}
+
+
+def write_report(report: dict[str, Any], out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
+    return [out / "report.json", *_plots(report, out)]
+
+
+def _plots(report: dict[str, Any], out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rounds = [r["round"] for r in report["rounds"]]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(rounds, [r["heldout_loss"] for r in report["rounds"]], marker="o")
+    ax.set(xlabel="round", ylabel="attested held-out loss", title="global model quality per round")
+    fig.tight_layout()
+    fig.savefig(out / "heldout_loss.png", dpi=110)
+    plt.close(fig)
+    final = report["final"]
+    labels = [f"{f['role'][0]}{i}:{f['kind']}" for i, f in enumerate(final)]
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
+    for ax, key, title in zip(axes, ("claimed", "stake", "reputation"), ("rewards claimed", "stake", "reputation"),
+                              strict=True):
+        colors = ["tab:red" if f["slashed"] > 0 else ("tab:blue" if f["role"] == "miner" else "tab:green") for f in final]
+        ax.bar(range(len(final)), [f[key] for f in final], color=colors)
+        ax.set_xticks(range(len(final)), labels, rotation=60, ha="right", fontsize=7)
+        ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(out / "nodes.png", dpi=110)
+    plt.close(fig)
+    return [out / "heldout_loss.png", out / "nodes.png"]
+
+
+def render_settlement(console: Console, report: dict[str, Any]) -> None:
+    losses = Table(title="rounds")
+    for col in ("round", "held-out loss", "model", "committed", "verified", "rewards"):
+        losses.add_column(col)
+    for r in report["rounds"]:
+        ms = r["miners"]
+        losses.add_row(str(r["round"]), f"{r['heldout_loss']:.4f}", r["model_hash"][:12],
+                       str(sum(m["committed"] for m in ms)), str(sum(bool(m["verified"]) for m in ms)),
+                       f"{sum(m['reward'] for m in ms):,.2f}")
+    console.print(losses)
+    table = Table(title="settlement")
+    for col in ("node", "role", "kind", "stake", "reputation", "claimed", "claimable", "slashed"):
+        table.add_column(col)
+    for f in report["final"]:
+        style = "red" if f["slashed"] > 0 else None
+        table.add_row(f["address"], f["role"], f["kind"], f"{f['stake']:,.2f}", f"{f['reputation']:.3f}",
+                      f"{f['claimed']:,.2f}", f"{f['claimable']:,.2f}", f"{f['slashed']:,.2f}", style=style)
+    console.print(table)

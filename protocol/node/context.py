@@ -1,0 +1,243 @@
+"""What miners and validators share: keys, data dir, chain port, p2p node, worker, and
+the global state of each round (computed deterministically, checked against the chain)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from protocol.chain.client import ChainClient
+from protocol.chain.events import EventLog
+from protocol.core.errors import VeritrainError
+from protocol.node.global_model import next_state, select_updates
+from protocol.node.keys import NodeKeys
+from protocol.p2p.config import P2PConfig
+from protocol.p2p.errors import P2PError
+from protocol.p2p.node import P2PNode
+from protocol.p2p.registry import RegistryView
+from protocol.core.replay_profile import ProfileWorker
+from protocol.config.run_setup import Setup, load_dataset, resolve
+from protocol.node.runtime import AsyncWorker, ChainPort, RegistrySync, kv
+from protocol.node.store import DataDir
+
+ZERO32 = b"\x00" * 32
+
+
+class StateMismatch(VeritrainError):
+    """Raised when this node's aggregation of a round disagrees with the attested model hash."""
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    data_dir: Path
+    listen: str = "/ip4/127.0.0.1/tcp/0"  # libp2p listen address (port 0: any free port)
+    bootstrap: tuple[str, ...] = ()  # extra /ip4/../tcp/N/p2p/ID peers to keep connected
+    poll_s: float = 0.5  # how often round/phase are read from chain
+    fetch_timeout_s: float = 20.0  # per blob or checkpoint, across all peers tried
+    max_blob_bytes: int = 64 * 1024 * 1024  # cap on any submission or checkpoint fetched
+    top_g: int = 16  # updates aggregated per round (top-G by consensus)
+    max_rounds: int | None = None  # stop after this many rounds (devnet, tests)
+    cheat: str | None = None  # miners only: adversary kind (devnet --cheaters)
+    cheat_fraction: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class NodeContext:
+    def __init__(self, client: ChainClient, keys: NodeKeys, config: NodeConfig, log: logging.Logger) -> None:
+        self.client, self.keys, self.config, self.log = client, keys, config, log
+        self.address: str = keys.account.address
+        self.port = ChainPort(client, log)
+        self.data = DataDir(config.data_dir)
+        self.setup: Setup = resolve(client.deployment.run_config)
+        staking = bytes.fromhex(client.staking.address[2:])
+        self.registry = RegistryView(client.handle.chain_id, staking)
+        self.sync = RegistrySync(self.port, self.registry, log)
+        p2p_cfg = P2PConfig(chain_id=client.handle.chain_id, contract=staking, listen_addr=config.listen,
+                            bootstrap=config.bootstrap, max_blob_size=config.max_blob_bytes)
+        self.current_round = 0
+        self.p2p = P2PNode(keys.identity, p2p_cfg, self.registry, blobs=self.data, checkpoints=self.data,
+                           current_round=lambda: self.current_round)
+        self.worker: AsyncWorker | None = None
+        self.prestarted_worker: ProfileWorker | None = None  # the devnet starts them early
+        self.commit_log = EventLog(client, "settlement", "UpdateCommitted")
+        self.settle_log = EventLog(client, "settlement", "MinerSettled")
+
+    async def run(self) -> None:
+        """Start the worker, the p2p host, registry sync and gossip reading, then the role's
+        `main`; everything stops when `main` returns."""
+        worker = self.prestarted_worker
+        if worker is None or worker.profile != self.setup.profile:
+            worker = ProfileWorker(self.setup.profile)
+        worker.warm(load_dataset, self.setup.spec.dataset)  # while the node boots, not in round 0
+        # spawning the worker (it imports torch) and stopping it take seconds: off the event
+        # loop, which the devnet shares among all of its nodes
+        await trio.to_thread.run_sync(worker.ready)
+        try:
+            self.worker = AsyncWorker(worker)
+            async with self.p2p.run():
+                async with trio.open_nursery() as nursery:
+                    await self.sync.refresh()
+                    nursery.start_soon(self.sync.run_forever)
+                    nursery.start_soon(self._drain_gossip)
+                    await self.main(nursery)
+                    nursery.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(worker.close)
+
+    async def main(self, nursery: trio.Nursery) -> None:
+        raise NotImplementedError
+
+    async def _drain_gossip(self) -> None:
+        # read promptly: py-libp2p drops messages when the subscription buffer fills
+        while True:
+            await self.p2p.receive()
+
+    # ---- chain helpers ----------------------------------------------------------------
+    async def chain_time(self) -> int:
+        return await self.port(lambda: int(self.client.w3.eth.get_block("latest")["timestamp"]))
+
+    async def next_block_time(self) -> int:
+        """When the next block will most likely be stamped: chains that mine on demand
+        (anvil) leave the latest timestamp behind while idle, but stamp new blocks now."""
+        return max(await self.chain_time(), int(time.time()))
+
+    async def wait_round_open(self, round_: int) -> None:
+        """Until `round_` is the current (or a past) round."""
+        while True:
+            if await self.port.view("settlement", "started") and await self.port(self.client.current_round) >= round_:
+                self.current_round = await self.port(self.client.current_round)
+                return
+            await trio.sleep(self.config.poll_s)
+
+    async def model_hash(self, round_: int) -> bytes:
+        return bytes(await self.port.view("settlement", "model_hash", round_))
+
+    async def commits(self, round_: int) -> dict[str, tuple[bytes, bytes, int]]:
+        """miner -> (update hash, trace root, commit order) for `round_`."""
+        rows = await self.port(self.commit_log.rows)
+        rows = [r for r in rows if r["round"] == round_]
+        return {r["miner"]: (bytes(r["update_hash"]), bytes(r["trace_root"]), i) for i, r in enumerate(rows)}
+
+    # ---- p2p helpers ------------------------------------------------------------------
+    def node_key_of(self, account: str) -> bytes | None:
+        entry = self.registry.lookup_by_account(bytes.fromhex(account[2:]))
+        return None if entry is None else entry.node_key
+
+    def peers_for(self, first: str | None = None) -> list[bytes]:
+        """Node keys to ask for a blob: `first`'s, then every validator's, then everyone else's."""
+        keys = [k for k in [self.node_key_of(first)] if k] if first else []
+        entries = sorted(self.registry.entries(), key=lambda e: e.role != "validator")
+        keys += [e.node_key for e in entries if e.node_key not in keys and e.node_key != self.keys.identity.public_key]
+        return keys
+
+    async def fetch_blob(self, blob_hash: bytes, first: str | None = None) -> bytes | None:
+        """A verified blob from the store, or from peers (then kept in the store)."""
+        if self.data.blobs.has(blob_hash):
+            return self.data.blobs.read(blob_hash)
+        peers = self.peers_for(first)
+        if not peers:
+            return None
+        with trio.move_on_after(self.config.fetch_timeout_s):
+            try:
+                got = await self.p2p.fetch_blob_any(peers, blob_hash)
+            except P2PError as exc:
+                self.log.info("blob unavailable %s", kv(hash=blob_hash.hex()[:12], reason=type(exc).__name__))
+                return None
+            data = got if isinstance(got, bytes) else Path(got).read_bytes()
+            await self.put_blob(data)
+            return data
+        self.log.info("blob fetch timed out %s", kv(hash=blob_hash.hex()[:12]))
+        return None
+
+    # ---- global state -----------------------------------------------------------------
+    async def state_for(self, round_: int) -> tuple[bytes, bytes]:
+        """(encoded θ_round, its hash), equal to the attested hash of `round_`.
+
+        A node that holds the previous state recomputes this one and checks it against the
+        chain; one that does not (it joined late, or lost its data dir), or whose result
+        disagrees, fetches the attested state from peers: it is a blob addressed by the
+        model hash. Recomputing from genesis is the last resort."""
+        want = await self.model_hash(round_)
+        if want == ZERO32:
+            raise StateMismatch(f"round {round_} has no attested model yet")
+        if (held := self._held_state(round_, want)) is not None:
+            return held, want
+        # without the previous state, recomputing means replaying history: ask peers first
+        can_compute = round_ == 0 or self._holds_state(round_ - 1)
+        if can_compute:
+            try:
+                blob, got = await self._compute_state(round_)
+            except StateMismatch as exc:
+                self.log.warning("cannot recompute the global state %s", kv(round=round_, reason=exc))
+                got = b""
+            if got == want:
+                return await self._keep_state(round_, want, blob), want
+            if got:
+                self.log.warning("computed model differs from the attested one %s",
+                                 kv(round=round_, computed=got.hex()[:12], attested=want.hex()[:12]))
+        fetched = await self.fetch_blob(want)  # content-addressed: verified against `want`
+        if fetched is not None:
+            self.log.info("global state fetched from peers %s", kv(round=round_, model=want.hex()[:12]))
+            return await self._keep_state(round_, want, fetched), want
+        if can_compute:
+            raise StateMismatch(f"round {round_}: no peer serves the attested model {want.hex()[:16]}…")
+        self.log.warning("no peer serves the global state; recomputing from history %s", kv(round=round_))
+        blob, got = await self._compute_state(round_)
+        if got != want:
+            raise StateMismatch(f"round {round_}: computed model {got.hex()[:16]}… but chain attests {want.hex()[:16]}…")
+        return await self._keep_state(round_, want, blob), want
+
+    def _held_state(self, round_: int, want: bytes) -> bytes | None:
+        rec = self.data.state.get(f"state:{round_}")
+        if not rec or rec["hash"] != want.hex() or not self._holds_state(round_):
+            return None
+        return self.data.blobs.read(bytes.fromhex(rec["blob"]))
+
+    def _holds_state(self, round_: int) -> bool:
+        """Whether this node keeps some state for `round_` (checked against the chain on use)."""
+        rec = self.data.state.get(f"state:{round_}")
+        return bool(rec) and self.data.blobs.has(bytes.fromhex(rec["blob"]))
+
+    async def _keep_state(self, round_: int, want: bytes, blob: bytes) -> bytes:
+        self.data.state.set(f"state:{round_}", {"hash": want.hex(), "blob": (await self.put_blob(blob)).hex()})
+        return blob
+
+    async def put_blob(self, data: bytes) -> bytes:
+        """Store a blob durably (hash, write, fsync) without blocking the event loop."""
+        return await trio.to_thread.run_sync(self.data.blobs.put, data)
+
+    async def _compute_state(self, round_: int) -> tuple[bytes, bytes]:
+        if round_ == 0:
+            from miner.work import genesis_blob
+
+            return await self._work(genesis_blob, self.setup.spec)  # type: ignore[no-any-return]
+        blob, got, _ = await self.compute_next(round_ - 1)
+        return blob, got
+
+    async def compute_next(self, round_: int, with_loss: bool = False) -> tuple[bytes, bytes, float | None]:
+        """θ_{round+1} from round `round_`'s finalized settlement: (blob, hash, held-out loss
+        if `with_loss`, else None)."""
+        state_blob, state_hash = await self.state_for(round_)
+        settled = await self.port(self.settle_log.rows)
+        rows = [(r["miner"], int(r["consensus"]), bool(r["held"])) for r in settled if r["round"] == round_]
+        chosen = select_updates(rows, self.config.top_g)
+        commits = await self.commits(round_)
+        envelopes = []
+        for miner in chosen:
+            blob = await self.fetch_blob(commits[miner][0], first=miner)
+            if blob is None:
+                raise StateMismatch(f"round {round_}: update of {miner} is unavailable from every peer")
+            envelopes.append(blob)
+        spec, seed = self.setup.spec, self.setup.run_seed
+        return await self._work(next_state, spec, seed, state_blob, state_hash, envelopes, self.config.max_blob_bytes,
+                                with_loss)
+
+    async def _work(self, fn: Any, *args: Any) -> Any:
+        assert self.worker is not None, "worker not started"
+        return await self.worker(fn, *args)

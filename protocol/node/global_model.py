@@ -1,0 +1,55 @@
+"""The next global state, as every node computes it (run in the profile worker).
+
+Which updates count is decided from chain data only, so all nodes agree: the round's
+miners with a positive consensus score whose reward was not held back by an open report
+at finalize, top `top_g` by consensus (ties by address).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from protocol.core.aggregate import aggregate, decode_state, encoded_state
+from protocol.core.data import heldout_batches
+from protocol.core.envelope import decode_envelope
+from protocol.core.hashing import blake3_hash
+from protocol.core.model import GPT, load_params
+from protocol.config.run_setup import Setup, TrainingSpec, load_dataset
+
+HELDOUT_BATCHES = 8  # batches in the attested held-out loss (same for every validator)
+
+
+def select_updates(settled: Sequence[tuple[str, int, bool]], top_g: int) -> list[str]:
+    """From (miner, consensus, held) rows: the miners whose updates are aggregated."""
+    eligible = [(c, m) for m, c, held in settled if c > 0 and not held]
+    eligible.sort(key=lambda cm: (-cm[0], int(cm[1], 16)))
+    return sorted((m for _, m in eligible[:top_g]), key=lambda m: int(m, 16))
+
+
+def heldout_loss(spec: TrainingSpec, run_seed: bytes, params: dict) -> float:
+    """Mean loss on held-out batches fixed by the run seed (the attested figure)."""
+    setup = Setup(spec, run_seed)
+    model_cfg, cfg = setup.model, setup.compute
+    ds = load_dataset(spec.dataset)
+    batches = heldout_batches(ds, blake3_hash("attested-heldout", run_seed), HELDOUT_BATCHES, cfg.batch_size,
+                              model_cfg.block_size)
+    model = GPT(model_cfg)
+    load_params(model, params)
+    x = torch.cat([b[0] for b in batches])  # (n*B, T)
+    y = torch.cat([b[1] for b in batches])  # (n*B, T)
+    with torch.no_grad():
+        return float(model(x, y))
+
+
+def next_state(spec: TrainingSpec, run_seed: bytes, state_blob: bytes, state_hash: bytes,
+               envelopes: Sequence[bytes], max_bytes: int, with_loss: bool = True) -> tuple[bytes, bytes, float | None]:
+    """(encoded next state, its hash, its held-out loss) from the accepted envelopes. Only
+    attesting validators need the loss; everyone else skips its forward passes."""
+    setup = Setup(spec, run_seed)
+    state = decode_state(state_blob, setup.model, state_hash)
+    updates = [decode_envelope(e, max_bytes).update for e in envelopes]
+    new = aggregate(state, updates, setup.model, setup.compute)
+    blob, new_hash = encoded_state(new, setup.model)
+    return blob, bytes(new_hash), heldout_loss(spec, run_seed, new.params) if with_loss else None

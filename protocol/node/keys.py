@@ -1,0 +1,79 @@
+"""Node keys on disk: an eth-account encrypted keystore and an ed25519 node key seed.
+
+Both files are created with mode 0600 and written atomically; existing keys are never
+overwritten, so a second `keys new` cannot destroy an identity that holds stake.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from eth_account import Account
+from eth_account.signers.local import LocalAccount
+
+from protocol.config.atomic import atomic_write
+from protocol.core.errors import ConfigError
+from protocol.core.signing import NodeIdentity
+
+KEYSTORE_FILE = "keystore.json"
+NODE_KEY_FILE = "node_key"
+KDF_ITERATIONS = 262_144  # eth-account's default scrypt/pbkdf2 work factor
+
+
+@dataclass(frozen=True)
+class NodeKeys:
+    account: LocalAccount
+    identity: NodeIdentity
+
+
+def new_keys(directory: Path, password: str, kdf_iterations: int = KDF_ITERATIONS) -> tuple[str, bytes]:
+    """Create both keys in `directory`; returns (account address, node public key)."""
+    directory = Path(directory)
+    if not password:
+        raise ConfigError("refusing to write a keystore with an empty password")
+    for name in (KEYSTORE_FILE, NODE_KEY_FILE):
+        if (directory / name).exists():
+            raise ConfigError(f"{directory / name} already exists; refusing to overwrite a key")
+    directory.mkdir(parents=True, exist_ok=True)
+    account = Account.create()
+    identity = NodeIdentity.generate()
+    keystore = Account.encrypt(account.key, password, iterations=kdf_iterations)
+    _write_private(directory / NODE_KEY_FILE, identity.seed.hex() + "\n")
+    _write_private(directory / KEYSTORE_FILE, json.dumps(keystore))
+    return account.address, identity.public_key
+
+
+def load_keys(directory: Path, password: str) -> NodeKeys:
+    """Decrypt the keystore and read the node key; typed errors say which file is wrong."""
+    directory = Path(directory)
+    keystore_path, node_key_path = directory / KEYSTORE_FILE, directory / NODE_KEY_FILE
+    try:
+        keystore = json.loads(keystore_path.read_text())
+        seed_hex = node_key_path.read_text().strip()
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{exc.filename} not found; create keys with `veritrain keys new --out {directory}`") from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{keystore_path} is not a JSON keystore") from exc
+    try:
+        account = Account.from_key(Account.decrypt(keystore, password))
+    except ValueError as exc:
+        raise ConfigError(f"cannot decrypt {keystore_path}: wrong password or corrupt keystore") from exc
+    try:
+        identity = NodeIdentity(bytes.fromhex(seed_hex))
+    except ValueError as exc:
+        raise ConfigError(f"{node_key_path} does not hold a 32-byte hex ed25519 seed") from exc
+    return NodeKeys(account, identity)
+
+
+def keystore_address(directory: Path) -> str:
+    """The account address, readable without the password."""
+    try:
+        return "0x" + json.loads((Path(directory) / KEYSTORE_FILE).read_text())["address"].removeprefix("0x")
+    except (FileNotFoundError, KeyError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"no readable keystore in {directory}") from exc
+
+
+def _write_private(path: Path, text: str) -> None:
+    atomic_write(path, text.encode(), mode=0o600, prefix=".key-")

@@ -1,0 +1,208 @@
+"""A node's data dir: a content-addressed blob store plus SQLite state.
+
+Layout: `<data_dir>/blobs/<hex blake3>` and `<data_dir>/state.sqlite`.
+- Blobs are written to a temp file in the same folder, fsynced, then renamed, so a
+  crash never leaves a half-written blob under its final name; leftover temp files are
+  swept at open.
+- SQLite runs in WAL mode with synchronous=FULL: a committed row survives SIGKILL.
+  The journal keeps what a restarted node needs and the chain cannot tell it (score
+  salts, which blob a round committed to); the chain stays the source of truth for
+  whether a transaction happened, so a restart never re-sends one that landed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import blake3
+
+from protocol.config.atomic import atomic_write
+from protocol.core.errors import VeritrainError
+
+TEMP_PREFIX = ".partial-"
+
+
+class StoreError(VeritrainError):
+    """Raised when the data dir is unusable or a stored blob fails its hash check."""
+
+
+def content_hash(data: bytes | memoryview) -> bytes:
+    """The hash blobs are stored and requested by (plain blake3, as on the blob protocol)."""
+    return blake3.blake3(data).digest()
+
+
+class BlobStore:
+    """Content-addressed files; implements the p2p layer's `BlobSource.get`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        for leftover in self.root.glob(TEMP_PREFIX + "*"):
+            leftover.unlink(missing_ok=True)
+
+    def path_for(self, blob_hash: bytes) -> Path:
+        if len(blob_hash) != 32:
+            raise StoreError(f"blob hash must be 32 bytes, got {len(blob_hash)}")
+        return self.root / blob_hash.hex()
+
+    def has(self, blob_hash: bytes) -> bool:
+        return self.path_for(blob_hash).is_file()
+
+    def get(self, blob_hash: bytes) -> Path | None:
+        path = self.path_for(blob_hash)
+        return path if path.is_file() else None
+
+    def read(self, blob_hash: bytes) -> bytes:
+        """The blob's bytes, re-verified against its name (disks rot, people edit files)."""
+        path = self.get(blob_hash)
+        if path is None:
+            raise StoreError(f"blob {blob_hash.hex()} not in store")
+        data = path.read_bytes()
+        if content_hash(data) != blob_hash:
+            raise StoreError(f"blob {blob_hash.hex()} is corrupt on disk")
+        return data
+
+    def put(self, data: bytes) -> bytes:
+        return write_blob(self.root, data)
+
+
+def write_blob(root: Path, data: bytes) -> bytes:
+    """Store `data` durably under its content hash in the blob folder `root` and return the
+    hash. Safe from any of the node's processes (temp file, fsync, rename), which is how a
+    miner's worker stores its checkpoints without shipping them to the node process."""
+    blob_hash = content_hash(data)
+    final = Path(root) / blob_hash.hex()
+    if final.is_file():
+        return blob_hash
+    atomic_write(final, data, prefix=TEMP_PREFIX)
+    _fsync_dir(Path(root))
+    return blob_hash
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    round INTEGER NOT NULL, trace_root TEXT NOT NULL, leaf INTEGER NOT NULL,
+    blob TEXT NOT NULL, proof BLOB NOT NULL, PRIMARY KEY (round, trace_root, leaf)
+);
+CREATE TABLE IF NOT EXISTS journal (
+    round INTEGER NOT NULL, step TEXT NOT NULL, data TEXT NOT NULL,
+    PRIMARY KEY (round, step)
+);
+"""
+
+
+class NodeState:
+    """Small durable key/value and per-round journal; safe to share between threads."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"node state {self.path} is unusable: {exc}") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def set(self, key: str, value: Any) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, json.dumps(value)))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        with self._lock:
+            row = self._db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+        return default if row is None else json.loads(row[0])
+
+    def record(self, round_: int, step: str, data: dict[str, Any]) -> None:
+        """Durably note that `step` of `round_` happened (or is about to), with its data."""
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO journal VALUES (?, ?, ?)", (round_, step, json.dumps(data)))
+
+    def recall(self, round_: int, step: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._db.execute("SELECT data FROM journal WHERE round = ? AND step = ?", (round_, step)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def steps(self, round_: int) -> list[str]:
+        with self._lock:
+            rows = self._db.execute("SELECT step FROM journal WHERE round = ? ORDER BY rowid", (round_,)).fetchall()
+        return [r[0] for r in rows]
+
+
+    def index_checkpoint(self, round_: int, trace_root: bytes, leaf: int, blob_hash: bytes, proof: bytes) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?, ?)",
+                             (round_, trace_root.hex(), leaf, blob_hash.hex(), proof))
+
+    def checkpoint_rounds(self) -> list[int]:
+        with self._lock:
+            return [r[0] for r in self._db.execute("SELECT DISTINCT round FROM checkpoints ORDER BY round")]
+
+    def unindex_checkpoints(self, round_: int) -> frozenset[bytes]:
+        """Forget `round_`'s checkpoints: the blob hashes no other entry still points to."""
+        with self._lock:
+            rows = self._db.execute("SELECT blob FROM checkpoints WHERE round = ?", (round_,)).fetchall()
+            self._db.execute("DELETE FROM checkpoints WHERE round = ?", (round_,))
+            still = {r[0] for r in self._db.execute("SELECT DISTINCT blob FROM checkpoints")}
+        return frozenset(bytes.fromhex(r[0]) for r in rows if r[0] not in still)
+
+    def checkpoint_entry(self, round_: int, trace_root: bytes, leaf: int) -> tuple[bytes, bytes] | None:
+        with self._lock:
+            row = self._db.execute("SELECT blob, proof FROM checkpoints WHERE round = ? AND trace_root = ? AND leaf = ?",
+                                   (round_, trace_root.hex(), leaf)).fetchone()
+        return None if row is None else (bytes.fromhex(row[0]), bytes(row[1]))
+
+
+class DataDir:
+    """A node's data dir: blobs + state. Also the p2p layer's blob and checkpoint source."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.blobs = BlobStore(self.root / "blobs")
+        self.state = NodeState(self.root / "state.sqlite")
+
+    def get(self, blob_hash: bytes) -> Path | None:
+        return self.blobs.get(blob_hash)
+
+    def add_checkpoint(self, round_: int, trace_root: bytes, leaf: int, data: bytes, proof: bytes) -> None:
+        """Keep a checkpoint to serve by (round, trace root, leaf): the miner's own, or a
+        validator's evidence (served even if the miner stops serving)."""
+        self.state.index_checkpoint(round_, trace_root, leaf, self.blobs.put(data), proof)
+
+    def drop_checkpoints(self, round_: int) -> int:
+        """Delete `round_`'s checkpoints (index first, so a crash leaves at worst an orphan
+        file, never an entry without its file); returns the bytes freed."""
+        freed = 0
+        for blob_hash in self.state.unindex_checkpoints(round_):
+            path = self.blobs.get(blob_hash)
+            if path is not None:
+                freed += path.stat().st_size
+                path.unlink(missing_ok=True)
+        return freed
+
+    def get_checkpoint(self, round_: int, trace_root: bytes, index: int) -> tuple[bytes | Path, bytes] | None:
+        entry = self.state.checkpoint_entry(round_, trace_root, index)
+        if entry is None:
+            return None
+        path = self.blobs.get(entry[0])
+        return None if path is None else (path, entry[1])
