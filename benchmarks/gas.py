@@ -20,11 +20,12 @@ from rich.console import Console
 from rich.table import Table
 
 from protocol.chain.backend import connect, dev_account
-from protocol.chain.client import ChainClient, FraudKind, Vote
+from protocol.chain.client import ChainClient, Vote
 from protocol.chain.commitments import score_commitment, sort_miners
 from protocol.chain.deploy import deploy
 from protocol.chain.scripted import join_network
 from protocol.config.run_config import ChainParams, RunConfig
+from protocol.core.fraud import FraudKind
 
 SIZES = [(4, 2), (16, 4), (64, 8)]
 

@@ -42,8 +42,8 @@ from rich.console import Console
 from rich.table import Table
 
 from protocol.core.messages import UpdateAnnounced, to_hex
-from protocol.p2p import DirectoryBlobSource, P2PConfig, P2PNode, RegistryEntry, RegistryView
 from protocol.core.signing import NodeIdentity, binding_message
+from protocol.p2p import DirectoryBlobSource, P2PConfig, P2PNode, RegistryEntry, RegistryView
 
 CHAIN_ID = 31337
 CONTRACT = bytes.fromhex("5fbdb2315678afecb367f032d93f642f64180aa3")

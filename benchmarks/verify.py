@@ -24,7 +24,6 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.overhead import corpus_slice
-from protocol.devnet import cheats as adv
 from protocol.core.data import Dataset, heldout_batches
 from protocol.core.hashing import blake3_hash, u64
 from protocol.core.model import GPT, Params, init_params, num_params, preset
@@ -39,6 +38,7 @@ from protocol.core.replay_profile import ReplayProfile, apply_profile, observe_p
 from protocol.core.signing import NodeIdentity
 from protocol.core.training import ComputeConfig, RoundTask, train_round
 from protocol.core.verdict import judge, verify_submission
+from protocol.devnet import cheats as adv
 from validator.scoring import GauntletUsefulness, mean_loss, own_batches
 
 FRACTIONS = (0.1, 0.25, 0.5, 1.0)

@@ -6,6 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from protocol.config.run_setup import Setup, TrainingSpec, load_dataset
+from protocol.core.aggregate import decode_state
+from protocol.core.checkpoint import encode_checkpoint
+from protocol.core.envelope import encode_envelope, encode_proof
+from protocol.core.proof import carry_hash, decode_carry, encode_carry, leaf_proof
+from protocol.core.training import RoundTask, zero_carry
 from protocol.devnet.cheats import (
     Submission,
     fabricate,
@@ -19,13 +25,7 @@ from protocol.devnet.cheats import (
     withhold,
     wrong_data,
 )
-from protocol.core.aggregate import decode_state
-from protocol.core.checkpoint import encode_checkpoint
-from protocol.core.envelope import encode_envelope, encode_proof
-from protocol.core.proof import carry_hash, decode_carry, encode_carry, leaf_proof
-from protocol.config.run_setup import Setup, TrainingSpec, load_dataset
 from protocol.node.store import write_blob
-from protocol.core.training import RoundTask, zero_carry
 
 CHEATS = ("lazy", "fabricate", "wrong-data", "copy", "stale", "scale", "sign-flip", "nan", "noise", "withhold")
 

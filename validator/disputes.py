@@ -13,6 +13,7 @@ import trio
 
 from protocol.chain.client import ReportStatus, Vote
 from protocol.core.errors import ContractRevert
+from protocol.core.fraud import FraudKind
 from protocol.node.runtime import kv
 from validator.checks import check_one
 
@@ -79,13 +80,13 @@ class Disputes:
         seed = (await ctx.port(ctx.client.round_info, r))["seed"]
         n_segments = ctx.setup.compute.n_segments
         segment = rep["segment"]
-        segments = (segment,) if rep["kind"] == 1 and segment < n_segments else ()
-        if rep["kind"] == 3 and 0 < segment <= n_segments:  # the missing leaf ends segment-1
+        segments = (segment,) if rep["kind"] == FraudKind.REPLAY and segment < n_segments else ()
+        if rep["kind"] == FraudKind.UNAVAILABLE and 0 < segment <= n_segments:  # the missing leaf ends segment-1
             segments = (segment - 1,)
         check = await check_one(ctx, r, miner, commit, bytes(seed), await ctx.state_for(r), segments)
         if check.outcome.kind is not None:
             vote = Vote.CONFIRM
-        elif rep["kind"] == 3:
+        elif rep["kind"] == FraudKind.UNAVAILABLE:
             vote = Vote.SERVED
         else:
             vote = Vote.REJECT

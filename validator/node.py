@@ -13,7 +13,7 @@ import os
 
 import trio
 
-from protocol.chain.client import FraudKind, Phase
+from protocol.chain.client import Phase
 from protocol.chain.commitments import score_commitment, sort_miners
 from protocol.core.errors import ContractRevert
 from protocol.core.hashing import blake3_hash
@@ -25,7 +25,6 @@ from validator.disputes import Disputes
 from validator.scoring import Usefulness
 from validator.work import ScoreJob, score_miners, usefulness_by_miner
 
-KIND_CODES = {"replay": FraudKind.REPLAY, "derivation": FraudKind.DERIVATION, "unavailable": FraudKind.UNAVAILABLE}
 NO_SEGMENT = 65535  # report segment when a whole submission was unavailable
 LOSS_SCALE = 1_000_000
 
@@ -101,7 +100,7 @@ class ValidatorNode(NodeContext):
             evidence = blake3_hash("evidence", (o.expected_hash or b""), (o.actual_hash or b""), o.detail.encode())
             segment = o.segment if o.segment is not None else (o.leaf if o.leaf is not None else NO_SEGMENT)
             try:
-                rid = await self.port(self.client.report_fraud, r, c.miner, KIND_CODES[o.kind], segment,
+                rid = await self.port(self.client.report_fraud, r, c.miner, o.kind, segment,
                                       bytes(evidence), c.challenge.signature)
                 self.log.warning("fraud reported %s", kv(round=r, miner=c.miner, kind=o.kind, report=rid))
             except ContractRevert as exc:

@@ -22,10 +22,23 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from protocol.core.compress import UpdateFormatError, decode_update, decompress_sparse, expected_header
+from protocol.core.compress import (
+    UpdateFormatError,
+    decode_update,
+    decompress_sparse,
+    expected_header,
+)
 from protocol.core.data import Dataset, assign_pages, batch, heldout_batches
 from protocol.core.hashing import Digest, blake3_hash
-from protocol.core.model import GPT, ModelConfig, Params, flatten, load_params, num_params, unflatten
+from protocol.core.model import (
+    GPT,
+    ModelConfig,
+    Params,
+    flatten,
+    load_params,
+    num_params,
+    unflatten,
+)
 from protocol.core.training import ComputeConfig, RoundTask
 
 MAX_SCORE = 65535  # on-chain scores are integers in [0, 65535] meaning [0, 1]

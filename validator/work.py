@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from protocol.config.run_setup import Setup, TrainingSpec, load_dataset
 from protocol.core.aggregate import decode_state
 from protocol.core.data import Dataset
 from protocol.core.envelope import decode_envelope
+from protocol.core.fraud import FraudKind
 from protocol.core.hashing import Digest
 from protocol.core.model import Params
 from protocol.core.proof import zero_carry_hash
-from protocol.config.run_setup import Setup, TrainingSpec, load_dataset
 from protocol.core.training import RoundTask
 from protocol.core.verdict import judge, verify_submission
 from validator.scoring import RoundEntry, Usefulness, score_round, usefulness_of
@@ -35,7 +36,7 @@ class CheckJob:
 @dataclass(frozen=True)
 class CheckOutcome:
     miner: str
-    kind: str | None  # replay | derivation | unavailable | None (proof holds)
+    kind: FraudKind | None  # None: the proof holds
     leaf: int | None
     segment: int | None
     detail: str
@@ -58,7 +59,7 @@ def check_miner(job: CheckJob) -> CheckOutcome:
     for r in v.replays:
         if r.segment == j.segment:
             expected, actual = bytes(r.expected_hash), (bytes(r.actual_hash) if r.actual_hash else None)
-    return CheckOutcome(job.miner, str(j.kind) if j.kind else None, j.leaf, j.segment, j.detail, expected, actual)
+    return CheckOutcome(job.miner, j.kind, j.leaf, j.segment, j.detail, expected, actual)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from protocol.chain.backend import ChainHandle
 from protocol.chain.deployment import Deployment
 from protocol.chain.tx import TxSender
 from protocol.core.errors import ConfigError
+from protocol.core.fraud import FraudKind
 
 MAX_UINT = 2**256 - 1
 
@@ -20,12 +21,6 @@ MAX_UINT = 2**256 - 1
 class Role(IntEnum):
     MINER = 1
     VALIDATOR = 2
-
-
-class FraudKind(IntEnum):
-    REPLAY = 1
-    DERIVATION = 2
-    UNAVAILABLE = 3
 
 
 class Vote(IntEnum):

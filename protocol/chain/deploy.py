@@ -10,8 +10,8 @@ from contracts.build import compile_all, sources_hash
 from protocol.chain.backend import ChainHandle
 from protocol.chain.deployment import ContractAddresses, Deployment
 from protocol.chain.tx import TxSender
-from protocol.core.errors import ChainError, InsufficientFunds
 from protocol.config.run_config import TOKEN_UNIT, RunConfig
+from protocol.core.errors import ChainError, InsufficientFunds
 
 Progress = Callable[[str], None]
 

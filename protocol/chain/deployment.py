@@ -8,8 +8,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from protocol.config.atomic import atomic_write
-from protocol.core.errors import ConfigError
 from protocol.config.run_config import RunConfig
+from protocol.core.errors import ConfigError
 
 ADDRESS = r"^0x[0-9a-fA-F]{40}$"
 

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
-from protocol.chain.client import ChainClient, FraudKind, Role, Vote
+from protocol.chain.client import ChainClient, Role, Vote
 from protocol.chain.commitments import score_commitment, sort_miners
 from protocol.config.run_config import TOKEN_UNIT
+from protocol.core.fraud import FraudKind
 from protocol.core.signing import NodeIdentity, binding_message
 
 Progress = Callable[[str], None]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.chain.client import ChainClient, FraudKind, Phase, ReportStatus, Role
+from protocol.chain.client import ChainClient, Phase, ReportStatus, Role
 from protocol.chain.events import read_events
+from protocol.core.fraud import FraudKind
 
 LOSS_SCALE = 1_000_000  # attested held-out losses are fixed point
 
@@ -132,7 +133,7 @@ def disputes(client: ChainClient) -> list[dict[str, Any]]:
         res = resolved.get(rid)
         out.append({
             "id": rid, "round": rep["round"], "miner": rep["miner"], "reporter": rep["reporter"],
-            "kind": FraudKind(rep["kind"]).name.lower(), "segment": rep["segment"],
+            "kind": FraudKind(rep["kind"]).label, "segment": rep["segment"],
             "evidence_hash": _hex(rep["evidence_hash"]), "deadline": rep["deadline"],
             "status": ReportStatus(rep["status"]).name.lower(),
             "confirm_weight": rep["confirm_weight"], "reject_weight": rep["reject_weight"],

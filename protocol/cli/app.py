@@ -116,8 +116,8 @@ def inspect(
 
 def show(client: Any, view: str, target: str | None, as_json: bool) -> None:
     """Render one inspect view (shared with devnet)."""
-    from protocol.cli import inspect_render as render
     from protocol.chain import settlement_view as sv
+    from protocol.cli import inspect_render as render
 
     if view not in INSPECT_VIEWS:
         raise ConfigError(f"unknown view {view!r}; expected one of {', '.join(INSPECT_VIEWS)}")

@@ -10,8 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
-from protocol.config.atomic import atomic_write
 from protocol.cli.account import DeploymentOpt, KeysOpt, RpcOpt, node_client, parse_tokens
+from protocol.config.atomic import atomic_write
 from protocol.core.errors import ConfigError, InsufficientFunds
 
 DataDirOpt = Annotated[Path, typer.Option(help="Node data dir (SQLite state + blob store)")]
@@ -64,8 +64,8 @@ def _logging() -> None:
 
 def check_local_hashes(client: Any) -> None:
     """Refuse to run unless this machine reproduces the run's model, corpus and profile hashes."""
-    from protocol.core.replay_profile import ProfileWorker
     from protocol.config.run_setup import pinned_hashes, resolve
+    from protocol.core.replay_profile import ProfileWorker
 
     config = client.deployment.run_config
     setup = resolve(config)

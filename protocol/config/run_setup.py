@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from protocol.core.errors import ConfigError
 from protocol.config.run_config import RunConfig
+from protocol.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from protocol.core.replay_profile import ProfileWorker

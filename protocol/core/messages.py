@@ -20,6 +20,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from protocol.core.errors import SignatureError, VeritrainError
+from protocol.core.fraud import FraudKind
 from protocol.core.signing import NodeIdentity, verify
 
 SCHEMA_VERSION = 1
@@ -75,13 +76,18 @@ class ModelAttested(_Strict):
     heldout_loss: float = Field(ge=0.0, allow_inf_nan=False)
 
 
+# on the wire as the kind's lowercase name (replay | derivation | unavailable)
+ReportKind = Annotated[FraudKind, pydantic.BeforeValidator(FraudKind.from_label),
+                       pydantic.PlainSerializer(lambda k: k.label, return_type=str)]
+
+
 class FraudReported(_Strict):
     """A validator filed a fraud or unavailability report and serves the evidence."""
 
     kind: Literal["fraud_reported"] = "fraud_reported"
     reporter: Address
     miner: Address
-    report_kind: Literal["replay", "derivation", "unavailability"]
+    report_kind: ReportKind
     segment: int | None = Field(default=None, ge=0, lt=2**32)
     expected_hash: Hex32 | None = None
     got_hash: Hex32 | None = None

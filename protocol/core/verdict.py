@@ -8,11 +8,11 @@ passed in as a function, so the I/O shell decides about timeouts and peers.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from protocol.core.data import Dataset
+from protocol.core.fraud import FraudKind
 from protocol.core.model import GPT, Params
 from protocol.core.proof import (
     DerivationResult,
@@ -28,12 +28,6 @@ from protocol.core.replay_profile import ReplayProfile, check_profile
 from protocol.core.training import RoundTask
 
 Fetch = Callable[[int], bytes | None]  # leaf index -> checkpoint bytes, None if not served
-
-
-class FraudKind(enum.StrEnum):
-    REPLAY = "replay"  # a replayed segment differs (segment index + both hashes)
-    DERIVATION = "derivation"  # leaf 0 or the update/carry does not follow
-    UNAVAILABLE = "unavailable"  # a committed trace or checkpoint was not served
 
 
 @dataclass(frozen=True)

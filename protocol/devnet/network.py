@@ -25,13 +25,13 @@ from miner.work import CHEATS
 from protocol.chain.client import ChainClient, Role
 from protocol.chain.deploy import deploy
 from protocol.chain.devchain import DevChain
-from protocol.core.errors import ConfigError, VeritrainError
-from protocol.node.keys import NodeKeys
-from protocol.node.context import NodeConfig
-from protocol.core.replay_profile import ProfileWorker
 from protocol.config.run_config import TOKEN_UNIT, ChainParams, GenesisAllocation, RunConfig
 from protocol.config.run_setup import prepare, resolve
+from protocol.core.errors import ConfigError, VeritrainError
+from protocol.core.replay_profile import ProfileWorker
 from protocol.core.signing import NodeIdentity, binding_message
+from protocol.node.context import NodeConfig
+from protocol.node.keys import NodeKeys
 from validator.node import ValidatorNode
 
 Progress = Callable[[str], None]

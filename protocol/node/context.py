@@ -13,17 +13,17 @@ import trio
 
 from protocol.chain.client import ChainClient
 from protocol.chain.events import EventLog
+from protocol.config.run_setup import Setup, load_dataset, resolve
 from protocol.core.errors import VeritrainError
+from protocol.core.replay_profile import ProfileWorker
 from protocol.node.global_model import next_state, select_updates
 from protocol.node.keys import NodeKeys
+from protocol.node.runtime import AsyncWorker, ChainPort, RegistrySync, kv
+from protocol.node.store import DataDir
 from protocol.p2p.config import P2PConfig
 from protocol.p2p.errors import P2PError
 from protocol.p2p.node import P2PNode
 from protocol.p2p.registry import RegistryView
-from protocol.core.replay_profile import ProfileWorker
-from protocol.config.run_setup import Setup, load_dataset, resolve
-from protocol.node.runtime import AsyncWorker, ChainPort, RegistrySync, kv
-from protocol.node.store import DataDir
 
 ZERO32 = b"\x00" * 32
 

@@ -11,12 +11,12 @@ from collections.abc import Sequence
 
 import torch
 
+from protocol.config.run_setup import Setup, TrainingSpec, load_dataset
 from protocol.core.aggregate import aggregate, decode_state, encoded_state
 from protocol.core.data import heldout_batches
 from protocol.core.envelope import decode_envelope
 from protocol.core.hashing import blake3_hash
 from protocol.core.model import GPT, load_params
-from protocol.config.run_setup import Setup, TrainingSpec, load_dataset
 
 HELDOUT_BATCHES = 8  # batches in the attested held-out loss (same for every validator)
 

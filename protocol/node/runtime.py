@@ -15,9 +15,9 @@ import trio
 from protocol.chain.client import ChainClient, Phase
 from protocol.chain.events import read_events
 from protocol.core.errors import ChainError, ContractRevert
+from protocol.core.replay_profile import ProfileWorker
 from protocol.p2p.errors import RegistryError
 from protocol.p2p.registry import RegistryEntry, RegistryView
-from protocol.core.replay_profile import ProfileWorker
 
 T = TypeVar("T")
 RETRY_MIN_S, RETRY_MAX_S = 0.5, 8.0  # backoff while the RPC endpoint is unreachable

@@ -22,7 +22,13 @@ from libp2p.abc import IHost, INetStream
 from libp2p.custom_types import TProtocol
 from libp2p.peer.id import ID
 
-from protocol.core.messages import BlobRequest, CheckpointRequest, MalformedMessage, from_hex, to_hex
+from protocol.core.messages import (
+    BlobRequest,
+    CheckpointRequest,
+    MalformedMessage,
+    from_hex,
+    to_hex,
+)
 from protocol.p2p import framing
 from protocol.p2p.config import CHUNK_SIZE, P2PConfig
 from protocol.p2p.errors import (

@@ -37,10 +37,10 @@ from protocol.core.messages import (
     make_gossip,
     to_hex,
 )
+from protocol.core.signing import NodeIdentity
 from protocol.p2p.config import P2PConfig
 from protocol.p2p.ratelimit import PeerLimiter
 from protocol.p2p.registry import RegistryEntry, RegistryView, peer_id_of
-from protocol.core.signing import NodeIdentity
 
 log = logging.getLogger(__name__)
 

@@ -21,6 +21,7 @@ from libp2p.peer.id import ID
 from libp2p.tools.anyio_service import background_trio_service
 
 from protocol.core.messages import Body, SignedGossip
+from protocol.core.signing import NodeIdentity
 from protocol.p2p.blobs import PROTOCOL, BlobClient, BlobServer, Checkpoint
 from protocol.p2p.config import P2PConfig
 from protocol.p2p.errors import PeerUnavailable, TransferTimeout
@@ -29,7 +30,6 @@ from protocol.p2p.host import Dialer, build_host, split_multiaddr, wanted_from
 from protocol.p2p.ratelimit import PeerLimiter
 from protocol.p2p.registry import RegistryView, peer_id_of
 from protocol.p2p.sources import BlobSource, CheckpointSource, DirectoryBlobSource
-from protocol.core.signing import NodeIdentity
 
 log = logging.getLogger(__name__)
 

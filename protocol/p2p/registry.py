@@ -17,8 +17,8 @@ from libp2p.crypto.ed25519 import Ed25519PublicKey
 from libp2p.peer.id import ID
 
 from protocol.core.errors import SignatureError
-from protocol.p2p.errors import RegistryError
 from protocol.core.signing import binding_message, verify
+from protocol.p2p.errors import RegistryError
 
 Role = Literal["miner", "validator"]
 MAX_REPUTATION = 65535

@@ -12,6 +12,7 @@ from typing import Any
 import blake3
 
 from protocol.core.messages import UpdateAnnounced, to_hex
+from protocol.core.signing import NodeIdentity, binding_message
 from protocol.p2p import (
     DirectoryBlobSource,
     MemoryCheckpointSource,
@@ -20,7 +21,6 @@ from protocol.p2p import (
     RegistryEntry,
     RegistryView,
 )
-from protocol.core.signing import NodeIdentity, binding_message
 
 # libp2p logs every dial and stream at INFO; capturing that slows the hosts measurably.
 logging.getLogger("libp2p").setLevel(logging.WARNING)
