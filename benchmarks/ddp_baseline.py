@@ -66,7 +66,7 @@ class Spec:
 @functools.lru_cache(maxsize=4)
 def dataset(corpus: str) -> data.Dataset:
     if corpus == "stdlib":
-        return data.from_stdlib()
+        return corpus.from_stdlib()
     if corpus.startswith("slice:"):
         return corpus_slice(int(corpus.removeprefix("slice:")))
     raise ValueError(f"unknown corpus {corpus!r}")

@@ -21,6 +21,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from protocol.config import corpus
 from protocol.core import data
 from protocol.core.hashing import blake3_hash
 from protocol.core.model import GPT, init_params, load_params, num_params, preset
@@ -31,7 +32,7 @@ from protocol.core.training import BatchFn, ComputeConfig, RoundTask, batch_fn, 
 
 
 def corpus_slice(n_bytes: int) -> data.Dataset:
-    root, files = data.stdlib_files()
+    root, files = corpus.stdlib_files()
     ordered = sorted(files, key=lambda p: p.relative_to(root).as_posix())
     raw, out = 0, []
     for p in ordered:

@@ -16,7 +16,7 @@ from protocol.chain.client import Phase
 from protocol.core.errors import ContractRevert
 from protocol.core.messages import UpdateAnnounced
 from protocol.node.context import NodeContext, StateMismatch
-from protocol.node.runtime import kv
+from protocol.node.logs import kv
 
 ANNOUNCE_REPEATS = 2  # gossip can drop a message; validators fetch by hash regardless
 

@@ -10,7 +10,7 @@ import trio
 from protocol.core.envelope import EnvelopeError, check_binding, decode_envelope
 from protocol.core.proof import Challenge, make_challenge, trace_root
 from protocol.node.context import NodeContext
-from protocol.node.runtime import kv
+from protocol.node.logs import kv
 from protocol.p2p.blobs import Checkpoint
 from protocol.p2p.errors import P2PError
 from validator.work import CheckJob, CheckOutcome, check_miner

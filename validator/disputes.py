@@ -14,7 +14,7 @@ import trio
 from protocol.chain.client import ReportStatus, Vote
 from protocol.core.errors import ContractRevert
 from protocol.core.fraud import FraudKind
-from protocol.node.runtime import kv
+from protocol.node.logs import kv
 from validator.checks import check_one
 
 if TYPE_CHECKING:

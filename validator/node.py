@@ -19,7 +19,7 @@ from protocol.core.errors import ContractRevert
 from protocol.core.hashing import blake3_hash
 from protocol.core.messages import ModelAttested
 from protocol.node.context import NodeContext, StateMismatch
-from protocol.node.runtime import kv
+from protocol.node.logs import kv
 from validator.checks import MinerCheck, check_all, fetch_submissions
 from validator.disputes import Disputes
 from validator.scoring import Usefulness

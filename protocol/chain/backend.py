@@ -94,22 +94,3 @@ def dev_account(handle: ChainHandle) -> LocalAccount:
         backend = handle.tester.backend  # type: ignore[attr-defined]
         return Account.from_key(backend.account_keys[0].to_bytes())
     return Account.from_key(ANVIL_DEV_KEY)
-
-
-def load_keystore(path: str, password: str) -> LocalAccount:
-    """Decrypt an eth-account keystore file; wrong passwords raise ChainError-free ConfigError."""
-    import json
-
-    from protocol.core.errors import ConfigError
-
-    try:
-        data = json.loads(open(path).read())
-    except FileNotFoundError as exc:
-        raise ConfigError(f"keystore {path} not found") from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"keystore {path} is not JSON") from exc
-    try:
-        key = Account.decrypt(data, password)
-    except ValueError as exc:
-        raise ConfigError(f"cannot decrypt keystore {path}: wrong password or corrupt file") from exc
-    return Account.from_key(key)

@@ -46,7 +46,7 @@ def _progress(message: str) -> None:
 
 def _deployer(handle: Any, key: Path | None, dev_account: bool) -> Any:
     from protocol.chain.backend import dev_account as dev
-    from protocol.chain.backend import load_keystore
+    from protocol.node.keys import load_keystore
 
     if dev_account == (key is not None):
         raise ConfigError("give exactly one of --key KEYFILE or --dev-account")
@@ -57,7 +57,7 @@ def _deployer(handle: Any, key: Path | None, dev_account: bool) -> Any:
         if not sys.stdin.isatty():
             raise ConfigError("set VERITRAIN_PASSWORD to unlock the keystore (no terminal to prompt on)")
         password = typer.prompt("keystore password", hide_input=True)
-    return load_keystore(str(key), password)
+    return load_keystore(key, password)
 
 
 @app.command()
@@ -78,7 +78,7 @@ def deploy(
     from protocol.chain.deploy import fund as do_fund
     from protocol.chain.deployment import save_deployment
     from protocol.config.run_config import load_run_config
-    from protocol.config.run_setup import prepare
+    from protocol.node.pinning import prepare
 
     run_config = load_run_config(config)
     handle = connect(rpc)
@@ -194,7 +194,7 @@ def _log_to(path: Path) -> None:
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.INFO)
-    from protocol.node.runtime import quiet_noisy_loggers
+    from protocol.node.logs import quiet_noisy_loggers
 
     quiet_noisy_loggers()
 

@@ -57,7 +57,7 @@ def _port_free(port: int) -> bool:
 def _logging() -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    from protocol.node.runtime import quiet_noisy_loggers
+    from protocol.node.logs import quiet_noisy_loggers
 
     quiet_noisy_loggers()
 
@@ -65,7 +65,7 @@ def _logging() -> None:
 def check_local_hashes(client: Any) -> None:
     """Refuse to run unless this machine reproduces the run's model, corpus and profile hashes."""
     from protocol.config.run_setup import pinned_hashes, resolve
-    from protocol.core.replay_profile import ProfileWorker
+    from protocol.node.worker_pool import ProfileWorker
 
     config = client.deployment.run_config
     setup = resolve(config)

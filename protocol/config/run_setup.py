@@ -1,8 +1,9 @@
 """From the run config's `[training]` section to the objects nodes compute with.
 
-`veritrain deploy` calls `prepare` to pin the hashes every node must reproduce (model
-config, dataset root, replay profile, genesis global state); nodes call `check_local`
-and refuse to run on any difference, with an error that says what differs.
+`veritrain deploy` pins the hashes every node must reproduce (model config, dataset root,
+replay profile, genesis global state: `pinned_hashes`, run in a worker by
+`protocol.node.pinning.prepare`); nodes call `check_local` and refuse to run on any
+difference, with an error that says what differs.
 """
 
 from __future__ import annotations
@@ -10,15 +11,13 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from protocol.config.run_config import RunConfig
 from protocol.core.errors import ConfigError
-
-if TYPE_CHECKING:
-    from protocol.core.replay_profile import ProfileWorker
+from protocol.core.replay_profile import ReplayProfile
 
 
 class _Strict(BaseModel):
@@ -32,20 +31,12 @@ class DatasetSpec(_Strict):
     heldout_every: int = Field(20, ge=2)  # one page in this many is held out
 
 
-class ProfileSpec(_Strict):
-    threads: int = Field(1, ge=1)  # intra-op threads; part of bitwise replay
-    cpu_capability: str = "avx2"  # ATEN_CPU_CAPABILITY; avx2 lets avx2 and avx512 hosts agree
-    deterministic: bool = True  # torch.use_deterministic_algorithms
-    dtype: str = "float32"
-
-
 class TrainingSpec(_Strict):
     preset: str = "tiny"  # model preset (micro, tiny, small, gpt2)
     init_seed: int = 0  # seeds the genesis weights
     dataset: DatasetSpec = DatasetSpec()
-    profile: ProfileSpec = ProfileSpec()
+    profile: ReplayProfile = Field(default_factory=ReplayProfile)  # torch_version pinned by deploy
     compute: dict[str, float | int | bool] = Field(default_factory=dict)  # ComputeConfig overrides
-    torch_version: str | None = None  # pinned by deploy: replay needs the exact build
     # pinned by `veritrain deploy`; nodes must reproduce them
     model_config_hash: str | None = None
     dataset_root: str | None = None
@@ -74,13 +65,8 @@ class Setup:
         return ComputeConfig(**self.spec.compute)  # type: ignore[arg-type]
 
     @property
-    def profile(self) -> Any:
-        from protocol.core.replay_profile import ReplayProfile
-
-        p = self.spec.profile
-        extra = {"torch_version": self.spec.torch_version} if self.spec.torch_version else {}
-        return ReplayProfile(threads=p.threads, cpu_capability=p.cpu_capability, deterministic=p.deterministic,
-                             dtype=p.dtype, **extra)
+    def profile(self) -> ReplayProfile:
+        return self.spec.profile
 
 
 def training_spec(config: RunConfig) -> TrainingSpec:
@@ -100,18 +86,18 @@ def resolve(config: RunConfig) -> Setup:
 @functools.lru_cache(maxsize=2)
 def load_dataset(spec: DatasetSpec) -> Any:
     """Load (once per process) the corpus a spec names."""
-    from protocol.core import data
+    from protocol.config import corpus
 
     kw = {"page_tokens": spec.page_tokens, "heldout_every": spec.heldout_every}
     if spec.source == "stdlib":
-        return data.from_stdlib(**kw)
+        return corpus.from_stdlib(**kw)
     if spec.path is None:
         raise ConfigError(f"[training.dataset] source {spec.source!r} needs a path")
     if not Path(spec.path).exists():
         raise ConfigError(f"dataset path {spec.path} does not exist")
     if spec.source == "folder":
-        return data.from_folder(Path(spec.path), "**/*", **kw)
-    return data.from_bin(Path(spec.path), **kw)
+        return corpus.from_folder(Path(spec.path), "**/*", **kw)
+    return corpus.from_bin(Path(spec.path), **kw)
 
 
 def pinned_hashes(spec: TrainingSpec) -> dict[str, str]:
@@ -129,26 +115,6 @@ def pinned_hashes(spec: TrainingSpec) -> dict[str, str]:
         "profile_hash": profile_hash(setup.profile).hex(),
         "genesis_model_hash": global_state_hash(genesis_state(model, setup.compute, spec.init_seed), model).hex(),
     }
-
-
-def prepare(config: RunConfig, worker: ProfileWorker | None = None) -> RunConfig:
-    """The run config with the hashes nodes must reproduce filled in (used by deploy),
-    computed in `worker` if it runs the config's profile, else in a worker of its own."""
-    import torch
-
-    from protocol.core.replay_profile import ProfileWorker
-
-    spec = training_spec(config)
-    spec = spec.model_copy(update={"torch_version": spec.torch_version or torch.__version__})
-    profile = Setup(spec, b"").profile
-    if worker is not None and worker.profile == profile:
-        pinned = worker.ready().call(pinned_hashes, spec)
-    else:
-        with ProfileWorker(profile) as own:
-            pinned = own.call(pinned_hashes, spec)
-    genesis = pinned.pop("genesis_model_hash")
-    spec = spec.model_copy(update=pinned)
-    return config.model_copy(update={"training": spec.model_dump(mode="json"), "genesis_model_hash": genesis})
 
 
 def check_local(config: RunConfig, local: dict[str, str]) -> None:

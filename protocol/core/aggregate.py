@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import blake3
 import safetensors.torch
 import torch
 from torch import Tensor
@@ -24,7 +23,7 @@ from torch import Tensor
 from protocol.core.checkpoint import MAX_HEADER_BYTES, read_safetensors
 from protocol.core.compress import decode_update, decompress_sparse, expected_header
 from protocol.core.errors import VeritrainError
-from protocol.core.hashing import Digest
+from protocol.core.hashing import Digest, content_hash
 from protocol.core.model import (
     ModelConfig,
     Params,
@@ -72,7 +71,7 @@ def global_state_hash(s: GlobalState, model: ModelConfig) -> Digest:
 def encoded_state(s: GlobalState, model: ModelConfig) -> tuple[bytes, Digest]:
     """(the state's bytes as served, their hash): one encoding for both."""
     blob = encode_state(s, model)
-    return blob, Digest(blake3.blake3(blob).digest())
+    return blob, content_hash(blob)
 
 
 def encode_state(s: GlobalState, model: ModelConfig) -> bytes:
@@ -84,7 +83,7 @@ def encode_state(s: GlobalState, model: ModelConfig) -> bytes:
 
 def decode_state(blob: bytes, model: ModelConfig, expected_hash: bytes) -> GlobalState:
     """Parse served state bytes; they must hash to the attested hash and fit the model."""
-    if blake3.blake3(blob).digest() != expected_hash:
+    if content_hash(blob) != expected_hash:
         raise StateFormatError("served global state does not hash to the attested model hash")
     shapes = param_shapes(model)
     tensors, meta = read_safetensors(blob, 2 * 4 * num_params(model) + MAX_HEADER_BYTES)

@@ -50,6 +50,17 @@ def blake3_hash(domain: str, *parts: bytes | memoryview) -> Digest:
     return Digest(h.digest())
 
 
+def content_hash(data: bytes | memoryview) -> Digest:
+    """The hash blobs are stored, requested and attested by: plain blake3 of the bytes, 32
+    bytes, no domain tag (a foreign peer computes it with any blake3 library)."""
+    return Digest(blake3.blake3(data).digest())
+
+
+def content_hasher() -> blake3.blake3:
+    """Incremental `content_hash`, for blobs that arrive or are written in chunks."""
+    return blake3.blake3()
+
+
 def sha256_hash(domain: str, *parts: bytes | memoryview) -> Digest:
     """sha256 over the same framing as `blake3_hash`, for consumers that need sha256."""
     h = hashlib.sha256()

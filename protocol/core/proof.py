@@ -36,6 +36,7 @@ from protocol.core.compress import (
     decode_update,
     encode_update,
     expected_header,
+    update_content_hash,
 )
 from protocol.core.data import Dataset, sample_distinct
 from protocol.core.errors import VeritrainError
@@ -326,7 +327,7 @@ def verify_update_derivation(task: RoundTask, trace: Trace, theta_r: Params, car
     the carry hash of the miner's previous trace, or `zero_carry_hash` after a missed round),
     and that the blob and the carry out follow from leaf 0 and the final checkpoint."""
     cfg, n = task.cfg, len(trace.checkpoint_hashes)
-    blob_hash = blake3_hash("update-blob", blob)
+    blob_hash = update_content_hash(blob)
     leaf0 = served_checkpoint(leaf0_blob, trace.checkpoint_hashes[0], task)
     final = served_checkpoint(final_blob, trace.checkpoint_hashes[-1], task)
     if leaf0 is None or final is None:
@@ -347,5 +348,5 @@ def verify_update_derivation(task: RoundTask, trace: Trace, theta_r: Params, car
     if carry_out != trace.carry_hash:
         failures.append("carry-out")
     return DerivationResult(tuple(failures), None, leaf0_expected, trace.checkpoint_hashes[0],
-                            blake3_hash("update-blob", derived), blob_hash, carry_out,
+                            update_content_hash(derived), blob_hash, carry_out,
                             trace.carry_hash)

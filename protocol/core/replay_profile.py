@@ -1,31 +1,26 @@
 """The replay profile: the execution settings under which training is bitwise reproducible.
 
-Measured here (DESIGN §2): the same seed gives identical weights only under the same torch
-build, thread count and CPU ISA dispatch. `ATEN_CPU_CAPABILITY` only takes effect if it is
-in the environment before torch is imported, so `ProfileWorker` starts a 'spawn' process
-with it (and the thread count) already set. Running under a different profile than the
-declared one raises `ProfileMismatch`, which callers report as a profile problem, never as
-fraud.
+Measured here: the same seed gives identical weights only under the same torch build,
+thread count and CPU ISA dispatch. `ATEN_CPU_CAPABILITY` only takes effect if it is in the
+environment before torch is imported, so `protocol.node.worker_pool.ProfileWorker` starts a
+'spawn' process with it (and the thread count) already set. Running under a different
+profile than the declared one raises `ProfileMismatch`, which callers report as a profile
+problem, never as fraud. `ReplayProfile` is also the run config's `[training.profile]`
+section (validated by pydantic, unknown keys refused).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import threading
-from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
-from multiprocessing import get_context
-from typing import Any, TypeVar
+from dataclasses import asdict, field
+from typing import Any
 
 import torch
+from pydantic import ConfigDict, Field
+from pydantic.dataclasses import dataclass
 
 from protocol.core.errors import VeritrainError
 from protocol.core.hashing import Digest, blake3_hash
-
-T = TypeVar("T")
-_ENV_LOCK = threading.Lock()  # os.environ is process-global: one spawn at a time
 
 
 class ProfileMismatch(VeritrainError):
@@ -41,13 +36,13 @@ class ProfileMismatch(VeritrainError):
         self.differences = differences
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=ConfigDict(extra="forbid", strict=True))
 class ReplayProfile:
-    threads: int = 1  # intra-op threads; 1 vs 2 changes every hash
+    threads: int = Field(1, ge=1)  # intra-op threads; 1 vs 2 changes every hash
     cpu_capability: str = "avx2"  # ATEN_CPU_CAPABILITY; avx2 lets avx2 and avx512 hosts agree
     deterministic: bool = True  # torch.use_deterministic_algorithms
     dtype: str = "float32"  # default floating dtype of params and optimizer state
-    torch_version: str = field(default_factory=lambda: torch.__version__)  # exact build
+    torch_version: str = field(default_factory=lambda: torch.__version__)  # exact build; pinned by deploy
     device: str = "cpu"  # device the math runs on
 
 
@@ -67,93 +62,27 @@ def observe_profile() -> ReplayProfile:
     )
 
 
+def profile_differences(declared: ReplayProfile, actual: ReplayProfile) -> dict[str, tuple[Any, Any]]:
+    """Each field where `actual` differs from `declared`, as (declared, actual)."""
+    seen = asdict(actual)
+    return {k: (v, seen[k]) for k, v in asdict(declared).items() if seen[k] != v}
+
+
 def check_profile(declared: ReplayProfile) -> None:
     """Raise ProfileMismatch unless this process runs under `declared`."""
-    actual = asdict(observe_profile())
-    diffs = {k: (v, actual[k]) for k, v in asdict(declared).items() if actual[k] != v}
+    diffs = profile_differences(declared, observe_profile())
     if diffs:
         raise ProfileMismatch(diffs)
 
 
+def set_in_process(p: ReplayProfile) -> None:
+    """Set what can be set in a running process: threads, determinism, default dtype."""
+    torch.set_num_threads(p.threads)
+    torch.use_deterministic_algorithms(p.deterministic)
+    torch.set_default_dtype(getattr(torch, p.dtype))
+
+
 def apply_profile(p: ReplayProfile) -> None:
-    """Set what can be set in-process (threads, determinism, dtype), then check the rest."""
-    torch.set_num_threads(p.threads)
-    torch.use_deterministic_algorithms(p.deterministic)
-    torch.set_default_dtype(getattr(torch, p.dtype))
+    """Set what can be set in-process, then check the rest (ISA, torch build)."""
+    set_in_process(p)
     check_profile(p)
-
-
-def _init_worker(p: ReplayProfile) -> None:
-    torch.set_num_threads(p.threads)
-    torch.use_deterministic_algorithms(p.deterministic)
-    torch.set_default_dtype(getattr(torch, p.dtype))
-
-
-class ProfileWorker:
-    """A spawned worker process that runs functions under a replay profile.
-
-    Use as a context manager; `call(fn, *args)` runs a module-level function in the worker
-    (arguments travel between our own processes, never from peers). Entering raises
-    ProfileMismatch if the worker cannot run the profile (wrong torch, missing ISA).
-    """
-
-    def __init__(self, profile: ReplayProfile) -> None:
-        self.profile = profile
-        self._pool: ProcessPoolExecutor | None = None
-        self._observed: Future[ReplayProfile] | None = None
-
-    def start(self) -> ProfileWorker:
-        """Start the process and return at once; `ready()` (or entering) waits for it. The
-        devnet starts every node's worker this way, so they import torch while it deploys."""
-        if self._pool is not None:
-            return self
-        env = {"ATEN_CPU_CAPABILITY": self.profile.cpu_capability,
-               "OMP_NUM_THREADS": str(self.profile.threads)}
-        with _ENV_LOCK:  # held only while the process starts: nodes boot their workers in parallel
-            saved = {k: os.environ.get(k) for k in env}
-            os.environ.update(env)
-            try:
-                self._pool = ProcessPoolExecutor(1, get_context("spawn"), _init_worker,
-                                                 (self.profile,))
-                self._observed = self._pool.submit(observe_profile)  # starts the process, env set
-            finally:
-                for k, v in saved.items():
-                    if v is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = v
-        return self
-
-    def ready(self) -> ProfileWorker:
-        """Wait until the worker runs; raise ProfileMismatch if it cannot run the profile."""
-        self.start()
-        assert self._observed is not None
-        actual = self._observed.result()
-        declared, seen = asdict(self.profile), asdict(actual)
-        diffs = {k: (v, seen[k]) for k, v in declared.items() if seen[k] != v}
-        if diffs:
-            self.close()
-            raise ProfileMismatch(diffs)
-        return self
-
-    def __enter__(self) -> ProfileWorker:
-        return self.ready()
-
-    def warm(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Queue `fn(*args)` without waiting (e.g. loading the dataset ahead of the first job)."""
-        self.start()
-        assert self._pool is not None
-        self._pool.submit(fn, *args)
-
-    def call(self, fn: Callable[..., T], *args: Any) -> T:
-        if self._pool is None:
-            raise VeritrainError("ProfileWorker used outside its context")
-        return self._pool.submit(fn, *args).result()
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool, self._observed = None, None
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -26,12 +26,13 @@ from protocol.chain.client import ChainClient, Role
 from protocol.chain.deploy import deploy
 from protocol.chain.devchain import DevChain
 from protocol.config.run_config import TOKEN_UNIT, ChainParams, GenesisAllocation, RunConfig
-from protocol.config.run_setup import prepare, resolve
+from protocol.config.run_setup import resolve
 from protocol.core.errors import ConfigError, VeritrainError
-from protocol.core.replay_profile import ProfileWorker
 from protocol.core.signing import NodeIdentity, binding_message
 from protocol.node.context import NodeConfig
 from protocol.node.keys import NodeKeys
+from protocol.node.pinning import prepare
+from protocol.node.worker_pool import ProfileWorker
 from validator.node import ValidatorNode
 
 Progress = Callable[[str], None]

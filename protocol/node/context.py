@@ -15,11 +15,13 @@ from protocol.chain.client import ChainClient
 from protocol.chain.events import EventLog
 from protocol.config.run_setup import Setup, load_dataset, resolve
 from protocol.core.errors import VeritrainError
-from protocol.core.replay_profile import ProfileWorker
+from protocol.node.chain_port import ChainPort
 from protocol.node.global_model import next_state, select_updates
 from protocol.node.keys import NodeKeys
-from protocol.node.runtime import AsyncWorker, ChainPort, RegistrySync, kv
+from protocol.node.logs import kv
+from protocol.node.registry_sync import RegistrySync
 from protocol.node.store import DataDir
+from protocol.node.worker_pool import AsyncWorker, ProfileWorker
 from protocol.p2p.config import P2PConfig
 from protocol.p2p.errors import P2PError
 from protocol.p2p.node import P2PNode

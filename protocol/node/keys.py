@@ -50,21 +50,31 @@ def load_keys(directory: Path, password: str) -> NodeKeys:
     directory = Path(directory)
     keystore_path, node_key_path = directory / KEYSTORE_FILE, directory / NODE_KEY_FILE
     try:
-        keystore = json.loads(keystore_path.read_text())
         seed_hex = node_key_path.read_text().strip()
     except FileNotFoundError as exc:
         raise ConfigError(f"{exc.filename} not found; create keys with `veritrain keys new --out {directory}`") from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{keystore_path} is not a JSON keystore") from exc
-    try:
-        account = Account.from_key(Account.decrypt(keystore, password))
-    except ValueError as exc:
-        raise ConfigError(f"cannot decrypt {keystore_path}: wrong password or corrupt keystore") from exc
+    account = load_keystore(keystore_path, password, hint=f"create keys with `veritrain keys new --out {directory}`")
     try:
         identity = NodeIdentity(bytes.fromhex(seed_hex))
     except ValueError as exc:
         raise ConfigError(f"{node_key_path} does not hold a 32-byte hex ed25519 seed") from exc
     return NodeKeys(account, identity)
+
+
+def load_keystore(path: Path, password: str, hint: str | None = None) -> LocalAccount:
+    """Decrypt an eth-account keystore file (a node's, or a deployer's `--key`); every
+    failure is a ConfigError that names the file."""
+    path = Path(path)
+    try:
+        keystore = json.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path} not found" + (f"; {hint}" if hint else "")) from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path} is not a JSON keystore") from exc
+    try:
+        return Account.from_key(Account.decrypt(keystore, password))
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ConfigError(f"cannot decrypt {path}: wrong password or corrupt keystore") from exc
 
 
 def keystore_address(directory: Path) -> str:

@@ -19,21 +19,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import blake3
-
 from protocol.config.atomic import atomic_write
 from protocol.core.errors import VeritrainError
+from protocol.core.hashing import content_hash
 
 TEMP_PREFIX = ".partial-"
 
 
 class StoreError(VeritrainError):
     """Raised when the data dir is unusable or a stored blob fails its hash check."""
-
-
-def content_hash(data: bytes | memoryview) -> bytes:
-    """The hash blobs are stored and requested by (plain blake3, as on the blob protocol)."""
-    return blake3.blake3(data).digest()
 
 
 class BlobStore:

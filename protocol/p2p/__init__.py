@@ -11,7 +11,6 @@ from protocol.p2p.sources import (
     CheckpointSource,
     DirectoryBlobSource,
     MemoryCheckpointSource,
-    blob_hash,
 )
 
 __all__ = [
@@ -30,7 +29,6 @@ __all__ = [
     "RatePolicy",
     "RegistryEntry",
     "RegistryView",
-    "blob_hash",
     "limits_for",
     "message_id",
     "node_key_of",

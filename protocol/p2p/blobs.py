@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import blake3
 import multiaddr
 import trio
 from libp2p.abc import IHost, INetStream
 from libp2p.custom_types import TProtocol
 from libp2p.peer.id import ID
 
+from protocol.core.hashing import content_hash, content_hasher
 from protocol.core.messages import (
     BlobRequest,
     CheckpointRequest,
@@ -172,7 +172,7 @@ class BlobServer:
                 while chunk := f.read(framing.SEND_CHUNK_SIZE):
                     await self._send_chunk(stream, entry, chunk)
             return
-        digest = known_hash or blake3.blake3(content).digest()
+        digest = known_hash or content_hash(content)
         await self._write(stream, framing.encode_ok_head(len(content), digest, proof))
         view = memoryview(content)
         for off in range(0, len(content), framing.SEND_CHUNK_SIZE):
@@ -192,7 +192,7 @@ class BlobServer:
 
 
 def _hash_file(f: object) -> bytes:
-    hasher = blake3.blake3()
+    hasher = content_hasher()
     while chunk := f.read(CHUNK_SIZE):  # type: ignore[attr-defined]
         hasher.update(chunk)
     return hasher.digest()
@@ -306,7 +306,7 @@ class BlobClient:
     async def _read_body(
         self, reader: framing.StreamReader, head: framing.OkHead, sink: _Sink
     ) -> None:
-        hasher = blake3.blake3()
+        hasher = content_hasher()
         remaining = head.blob_len
         while remaining:
             left = await framing.read_chunk_len(reader, remaining)

@@ -12,12 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Protocol
 
-import blake3
-
-
-def blob_hash(data: bytes) -> bytes:
-    """The content hash blobs are requested by: blake3, 32 bytes."""
-    return blake3.blake3(data).digest()
+from protocol.core.hashing import content_hash
 
 
 class BlobSource(Protocol):
@@ -49,7 +44,7 @@ class DirectoryBlobSource:
         return path if path.is_file() else None
 
     def put(self, data: bytes) -> bytes:
-        h = blob_hash(data)
+        h = content_hash(data)
         fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".partial-")
         with os.fdopen(fd, "wb") as f:
             f.write(data)

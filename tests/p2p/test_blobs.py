@@ -10,8 +10,9 @@ import pytest
 import trio
 from libp2p.exceptions import BaseLibp2pError
 
+from protocol.core.hashing import content_hash
 from protocol.core.messages import to_hex
-from protocol.p2p import blob_hash, framing
+from protocol.p2p import framing
 from protocol.p2p.blobs import PROTOCOL
 from protocol.p2p.config import CHUNK_SIZE
 from protocol.p2p.errors import (
@@ -55,7 +56,7 @@ async def test_checkpoint_comes_with_its_proof(tmp_path):
             c.checkpoints[0].add(7, root, 3, b"checkpoint-bytes" * 1000, b"proof-bytes")
             ck = await client.fetch_checkpoint(server.identity.public_key, 7, root, 3)
             assert ck.data == b"checkpoint-bytes" * 1000 and ck.proof == b"proof-bytes"
-            assert ck.blob_hash == blob_hash(ck.data)
+            assert ck.blob_hash == content_hash(ck.data)
             with pytest.raises(BlobNotFound):
                 await client.fetch_checkpoint(server.identity.public_key, 7, root, 4)
             with pytest.raises(BlobNotFound):
@@ -90,7 +91,7 @@ def _evil_responses(data: bytes, h: bytes) -> dict[str, tuple[bytes, type[Except
 @pytest.mark.trio
 async def test_client_rejects_hostile_servers_and_stores_nothing(tmp_path):
     data = os.urandom(CHUNK_SIZE // 2)
-    h = blob_hash(data)
+    h = content_hash(data)
     with trio.fail_after(60):
         async with cluster(tmp_path, 3) as c:
             evil, client, honest = c.nodes

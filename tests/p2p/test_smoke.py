@@ -5,7 +5,7 @@ import os
 import pytest
 import trio
 
-from protocol.p2p import blob_hash
+from protocol.core.hashing import content_hash
 
 from .conftest import announcement, cluster
 
@@ -24,4 +24,4 @@ async def test_two_nodes_gossip_and_blob(tmp_path):
             data = os.urandom(3 * 1024 * 1024 + 17)
             h = c.stores[0].put(data)
             got = await b.fetch_blob(a.identity.public_key, h)
-            assert got == data and blob_hash(got) == h
+            assert got == data and content_hash(got) == h

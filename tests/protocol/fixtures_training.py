@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from protocol.config.corpus import stdlib_files
 from protocol.core import data
 from protocol.core.model import ModelConfig, Params, init_params, preset
 from protocol.core.replay_profile import ReplayProfile, apply_profile, observe_profile
@@ -32,7 +33,7 @@ def apply_test_profile() -> ReplayProfile:
 @lru_cache(maxsize=1)
 def corpus() -> data.Dataset:
     """~300 KB of the stdlib corpus, 1 KiB-token pages, 1 page in 10 held out."""
-    root, files = data.stdlib_files()
+    root, files = stdlib_files()
     ordered = sorted(files, key=lambda p: p.relative_to(root).as_posix())
     raw = b"".join(p.read_bytes() for p in ordered[:30])[:300_000]
     return data.from_bytes(raw, "test slice", page_tokens=1024, heldout_every=10)

@@ -23,8 +23,8 @@ from protocol.core.aggregate import (
     sparse_trimmed_mean,
 )
 from protocol.core.compress import compress, decompress, encode_update
+from protocol.core.hashing import content_hash
 from protocol.core.model import flatten, num_params
-from protocol.node.store import content_hash
 
 
 def test_trimmed_mean_only_over_selecting_updates() -> None:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from protocol.config import corpus
 from protocol.core import data
 from protocol.core.data import Dataset, DatasetError, DatasetMismatch
 from protocol.core.hashing import merkle_root
@@ -67,23 +68,23 @@ def test_folder_and_bin_sources(tmp_path: Path) -> None:
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "z.txt").write_bytes(b"z" * 3000)
     (tmp_path / "a.txt").write_bytes(b"a" * 3000)
-    folder = data.from_folder(tmp_path, page_tokens=100, heldout_every=4)
+    folder = corpus.from_folder(tmp_path, page_tokens=100, heldout_every=4)
     assert folder.n_pages == 60 and folder.tokens[0] == ord("a") and folder.tokens[-1] == ord("z")
     raw = np.arange(1000, dtype="<u2") % 300
     (tmp_path / "c.bin").write_bytes(raw.tobytes())
-    binned = data.from_bin(tmp_path / "c.bin", vocab_size=300, page_tokens=100, heldout_every=4)
+    binned = corpus.from_bin(tmp_path / "c.bin", vocab_size=300, page_tokens=100, heldout_every=4)
     assert binned.n_pages == 10
     with pytest.raises(DatasetError, match="vocab"):
-        data.from_bin(tmp_path / "c.bin", page_tokens=100, heldout_every=4)
+        corpus.from_bin(tmp_path / "c.bin", page_tokens=100, heldout_every=4)
     (tmp_path / "odd.bin").write_bytes(b"abc")
     with pytest.raises(DatasetError):
-        data.from_bin(tmp_path / "odd.bin")
+        corpus.from_bin(tmp_path / "odd.bin")
     with pytest.raises(DatasetError):
         data.from_bytes(b"tiny", page_tokens=100)
 
 
 def test_stdlib_default_corpus() -> None:
-    root, files = data.stdlib_files()
+    root, files = corpus.stdlib_files()
     rel = [p.relative_to(root).parts for p in files]
     assert len(files) > 500
     assert not any("site-packages" in r or "dist-packages" in r for r in rel)

@@ -9,7 +9,8 @@ import textwrap
 
 import pytest
 
-from protocol.node.store import BlobStore, DataDir, NodeState, StoreError, content_hash
+from protocol.core.hashing import content_hash
+from protocol.node.store import BlobStore, DataDir, NodeState, StoreError
 
 
 def test_blob_round_trip_and_dedup(tmp_path):

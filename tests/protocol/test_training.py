@@ -18,7 +18,6 @@ from protocol.core.errors import ConfigError
 from protocol.core.model import Params, flatten
 from protocol.core.replay_profile import (
     ProfileMismatch,
-    ProfileWorker,
     ReplayProfile,
     apply_profile,
     check_profile,
@@ -27,6 +26,7 @@ from protocol.core.replay_profile import (
 )
 from protocol.core.training import ComputeConfig, batch_fn, run_steps, train_round
 from protocol.devnet.cheats import Submission
+from protocol.node.worker_pool import ProfileWorker
 
 
 def test_config_validation() -> None:

@@ -8,10 +8,10 @@ import pytest
 from conftest import N_HONEST, ft
 from validator_helpers import check, scores
 
+from protocol.core.fraud import FraudKind
 from protocol.core.proof import ReplayStatus, make_challenge
 from protocol.core.replay_profile import ProfileMismatch
 from protocol.core.signing import NodeIdentity
-from protocol.core.fraud import FraudKind
 from protocol.core.verdict import verify_submission
 from protocol.devnet import cheats as adv
 from validator.scoring import ZeroReason

@@ -1,0 +1,28 @@
+"""Pinning a run at deploy: the hashes every node must reproduce, computed under the profile.
+
+Genesis initialisation and the dataset root must come out the same on every node, so they
+are computed in a worker process that runs the run's replay profile (DESIGN: the ISA and
+thread count are fixed before torch is imported), never in the deployer's own process.
+"""
+
+from __future__ import annotations
+
+from protocol.config.run_config import RunConfig
+from protocol.config.run_setup import Setup, pinned_hashes, training_spec
+from protocol.node.worker_pool import ProfileWorker
+
+
+def prepare(config: RunConfig, worker: ProfileWorker | None = None) -> RunConfig:
+    """The run config with the hashes nodes must reproduce filled in (used by deploy),
+    computed in `worker` if it runs the config's profile, else in a worker of its own.
+    The profile's torch version is this machine's unless the config names one."""
+    spec = training_spec(config)
+    profile = Setup(spec, b"").profile
+    if worker is not None and worker.profile == profile:
+        pinned = worker.ready().call(pinned_hashes, spec)
+    else:
+        with ProfileWorker(profile) as own:
+            pinned = own.call(pinned_hashes, spec)
+    genesis = pinned.pop("genesis_model_hash")
+    spec = spec.model_copy(update=pinned)
+    return config.model_copy(update={"training": spec.model_dump(mode="json"), "genesis_model_hash": genesis})
