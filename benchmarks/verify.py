@@ -36,6 +36,7 @@ from protocol.core.proof import (
 )
 from protocol.core.replay_profile import ReplayProfile, apply_profile, observe_profile
 from protocol.core.signing import NodeIdentity
+from protocol.core.submission import honest, submit
 from protocol.core.training import ComputeConfig, RoundTask, train_round
 from protocol.core.verdict import judge, verify_submission
 from protocol.devnet import cheats as adv
@@ -55,7 +56,7 @@ def miner_costs(t: RoundTask, ds: Dataset, theta: Params, profile: ReplayProfile
     train_s = time.perf_counter() - start
     from protocol.core.proof import build_work
 
-    sub = adv.submit(t, build_work(t, trained, theta))
+    sub = submit(t, build_work(t, trained, theta))
     ch = make_challenge(NodeIdentity(b"\x11" * 32), 1, t.miner, b"\x22" * 32, t.cfg)
     blobs = {i: sub.fetch(i, t) for i in {0, t.cfg.n_segments, *ch.segments,
                                           *(s + 1 for s in ch.segments)}}
@@ -129,7 +130,7 @@ def false_positives(ds: Dataset, profile: ReplayProfile, miners: int, validators
     carry0 = zero_carry_hash(preset("micro"))
     for i in range(miners):
         t = _task("micro", 100 + i, cfg)
-        sub = adv.honest(t, ds, theta, None)
+        sub = honest(t, ds, theta, None)
         for v in range(validators):
             ch = make_challenge(NodeIdentity(bytes([v + 1]) * 32), 1, t.miner, b"\x33" * 32, cfg)
             res = verify_submission(t, ds, theta, carry0, sub.root, sub.trace, sub.blob,

@@ -11,6 +11,7 @@ from typing import Any
 
 import trio
 
+from miner.cheat import Cheat
 from miner.work import MinerJob, MinerOutput, produce
 from protocol.chain.client import Phase
 from protocol.core.errors import ContractRevert
@@ -22,6 +23,10 @@ ANNOUNCE_REPEATS = 2  # gossip can drop a message; validators fetch by hash rega
 
 
 class MinerNode(NodeContext):
+    def __init__(self, *args: Any, cheat: Cheat | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cheat = cheat  # devnet and tests only; None for every production miner
+
     async def main(self, nursery: trio.Nursery) -> None:
         await self._rounds()
 
@@ -82,9 +87,9 @@ class MinerNode(NodeContext):
         held = prev.get("carry") if prev and committed_prev else None  # absent in older data dirs
         carry_in = self.data.blobs.read(bytes.fromhex(held)) if held else None
         job = MinerJob(self.setup.spec, self.setup.run_seed, r, self.address, state_blob, state_hash, carry_in,
-                       self.client.handle.chain_id, self.client.settlement.address, self.config.cheat,
-                       self.config.cheat_fraction, await self._foreign_update(r), str(self.data.blobs.root))
-        self.log.info("training %s", kv(round=r, cheat=self.config.cheat or "none"))
+                       self.client.handle.chain_id, self.client.settlement.address, self.cheat,
+                       await self.cheat.foreign_update(self, r) if self.cheat else None, str(self.data.blobs.root))
+        self.log.info("training %s", kv(round=r, cheat=self.cheat.name if self.cheat else "none"))
         return await self._work(produce, job)
 
     def _keep(self, r: int, out: MinerOutput) -> dict[str, Any]:
@@ -126,19 +131,6 @@ class MinerNode(NodeContext):
                 continue
             freed = await trio.to_thread.run_sync(self.data.drop_checkpoints, q)
             self.log.info("pruned checkpoints %s", kv(round=q, freed_mb=f"{freed / 1e6:.0f}"))
-
-    async def _foreign_update(self, r: int) -> bytes | None:
-        """What a copy/stale cheater submits: another miner's (or its own) earlier update."""
-        if self.config.cheat not in ("copy", "stale") or r == 0:
-            return None
-        from protocol.core.envelope import decode_envelope
-
-        commits = await self.commits(r - 1)
-        others = [m for m in commits if m != self.address] if self.config.cheat == "copy" else [self.address]
-        for m in others:
-            if m in commits and (blob := await self.fetch_blob(commits[m][0], first=m)) is not None:
-                return decode_envelope(blob, self.config.max_blob_bytes).update
-        return None
 
     async def _announce(self, r: int) -> None:
         while await self.port.phase(r) == Phase.COMMIT:

@@ -6,28 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from miner.cheat import Cheat
 from protocol.config.run_setup import Setup, TrainingSpec, load_dataset
 from protocol.core.aggregate import decode_state
 from protocol.core.checkpoint import encode_checkpoint
 from protocol.core.envelope import encode_envelope, encode_proof
 from protocol.core.proof import carry_hash, decode_carry, encode_carry, leaf_proof
+from protocol.core.submission import honest
 from protocol.core.training import RoundTask, zero_carry
-from protocol.devnet.cheats import (
-    Submission,
-    fabricate,
-    honest,
-    lazy,
-    nan_blob,
-    noise_blob,
-    scale_blob,
-    sign_flip_blob,
-    submit,
-    withhold,
-    wrong_data,
-)
 from protocol.node.store import write_blob
-
-CHEATS = ("lazy", "fabricate", "wrong-data", "copy", "stale", "scale", "sign-flip", "nan", "noise", "withhold")
 
 
 @dataclass(frozen=True)
@@ -41,9 +28,8 @@ class MinerJob:
     carry_in: bytes | None  # proof.encode_carry of what the last round carried out, None = zeros
     chain_id: int
     contract: str  # settlement address (bound into the envelope)
-    cheat: str | None = None
-    fraction: float | None = None  # share of segments a lazy/withhold cheater fakes (None = all)
-    foreign_update: bytes | None = None  # what copy/stale cheaters submit instead of their own
+    cheat: Cheat | None = None  # devnet and tests only: computes the submission instead
+    foreign_update: bytes | None = None  # what the cheat fetched before training (copy/stale)
     blob_dir: str | None = None  # the node's blob folder: checkpoints are stored there, not returned
 
 
@@ -64,7 +50,8 @@ def produce(job: MinerJob) -> MinerOutput:
     theta = decode_state(job.state_blob, model, job.state_hash).params
     carry = decode_carry(job.carry_in, model) if job.carry_in else None
     task = RoundTask(job.run_seed, job.round, bytes.fromhex(job.miner[2:]), model, cfg)
-    sub = _work(job, task, ds, theta, carry)
+    sub = honest(task, ds, theta, carry) if job.cheat is None else \
+        job.cheat.submit(task, ds, theta, carry, job.foreign_update)
     envelope = encode_envelope(job.chain_id, job.contract, job.round, job.miner, sub.trace, sub.blob)
     root = bytes(sub.root)
     carry_out = sub.carry if sub.carry is not None else zero_carry(model)
@@ -82,34 +69,6 @@ def produce(job: MinerJob) -> MinerOutput:
                        encode_carry(carry_out))
 
 
-def _work(job: MinerJob, task: RoundTask, ds, theta, carry) -> Submission:  # noqa: ANN001
-    cheat, fraction = job.cheat, job.fraction if job.fraction is not None else 1.0
-    if cheat is None:
-        return honest(task, ds, theta, carry)
-    if cheat == "lazy":
-        return lazy(task, ds, theta, carry, fraction)
-    if cheat == "withhold":
-        return withhold(task, ds, theta, carry, fraction)
-    if cheat == "fabricate":
-        return fabricate(task, ds, theta, carry)
-    if cheat == "wrong-data":
-        return wrong_data(task, ds, theta, carry)
-    base = honest(task, ds, theta, carry)
-    edits = {"scale": scale_blob, "sign-flip": sign_flip_blob, "nan": nan_blob, "noise": noise_blob}
-    if cheat in edits:
-        return submit_blob(base, edits[cheat](task, base.blob))
-    if cheat in ("copy", "stale"):
-        return submit_blob(base, job.foreign_update or base.blob)
-    raise ValueError(f"unknown cheat {cheat!r}; choose from {CHEATS}")
-
-
-def submit_blob(base: Submission, blob: bytes) -> Submission:
-    """The honest trace, but another update blob (not derived from the final checkpoint)."""
-    from dataclasses import replace
-
-    return replace(base, blob=blob)
-
-
 def genesis_blob(spec: TrainingSpec) -> tuple[bytes, bytes]:
     """(encoded genesis state, its hash)."""
     from protocol.core.aggregate import encoded_state, genesis_state
@@ -118,5 +77,3 @@ def genesis_blob(spec: TrainingSpec) -> tuple[bytes, bytes]:
     blob, state_hash = encoded_state(genesis_state(setup.model, setup.compute, spec.init_seed), setup.model)
     return blob, bytes(state_hash)
 
-
-_ = submit  # re-exported for adversary tests

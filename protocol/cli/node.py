@@ -107,22 +107,31 @@ def _run(role: str, rpc: str, deployment: Path, keys: Path, data_dir: Path, list
     from protocol.node.context import NodeConfig
 
     _logging()
+    miner_cheat = _cheat(cheat)  # a bad name fails before anything is sent
     addr = _listen(listen, data_dir)
     client, node_keys = prepare_node(role, rpc, deployment, keys, addr, stake)
     _remember_listen(data_dir, addr)
-    config = NodeConfig(data_dir=data_dir, listen=addr, bootstrap=tuple(bootstrap or ()), max_rounds=max_rounds,
-                        cheat=cheat)
+    config = NodeConfig(data_dir=data_dir, listen=addr, bootstrap=tuple(bootstrap or ()), max_rounds=max_rounds)
     log = logging.getLogger(f"veritrain.{role}")
     if role == "miner":
         from miner.node import MinerNode
 
-        node: Any = MinerNode(client, node_keys, config, log)
+        node: Any = MinerNode(client, node_keys, config, log, cheat=miner_cheat)
     else:
         from validator.node import ValidatorNode
 
         node = ValidatorNode(client, node_keys, config, log)
     log.info("node up account=%s listen=%s data_dir=%s", client.address, addr, data_dir)
     trio.run(node.run)
+
+
+def _cheat(name: str | None) -> Any:
+    """The adversary `--cheat` names (testing only); a miner without it imports no cheat."""
+    if name is None:
+        return None
+    from protocol.devnet.cheats import MinerCheat
+
+    return MinerCheat(name)
 
 
 def miner(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt, data_dir: DataDirOpt, listen: ListenOpt = None,

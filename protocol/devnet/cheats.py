@@ -1,25 +1,30 @@
 """Cheating miners, for tests, the detection benchmark and the devnet's `--cheaters`.
 
 Each adversary produces a `Submission` (what a miner commits and serves) from the same
-inputs an honest miner has. Names used by the devnet: lazy, fabricate, wrong-data, copy,
-stale, scale, sign-flip, nan, noise, withhold; plus small-batch, not-derived, wrong-base and
-ef-inject, which complete issue 3's list.
+inputs an honest miner has, wrapping the honest functions of the core. `MinerCheat` is
+what the CLI and the devnet hand a miner node to make it cheat; a node started without
+one never imports this module. Names a miner can be given: lazy, fabricate, wrong-data,
+copy, stale, scale, sign-flip, nan, noise, withhold; small-batch, not-derived, wrong-base,
+ef-inject and moment-inject are used by the tests and the detection benchmark.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from protocol.core.checkpoint import Checkpoint, encode_checkpoint
 from protocol.core.compress import Compressed, decode_update, encode_update, expected_header
 from protocol.core.data import Dataset, assign_pages, sample_distinct
-from protocol.core.hashing import Digest, blake3_hash, seed_int
+from protocol.core.envelope import decode_envelope
+from protocol.core.errors import ConfigError
+from protocol.core.hashing import blake3_hash, seed_int
 from protocol.core.model import GPT, Params, init_params, num_params
-from protocol.core.proof import MinerWork, Trace, build_work, carry_hash, derive_update, trace_root
+from protocol.core.proof import MinerWork, build_work, carry_hash, derive_update
+from protocol.core.submission import Submission, honest, submit
 from protocol.core.training import (
     Carry,
     RoundTask,
@@ -30,33 +35,6 @@ from protocol.core.training import (
     train_round,
     zero_carry,
 )
-
-
-@dataclass(frozen=True)
-class Submission:
-    miner: bytes
-    root: Digest  # committed trace root
-    trace: Trace
-    blob: bytes  # committed update blob
-    checkpoints: list[Checkpoint] = field(repr=False)
-    withheld: frozenset[int] = frozenset()  # leaves the miner refuses to serve
-    carry: Carry | None = field(default=None, repr=False)  # into round r+1
-
-    def fetch(self, leaf: int, task: RoundTask) -> bytes | None:
-        if leaf in self.withheld or not 0 <= leaf < len(self.checkpoints):
-            return None
-        return encode_checkpoint(self.checkpoints[leaf], task.model)
-
-
-def submit(task: RoundTask, work: MinerWork, blob: bytes | None = None,
-           withheld: frozenset[int] = frozenset()) -> Submission:
-    return Submission(task.miner, trace_root(work.trace), work.trace,
-                      work.blob if blob is None else blob, work.checkpoints, withheld, work.carry)
-
-
-def honest(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None) -> Submission:
-    return submit(task, build_work(task, train_round(task, ds, theta, carry), theta))
-
 
 # ---------------------------------------------------------------------------------------
 # proof cheats: caught by replay, derivation or unavailability
@@ -204,3 +182,56 @@ def carry_of(sub: Submission) -> Carry:
     """What an honest miner carries into the next round (its hash is in the trace)."""
     assert sub.carry is not None and carry_hash(sub.carry) == sub.trace.carry_hash
     return sub.carry
+
+
+# ---------------------------------------------------------------------------------------
+# what a miner node is handed to cheat (devnet --cheaters, `veritrain miner --cheat`)
+
+BLOB_EDITS: dict[str, Callable[[RoundTask, bytes], bytes]] = {
+    "scale": scale_blob, "sign-flip": sign_flip_blob, "nan": nan_blob, "noise": noise_blob}
+COPIES = ("copy", "stale")  # submit another miner's (copy) or one's own (stale) earlier update
+CHEATS = ("lazy", "fabricate", "wrong-data", *COPIES, *BLOB_EDITS, "withhold")
+
+
+@dataclass(frozen=True)
+class MinerCheat:
+    """A miner's dishonest behaviour, by name. It travels to the worker process (it pickles),
+    and satisfies `miner.cheat.Cheat`."""
+
+    name: str
+    fraction: float | None = None  # share of segments a lazy/withhold cheater fakes (None = all)
+
+    def __post_init__(self) -> None:
+        if self.name not in CHEATS:
+            raise ConfigError(f"unknown cheat {self.name!r}; choose from {', '.join(CHEATS)}")
+        if self.fraction is not None and not 0 < self.fraction <= 1:
+            raise ConfigError("cheat fraction must be in (0, 1]")
+
+    async def foreign_update(self, node: Any, r: int) -> bytes | None:
+        """What a copy/stale cheater submits: another miner's (or its own) earlier update,
+        fetched by the miner node before training."""
+        if self.name not in COPIES or r == 0:
+            return None
+        commits = await node.commits(r - 1)
+        others = [m for m in commits if m != node.address] if self.name == "copy" else [node.address]
+        for m in others:
+            if m in commits and (blob := await node.fetch_blob(commits[m][0], first=m)) is not None:
+                return decode_envelope(blob, node.config.max_blob_bytes).update
+        return None
+
+    def submit(self, task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
+               foreign_update: bytes | None) -> Submission:
+        """The round's submission, computed in the worker in place of the honest one."""
+        fraction = self.fraction if self.fraction is not None else 1.0
+        if self.name == "lazy":
+            return lazy(task, ds, theta, carry, fraction)
+        if self.name == "withhold":
+            return withhold(task, ds, theta, carry, fraction)
+        if self.name == "fabricate":
+            return fabricate(task, ds, theta, carry)
+        if self.name == "wrong-data":
+            return wrong_data(task, ds, theta, carry)
+        base = honest(task, ds, theta, carry)
+        if self.name in BLOB_EDITS:
+            return replace(base, blob=BLOB_EDITS[self.name](task, base.blob))
+        return replace(base, blob=foreign_update or base.blob)  # copy, stale

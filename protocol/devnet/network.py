@@ -21,7 +21,6 @@ import trio
 from eth_account.signers.local import LocalAccount
 
 from miner.node import MinerNode
-from miner.work import CHEATS
 from protocol.chain.client import ChainClient, Role
 from protocol.chain.deploy import deploy
 from protocol.chain.devchain import DevChain
@@ -29,6 +28,7 @@ from protocol.config.run_config import TOKEN_UNIT, ChainParams, GenesisAllocatio
 from protocol.config.run_setup import resolve
 from protocol.core.errors import ConfigError, VeritrainError
 from protocol.core.signing import NodeIdentity, binding_message
+from protocol.devnet.cheats import CHEATS, MinerCheat
 from protocol.node.context import NodeConfig
 from protocol.node.keys import NodeKeys
 from protocol.node.pinning import prepare
@@ -172,11 +172,12 @@ def build_nodes(opts: DevnetOptions, members: list[Member], data_root: Path, wor
     fractions = dict(opts.cheaters)
     for i, m in enumerate(members):
         log = logging.getLogger(f"veritrain.{m.role.name.lower()}{i}")
-        cheat = None if m.kind == "honest" else m.kind
-        cfg = NodeConfig(data_dir=data_root / f"node{i}", listen=m.listen, max_rounds=opts.rounds, cheat=cheat,
-                         cheat_fraction=fractions.get(m.kind) if cheat else None)
-        cls = MinerNode if m.role == Role.MINER else ValidatorNode
-        m.node = cls(m.client, m.keys, cfg, log)
+        cfg = NodeConfig(data_dir=data_root / f"node{i}", listen=m.listen, max_rounds=opts.rounds)
+        if m.role == Role.MINER:
+            cheat = None if m.kind == "honest" else MinerCheat(m.kind, fractions.get(m.kind))
+            m.node = MinerNode(m.client, m.keys, cfg, log, cheat=cheat)
+        else:
+            m.node = ValidatorNode(m.client, m.keys, cfg, log)
         m.node.prestarted_worker = workers[i]
 
 

@@ -44,8 +44,6 @@ class NodeConfig:
     max_blob_bytes: int = 64 * 1024 * 1024  # cap on any submission or checkpoint fetched
     top_g: int = 16  # updates aggregated per round (top-G by consensus)
     max_rounds: int | None = None  # stop after this many rounds (devnet, tests)
-    cheat: str | None = None  # miners only: adversary kind (devnet --cheaters)
-    cheat_fraction: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

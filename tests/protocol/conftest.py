@@ -6,7 +6,7 @@ from fixtures_training import apply_test_profile, corpus, task, theta0
 from protocol.core.data import Dataset
 from protocol.core.model import Params
 from protocol.core.replay_profile import ReplayProfile
-from protocol.devnet.cheats import Submission, honest
+from protocol.core.submission import Submission, honest
 
 
 @pytest.fixture(scope="session")

@@ -34,9 +34,9 @@ from protocol.core.proof import (
 )
 from protocol.core.replay_profile import ProfileMismatch, ReplayProfile
 from protocol.core.signing import NodeIdentity
+from protocol.core.submission import Submission, honest
 from protocol.core.training import Carry, ComputeConfig, fresh_checkpoint, zero_carry
 from protocol.core.verdict import judge, verify_submission
-from protocol.devnet.cheats import Submission, honest
 
 ZERO_CARRY = zero_carry_hash(MICRO)
 

@@ -24,8 +24,8 @@ from protocol.core.replay_profile import (
     observe_profile,
     profile_hash,
 )
+from protocol.core.submission import Submission
 from protocol.core.training import ComputeConfig, batch_fn, run_steps, train_round
-from protocol.devnet.cheats import Submission
 from protocol.node.worker_pool import ProfileWorker
 
 

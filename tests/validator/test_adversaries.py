@@ -12,6 +12,7 @@ from protocol.core.fraud import FraudKind
 from protocol.core.proof import ReplayStatus, make_challenge
 from protocol.core.replay_profile import ProfileMismatch
 from protocol.core.signing import NodeIdentity
+from protocol.core.submission import honest, submit
 from protocol.core.verdict import verify_submission
 from protocol.devnet import cheats as adv
 from validator.scoring import ZeroReason
@@ -83,14 +84,14 @@ def test_5_update_not_derived_from_final_checkpoint(honest_runs, ds, theta, prof
     from protocol.core.training import train_round
 
     work = build_work(t, train_round(t, ds, theta, None), theta)
-    sub = adv.submit(t, work, blob=adv.not_derived(t, work))
+    sub = submit(t, work, blob=adv.not_derived(t, work))
     v, j = _caught(sub, t, ds, theta, profile, FraudKind.DERIVATION, honest_runs, [0])
     assert v.derivation is not None and "update-bytes" in v.derivation.failures
 
 
 def _blob_cheat(honest_runs, ds, theta, profile, blob):  # type: ignore[no-untyped-def]
     t = ft.task(CHEAT)
-    sub = dataclasses.replace(adv.honest(t, ds, theta, None), blob=blob(t))
+    sub = dataclasses.replace(honest(t, ds, theta, None), blob=blob(t))
     v, _ = _caught(sub, t, ds, theta, profile, FraudKind.DERIVATION, honest_runs, [0])
     assert v.derivation is not None and v.derivation.failures == ("update-bytes",)
     return sub
@@ -104,9 +105,9 @@ def test_6_copied_update_and_perturbed_copy(honest_runs, ds, theta, profile) -> 
 
 def test_7_stale_update_from_earlier_round(honest_runs, ds, theta, profile) -> None:  # type: ignore[no-untyped-def]
     t1 = ft.task(CHEAT, round_=1)
-    old = adv.honest(t1, ds, theta, None)
+    old = honest(t1, ds, theta, None)
     t2 = ft.task(CHEAT, round_=2)
-    fresh = adv.honest(t2, ds, theta, adv.carry_of(old))
+    fresh = honest(t2, ds, theta, adv.carry_of(old))
     sub = dataclasses.replace(fresh, blob=old.blob)
     v, j = check(sub, t2, ds, theta, profile, [0], carry_in_hash=old.trace.carry_hash)
     assert j.kind is FraudKind.DERIVATION and v.derivation is not None
@@ -118,7 +119,7 @@ def test_7_stale_update_from_earlier_round(honest_runs, ds, theta, profile) -> N
 
 @pytest.mark.parametrize("edit", [adv.scale_blob, adv.sign_flip_blob, adv.nan_blob, adv.noise_blob])
 def test_8_to_11_scaled_flipped_nan_noise(honest_runs, ds, theta, profile, edit) -> None:  # type: ignore[no-untyped-def]
-    _blob_cheat(honest_runs, ds, theta, profile, lambda t: edit(t, adv.honest(t, ds, theta, None).blob))
+    _blob_cheat(honest_runs, ds, theta, profile, lambda t: edit(t, honest(t, ds, theta, None).blob))
 
 
 def test_12_wrong_base_model(honest_runs, ds, theta, profile) -> None:  # type: ignore[no-untyped-def]

@@ -9,9 +9,9 @@ from protocol.core.hashing import blake3_hash
 from protocol.core.model import Params
 from protocol.core.proof import zero_carry_hash
 from protocol.core.replay_profile import ReplayProfile
+from protocol.core.submission import Submission
 from protocol.core.training import RoundTask
 from protocol.core.verdict import Judgement, Verification, judge, verify_submission
-from protocol.devnet.cheats import Submission
 from validator.scoring import MinerScore, RoundEntry, score_round
 
 
