@@ -67,13 +67,3 @@ def produce(job: MinerJob) -> MinerOutput:
               for leaf, c in enumerate(sub.checkpoints)]
     return MinerOutput(envelope, root, stored, proofs, sorted(sub.withheld),
                        encode_carry(carry_out))
-
-
-def genesis_blob(spec: TrainingSpec) -> tuple[bytes, bytes]:
-    """(encoded genesis state, its hash)."""
-    from protocol.core.aggregate import encoded_state, genesis_state
-
-    setup = Setup(spec, b"")
-    blob, state_hash = encoded_state(genesis_state(setup.model, setup.compute, spec.init_seed), setup.model)
-    return blob, bytes(state_hash)
-

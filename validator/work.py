@@ -10,6 +10,7 @@ from protocol.core.data import Dataset
 from protocol.core.envelope import decode_envelope
 from protocol.core.fraud import FraudKind
 from protocol.core.hashing import Digest
+from protocol.core.keccak import checksum_address
 from protocol.core.model import Params
 from protocol.core.proof import zero_carry_hash
 from protocol.core.training import RoundTask
@@ -105,6 +106,4 @@ def score_miners(job: ScoreJob, useful: dict[bytes, Usefulness] | None = None) -
 
 
 def _checksum(address: str) -> str:
-    from eth_utils import to_checksum_address
-
-    return str(to_checksum_address(address))
+    return checksum_address(address)

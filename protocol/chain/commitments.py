@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from eth_abi import encode as abi_encode
-from eth_utils import keccak, to_canonical_address
+
+from protocol.core.keccak import address_bytes
+from protocol.core.keccak import keccak256 as keccak
 
 SCORE_DOMAIN = keccak(b"veritrain/scores/v1")
 MAX_SCORE = 65535
@@ -22,7 +24,7 @@ def score_commitment(chain_id: int, settlement: str, validator: str, round_: int
 
 def sort_miners(miners: Sequence[str]) -> list[str]:
     """Ascending by address value, as `reveal_scores` requires."""
-    return sorted(miners, key=lambda a: to_canonical_address(a))
+    return sorted(miners, key=address_bytes)
 
 
 def commit_slot(update_hash: bytes, trace_root: bytes) -> bytes:

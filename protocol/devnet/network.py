@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import trio
-from eth_account.signers.local import LocalAccount
 
 from miner.node import MinerNode
 from protocol.chain.client import ChainClient, Role
@@ -30,7 +29,7 @@ from protocol.core.errors import ConfigError, VeritrainError
 from protocol.core.signing import NodeIdentity, binding_message
 from protocol.devnet.cheats import CHEATS, MinerCheat
 from protocol.node.context import NodeConfig
-from protocol.node.keys import NodeKeys
+from protocol.node.keys import LocalAccount, NodeKeys
 from protocol.node.pinning import prepare
 from protocol.node.worker_pool import ProfileWorker
 from validator.node import ValidatorNode

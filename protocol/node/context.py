@@ -16,7 +16,7 @@ from protocol.chain.events import EventLog
 from protocol.config.run_setup import Setup, load_dataset, resolve
 from protocol.core.errors import VeritrainError
 from protocol.node.chain_port import ChainPort
-from protocol.node.global_model import next_state, select_updates
+from protocol.node.global_model import genesis_blob, next_state, select_updates
 from protocol.node.keys import NodeKeys
 from protocol.node.logs import kv
 from protocol.node.registry_sync import RegistrySync
@@ -214,8 +214,6 @@ class NodeContext:
 
     async def _compute_state(self, round_: int) -> tuple[bytes, bytes]:
         if round_ == 0:
-            from miner.work import genesis_blob
-
             return await self._work(genesis_blob, self.setup.spec)  # type: ignore[no-any-return]
         blob, got, _ = await self.compute_next(round_ - 1)
         return blob, got

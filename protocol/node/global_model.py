@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import torch
 
 from protocol.config.run_setup import Setup, TrainingSpec, load_dataset
-from protocol.core.aggregate import aggregate, decode_state, encoded_state
+from protocol.core.aggregate import aggregate, decode_state, encoded_state, genesis_state
 from protocol.core.data import heldout_batches
 from protocol.core.envelope import decode_envelope
 from protocol.core.hashing import blake3_hash
@@ -53,3 +53,10 @@ def next_state(spec: TrainingSpec, run_seed: bytes, state_blob: bytes, state_has
     new = aggregate(state, updates, setup.model, setup.compute)
     blob, new_hash = encoded_state(new, setup.model)
     return blob, bytes(new_hash), heldout_loss(spec, run_seed, new.params) if with_loss else None
+
+
+def genesis_blob(spec: TrainingSpec) -> tuple[bytes, bytes]:
+    """(encoded genesis state, its hash)."""
+    setup = Setup(spec, b"")
+    blob, state_hash = encoded_state(genesis_state(setup.model, setup.compute, spec.init_seed), setup.model)
+    return blob, bytes(state_hash)

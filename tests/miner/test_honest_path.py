@@ -16,7 +16,8 @@ PRODUCE = textwrap.dedent("""
     import protocol.cli.app, protocol.cli.node, miner.node, validator.node  # the production entry points
     from protocol.cli.node import _cheat
     from protocol.config.run_setup import TrainingSpec
-    from miner.work import MinerJob, genesis_blob, produce
+    from miner.work import MinerJob, produce
+    from protocol.node.global_model import genesis_blob
 
     assert _cheat(None) is None
     tmp = pathlib.Path(tempfile.mkdtemp())
