@@ -36,7 +36,7 @@ class ProfileMismatch(VeritrainError):
         self.differences = differences
 
 
-@dataclass(frozen=True, config=ConfigDict(extra="forbid", strict=True))
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class ReplayProfile:
     threads: int = Field(1, ge=1)  # intra-op threads; 1 vs 2 changes every hash
     cpu_capability: str = "avx2"  # ATEN_CPU_CAPABILITY; avx2 lets avx2 and avx512 hosts agree

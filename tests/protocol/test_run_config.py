@@ -50,3 +50,24 @@ def test_missing_file():
 def test_explicit_genesis_hash_wins():
     cfg = RunConfig(genesis_model_hash="0x" + "ab" * 32)
     assert cfg.genesis_hash() == bytes.fromhex("ab" * 32)
+
+
+def test_the_profile_section_is_the_replay_profile_type(tmp_path):
+    """[training.profile] parses into core's ReplayProfile (one type), unknown keys refused."""
+    from protocol.config.run_setup import Setup, training_spec
+    from protocol.core.replay_profile import ReplayProfile, profile_hash
+
+    path = tmp_path / "run.toml"
+    path.write_text('[training.profile]\nthreads = 2\ncpu_capability = "default"\n')
+    spec = training_spec(load_run_config(path))
+    assert isinstance(spec.profile, ReplayProfile)
+    assert Setup(spec, b"").profile == ReplayProfile(threads=2, cpu_capability="default")
+    # the deployed JSON round-trips to the same profile, so every node hashes it alike
+    again = spec.model_validate(spec.model_dump(mode="json"))
+    assert profile_hash(again.profile) == profile_hash(spec.profile)
+    path.write_text('[training.profile]\nthread = 2\n')
+    with pytest.raises(ConfigError, match="thread"):
+        training_spec(load_run_config(path))
+    path.write_text('[training.profile]\nthreads = 0\n')
+    with pytest.raises(ConfigError, match="threads"):
+        training_spec(load_run_config(path))
