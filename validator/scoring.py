@@ -1,7 +1,7 @@
 """Usefulness scoring and copy detection: pure rules behind Strategy-style interfaces.
 
-A score is zeroed only for a failed proof, NaN/Inf, an over-norm update or a copy (DESIGN
-§4.4.6). Otherwise it measures usefulness, which is never evidence of fraud:
+A score is zeroed only for a failed proof, NaN/Inf, an over-norm update or a copy (docs/PROTOCOL.md
+§10). Otherwise it measures usefulness, which is never evidence of fraud:
 
 - `GauntletUsefulness` (after Templar's Gauntlet validator, SN3): the loss change from
   applying the update to θ_r, on the miner's assigned data and on held-out data chosen by

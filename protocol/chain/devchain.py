@@ -1,7 +1,7 @@
 """The devnet's embedded chain: eth-tester whose clock follows the wall clock.
 
 eth-tester stamps each block with its parent's timestamp + 1, so bursts of
-transactions race ahead of real time and idle periods stand still (DESIGN §2). Here
+transactions race ahead of real time and idle periods stand still (docs/ARCHITECTURE.md §6). Here
 auto-mining is off and one thread mines a block every `block_time` seconds, stamped
 with the wall clock and holding every pending transaction. eth-tester has no locking
 of its own, so every request and every mined block goes through one lock.

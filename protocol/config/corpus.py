@@ -44,7 +44,7 @@ def stdlib_files() -> tuple[Path, list[Path]]:
 
 
 def from_stdlib(**kw: int) -> Dataset:
-    """The default corpus (DESIGN §4): needs no download, changes with the Python version."""
+    """The default corpus (docs/PROTOCOL.md): needs no download, changes with the Python version."""
     root, files = stdlib_files()
     version = ".".join(map(str, sys.version_info[:3]))
     return from_bytes(_read_sorted(root, files), f"Python {version} stdlib ({len(files)} files)", **kw)

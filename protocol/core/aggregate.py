@@ -1,4 +1,4 @@
-"""Robust aggregation and the outer step over the global state (DESIGN §4.7). Pure.
+"""Robust aggregation and the outer step over the global state (docs/PROTOCOL.md §13). Pure.
 
 next = outer_step(state, trimmed_mean(clip(decompress(u_i))))
   - clip: each update's L2 norm is capped at `clip_multiplier` x the median norm;

@@ -98,7 +98,7 @@ def check_root(ds: Dataset, expected: bytes) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# deterministic assignment and batches (DESIGN §4: seed = H(run_seed, r, m); H(seed, step))
+# deterministic assignment and batches (docs/PROTOCOL.md: seed = H(run_seed, r, m); H(seed, step))
 
 
 def miner_seed(run_seed: bytes, round_: int, miner: bytes) -> Digest:

@@ -3,7 +3,7 @@
 Its blake3 content hash is the `update_hash` committed on chain. The header names the
 chain, the settlement contract, the round and the miner's address, so the hash is bound
 to the committer: a front-runner who copies the commitment can never open it, because
-the blob it would have to serve names someone else (DESIGN §4).
+the blob it would have to serve names someone else (docs/PROTOCOL.md).
 
 Layout: magic (8 bytes) ‖ header length (u32, big-endian) ‖ header JSON ‖ update bytes.
 """

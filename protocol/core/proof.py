@@ -1,6 +1,6 @@
 """Proof of compute: the trace, challenges, segment replay and derivation checks.
 
-Trace leaves (DESIGN §4): the H/k + 1 checkpoint hashes (steps 0, k, ..., H), then the hash of
+Trace leaves (docs/PROTOCOL.md): the H/k + 1 checkpoint hashes (steps 0, k, ..., H), then the hash of
 the H per-step losses, then the hash of what the miner carries into its next round (the
 error-feedback residual and AdamW's second moment: `training.Carry`). The trace root is their
 Merkle root and is committed on chain with the update hash.

@@ -2,7 +2,7 @@
 
 `verify_submission` gathers evidence (trace, leaf 0, derivation, the challenged replays) from
 bytes the miner served; `judge` decides, separately, whether that evidence supports a
-`replay`, `derivation` or `unavailable` report (DESIGN §4.4). Both are pure; fetching is
+`replay`, `derivation` or `unavailable` report (docs/PROTOCOL.md §10). Both are pure; fetching is
 passed in as a function, so the I/O shell decides about timeouts and peers.
 """
 

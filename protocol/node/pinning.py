@@ -1,7 +1,7 @@
 """Pinning a run at deploy: the hashes every node must reproduce, computed under the profile.
 
 Genesis initialisation and the dataset root must come out the same on every node, so they
-are computed in a worker process that runs the run's replay profile (DESIGN: the ISA and
+are computed in a worker process that runs the run's replay profile (docs/ARCHITECTURE.md §6: the ISA and
 thread count are fixed before torch is imported), never in the deployer's own process.
 """
 

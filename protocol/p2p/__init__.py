@@ -1,4 +1,4 @@
-"""Peer-to-peer layer: the only package that imports libp2p (see INTEROP.md for the wire)."""
+"""Peer-to-peer layer: the only package that imports libp2p (see docs/INTEROP.md for the wire)."""
 
 from protocol.p2p.blobs import BlobClient, BlobServer, Checkpoint
 from protocol.p2p.config import CHUNK_SIZE, P2PConfig

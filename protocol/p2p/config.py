@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from protocol.core.errors import ConfigError
 from protocol.p2p.ratelimit import RatePolicy
 
-CHUNK_SIZE = 1 << 20  # blob chunk payload; fixed by the wire format (INTEROP.md)
+CHUNK_SIZE = 1 << 20  # blob chunk payload; fixed by the wire format (docs/INTEROP.md)
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class P2PConfig:
     round_window: int = 1  # accept gossip for rounds current-window .. current+1
     seen_cache_size: int = 65536  # app-level de-duplication (msg ids, nonces)
     delivery_buffer: int = 4096  # validated messages waiting for the application
-    gossip_heartbeat_s: int = 1  # DESIGN §2: default 120 s makes meshes form far too slowly
+    gossip_heartbeat_s: int = 1  # docs/ARCHITECTURE.md §6: default 120 s makes meshes form far too slowly
     gossip_degree: int = 6  # meshsub D / D_low / D_high (spec defaults)
     gossip_degree_low: int = 4
     gossip_degree_high: int = 12

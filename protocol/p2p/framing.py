@@ -1,4 +1,4 @@
-"""Blob protocol framing (see INTEROP.md). All integers are big-endian.
+"""Blob protocol framing (see docs/INTEROP.md). All integers are big-endian.
 
     request  := u32 len (<= MAX_REQUEST_BYTES) || JSON (BlobRequest | CheckpointRequest)
     response := u8 status || (status == OK ? ok_body : u16 len || UTF-8 reason)
@@ -6,7 +6,7 @@
     chunk    := u32 len (1..CHUNK_SIZE) || bytes        -- chunks add up to exactly blob_len
 
 Every read goes through a `StreamReader` whose stream reads each run under a deadline,
-because a frozen peer makes a libp2p read hang forever (DESIGN §2). Every length is checked
+because a frozen peer makes a libp2p read hang forever (docs/ARCHITECTURE.md §6). Every length is checked
 against its cap before anything is allocated.
 """
 
@@ -130,7 +130,7 @@ class StreamReader:
         self._buf = memoryview(b"")
 
     async def _read(self) -> bytes:
-        # A bare CancelScope: a frozen peer makes read() hang forever (DESIGN §2).
+        # A bare CancelScope: a frozen peer makes read() hang forever (docs/ARCHITECTURE.md §6).
         with trio.CancelScope(deadline=trio.current_time() + self.timeout_s) as scope:
             try:
                 data = await self.stream.read(READ_SIZE)

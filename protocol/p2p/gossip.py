@@ -1,6 +1,6 @@
 """Gossip: one meshsub topic per deployment, a strict topic validator, and app-level de-dup.
 
-DESIGN §2 pitfalls handled here:
+docs/ARCHITECTURE.md §6 pitfalls handled here:
 - spam protection (10 msg/s, also applied to our own publishes) is off; per-sender budgets
   from `PeerLimiter` replace it, inside the validator;
 - heartbeat 1 s, so meshes form in seconds;

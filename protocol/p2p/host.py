@@ -1,6 +1,6 @@
 """The libp2p host: stable ed25519 identity, Noise only, yamux only, plus a reconnecting dialer.
 
-DESIGN §2: a default py-libp2p host also accepts plaintext (and secio/TLS) and offers mplex;
+docs/ARCHITECTURE.md §6: a default py-libp2p host also accepts plaintext (and secio/TLS) and offers mplex;
 we pass explicit `sec_opt`/`muxer_opt` so Noise + yamux are the only choices negotiated. Each
 dial costs a fixed ~250 ms, so the dialer keeps connections open and only redials (with
 exponential backoff) when one drops.

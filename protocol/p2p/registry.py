@@ -2,7 +2,7 @@
 
 The chain layer feeds it (`upsert` / `remove` from registry events); tests populate it
 directly. It is the single source of truth for "is this peer allowed" and for per-peer
-rate limits. Rule (DESIGN §4 Identity): an entry counts only if its binding signature
+rate limits. Rule (docs/PROTOCOL.md §4): an entry counts only if its binding signature
 verifies, and the first valid binding of a node key wins, because the contract cannot check
 ed25519 and so cannot stop a squatter from registering someone else's key.
 """

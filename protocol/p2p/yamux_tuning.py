@@ -10,7 +10,7 @@ the wire format is unchanged. Measured on 50 MB fetches between two processes: 6
 (the blob server sending one chunk per frame) saved another ~0.4/0.8 ms per MB, every
 interleaved pair better on both sides.
 
-Interop (INTEROP.md): the yamux spec and go/js/rust yamux bound a DATA frame only by the
+Interop (docs/INTEROP.md): the yamux spec and go/js/rust yamux bound a DATA frame only by the
 receiver's window, and py-libp2p's writer cuts every frame to `min(send_window,
 MAX_MESSAGE_SIZE - 12, ...)`, so no frame ever exceeds what the peer has granted. A fresh
 stream may send 256 KiB (the spec's initial window); go, js, rust and py-libp2p receivers

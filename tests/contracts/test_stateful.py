@@ -63,7 +63,7 @@ score_lists = st.lists(st.sampled_from([0, 1, 1000, 30000, 65535]), min_size=0, 
 
 
 def expected_outcome(votes: dict, weights: dict, reporter, permitted: int) -> int:
-    """The dispute rule of DESIGN §4.8, from the recorded votes."""
+    """The dispute rule of docs/PROTOCOL.md §12, from the recorded votes."""
     w = defaultdict(int)
     for v, vote in votes.items():
         w[vote] += weights[v]
