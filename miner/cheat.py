@@ -16,7 +16,10 @@ from protocol.core.training import Carry, RoundTask
 
 
 class Cheat(Protocol):
-    name: str
+    @property
+    def name(self) -> str:
+        """What the logs call this behaviour."""
+        ...
 
     async def foreign_update(self, node: Any, r: int) -> bytes | None:
         """Anything the cheat needs from the network before training (None: nothing)."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import trio
 
 from protocol.core.envelope import EnvelopeError, check_binding, decode_envelope
+from protocol.core.fraud import FraudKind
 from protocol.core.proof import Challenge, make_challenge, trace_root
 from protocol.node.context import NodeContext
 from protocol.node.logs import kv
@@ -129,7 +130,7 @@ async def check_one(ctx: NodeContext, r: int, miner: str, commit: tuple[bytes, b
     envelope, problem = submission if submission is not None else await fetch_submission(ctx, r, miner, commit)
     if envelope is None:
         ctx.log.info("submission rejected %s", kv(round=r, miner=miner, reason=problem))
-        outcome = CheckOutcome(miner, "unavailable", None, None, problem or "", None, None)
+        outcome = CheckOutcome(miner, FraudKind.UNAVAILABLE, None, None, problem or "", None, None)
         return MinerCheck(miner, order, None, outcome, challenge)
     holders = [k for k in [ctx.node_key_of(miner)] if k] + ctx.peers_for(None)
     n_leaves = cfg.n_segments + 1

@@ -57,6 +57,7 @@ def _deployer(handle: Any, key: Path | None, dev_account: bool) -> Any:
         if not sys.stdin.isatty():
             raise ConfigError("set VERITRAIN_PASSWORD to unlock the keystore (no terminal to prompt on)")
         password = typer.prompt("keystore password", hide_input=True)
+    assert key is not None  # exactly one of the two, checked above
     return load_keystore(key, password)
 
 

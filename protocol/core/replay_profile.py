@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, field
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 from pydantic import ConfigDict, Field
@@ -38,7 +38,7 @@ class ProfileMismatch(VeritrainError):
 
 @dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class ReplayProfile:
-    threads: int = Field(1, ge=1)  # intra-op threads; 1 vs 2 changes every hash
+    threads: Annotated[int, Field(ge=1)] = 1  # intra-op threads; 1 vs 2 changes every hash
     cpu_capability: str = "avx2"  # ATEN_CPU_CAPABILITY; avx2 lets avx2 and avx512 hosts agree
     deterministic: bool = True  # torch.use_deterministic_algorithms
     dtype: str = "float32"  # default floating dtype of params and optimizer state
