@@ -6,7 +6,6 @@ import pytest
 import safetensors.torch
 from fixtures_training import MICRO, corpus, task, theta0
 
-from protocol.devnet.cheats import Submission, honest
 from protocol.core.checkpoint import CheckpointFormatError, checkpoint_hash
 from protocol.core.data import Dataset
 from protocol.core.errors import SignatureError
@@ -37,6 +36,7 @@ from protocol.core.replay_profile import ProfileMismatch, ReplayProfile
 from protocol.core.signing import NodeIdentity
 from protocol.core.training import Carry, ComputeConfig, fresh_checkpoint, zero_carry
 from protocol.core.verdict import judge, verify_submission
+from protocol.devnet.cheats import Submission, honest
 
 ZERO_CARRY = zero_carry_hash(MICRO)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.core.errors import ConfigError
 from protocol.config.run_config import ChainParams, RunConfig, load_run_config
+from protocol.core.errors import ConfigError
 
 
 def test_defaults_are_consistent():

@@ -7,7 +7,6 @@ import safetensors.torch
 import torch
 from fixtures_training import MICRO, SMALL_CFG, task
 
-from protocol.devnet.cheats import Submission
 from protocol.core.checkpoint import (
     CheckpointFormatError,
     checkpoint_hash,
@@ -27,6 +26,7 @@ from protocol.core.replay_profile import (
     profile_hash,
 )
 from protocol.core.training import ComputeConfig, batch_fn, run_steps, train_round
+from protocol.devnet.cheats import Submission
 
 
 def test_config_validation() -> None:

@@ -8,11 +8,11 @@ import pytest
 from conftest import N_HONEST, ft
 from validator_helpers import check, scores
 
-from protocol.devnet import cheats as adv
 from protocol.core.proof import ReplayStatus, make_challenge
 from protocol.core.replay_profile import ProfileMismatch
 from protocol.core.signing import NodeIdentity
 from protocol.core.verdict import FraudKind, verify_submission
+from protocol.devnet import cheats as adv
 from validator.scoring import ZeroReason
 
 CHEAT = 40  # miner index used by cheaters (disjoint from the honest 0..19)

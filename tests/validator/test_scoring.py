@@ -7,9 +7,9 @@ import pytest
 import torch
 from conftest import ft
 
-from protocol.devnet import cheats as adv
 from protocol.core.hashing import blake3_hash
 from protocol.core.model import GPT
+from protocol.devnet import cheats as adv
 from validator.scoring import (
     MAX_SCORE,
     DecodedUpdate,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from protocol.devnet.cheats import Submission
 from protocol.core.data import Dataset
 from protocol.core.hashing import blake3_hash
 from protocol.core.model import Params
@@ -12,6 +11,7 @@ from protocol.core.proof import zero_carry_hash
 from protocol.core.replay_profile import ReplayProfile
 from protocol.core.training import RoundTask
 from protocol.core.verdict import Judgement, Verification, judge, verify_submission
+from protocol.devnet.cheats import Submission
 from validator.scoring import MinerScore, RoundEntry, score_round
 
 

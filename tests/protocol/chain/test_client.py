@@ -11,8 +11,8 @@ from protocol.chain.backend import connect, dev_account
 from protocol.chain.client import ChainClient, Phase, Role
 from protocol.chain.commitments import score_commitment, sort_miners
 from protocol.chain.deploy import deploy
-from protocol.core.errors import ContractRevert, InsufficientFunds
 from protocol.config.run_config import TOKEN_UNIT, RunConfig
+from protocol.core.errors import ContractRevert, InsufficientFunds
 from protocol.core.signing import NodeIdentity, binding_message
 
 
