@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import blake3
+import trio
 
 from protocol.core.messages import UpdateAnnounced, to_hex
 from protocol.core.signing import NodeIdentity, binding_message
@@ -147,7 +148,60 @@ def forge_pubsub_message(signer: NodeIdentity, topic: str, data: bytes, seqno: i
     return msg
 
 
-async def inject(node: P2PNode, msg: Any) -> None:
-    """Push a raw pubsub message out of `node` without its own validator in the way."""
-    node.gossip.pubsub.remove_topic_validator(node.gossip.topic)
-    await node.gossip.pubsub.push_msg(node.peer_id, msg)
+async def send_raw(sender: P2PNode, receiver: P2PNode, msg: Any, timeout_s: float = 10.0) -> None:
+    """Send a raw pubsub message from `sender` straight to `receiver`, as a modified client
+    would: no validator, seen cache or IDONTWANT of `sender`'s own in the way. Waits for
+    `sender`'s pubsub stream to `receiver` first."""
+    from libp2p.pubsub.pb import rpc_pb2
+
+    pubsub = sender.gossip.pubsub
+    with trio.fail_after(timeout_s):
+        while receiver.peer_id not in pubsub.peer_queues:
+            await trio.sleep(0.02)
+    sender.gossip.router.send_rpc(receiver.peer_id, rpc_pb2.RPC(publish=[msg]))
+
+
+async def wait_for_mesh(node: P2PNode, peers: list[P2PNode], timeout_s: float = 10.0) -> None:
+    """Until every one of `peers` is in `node`'s gossipsub mesh for the deployment topic
+    (grafted, so `node` forwards to it), or AssertionError after `timeout_s`."""
+    want = {p.peer_id for p in peers}
+
+    def mesh() -> set[Any]:
+        return set(node.gossip.router.mesh.get(node.gossip.topic, ()))
+
+    with trio.move_on_after(timeout_s) as scope:
+        while not want <= mesh():
+            await trio.sleep(0.02)
+    if scope.cancelled_caught:
+        raise AssertionError(f"{len(want - mesh())} of {len(want)} peers not grafted after {timeout_s} s")
+
+
+class HandledLog:
+    """Which pubsub messages `node` has finished handling (dropped as seen, rejected by the
+    validator, or delivered to the application's channel and forwarded).
+
+    Wraps the node's `Pubsub.push_msg`, which pubsub runs once per incoming message."""
+
+    def __init__(self, node: P2PNode) -> None:
+        self.handled: set[tuple[bytes, bytes]] = set()
+        self._changed = trio.Event()
+        pubsub = node.gossip.pubsub
+        push_msg = pubsub.push_msg
+
+        async def recording_push_msg(forwarder: Any, msg: Any) -> None:
+            try:
+                await push_msg(forwarder, msg)
+            finally:
+                self.handled.add((msg.from_id, msg.seqno))
+                self._changed.set()
+                self._changed = trio.Event()
+
+        pubsub.push_msg = recording_push_msg
+
+    async def wait_for(self, msgs: list[Any], timeout_s: float = 10.0) -> None:
+        want = {(m.from_id, m.seqno) for m in msgs}
+        with trio.move_on_after(timeout_s) as scope:
+            while not want <= self.handled:
+                await self._changed.wait()
+        if scope.cancelled_caught:
+            raise AssertionError(f"{len(want - self.handled)} of {len(want)} messages never handled")

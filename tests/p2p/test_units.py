@@ -7,7 +7,9 @@ import hashlib
 
 import pytest
 from libp2p.pubsub.pb import rpc_pb2
+from pydantic import ValidationError
 
+from protocol.core.errors import SignatureError
 from protocol.core.messages import (
     MAX_GOSSIP_BYTES,
     GossipPayload,
@@ -86,9 +88,11 @@ def test_payload_is_frozen_and_sender_must_sign():
         sender=to_hex(identity(1).public_key),
         body=body,
     )
-    with pytest.raises(Exception):  # noqa: B017 - pydantic's frozen error
+    with pytest.raises(ValidationError) as frozen:
         payload.round = 2  # type: ignore[misc]
-    with pytest.raises(Exception):  # noqa: B017 - SignatureError
+    assert frozen.value.errors()[0]["type"] == "frozen_instance"
+    assert payload.round == 1
+    with pytest.raises(SignatureError):
         encode_gossip(identity(2), payload)
     assert decode_gossip(encode_gossip(identity(1), payload)).payload == payload
 
