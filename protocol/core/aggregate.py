@@ -76,7 +76,7 @@ def encoded_state(s: GlobalState, model: ModelConfig) -> tuple[bytes, Digest]:
 
 def encode_state(s: GlobalState, model: ModelConfig) -> bytes:
     # deterministic bytes: safetensors orders tensors by dtype then name, and a one-entry
-    # metadata map has a single order (checked across processes in tests/protocol)
+    # metadata map has a single order (checked across processes in tests/core)
     tensors = {k: v.contiguous() for k, v in _state_tensors(s).items()}
     return safetensors.torch.save(tensors, metadata={STATE_FORMAT_KEY: config_hash(model).hex()})
 

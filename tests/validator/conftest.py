@@ -10,9 +10,9 @@ import pytest
 
 
 def _load_fixtures():  # type: ignore[no-untyped-def]
-    """Import tests/protocol/fixtures_training.py once, under one name, whatever the rootdir."""
+    """Import tests/core/fixtures_training.py once, under one name, whatever the rootdir."""
     if "fixtures_training" not in sys.modules:
-        path = Path(__file__).parents[1] / "protocol" / "fixtures_training.py"
+        path = Path(__file__).parents[1] / "core" / "fixtures_training.py"
         spec = importlib.util.spec_from_file_location("fixtures_training", path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)

@@ -1,4 +1,4 @@
-"""Builders shared by tests/protocol and tests/validator (loaded by both conftests).
+"""Builders shared by tests/core and tests/validator (loaded by both conftests).
 
 Everything runs on the `micro` preset with a small corpus slice and H=6, k=2 (3 segments),
 so one honest round takes ~0.2 s on one core; one test keeps the defaults H=30, k=3.
