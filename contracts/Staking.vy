@@ -18,15 +18,19 @@ from snekmate.auth import ownable
 initializes: ownable
 exports: ownable.owner
 
-interface IBurnable:
-    def burn(amount: uint256): nonpayable
+from . import constants
+from .interfaces import IStaking
+from .interfaces import IToken
+
+implements: IStaking
 
 ROLE_NONE: constant(uint8) = 0
 ROLE_MINER: constant(uint8) = 1
 ROLE_VALIDATOR: constant(uint8) = 2
-MAX_VALIDATORS: constant(uint256) = 64  # permits per round (K <= this)
-MAX_ELIGIBLE_VALIDATORS: constant(uint256) = 256
-BPS: constant(uint256) = 10_000
+MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS  # permits per round (K <= this)
+MAX_ELIGIBLE_VALIDATORS: constant(uint256) = constants.MAX_ELIGIBLE_VALIDATORS
+BPS: constant(uint256) = constants.BPS
+SIG_BYTES: constant(uint256) = constants.ED25519_SIG_BYTES
 
 token: public(immutable(IERC20))
 min_miner_stake: public(immutable(uint256))
@@ -62,7 +66,7 @@ event Registered:
     role: uint8
     node_key: bytes32
     multiaddr: String[256]
-    binding_sig: Bytes[64]
+    binding_sig: Bytes[SIG_BYTES]
 
 event Staked:
     account: indexed(address)
@@ -134,7 +138,7 @@ def wire(settlement_: address, disputes_: address):
 
 
 @external
-def register(role_: uint8, node_key_: bytes32, multiaddr_: String[256], binding_sig: Bytes[64]):
+def register(role_: uint8, node_key_: bytes32, multiaddr_: String[256], binding_sig: Bytes[SIG_BYTES]):
     """
     @notice Registers the caller as a miner (1) or validator (2), or updates its
             node key and address. The role cannot change once set.
@@ -144,7 +148,7 @@ def register(role_: uint8, node_key_: bytes32, multiaddr_: String[256], binding_
     """
     assert role_ == ROLE_MINER or role_ == ROLE_VALIDATOR, "staking: unknown role"
     assert node_key_ != empty(bytes32), "staking: empty node key"
-    assert len(binding_sig) == 64, "staking: binding signature must be 64 bytes"
+    assert len(binding_sig) == SIG_BYTES, "staking: binding signature must be 64 bytes"
     current: uint8 = self.role[msg.sender]
     assert current == ROLE_NONE or current == role_, "staking: role is fixed"
     if current == ROLE_NONE:
@@ -230,7 +234,7 @@ def slash(account: address, fraction_bps: uint256, reporter: address, reporter_s
     if reward > 0:
         assert extcall token.transfer(reporter, reward, default_return_value=True), "staking: transfer failed"
     if burned > 0:
-        extcall IBurnable(token.address).burn(burned)
+        extcall IToken(token.address).burn(burned)
     self._refresh_eligibility(account)
     log Slashed(account=account, amount=amount, reporter=reporter, reporter_reward=reward, burned=burned)
     return amount

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CONTRACTS_DIR = Path(__file__).resolve().parent
-CONTRACT_NAMES = ("Token", "Staking", "Settlement", "Disputes")
+# deploy order: each contract's constructor names only contracts before it
+CONTRACT_NAMES = ("Token", "Staking", "Rounds", "Scores", "Rewards", "Attestation", "Disputes")
+EIP170_LIMIT = 24_576  # bytes of runtime code a contract may have (EIP-170)
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,12 @@ class CompiledContract:
     abi: list[dict]
     bytecode: str  # 0x-prefixed deploy bytecode
     source_hash: str
+    bytecode_runtime: str = "0x"  # 0x-prefixed runtime code (what EIP-170 limits)
+
+    @property
+    def runtime_size(self) -> int:
+        """Bytes of runtime code."""
+        return (len(self.bytecode_runtime) - 2) // 2
 
 
 def cache_dir() -> Path:
@@ -33,14 +41,16 @@ def cache_dir() -> Path:
 
 
 def sources_hash() -> str:
-    """Hash of every contract source plus the compiler and snekmate versions."""
+    """Hash of every contract, module and interface source plus the compiler and snekmate sources."""
     import snekmate
     import vyper
 
     digest = hashlib.sha256()
     digest.update(f"vyper={vyper.__version__}".encode())
     snekmate_dir = Path(list(snekmate.__path__)[0]).resolve()
-    for path in sorted([*CONTRACTS_DIR.glob("*.vy"), *snekmate_dir.rglob("*.vy")]):
+    ours = [*CONTRACTS_DIR.glob("*.vy"), *CONTRACTS_DIR.glob("interfaces/*.vyi")]
+    theirs = [*snekmate_dir.rglob("*.vy"), *snekmate_dir.rglob("*.vyi")]
+    for path in sorted(ours) + sorted(theirs):
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
@@ -53,11 +63,15 @@ def compile_contract(name: str) -> CompiledContract:
     key = sources_hash()
     cached = cache_dir() / f"{name}-{key[:16]}.json"
     if cached.exists():
-        data = json.loads(cached.read_text())
-        return CompiledContract(name, data["abi"], data["bytecode"], key)
+        try:
+            data = json.loads(cached.read_text())
+            return CompiledContract(name, data["abi"], data["bytecode"], key, data["bytecode_runtime"])
+        except (ValueError, KeyError):
+            pass  # unreadable or from an older layout: rebuild it
     compiled = _compile_uncached(name)
-    _atomic_write(cached, json.dumps({"abi": compiled["abi"], "bytecode": compiled["bytecode"]}))
-    return CompiledContract(name, compiled["abi"], compiled["bytecode"], key)
+    data = {k: compiled[k] for k in ("abi", "bytecode", "bytecode_runtime")}
+    _atomic_write(cached, json.dumps(data))
+    return CompiledContract(name, data["abi"], data["bytecode"], key, data["bytecode_runtime"])
 
 
 def compile_all() -> dict[str, CompiledContract]:
@@ -70,7 +84,7 @@ def _compile_uncached(name: str) -> dict:
 
     bundle = FilesystemInputBundle([CONTRACTS_DIR, *[Path(p) for p in sys.path if p]])
     file_input = bundle.load_file(CONTRACTS_DIR / f"{name}.vy")
-    return compile_from_file_input(file_input, input_bundle=bundle, output_formats=["abi", "bytecode"])
+    return compile_from_file_input(file_input, input_bundle=bundle, output_formats=["abi", "bytecode", "bytecode_runtime"])
 
 
 def _atomic_write(path: Path, text: str) -> None:
