@@ -40,7 +40,7 @@ class MinerJob:
     state_hash: bytes  # its attested hash
     carry_in: bytes | None  # proof.encode_carry of what the last round carried out, None = zeros
     chain_id: int
-    contract: str  # settlement address (bound into the envelope)
+    contract: str  # rounds contract address (where commit_update goes; bound into the envelope)
     cheat: str | None = None
     fraction: float | None = None  # share of segments a lazy/withhold cheater fakes (None = all)
     foreign_update: bytes | None = None  # what copy/stale cheaters submit instead of their own
