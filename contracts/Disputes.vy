@@ -112,6 +112,14 @@ def __init__(
     @notice Fixes the dispute parameters. The staking contract's unbonding delay
             must exceed one round's phases plus the challenge window, so a cheater
             cannot withdraw before a report against it can be filed and resolved.
+    @param token_ The bond token.
+    @param staking_ The staking registry (slashes, report counts).
+    @param rounds_ The round clock (validator snapshots, reporting window, durations).
+    @param rewards_ The rewards contract (holds back and forfeits rewards).
+    @param report_bond_ Tokens (wei) a reporter posts per report.
+    @param challenge_window_ Seconds a report stays open for votes.
+    @param slash_bps_ Share of the miner's stake slashed on a confirmed report.
+    @param reporter_share_bps_ Share of the slash paid to the reporter; the rest is burned.
     """
     assert slash_bps_ <= BPS and reporter_share_bps_ <= BPS, "disputes: bad fraction"
     assert challenge_window_ > 0, "disputes: zero challenge window"
@@ -136,6 +144,11 @@ def report_fraud(
             `miner` in `round`, posting the bond (after `approve`). Counts as the
             reporter's confirming vote. One report per (round, miner, reporter):
             other validators may still report a miner whose earlier report failed.
+    @param round The round of the reported update.
+    @param miner The reported miner.
+    @param kind 1 replay, 2 derivation, 3 unavailable.
+    @param segment The trace segment the evidence concerns.
+    @param evidence_hash Hash of the off-chain evidence.
     @param challenge_sig The reporter's ed25519 signature that seeds its challenge.
     @return The report id.
     """
@@ -176,6 +189,8 @@ def vote_fraud(report_id: uint256, vote: uint8):
     @notice Votes on an open report: 1 confirm, 2 reject, 3 served (the
             unavailable checkpoint was fetched and replays correctly).
             Only the round's permitted validators vote, once each, within the window.
+    @param report_id The report.
+    @param vote 1 confirm, 2 reject, 3 served.
     """
     r: Report = self.reports[report_id]
     assert r.status == STATUS_OPEN, "disputes: report not open"
@@ -205,6 +220,7 @@ def resolve_fraud(report_id: uint256) -> uint8:
             validator of the round voted. Anyone may call it.
             A miner is slashed at most once per round: a later confirmed report
             against the same miner and round slashes nothing (its bond is returned).
+    @param report_id The report.
     @return The outcome: 2 confirmed, 3 rejected, 4 void.
     """
     r: Report = self.reports[report_id]
@@ -235,6 +251,9 @@ def resolve_fraud(report_id: uint256) -> uint8:
 @pure
 @internal
 def _outcome(r: Report, permitted_weight: uint256) -> uint8:
+    """
+    @dev The status a report resolves to, from its vote weights (see the contract notice).
+    """
     voting: uint256 = r.confirm_weight + r.reject_weight + r.served_weight
     if voting * 2 <= permitted_weight:
         return STATUS_VOID

@@ -110,6 +110,9 @@ def __init__(
 ):
     """
     @notice Fixes the token and the staking parameters of the run config.
+    @param token_ The stake token.
+    @param min_miner_stake_ Minimum stake (wei) of an eligible miner.
+    @param min_validator_stake_ Minimum stake (wei) of an eligible validator.
     @param max_permits_ K: only the top-K validators by stake hold a permit.
     @param unbonding_delay_ Seconds between `request_unbond` and `withdraw`.
     """
@@ -126,8 +129,10 @@ def __init__(
 @external
 def wire(settlement_: address, disputes_: address):
     """
-    @notice Names the settlement and disputes contracts once, then renounces
+    @notice Names the settlement (rounds) and disputes contracts once, then renounces
             ownership so the wiring can never change.
+    @param settlement_ The rounds contract (reads eligibility and permits).
+    @param disputes_ The only caller of `slash`, `report_opened` and `report_closed`.
     """
     ownable._check_owner()
     assert settlement_ != empty(address) and disputes_ != empty(address), "staking: zero address"
@@ -142,6 +147,7 @@ def register(role_: uint8, node_key_: bytes32, multiaddr_: String[256], binding_
     """
     @notice Registers the caller as a miner (1) or validator (2), or updates its
             node key and address. The role cannot change once set.
+    @param role_ 1 miner, 2 validator.
     @param node_key_ ed25519 public key of the node (also its libp2p identity).
     @param multiaddr_ libp2p address peers dial.
     @param binding_sig ed25519 signature over (chain id, staking address, account); checked off-chain.
@@ -164,6 +170,7 @@ def stake(amount: uint256):
     @notice Moves `amount` tokens from the caller (after `approve`) into its stake.
             A validator whose stake first reaches the validator minimum joins
             `validators`, which holds at most 256 eligible validators.
+    @param amount Tokens (wei) to stake.
     """
     assert self.role[msg.sender] != ROLE_NONE, "staking: not registered"
     assert amount > 0, "staking: zero amount"
@@ -180,6 +187,7 @@ def request_unbond(amount: uint256):
     @notice Queues `amount` of the caller's stake for withdrawal after the
             unbonding delay. Queued stake stays slashable; a new request adds to
             the queue and restarts the delay.
+    @param amount Tokens (wei) to unbond.
     """
     assert amount > 0, "staking: zero amount"
     assert amount <= self.staked[msg.sender], "staking: insufficient stake"
@@ -215,6 +223,10 @@ def slash(account: address, fraction_bps: uint256, reporter: address, reporter_s
     @notice Slashes `fraction_bps` of the account's stake, taking bonded stake
             first and queued stake after. The reporter gets its share; the rest is burned.
     @dev Only the disputes contract may call this, after a confirmed report.
+    @param account The slashed account.
+    @param fraction_bps Share of its bonded plus queued stake to slash.
+    @param reporter Receives its share of the slash.
+    @param reporter_share_bps The reporter's share; the rest is burned.
     @return The total amount slashed.
     """
     assert msg.sender == self.disputes, "staking: only disputes"
@@ -245,6 +257,7 @@ def report_opened(account: address):
     """
     @notice Counts an open fraud report against `account`; blocks its withdrawals.
     @dev Only the disputes contract may call this.
+    @param account The reported account.
     """
     assert msg.sender == self.disputes, "staking: only disputes"
     self.open_reports[account] += 1
@@ -256,6 +269,7 @@ def report_closed(account: address):
     """
     @notice Uncounts a resolved fraud report against `account`.
     @dev Only the disputes contract may call this.
+    @param account The reported account.
     """
     assert msg.sender == self.disputes, "staking: only disputes"
     assert self.open_reports[account] > 0, "staking: no open report"
@@ -267,7 +281,9 @@ def report_closed(account: address):
 @external
 def is_eligible_miner(account: address) -> bool:
     """
-    @notice True when `account` is a registered miner with at least the minimum stake.
+    @notice Whether `account` is a registered miner with at least the minimum stake.
+    @param account The account.
+    @return True when it is an eligible miner.
     """
     return self.eligible_role[account] == ROLE_MINER
 
@@ -278,6 +294,7 @@ def validator_count() -> uint256:
     """
     @notice Number of validators holding at least the validator minimum stake
             (the length of `validators`).
+    @return The number of eligible validators.
     """
     return len(self.validators)
 
@@ -287,7 +304,8 @@ def validator_count() -> uint256:
 def top_validators() -> (DynArray[address, MAX_VALIDATORS], DynArray[uint256, MAX_VALIDATORS]):
     """
     @notice The permitted validators: the top-K eligible validators by stake,
-            highest first, ties broken by lower address. Returns addresses and stakes.
+            highest first, ties broken by lower address.
+    @return The permitted validators' addresses and their stakes, in the same order.
     """
     addrs: DynArray[address, MAX_VALIDATORS] = []
     stakes: DynArray[uint256, MAX_VALIDATORS] = []
@@ -321,6 +339,10 @@ def top_validators() -> (DynArray[address, MAX_VALIDATORS], DynArray[uint256, MA
 
 @internal
 def _refresh_eligibility(account: address):
+    """
+    @dev Recomputes `account`'s eligible role from its role and stake, keeping the
+         eligible-miner count and the `validators` list in step.
+    """
     r: uint8 = self.role[account]
     new_role: uint8 = ROLE_NONE
     if r == ROLE_MINER and self.staked[account] >= min_miner_stake:
@@ -346,6 +368,9 @@ def _refresh_eligibility(account: address):
 
 @internal
 def _remove_validator(account: address):
+    """
+    @dev Removes `account` from `validators` (swap-and-pop).
+    """
     # swap-and-pop: the last entry takes the leaving validator's place
     i: uint256 = self.validator_index[account] - 1
     last: address = self.validators.pop()
