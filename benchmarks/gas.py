@@ -47,7 +47,7 @@ def measure(n_miners: int, n_validators: int) -> dict[str, list[int]]:
     salt = b"\x05" * 32
     scores = [(1000 + 997 * i) % 65536 for i in range(len(miners))]
     for v in validators:
-        commitment = score_commitment(handle.chain_id, client.settlement.address, v.address, 0, miners, scores, salt)
+        commitment = score_commitment(handle.chain_id, client.scores.address, v.address, 0, miners, scores, salt)
         gas["commit_scores"].append(v.commit_scores(0, commitment)["gasUsed"])
     before = handle.w3.eth.block_number
     rid = validators[0].report_fraud(0, miners[0], FraudKind.REPLAY, 1, b"\x09" * 32, b"\x01" * 64)
@@ -61,7 +61,7 @@ def measure(n_miners: int, n_validators: int) -> dict[str, list[int]]:
     for v in validators:
         gas["attest_model"].append(v.attest_model(1, b"\x33" * 32, 2_000_000)["gasUsed"])
     for p in [*net.miners, *net.validators]:
-        if p.client.call("settlement", "claimable", p.address):
+        if p.client.call("rewards", "claimable", p.address):
             gas["claim"].append(p.client.claim()["gasUsed"])
     return dict(gas)
 

@@ -19,26 +19,13 @@
 
 from ethereum.ercs import IERC20
 
-interface IStaking:
-    def slash(account: address, fraction_bps: uint256, reporter: address, reporter_share_bps: uint256) -> uint256: nonpayable
-    def report_opened(account: address): nonpayable
-    def report_closed(account: address): nonpayable
-    def unbonding_delay() -> uint256: view
+from . import constants
+from .interfaces import IRewards
+from .interfaces import IRounds
+from .interfaces import IStaking
+from .interfaces import IToken
 
-interface ISettlement:
-    def validator_weight(round: uint256, validator: address) -> uint256: view
-    def total_weight(round: uint256) -> uint256: view
-    def validators_of(round: uint256) -> DynArray[address, 64]: view
-    def has_committed(round: uint256, miner: address) -> bool: view
-    def reporting_open(round: uint256) -> bool: view
-    def report_opened(round: uint256, miner: address): nonpayable
-    def report_resolved(round: uint256, miner: address, confirmed: bool): nonpayable
-    def commit_duration() -> uint256: view
-    def score_duration() -> uint256: view
-    def reveal_duration() -> uint256: view
-
-interface IBurnable:
-    def burn(amount: uint256): nonpayable
+SIG_BYTES: constant(uint256) = constants.ED25519_SIG_BYTES
 
 KIND_REPLAY: constant(uint8) = 1
 KIND_DERIVATION: constant(uint8) = 2
@@ -50,7 +37,7 @@ STATUS_OPEN: constant(uint8) = 1
 STATUS_CONFIRMED: constant(uint8) = 2
 STATUS_REJECTED: constant(uint8) = 3
 STATUS_VOID: constant(uint8) = 4
-BPS: constant(uint256) = 10_000
+BPS: constant(uint256) = constants.BPS
 
 
 struct Report:
@@ -72,7 +59,8 @@ struct Report:
 
 token: public(immutable(IERC20))
 staking: public(immutable(IStaking))
-settlement: public(immutable(ISettlement))
+rounds: public(immutable(IRounds))
+rewards: public(immutable(IRewards))
 report_bond: public(immutable(uint256))
 challenge_window: public(immutable(uint256))
 slash_bps: public(immutable(uint256))
@@ -97,7 +85,7 @@ event FraudReported:
     kind: uint8
     segment: uint16
     evidence_hash: bytes32
-    challenge_sig: Bytes[64]
+    challenge_sig: Bytes[SIG_BYTES]
     deadline: uint256
 
 event FraudVoted:
@@ -117,21 +105,30 @@ event FraudResolved:
 
 @deploy
 def __init__(
-    token_: IERC20, staking_: IStaking, settlement_: ISettlement, report_bond_: uint256,
+    token_: IERC20, staking_: IStaking, rounds_: IRounds, rewards_: IRewards, report_bond_: uint256,
     challenge_window_: uint256, slash_bps_: uint256, reporter_share_bps_: uint256,
 ):
     """
     @notice Fixes the dispute parameters. The staking contract's unbonding delay
             must exceed one round's phases plus the challenge window, so a cheater
             cannot withdraw before a report against it can be filed and resolved.
+    @param token_ The bond token.
+    @param staking_ The staking registry (slashes, report counts).
+    @param rounds_ The round clock (validator snapshots, reporting window, durations).
+    @param rewards_ The rewards contract (holds back and forfeits rewards).
+    @param report_bond_ Tokens (wei) a reporter posts per report.
+    @param challenge_window_ Seconds a report stays open for votes.
+    @param slash_bps_ Share of the miner's stake slashed on a confirmed report.
+    @param reporter_share_bps_ Share of the slash paid to the reporter; the rest is burned.
     """
     assert slash_bps_ <= BPS and reporter_share_bps_ <= BPS, "disputes: bad fraction"
     assert challenge_window_ > 0, "disputes: zero challenge window"
-    phases: uint256 = staticcall settlement_.commit_duration() + staticcall settlement_.score_duration() + staticcall settlement_.reveal_duration()
+    phases: uint256 = staticcall rounds_.commit_duration() + staticcall rounds_.score_duration() + staticcall rounds_.reveal_duration()
     assert staticcall staking_.unbonding_delay() > phases + challenge_window_, "disputes: unbonding delay too short"
     token = token_
     staking = staking_
-    settlement = settlement_
+    rounds = rounds_
+    rewards = rewards_
     report_bond = report_bond_
     challenge_window = challenge_window_
     slash_bps = slash_bps_
@@ -140,23 +137,28 @@ def __init__(
 
 @external
 def report_fraud(
-    round: uint256, miner: address, kind: uint8, segment: uint16, evidence_hash: bytes32, challenge_sig: Bytes[64]
+    round: uint256, miner: address, kind: uint8, segment: uint16, evidence_hash: bytes32, challenge_sig: Bytes[SIG_BYTES]
 ) -> uint256:
     """
     @notice Files a fraud report (1 replay, 2 derivation, 3 unavailable) against
             `miner` in `round`, posting the bond (after `approve`). Counts as the
             reporter's confirming vote. One report per (round, miner, reporter):
             other validators may still report a miner whose earlier report failed.
+    @param round The round of the reported update.
+    @param miner The reported miner.
+    @param kind 1 replay, 2 derivation, 3 unavailable.
+    @param segment The trace segment the evidence concerns.
+    @param evidence_hash Hash of the off-chain evidence.
     @param challenge_sig The reporter's ed25519 signature that seeds its challenge.
     @return The report id.
     """
     assert kind >= KIND_REPLAY and kind <= KIND_UNAVAILABLE, "disputes: unknown kind"
-    weight: uint256 = staticcall settlement.validator_weight(round, msg.sender)
+    weight: uint256 = staticcall rounds.validator_weight(round, msg.sender)
     assert weight > 0, "disputes: not a permitted validator"
-    assert staticcall settlement.has_committed(round, miner), "disputes: miner did not commit"
-    assert staticcall settlement.reporting_open(round), "disputes: reporting closed"
+    assert staticcall rounds.has_committed(round, miner), "disputes: miner did not commit"
+    assert staticcall rounds.reporting_open(round), "disputes: reporting closed"
     assert self.report_of[round][miner][msg.sender] == 0, "disputes: already reported"
-    assert len(challenge_sig) == 64, "disputes: challenge signature must be 64 bytes"
+    assert len(challenge_sig) == SIG_BYTES, "disputes: challenge signature must be 64 bytes"
     if report_bond > 0:
         assert extcall token.transferFrom(msg.sender, self, report_bond, default_return_value=True), "disputes: bond transfer failed"
         self.total_bonds += report_bond
@@ -172,7 +174,7 @@ def report_fraud(
     self.report_of[round][miner][msg.sender] = rid
     self.vote_of[rid][msg.sender] = VOTE_CONFIRM
     extcall staking.report_opened(miner)
-    extcall settlement.report_opened(round, miner)
+    extcall rewards.report_opened(round, miner)
     log FraudReported(
         report_id=rid, round=round, miner=miner, reporter=msg.sender, kind=kind, segment=segment,
         evidence_hash=evidence_hash, challenge_sig=challenge_sig, deadline=deadline,
@@ -187,12 +189,14 @@ def vote_fraud(report_id: uint256, vote: uint8):
     @notice Votes on an open report: 1 confirm, 2 reject, 3 served (the
             unavailable checkpoint was fetched and replays correctly).
             Only the round's permitted validators vote, once each, within the window.
+    @param report_id The report.
+    @param vote 1 confirm, 2 reject, 3 served.
     """
     r: Report = self.reports[report_id]
     assert r.status == STATUS_OPEN, "disputes: report not open"
     assert block.timestamp < r.deadline, "disputes: challenge window closed"
     assert vote >= VOTE_CONFIRM and vote <= VOTE_SERVED, "disputes: unknown vote"
-    weight: uint256 = staticcall settlement.validator_weight(r.round, msg.sender)
+    weight: uint256 = staticcall rounds.validator_weight(r.round, msg.sender)
     assert weight > 0, "disputes: not a permitted validator"
     assert self.vote_of[report_id][msg.sender] == 0, "disputes: already voted"
     self.vote_of[report_id][msg.sender] = vote
@@ -216,13 +220,14 @@ def resolve_fraud(report_id: uint256) -> uint8:
             validator of the round voted. Anyone may call it.
             A miner is slashed at most once per round: a later confirmed report
             against the same miner and round slashes nothing (its bond is returned).
+    @param report_id The report.
     @return The outcome: 2 confirmed, 3 rejected, 4 void.
     """
     r: Report = self.reports[report_id]
     assert r.status == STATUS_OPEN, "disputes: report not open"
-    n_validators: uint256 = len(staticcall settlement.validators_of(r.round))
+    n_validators: uint256 = len(staticcall rounds.validators_of(r.round))
     assert block.timestamp >= r.deadline or r.votes >= n_validators, "disputes: challenge window open"
-    status: uint8 = self._outcome(r, staticcall settlement.total_weight(r.round))
+    status: uint8 = self._outcome(r, staticcall rounds.total_weight(r.round))
     r.status = status
     self.reports[report_id] = r
     slashed: uint256 = 0
@@ -234,11 +239,11 @@ def resolve_fraud(report_id: uint256) -> uint8:
         self.total_bonds -= report_bond
         if status == STATUS_REJECTED:
             burned = report_bond
-            extcall IBurnable(token.address).burn(report_bond)
+            extcall IToken(token.address).burn(report_bond)
         else:
             assert extcall token.transfer(r.reporter, report_bond, default_return_value=True), "disputes: bond transfer failed"
     extcall staking.report_closed(r.miner)
-    extcall settlement.report_resolved(r.round, r.miner, status == STATUS_CONFIRMED)
+    extcall rewards.report_resolved(r.round, r.miner, status == STATUS_CONFIRMED)
     log FraudResolved(report_id=report_id, round=r.round, miner=r.miner, status=status, slashed=slashed, bond_burned=burned)
     return status
 
@@ -246,6 +251,9 @@ def resolve_fraud(report_id: uint256) -> uint8:
 @pure
 @internal
 def _outcome(r: Report, permitted_weight: uint256) -> uint8:
+    """
+    @dev The status a report resolves to, from its vote weights (see the contract notice).
+    """
     voting: uint256 = r.confirm_weight + r.reject_weight + r.served_weight
     if voting * 2 <= permitted_weight:
         return STATUS_VOID

@@ -18,15 +18,19 @@ from snekmate.auth import ownable
 initializes: ownable
 exports: ownable.owner
 
-interface IBurnable:
-    def burn(amount: uint256): nonpayable
+from . import constants
+from .interfaces import IStaking
+from .interfaces import IToken
+
+implements: IStaking
 
 ROLE_NONE: constant(uint8) = 0
 ROLE_MINER: constant(uint8) = 1
 ROLE_VALIDATOR: constant(uint8) = 2
-MAX_VALIDATORS: constant(uint256) = 64  # permits per round (K <= this)
-MAX_ELIGIBLE_VALIDATORS: constant(uint256) = 256
-BPS: constant(uint256) = 10_000
+MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS  # permits per round (K <= this)
+MAX_ELIGIBLE_VALIDATORS: constant(uint256) = constants.MAX_ELIGIBLE_VALIDATORS
+BPS: constant(uint256) = constants.BPS
+SIG_BYTES: constant(uint256) = constants.ED25519_SIG_BYTES
 
 token: public(immutable(IERC20))
 min_miner_stake: public(immutable(uint256))
@@ -62,7 +66,7 @@ event Registered:
     role: uint8
     node_key: bytes32
     multiaddr: String[256]
-    binding_sig: Bytes[64]
+    binding_sig: Bytes[SIG_BYTES]
 
 event Staked:
     account: indexed(address)
@@ -106,6 +110,9 @@ def __init__(
 ):
     """
     @notice Fixes the token and the staking parameters of the run config.
+    @param token_ The stake token.
+    @param min_miner_stake_ Minimum stake (wei) of an eligible miner.
+    @param min_validator_stake_ Minimum stake (wei) of an eligible validator.
     @param max_permits_ K: only the top-K validators by stake hold a permit.
     @param unbonding_delay_ Seconds between `request_unbond` and `withdraw`.
     """
@@ -122,8 +129,10 @@ def __init__(
 @external
 def wire(settlement_: address, disputes_: address):
     """
-    @notice Names the settlement and disputes contracts once, then renounces
+    @notice Names the settlement (rounds) and disputes contracts once, then renounces
             ownership so the wiring can never change.
+    @param settlement_ The rounds contract (reads eligibility and permits).
+    @param disputes_ The only caller of `slash`, `report_opened` and `report_closed`.
     """
     ownable._check_owner()
     assert settlement_ != empty(address) and disputes_ != empty(address), "staking: zero address"
@@ -134,17 +143,18 @@ def wire(settlement_: address, disputes_: address):
 
 
 @external
-def register(role_: uint8, node_key_: bytes32, multiaddr_: String[256], binding_sig: Bytes[64]):
+def register(role_: uint8, node_key_: bytes32, multiaddr_: String[256], binding_sig: Bytes[SIG_BYTES]):
     """
     @notice Registers the caller as a miner (1) or validator (2), or updates its
             node key and address. The role cannot change once set.
+    @param role_ 1 miner, 2 validator.
     @param node_key_ ed25519 public key of the node (also its libp2p identity).
     @param multiaddr_ libp2p address peers dial.
     @param binding_sig ed25519 signature over (chain id, staking address, account); checked off-chain.
     """
     assert role_ == ROLE_MINER or role_ == ROLE_VALIDATOR, "staking: unknown role"
     assert node_key_ != empty(bytes32), "staking: empty node key"
-    assert len(binding_sig) == 64, "staking: binding signature must be 64 bytes"
+    assert len(binding_sig) == SIG_BYTES, "staking: binding signature must be 64 bytes"
     current: uint8 = self.role[msg.sender]
     assert current == ROLE_NONE or current == role_, "staking: role is fixed"
     if current == ROLE_NONE:
@@ -160,6 +170,7 @@ def stake(amount: uint256):
     @notice Moves `amount` tokens from the caller (after `approve`) into its stake.
             A validator whose stake first reaches the validator minimum joins
             `validators`, which holds at most 256 eligible validators.
+    @param amount Tokens (wei) to stake.
     """
     assert self.role[msg.sender] != ROLE_NONE, "staking: not registered"
     assert amount > 0, "staking: zero amount"
@@ -176,6 +187,7 @@ def request_unbond(amount: uint256):
     @notice Queues `amount` of the caller's stake for withdrawal after the
             unbonding delay. Queued stake stays slashable; a new request adds to
             the queue and restarts the delay.
+    @param amount Tokens (wei) to unbond.
     """
     assert amount > 0, "staking: zero amount"
     assert amount <= self.staked[msg.sender], "staking: insufficient stake"
@@ -211,6 +223,10 @@ def slash(account: address, fraction_bps: uint256, reporter: address, reporter_s
     @notice Slashes `fraction_bps` of the account's stake, taking bonded stake
             first and queued stake after. The reporter gets its share; the rest is burned.
     @dev Only the disputes contract may call this, after a confirmed report.
+    @param account The slashed account.
+    @param fraction_bps Share of its bonded plus queued stake to slash.
+    @param reporter Receives its share of the slash.
+    @param reporter_share_bps The reporter's share; the rest is burned.
     @return The total amount slashed.
     """
     assert msg.sender == self.disputes, "staking: only disputes"
@@ -230,7 +246,7 @@ def slash(account: address, fraction_bps: uint256, reporter: address, reporter_s
     if reward > 0:
         assert extcall token.transfer(reporter, reward, default_return_value=True), "staking: transfer failed"
     if burned > 0:
-        extcall IBurnable(token.address).burn(burned)
+        extcall IToken(token.address).burn(burned)
     self._refresh_eligibility(account)
     log Slashed(account=account, amount=amount, reporter=reporter, reporter_reward=reward, burned=burned)
     return amount
@@ -241,6 +257,7 @@ def report_opened(account: address):
     """
     @notice Counts an open fraud report against `account`; blocks its withdrawals.
     @dev Only the disputes contract may call this.
+    @param account The reported account.
     """
     assert msg.sender == self.disputes, "staking: only disputes"
     self.open_reports[account] += 1
@@ -252,6 +269,7 @@ def report_closed(account: address):
     """
     @notice Uncounts a resolved fraud report against `account`.
     @dev Only the disputes contract may call this.
+    @param account The reported account.
     """
     assert msg.sender == self.disputes, "staking: only disputes"
     assert self.open_reports[account] > 0, "staking: no open report"
@@ -263,7 +281,9 @@ def report_closed(account: address):
 @external
 def is_eligible_miner(account: address) -> bool:
     """
-    @notice True when `account` is a registered miner with at least the minimum stake.
+    @notice Whether `account` is a registered miner with at least the minimum stake.
+    @param account The account.
+    @return True when it is an eligible miner.
     """
     return self.eligible_role[account] == ROLE_MINER
 
@@ -274,6 +294,7 @@ def validator_count() -> uint256:
     """
     @notice Number of validators holding at least the validator minimum stake
             (the length of `validators`).
+    @return The number of eligible validators.
     """
     return len(self.validators)
 
@@ -283,7 +304,8 @@ def validator_count() -> uint256:
 def top_validators() -> (DynArray[address, MAX_VALIDATORS], DynArray[uint256, MAX_VALIDATORS]):
     """
     @notice The permitted validators: the top-K eligible validators by stake,
-            highest first, ties broken by lower address. Returns addresses and stakes.
+            highest first, ties broken by lower address.
+    @return The permitted validators' addresses and their stakes, in the same order.
     """
     addrs: DynArray[address, MAX_VALIDATORS] = []
     stakes: DynArray[uint256, MAX_VALIDATORS] = []
@@ -317,6 +339,10 @@ def top_validators() -> (DynArray[address, MAX_VALIDATORS], DynArray[uint256, MA
 
 @internal
 def _refresh_eligibility(account: address):
+    """
+    @dev Recomputes `account`'s eligible role from its role and stake, keeping the
+         eligible-miner count and the `validators` list in step.
+    """
     r: uint8 = self.role[account]
     new_role: uint8 = ROLE_NONE
     if r == ROLE_MINER and self.staked[account] >= min_miner_stake:
@@ -342,6 +368,9 @@ def _refresh_eligibility(account: address):
 
 @internal
 def _remove_validator(account: address):
+    """
+    @dev Removes `account` from `validators` (swap-and-pop).
+    """
     # swap-and-pop: the last entry takes the leaving validator's place
     i: uint256 = self.validator_index[account] - 1
     last: address = self.validators.pop()

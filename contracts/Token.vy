@@ -6,9 +6,9 @@
 @license GNU Affero General Public License v3.0 only (builds on snekmate)
 @notice ERC-20 used for both stake and rewards. A genesis allocation is minted
         once, in the constructor, to the holders named in the run config. The
-        deploy script then makes the settlement contract the only minter and
+        deploy script then makes the rewards contract the only minter and
         renounces ownership, so afterwards only the per-round emission (minted by
-        `Settlement.finalize`) can create tokens. Burns (slashes, forfeited rewards,
+        `Rewards.settle` when `Scores.finalize` settles a round) can create tokens. Burns (slashes, forfeited rewards,
         rejected-report bonds) go through snekmate's `burn`.
 """
 

@@ -50,7 +50,7 @@ class MinerNode(NodeContext):
             r += 1
 
     async def _work_and_commit(self, r: int) -> bool:
-        committed = await self.port(self.client.call, "settlement", "has_committed", r, self.address)
+        committed = await self.port(self.client.call, "rounds", "has_committed", r, self.address)
         work = self.data.state.recall(r, "work")
         if committed and work:
             return True
@@ -74,7 +74,7 @@ class MinerNode(NodeContext):
         except ContractRevert as exc:
             # a commit whose receipt was lost to an RPC outage is retried and then reverts
             # as a duplicate: the chain, not the error, says whether it landed
-            if not await self.port(self.client.call, "settlement", "has_committed", r, self.address):
+            if not await self.port(self.client.call, "rounds", "has_committed", r, self.address):
                 self.log.warning("commit refused %s", kv(round=r, reason=exc.reason))
                 return False
         self.log.info("committed %s", kv(round=r, update=work["update_hash"][:12], trace_root=work["trace_root"][:12]))
@@ -83,11 +83,11 @@ class MinerNode(NodeContext):
     async def _train(self, r: int) -> MinerOutput:
         state_blob, state_hash = await self.state_for(r)
         prev = self.data.state.recall(r - 1, "work") if r > 0 else None
-        committed_prev = r > 0 and await self.port(self.client.call, "settlement", "has_committed", r - 1, self.address)
+        committed_prev = r > 0 and await self.port(self.client.call, "rounds", "has_committed", r - 1, self.address)
         held = prev.get("carry") if prev and committed_prev else None  # absent in older data dirs
         carry_in = self.data.blobs.read(bytes.fromhex(held)) if held else None
         job = MinerJob(self.setup.spec, self.setup.run_seed, r, self.address, state_blob, state_hash, carry_in,
-                       self.client.handle.chain_id, self.client.settlement.address, self.cheat,
+                       self.client.handle.chain_id, self.client.rounds.address, self.cheat,
                        await self.cheat.foreign_update(self, r) if self.cheat else None, str(self.data.blobs.root))
         self.log.info("training %s", kv(round=r, cheat=self.cheat.name if self.cheat else "none"))
         return await self._work(produce, job)
@@ -107,7 +107,7 @@ class MinerNode(NodeContext):
         """Aggregate θ_{r+1} as soon as round r is finalized, while validators attest it, so
         the next round's training starts when it opens. It is checked against the attested
         hash then (`state_for`), and fetched from peers if it differs."""
-        while not await self.port.view("settlement", "finalized", r):
+        while not await self.port.view("rounds", "finalized", r):
             if await self.port(self.client.current_round) > r:  # someone else was faster
                 return
             await trio.sleep(self.config.poll_s)
@@ -125,9 +125,9 @@ class MinerNode(NodeContext):
         for q in self.data.state.checkpoint_rounds():
             if q >= current:
                 break
-            if not await self.port.view("settlement", "finalized", q):
+            if not await self.port.view("rounds", "finalized", q):
                 continue
-            if await self.port.view("settlement", "open_reports", q, self.address):
+            if await self.port.view("rewards", "open_reports", q, self.address):
                 continue
             freed = await trio.to_thread.run_sync(self.data.drop_checkpoints, q)
             self.log.info("pruned checkpoints %s", kv(round=q, freed_mb=f"{freed / 1e6:.0f}"))

@@ -27,7 +27,7 @@ class MinerJob:
     state_hash: bytes  # its attested hash
     carry_in: bytes | None  # proof.encode_carry of what the last round carried out, None = zeros
     chain_id: int
-    contract: str  # settlement address (bound into the envelope)
+    contract: str  # rounds contract address (where commit_update goes; bound into the envelope)
     cheat: Cheat | None = None  # devnet and tests only: computes the submission instead
     foreign_update: bytes | None = None  # what the cheat fetched before training (copy/stale)
     blob_dir: str | None = None  # the node's blob folder: checkpoints are stored there, not returned

@@ -111,7 +111,7 @@ async def fetch_submission(ctx: NodeContext, r: int, miner: str, commit: tuple[b
         return None, "submission not served"
     try:
         env = decode_envelope(envelope, ctx.config.max_blob_bytes)
-        check_binding(env, ctx.client.handle.chain_id, ctx.client.settlement.address, r, miner)
+        check_binding(env, ctx.client.handle.chain_id, ctx.client.rounds.address, r, miner)
     except EnvelopeError as exc:
         return None, str(exc)
     if trace_root(env.trace) != root:

@@ -72,7 +72,7 @@ class Disputes:
         me = self.ctx.address
         if rep["reporter"] == me or await self.ctx.port.view("disputes", "vote_of", rid, me):
             return False
-        return bool(await self.ctx.port.view("settlement", "validator_weight", rep["round"], me))
+        return bool(await self.ctx.port.view("rounds", "validator_weight", rep["round"], me))
 
     async def _vote(self, rid: int, rep: dict) -> None:
         ctx, r, miner = self.ctx, rep["round"], rep["miner"]

@@ -43,7 +43,7 @@ class ValidatorNode(NodeContext):
         while self.config.max_rounds is None or done < self.config.max_rounds:
             await self.wait_round_open(r)
             r = self.current_round
-            if await self.port.view("settlement", "validator_weight", r, self.address) == 0:
+            if await self.port.view("rounds", "validator_weight", r, self.address) == 0:
                 self.log.info("no permit this round %s", kv(round=r))
             else:
                 try:
@@ -95,7 +95,7 @@ class ValidatorNode(NodeContext):
         for c in checks:
             o = c.outcome
             # one report per miner is enough: if another validator filed one, this one votes on it
-            if o.kind is None or await self.port.view("settlement", "open_reports", r, c.miner):
+            if o.kind is None or await self.port.view("rewards", "open_reports", r, c.miner):
                 continue
             evidence = blake3_hash("evidence", (o.expected_hash or b""), (o.actual_hash or b""), o.detail.encode())
             segment = o.segment if o.segment is not None else (o.leaf if o.leaf is not None else NO_SEGMENT)
@@ -114,7 +114,7 @@ class ValidatorNode(NodeContext):
 
     async def _commit_scores(self, r: int, checks: list[MinerCheck], state: tuple[bytes, bytes],
                              seed_block: bytes, useful: dict[bytes, Usefulness] | None) -> None:
-        if await self.port.view("settlement", "score_commitment", r, self.address) != b"\x00" * 32:
+        if await self.port.view("scores", "score_commitment", r, self.address) != b"\x00" * 32:
             return
         entry = self.data.state.recall(r, "scores")
         if entry is None:
@@ -124,14 +124,14 @@ class ValidatorNode(NodeContext):
             miners = sort_miners(list(scores))
             entry = {"miners": miners, "scores": [scores[m] for m in miners], "salt": os.urandom(32).hex()}
             self.data.state.record(r, "scores", entry)  # before the commitment: a restart must reveal it
-        commitment = score_commitment(self.client.handle.chain_id, self.client.settlement.address, self.address, r,
+        commitment = score_commitment(self.client.handle.chain_id, self.client.scores.address, self.address, r,
                                       entry["miners"], entry["scores"], bytes.fromhex(entry["salt"]))
         if await self.port.try_send(self.client.commit_scores, r, commitment):
             self.log.info("scores committed %s", kv(round=r, scores=dict(zip(entry["miners"], entry["scores"], strict=True))))
 
     async def _reveal(self, r: int) -> None:
         entry = self.data.state.recall(r, "scores")
-        if entry is None or await self.port.view("settlement", "revealed", r, self.address):
+        if entry is None or await self.port.view("scores", "revealed", r, self.address):
             return
         await self.port.try_send(self.client.reveal_scores, r, entry["miners"], entry["scores"],
                                  bytes.fromhex(entry["salt"]))
@@ -141,7 +141,7 @@ class ValidatorNode(NodeContext):
             await trio.sleep(self.config.poll_s)
 
     async def _attest(self, r: int) -> None:
-        if await self.port.view("settlement", "attested_by", r + 1, self.address):
+        if await self.port.view("attestation", "attested_by", r + 1, self.address):
             return
         try:
             blob, model_hash, loss = await self.compute_next(r, with_loss=True)

@@ -58,7 +58,14 @@ class ChainClient:
         at = Web3.to_checksum_address
         self.token = self.w3.eth.contract(address=at(addrs.token), abi=artifacts["Token"].abi)
         self.staking = self.w3.eth.contract(address=at(addrs.staking), abi=artifacts["Staking"].abi)
-        self.settlement = self.w3.eth.contract(address=at(addrs.settlement), abi=artifacts["Settlement"].abi)
+        # the round settlement is four contracts; `call(name, ...)` and events name one of them:
+        # rounds (round clock, update commits, seeds, validator snapshots, phases, model hashes),
+        # scores (score commit-reveal, consensus, finalize), rewards (emission, reputation,
+        # held rewards, claims) and attestation (model attestations, held-out losses)
+        self.rounds = self.w3.eth.contract(address=at(addrs.rounds), abi=artifacts["Rounds"].abi)
+        self.scores = self.w3.eth.contract(address=at(addrs.scores), abi=artifacts["Scores"].abi)
+        self.rewards = self.w3.eth.contract(address=at(addrs.rewards), abi=artifacts["Rewards"].abi)
+        self.attestation = self.w3.eth.contract(address=at(addrs.attestation), abi=artifacts["Attestation"].abi)
         self.disputes = self.w3.eth.contract(address=at(addrs.disputes), abi=artifacts["Disputes"].abi)
 
     def with_account(self, account: LocalAccount) -> ChainClient:
@@ -74,9 +81,10 @@ class ChainClient:
         chain_id = self.handle.chain_id
         if chain_id != self.deployment.chain_id:
             raise ConfigError(f"chain id mismatch: node reports {chain_id}, deployment file says {self.deployment.chain_id}")
-        if not self.w3.eth.get_code(Web3.to_checksum_address(self.deployment.contracts.settlement)):
-            raise ConfigError("no settlement contract at the deployment file's address on this chain")
-        on_chain = self.settlement.functions.run_config_hash().call().hex()
+        for name in ("rounds", "scores", "rewards", "attestation"):
+            if not self.w3.eth.get_code(Web3.to_checksum_address(getattr(self.deployment.contracts, name))):
+                raise ConfigError(f"no {name} contract at the deployment file's address on this chain")
+        on_chain = self.rounds.functions.run_config_hash().call().hex()
         if on_chain != self.deployment.run_config_hash:
             raise ConfigError(f"run config hash mismatch: chain has {on_chain}, deployment file has {self.deployment.run_config_hash}")
 
@@ -117,31 +125,31 @@ class ChainClient:
         return self._send(self.staking.functions.withdraw())
 
     def start(self) -> dict:
-        return self._send(self.settlement.functions.start())
+        return self._send(self.rounds.functions.start())
 
     def commit_update(self, round_: int, update_hash: bytes, trace_root: bytes) -> dict:
-        return self._send(self.settlement.functions.commit_update(round_, update_hash, trace_root))
+        return self._send(self.rounds.functions.commit_update(round_, update_hash, trace_root))
 
     def close_commit(self, round_: int) -> dict:
-        return self._send(self.settlement.functions.close_commit(round_))
+        return self._send(self.rounds.functions.close_commit(round_))
 
     def store_seed(self, round_: int) -> dict:
-        return self._send(self.settlement.functions.store_seed(round_))
+        return self._send(self.rounds.functions.store_seed(round_))
 
     def commit_scores(self, round_: int, commitment: bytes) -> dict:
-        return self._send(self.settlement.functions.commit_scores(round_, commitment))
+        return self._send(self.scores.functions.commit_scores(round_, commitment))
 
     def reveal_scores(self, round_: int, miners: list[str], scores: list[int], salt: bytes) -> dict:
-        return self._send(self.settlement.functions.reveal_scores(round_, miners, scores, salt))
+        return self._send(self.scores.functions.reveal_scores(round_, miners, scores, salt))
 
     def finalize(self, round_: int) -> dict:
-        return self._send(self.settlement.functions.finalize(round_))
+        return self._send(self.scores.functions.finalize(round_))
 
     def attest_model(self, round_: int, model_hash: bytes, heldout_loss_micro: int) -> dict:
-        return self._send(self.settlement.functions.attest_model(round_, model_hash, heldout_loss_micro))
+        return self._send(self.attestation.functions.attest_model(round_, model_hash, heldout_loss_micro))
 
     def claim(self) -> dict:
-        return self._send(self.settlement.functions.claim())
+        return self._send(self.rewards.functions.claim())
 
     def report_fraud(self, round_: int, miner: str, kind: FraudKind, segment: int, evidence_hash: bytes,
                      challenge_sig: bytes) -> int:
@@ -163,26 +171,26 @@ class ChainClient:
 
     # ---- views ----------------------------------------------------------------------
     def current_round(self) -> int:
-        return int(self.settlement.functions.current_round().call())
+        return int(self.rounds.functions.current_round().call())
 
     def started(self) -> bool:
-        return bool(self.settlement.functions.started().call())
+        return bool(self.rounds.functions.started().call())
 
     def phase(self, round_: int) -> Phase:
-        return Phase(self.settlement.functions.phase(round_).call())
+        return Phase(self.rounds.functions.phase(round_).call())
 
     def round_info(self, round_: int) -> dict[str, Any]:
-        start, commits, active, closed_block, closed_time, seed = self.settlement.functions.round_info(round_).call()
-        commit_dl, score_dl, reveal_dl = self.settlement.functions.deadlines(round_).call()
+        start, commits, active, closed_block, closed_time, seed = self.rounds.functions.round_info(round_).call()
+        commit_dl, score_dl, reveal_dl = self.rounds.functions.deadlines(round_).call()
         return {"start_time": start, "commits": commits, "active_miners": active, "commit_closed_block": closed_block,
                 "commit_closed_time": closed_time, "seed": seed, "commit_deadline": commit_dl,
                 "score_deadline": score_dl, "reveal_deadline": reveal_dl}
 
     def validators_of(self, round_: int) -> list[str]:
-        return list(self.settlement.functions.validators_of(round_).call())
+        return list(self.rounds.functions.validators_of(round_).call())
 
     def miners_of(self, round_: int) -> list[str]:
-        return list(self.settlement.functions.miners_of(round_).call())
+        return list(self.rounds.functions.miners_of(round_).call())
 
     def call(self, contract: str, fn: str, *args: Any) -> Any:
         """Read any public getter, e.g. call("staking", "staked", addr)."""

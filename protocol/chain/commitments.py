@@ -13,12 +13,13 @@ SCORE_DOMAIN = keccak(b"veritrain/scores/v1")
 MAX_SCORE = 65535
 
 
-def score_commitment(chain_id: int, settlement: str, validator: str, round_: int,
+def score_commitment(chain_id: int, scores_contract: str, validator: str, round_: int,
                      miners: Sequence[str], scores: Sequence[int], salt: bytes) -> bytes:
-    """keccak(abi_encode(domain, chain id, contract, validator, round, miners, scores, salt))."""
+    """keccak(abi_encode(domain, chain id, contract, validator, round, miners, scores, salt));
+    `scores_contract` is the Scores contract's address (the one that checks the reveal)."""
     return keccak(abi_encode(
         ["bytes32", "uint256", "address", "address", "uint256", "address[]", "uint16[]", "bytes32"],
-        [SCORE_DOMAIN, chain_id, settlement, validator, round_, list(miners), list(scores), salt],
+        [SCORE_DOMAIN, chain_id, scores_contract, validator, round_, list(miners), list(scores), salt],
     ))
 
 

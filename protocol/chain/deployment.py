@@ -18,7 +18,10 @@ class ContractAddresses(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     token: str = Field(pattern=ADDRESS)
     staking: str = Field(pattern=ADDRESS)
-    settlement: str = Field(pattern=ADDRESS)
+    rounds: str = Field(pattern=ADDRESS)  # round clock and update commits (bound into update hashes)
+    scores: str = Field(pattern=ADDRESS)  # score commit-reveal and finalize (bound into score commitments)
+    rewards: str = Field(pattern=ADDRESS)  # emission, claims; the token's only minter
+    attestation: str = Field(pattern=ADDRESS)  # model attestations
     disputes: str = Field(pattern=ADDRESS)
 
 
@@ -30,7 +33,7 @@ class Deployment(BaseModel):
     deployer: str = Field(pattern=ADDRESS)
     contracts: ContractAddresses
     run_config: RunConfig
-    run_config_hash: str  # hex, as stored in Settlement.run_config_hash
+    run_config_hash: str  # hex, as stored in Rounds.run_config_hash
     sources_hash: str  # contracts + compiler + snekmate, for reproducible builds
 
 

@@ -14,7 +14,7 @@ LOG_CHUNK_BLOCKS = 5000  # some JSON-RPC nodes cap eth_getLogs ranges
 
 def read_events(client: ChainClient, contract: str, event: str, from_block: int | None = None,
                 to_block: int | None = None) -> list[dict[str, Any]]:
-    """All `event` logs of `contract` ("token", "staking", "settlement", "disputes"), oldest first."""
+    """All `event` logs of `contract` ("token", "staking", "rounds", "scores", "rewards", "attestation", "disputes"), oldest first."""
     return read_many(client, [(contract, event)], from_block, to_block)[(contract, event)]
 
 

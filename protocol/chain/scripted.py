@@ -87,7 +87,7 @@ def play_round(deployer: ChainClient, net: ScriptedNetwork, progress: Progress, 
     for i, v in enumerate(net.validators):
         own = [max(0, scores[m] - 1000 * i) if scores[m] else 0 for m in miners]
         salts[v.address] = (hashlib.sha256(f"{v.address}/{r}".encode()).digest(), own)
-        v.client.commit_scores(r, score_commitment(deployer.handle.chain_id, deployer.settlement.address, v.address, r,
+        v.client.commit_scores(r, score_commitment(deployer.handle.chain_id, deployer.scores.address, v.address, r,
                                                    miners, own, salts[v.address][0]))
     progress(f"round {r}: {len(net.validators)} validators committed scores")
     if net.cheater is not None:
@@ -113,5 +113,5 @@ def play_round(deployer: ChainClient, net: ScriptedNetwork, progress: Progress, 
 
 def claim_all(net: ScriptedNetwork) -> None:
     for p in [*net.miners, *net.validators]:
-        if p.client.call("settlement", "claimable", p.address) > 0:
+        if p.client.call("rewards", "claimable", p.address) > 0:
             p.client.claim()

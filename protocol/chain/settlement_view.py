@@ -30,15 +30,15 @@ def summary(client: ChainClient) -> dict[str, Any]:
         "eligible_miners": call("staking", "eligible_miner_count"),
         "token": {
             "total_supply": call("token", "totalSupply"),
-            "minted": call("settlement", "total_minted"),
-            "forfeited_burned": call("settlement", "total_burned"),
+            "minted": call("rewards", "total_minted"),
+            "forfeited_burned": call("rewards", "total_burned"),
             "slashed": call("staking", "total_slashed"),
         },
         "totals": {
             "staked": call("staking", "total_staked"),
             "unbonding": call("staking", "total_unbonding"),
-            "claimable": call("settlement", "total_claimable"),
-            "held": call("settlement", "total_held"),
+            "claimable": call("rewards", "total_claimable"),
+            "held": call("rewards", "total_held"),
             "report_bonds": call("disputes", "total_bonds"),
         },
     }
@@ -47,7 +47,7 @@ def summary(client: ChainClient) -> dict[str, Any]:
 def rounds(client: ChainClient) -> list[dict[str, Any]]:
     if not client.started():
         return []
-    finalized = {row["round"]: row for row in read_events(client, "settlement", "Finalized")}
+    finalized = {row["round"]: row for row in read_events(client, "scores", "Finalized")}
     out = []
     for r in range(client.current_round() + 1):
         info = client.round_info(r)
@@ -58,19 +58,19 @@ def rounds(client: ChainClient) -> list[dict[str, Any]]:
             "start_time": info["start_time"],
             "commits": info["commits"],
             "active_miners": info["active_miners"],
-            "model_hash": _hex(client.call("settlement", "model_hash", r)),
-            "heldout_loss": client.call("settlement", "heldout_loss", r) / LOSS_SCALE if r > 0 else None,
+            "model_hash": _hex(client.call("rounds", "model_hash", r)),
+            "heldout_loss": client.call("attestation", "heldout_loss", r) / LOSS_SCALE if r > 0 else None,
             "minted": fin["minted"] if fin else None,
-            "validators_revealed": fin["validators"] if fin else len(client.call("settlement", "revealed_validators_of", r)),
+            "validators_revealed": fin["validators"] if fin else len(client.call("scores", "revealed_validators_of", r)),
         })
     return out
 
 
 def round_detail(client: ChainClient, round_: int) -> dict[str, Any]:
     info = client.round_info(round_)
-    settled = {row["miner"]: row for row in read_events(client, "settlement", "MinerSettled") if row["round"] == round_}
-    paid = {row["validator"]: row for row in read_events(client, "settlement", "ValidatorSettled") if row["round"] == round_}
-    commits = [row for row in read_events(client, "settlement", "UpdateCommitted") if row["round"] == round_]
+    settled = {row["miner"]: row for row in read_events(client, "rewards", "MinerSettled") if row["round"] == round_}
+    paid = {row["validator"]: row for row in read_events(client, "rewards", "ValidatorSettled") if row["round"] == round_}
+    commits = [row for row in read_events(client, "rounds", "UpdateCommitted") if row["round"] == round_]
     miners = []
     for row in commits:
         m = row["miner"]
@@ -81,17 +81,17 @@ def round_detail(client: ChainClient, round_: int) -> dict[str, Any]:
     validators = []
     for v in client.validators_of(round_) if info["start_time"] else []:
         p = paid.get(v)
-        validators.append({"address": v, "weight": client.call("settlement", "validator_weight", round_, v),
-                           "revealed": client.call("settlement", "revealed", round_, v),
+        validators.append({"address": v, "weight": client.call("rounds", "validator_weight", round_, v),
+                           "revealed": client.call("scores", "revealed", round_, v),
                            "agreement": p["agreement"] / 10**18 if p else None, "reward": p["reward"] if p else None,
-                           "scores": list(client.call("settlement", "scores_of", round_, v))})
+                           "scores": list(client.call("scores", "scores_of", round_, v))})
     return {
         "round": round_, "phase": Phase(client.phase(round_)).name.lower(),
         "seed": _hex(info["seed"]), "commit_deadline": info["commit_deadline"],
         "score_deadline": info["score_deadline"], "reveal_deadline": info["reveal_deadline"],
-        "model_hash": _hex(client.call("settlement", "model_hash", round_)),
-        "next_model_hash": _hex(client.call("settlement", "model_hash", round_ + 1)),
-        "next_heldout_loss": client.call("settlement", "heldout_loss", round_ + 1) / LOSS_SCALE,
+        "model_hash": _hex(client.call("rounds", "model_hash", round_)),
+        "next_model_hash": _hex(client.call("rounds", "model_hash", round_ + 1)),
+        "next_heldout_loss": client.call("attestation", "heldout_loss", round_ + 1) / LOSS_SCALE,
         "miners": miners, "validators": validators,
         "reports": [d for d in disputes(client) if d["round"] == round_],
     }
@@ -104,7 +104,7 @@ def node(client: ChainClient, address: str) -> dict[str, Any]:
     slashes = [{"amount": row["amount"], "reporter": row["reporter"], "burned": row["burned"], "block": row["_block"]}
                for row in read_events(client, "staking", "Slashed") if row["account"] == address]
     history = [{"round": row["round"], "consensus": row["consensus"], "reward": row["reward"], "held": row["held"]}
-               for row in read_events(client, "settlement", "MinerSettled") if row["miner"] == address]
+               for row in read_events(client, "rewards", "MinerSettled") if row["miner"] == address]
     return {
         "address": address,
         "role": Role(role).name.lower() if role else None,
@@ -115,9 +115,9 @@ def node(client: ChainClient, address: str) -> dict[str, Any]:
         "unbonding": call("staking", "unbonding", address),
         "unbond_release_time": call("staking", "unbond_release_time", address),
         "eligible": call("staking", "eligible_role", address) != 0,
-        "reputation": call("settlement", "reputation", address),
-        "claimable": call("settlement", "claimable", address),
-        "claimed": call("settlement", "claimed", address),
+        "reputation": call("rewards", "reputation", address),
+        "claimable": call("rewards", "claimable", address),
+        "claimed": call("rewards", "claimed", address),
         "open_reports": call("staking", "open_reports", address),
         "slashed": sum(s["amount"] for s in slashes),
         "slashes": slashes,

@@ -118,7 +118,7 @@ def withdraw(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt) -> None:
 def claim(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt) -> None:
     """Claim accrued rewards."""
     client, _ = node_client(rpc, deployment, keys)
-    amount = client.call("settlement", "claimable", client.address)
+    amount = client.call("rewards", "claimable", client.address)
     client.claim()
     typer.echo(f"claimed {amount / 10**18:g}")
 

@@ -92,7 +92,7 @@ def deploy(
     save_deployment(deployment, out)
     if fund:
         do_fund(handle, deployment, deployer, list(fund), int(fund_eth * 10**18), fund_tokens, progress=_progress)
-    console.print(f"deployed to chain {deployment.chain_id}: settlement {deployment.contracts.settlement}; wrote {out}")
+    console.print(f"deployed to chain {deployment.chain_id}: rounds {deployment.contracts.rounds}; wrote {out}")
 
 
 @app.command()

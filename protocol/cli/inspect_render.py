@@ -32,7 +32,7 @@ def _kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
 def render_summary(console: Console, data: dict[str, Any]) -> None:
     t, tot = data["token"], data["totals"]
     console.print(_kv_table("deployment", [
-        ("chain id", str(data["chain_id"])), ("settlement", data["contracts"]["settlement"]),
+        ("chain id", str(data["chain_id"])), ("rounds", data["contracts"]["rounds"]),
         ("run config", short(data["run_config_hash"], 16)), ("current round", str(data["current_round"])),
         ("miners / eligible", f"{data['miners']} / {data['eligible_miners']}"), ("validators", str(data["validators"])),
     ]))

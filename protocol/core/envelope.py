@@ -1,7 +1,7 @@
 """The submission blob a miner serves: a strict header (who, where, the trace) + the update.
 
 Its blake3 content hash is the `update_hash` committed on chain. The header names the
-chain, the settlement contract, the round and the miner's address, so the hash is bound
+chain, the rounds contract (the one `commit_update` goes to), the round and the miner's address, so the hash is bound
 to the committer: a front-runner who copies the commitment can never open it, because
 the blob it would have to serve names someone else (docs/PROTOCOL.md).
 
@@ -34,7 +34,7 @@ class EnvelopeHeader(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
     schema_version: Literal[2] = 2
     chain_id: int = Field(ge=0, lt=2**63)
-    contract: Address  # the settlement contract
+    contract: Address  # the rounds contract (where the update is committed)
     round: int = Field(ge=0, lt=2**63)
     miner: Address
     checkpoint_hashes: list[Hex32] = Field(max_length=1 << 16)

@@ -251,7 +251,7 @@ def run_devnet(opts: DevnetOptions, progress: Progress) -> tuple[ChainClient, li
                 raise DevnetIncomplete(f"the devnet did not finish {opts.rounds} rounds in {opts.timeout_s:.0f}s") from exc
             progress("claiming rewards")
             _in_parallel([m.client.claim for m in members
-                          if m.name not in crashed and m.client.call("settlement", "claimable", m.address) > 0])
+                          if m.name not in crashed and m.client.call("rewards", "claimable", m.address) > 0])
     finally:
         chain.stop()
         _in_parallel([w.close for w in workers])  # nodes close theirs; these are the ones that never ran

@@ -22,8 +22,8 @@ def _tokens(amount: int) -> float:
 
 
 def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any], rounds: int) -> dict[str, Any]:
-    logs = read_many(admin, [("settlement", "MinerSettled"), ("disputes", "FraudResolved"), ("staking", "Slashed")])
-    settled = logs[("settlement", "MinerSettled")]
+    logs = read_many(admin, [("rewards", "MinerSettled"), ("disputes", "FraudResolved"), ("staking", "Slashed")])
+    settled = logs[("rewards", "MinerSettled")]
     resolved = {row["report_id"]: row for row in logs[("disputes", "FraudResolved")]}
     reports = [admin.report(rid) | {"id": rid} for rid in range(1, admin.call("disputes", "report_count") + 1)]
     out_rounds = []
@@ -31,7 +31,7 @@ def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any],
         rows = {row["miner"]: row for row in settled if row["round"] == r}
         miners = []
         for m in (m for m in members if m.role == Role.MINER):
-            committed = bool(admin.call("settlement", "has_committed", r, m.address))
+            committed = bool(admin.call("rounds", "has_committed", r, m.address))
             against = [rep for rep in reports if rep["round"] == r and rep["miner"] == m.address]
             confirmed = [rep for rep in against if rep["status"] == 2]
             row = rows.get(m.address)
@@ -43,17 +43,17 @@ def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any],
                 "reward": _tokens(row["reward"]) if row and not confirmed else 0.0,
                 "slashed": _tokens(sum(resolved[rep["id"]]["slashed"] for rep in confirmed if rep["id"] in resolved)),
             })
-        out_rounds.append({"round": r, "heldout_loss": admin.call("settlement", "heldout_loss", r + 1) / LOSS_SCALE,
-                           "model_hash": "0x" + admin.call("settlement", "model_hash", r + 1).hex(), "miners": miners})
+        out_rounds.append({"round": r, "heldout_loss": admin.call("attestation", "heldout_loss", r + 1) / LOSS_SCALE,
+                           "model_hash": "0x" + admin.call("rounds", "model_hash", r + 1).hex(), "miners": miners})
     slashes = logs[("staking", "Slashed")]
     final = []
     for m in members:
         final.append({
             "address": m.address, "role": m.role.name.lower(), "kind": m.kind,
             "stake": _tokens(admin.call("staking", "staked", m.address) + admin.call("staking", "unbonding", m.address)),
-            "reputation": admin.call("settlement", "reputation", m.address) / SCORE_SCALE,
-            "claimable": _tokens(admin.call("settlement", "claimable", m.address)),
-            "claimed": _tokens(admin.call("settlement", "claimed", m.address)),
+            "reputation": admin.call("rewards", "reputation", m.address) / SCORE_SCALE,
+            "claimable": _tokens(admin.call("rewards", "claimable", m.address)),
+            "claimed": _tokens(admin.call("rewards", "claimed", m.address)),
             "slashed": _tokens(sum(s["amount"] for s in slashes if s["account"] == m.address)),
         })
     return {"config": config, "rounds": out_rounds, "final": final}

@@ -64,8 +64,8 @@ class NodeContext:
                            current_round=lambda: self.current_round)
         self.worker: AsyncWorker | None = None
         self.prestarted_worker: ProfileWorker | None = None  # the devnet starts them early
-        self.commit_log = EventLog(client, "settlement", "UpdateCommitted")
-        self.settle_log = EventLog(client, "settlement", "MinerSettled")
+        self.commit_log = EventLog(client, "rounds", "UpdateCommitted")
+        self.settle_log = EventLog(client, "rewards", "MinerSettled")
 
     async def run(self) -> None:
         """Start the worker, the p2p host, registry sync and gossip reading, then the role's
@@ -110,13 +110,13 @@ class NodeContext:
     async def wait_round_open(self, round_: int) -> None:
         """Until `round_` is the current (or a past) round."""
         while True:
-            if await self.port.view("settlement", "started") and await self.port(self.client.current_round) >= round_:
+            if await self.port.view("rounds", "started") and await self.port(self.client.current_round) >= round_:
                 self.current_round = await self.port(self.client.current_round)
                 return
             await trio.sleep(self.config.poll_s)
 
     async def model_hash(self, round_: int) -> bytes:
-        return bytes(await self.port.view("settlement", "model_hash", round_))
+        return bytes(await self.port.view("rounds", "model_hash", round_))
 
     async def commits(self, round_: int) -> dict[str, tuple[bytes, bytes, int]]:
         """miner -> (update hash, trace root, commit order) for `round_`."""

@@ -46,7 +46,7 @@ class RegistrySync:
         self._weights_at = time.monotonic()
         for account, row in self._bindings.items():
             stake = await self.port.view("staking", "staked", account)
-            reputation = await self.port.view("settlement", "reputation", account)
+            reputation = await self.port.view("rewards", "reputation", account)
             entry = RegistryEntry(bytes(row["node_key"]), bytes.fromhex(account[2:]),
                                   "miner" if row["role"] == 1 else "validator", int(stake), int(reputation),
                                   row["multiaddr"], bytes(row["binding_sig"]))

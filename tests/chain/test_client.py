@@ -56,15 +56,15 @@ def test_revert_is_one_error_type_on_every_backend(chain):
     assert chain.round_info(0)["seed"] != b"\x00" * 32
     miners = sort_miners([miner.address])
     salt = b"\x07" * 32
-    commitment = score_commitment(chain.handle.chain_id, chain.settlement.address, validator.address, 0, miners, [500], salt)
-    onchain = chain.settlement.functions.score_commitment_hash(validator.address, 0, miners, [500], salt).call()
+    commitment = score_commitment(chain.handle.chain_id, chain.scores.address, validator.address, 0, miners, [500], salt)
+    onchain = chain.scores.functions.score_commitment_hash(validator.address, 0, miners, [500], salt).call()
     assert commitment == onchain  # off-chain hashing matches the contract's
     validator.commit_scores(0, commitment)
     with pytest.raises(ContractRevert, match="settlement: reveal does not match commitment"):
         validator.reveal_scores(0, miners, [501], salt)
     validator.reveal_scores(0, miners, [500], salt)
     chain.finalize(0)
-    assert chain.call("settlement", "consensus", 0, miner.address) == 500
+    assert chain.call("scores", "consensus", 0, miner.address) == 500
 
 
 def test_unfunded_account_is_insufficient_funds(chain):

@@ -1,9 +1,14 @@
-"""titanoboa fixtures: the four contracts wired as `veritrain deploy` wires them.
+"""titanoboa fixtures: the seven contracts wired as `veritrain deploy` wires them.
 
 Every test runs inside `boa.env.anchor()` (state, block number, time and the
 fake ancestor block hashes are restored afterwards), and the contracts are
-compiled once per process with `boa.load_partial`, so a deploy costs four
+compiled once per process with `boa.load_partial`, so a deploy costs seven
 CREATEs.
+
+The round settlement is four contracts (Rounds, Scores, Rewards, Attestation);
+`Stack.settlement` is a `Settlement` view of the four that sends each call to the
+contract defining the function, so the tests name functions, not contracts.
+Addresses are never ambiguous: tests name `stack.rounds/scores/rewards/attestation`.
 """
 
 from __future__ import annotations
@@ -52,15 +57,64 @@ class Params:
     reporter_share_bps: int = 2000
 
 
+SETTLEMENT_PARTS = ("rounds", "scores", "rewards", "attestation")
+
+
+class Settlement:
+    """The four settlement contracts seen as the one they were split from.
+
+    `settlement.fn(...)` calls `fn` on the contract that defines it (Rounds, Scores,
+    Rewards or Attestation; names are unique across them except the wiring getters,
+    which resolve in that order); `get_logs()` returns the last called contract's logs
+    (with its child calls'). `address` is deliberately missing: use `.rounds.address`
+    (update commits), `.scores.address` (score commitments) or `.rewards.address`
+    (the minter and token holder).
+    """
+
+    def __init__(self, rounds, scores, rewards, attestation):
+        self.rounds, self.scores, self.rewards, self.attestation = rounds, scores, rewards, attestation
+        self._last = rounds
+        self._names = {part: function_names(part.capitalize()) for part in SETTLEMENT_PARTS}
+
+    def __getattr__(self, name: str):
+        if name.startswith("_") or name in ("address", "compiler_data"):
+            raise AttributeError(f"Settlement.{name}: name the contract (rounds, scores, rewards, attestation)")
+        for part in SETTLEMENT_PARTS:
+            contract = self.__dict__[part]
+            if name in self.__dict__["_names"][part]:
+                self._last = contract
+                return getattr(contract, name)
+        raise AttributeError(f"no settlement contract defines {name!r}")
+
+    def get_logs(self, *args, **kwargs):
+        return self._last.get_logs(*args, **kwargs)
+
+
 @dataclass
 class Stack:
     token: object
     staking: object
-    settlement: object
+    settlement: Settlement
     disputes: object
     deployer: str
     params: Params
     genesis: int
+
+    @property
+    def rounds(self):
+        return self.settlement.rounds
+
+    @property
+    def scores(self):
+        return self.settlement.scores
+
+    @property
+    def rewards(self):
+        return self.settlement.rewards
+
+    @property
+    def attestation(self):
+        return self.settlement.attestation
 
 
 @functools.cache
@@ -69,25 +123,57 @@ def partial(name: str):
     return boa.load_partial(str(CONTRACTS / f"{name}.vy"))
 
 
-def deploy_stack(params: Params = Params(), holders: list[str] | None = None, amount: int = 10**6 * TOKEN) -> Stack:
+@functools.cache
+def function_names(name: str) -> frozenset:
+    """The external functions (getters included) of contract `name`."""
+    from vyper.compiler.output import build_abi_output
+
+    abi = build_abi_output(partial(name).compiler_data)
+    return frozenset(item["name"] for item in abi if item["type"] == "function")
+
+
+def deploy_settlement(token, staking, run_config_hash, genesis_model_hash, commit_duration, score_duration,
+                      reveal_duration, emission, miner_share_bps) -> Settlement:
+    """Deploys Rounds, Scores, Rewards and Attestation (the old Settlement constructor's
+    arguments, in its order) and wires them to each other; the disputes contract and the
+    token's minter are left to the caller."""
+    rounds = (partial("Rounds").deploy(
+        staking, run_config_hash, genesis_model_hash, commit_duration, score_duration, reveal_duration))
+    scores = (partial("Scores").deploy(rounds.address))
+    rewards = (partial("Rewards").deploy(
+        token, rounds.address, scores.address, emission, miner_share_bps))
+    attestation = (partial("Attestation").deploy(rounds.address))
+    rounds.wire(scores.address, rewards.address, attestation.address)
+    scores.wire(rewards.address)
+    return Settlement(rounds, scores, rewards, attestation)
+
+
+def deploy_stack(params: Params = Params(), holders: list[str] | None = None, amount: int = 10**6 * TOKEN,
+                 token=None) -> Stack:
+    """The seven contracts wired as `veritrain deploy` wires them; `token` replaces the
+    Token (it then mints nothing to `holders`, and minter rights are not set)."""
     deployer = boa.env.eoa
     holders = holders or [deployer]
-    token = partial("Token").deploy(holders, [amount] * len(holders))
+    own_token = token is None
+    if own_token:
+        token = partial("Token").deploy(holders, [amount] * len(holders))
     staking = partial("Staking").deploy(
         token.address, params.min_miner_stake, params.min_validator_stake, params.max_permits, params.unbonding_delay,
     )
-    settlement = partial("Settlement").deploy(
+    settlement = deploy_settlement(
         token.address, staking.address, b"\x11" * 32, b"\x22" * 32,
         params.commit_duration, params.score_duration, params.reveal_duration, params.emission,
         params.miner_share_bps,
     )
     disputes = partial("Disputes").deploy(
-        token.address, staking.address, settlement.address,
+        token.address, staking.address, settlement.rounds.address, settlement.rewards.address,
         params.report_bond, params.challenge_window, params.slash_bps, params.reporter_share_bps,
     )
-    staking.wire(settlement.address, disputes.address)
-    settlement.set_disputes(disputes.address)
-    token.set_minter(settlement.address, True)
+    staking.wire(settlement.rounds.address, disputes.address)
+    settlement.rewards.set_disputes(disputes.address)
+    if not own_token:
+        return Stack(token, staking, settlement, disputes, deployer, params, 0)
+    token.set_minter(settlement.rewards.address, True)
     token.renounce_ownership()
     return Stack(token, staking, settlement, disputes, deployer, params, amount * len(holders))
 
@@ -240,7 +326,7 @@ class World:
             self.s.commit_update(rnd, keccak(str(m).encode()), b"\xbb" * 32, sender=m)
 
     def commitment(self, rnd: int, validator, miners, scores, salt=None) -> bytes:
-        return score_commitment(chain_id(), self.s.address, validator, rnd, miners, scores, salt or self.salt)
+        return score_commitment(chain_id(), self.stack.scores.address, validator, rnd, miners, scores, salt or self.salt)
 
     def commit_scores(self, rnd: int, validator, scores, miners=None) -> None:
         miners = ascending(self.committed(rnd)) if miners is None else miners

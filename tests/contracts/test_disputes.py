@@ -41,17 +41,17 @@ def resolve_after_window(w: World, rid: int) -> int:
 
 def test_constructor_reverts_and_unbonding_bound():
     w = make_world(start=False)
-    t, st, s = w.t.address, w.st.address, w.s.address
+    t, st, r, rw = w.t.address, w.st.address, w.stack.rounds.address, w.stack.rewards.address
     with boa.reverts("disputes: bad fraction"):
-        partial("Disputes").deploy(t, st, s, 1, 60, BPS + 1, 0)
+        partial("Disputes").deploy(t, st, r, rw, 1, 60, BPS + 1, 0)
     with boa.reverts("disputes: bad fraction"):
-        partial("Disputes").deploy(t, st, s, 1, 60, 0, BPS + 1)
+        partial("Disputes").deploy(t, st, r, rw, 1, 60, 0, BPS + 1)
     with boa.reverts("disputes: zero challenge window"):
-        partial("Disputes").deploy(t, st, s, 1, 0, 0, 0)
+        partial("Disputes").deploy(t, st, r, rw, 1, 0, 0, 0)
     # delay 600 must exceed 3 x 60 phases + window
     with boa.reverts("disputes: unbonding delay too short"):
-        partial("Disputes").deploy(t, st, s, 1, 420, 0, 0)
-    d = partial("Disputes").deploy(t, st, s, 1, 419, BPS, BPS)
+        partial("Disputes").deploy(t, st, r, rw, 1, 420, 0, 0)
+    d = partial("Disputes").deploy(t, st, r, rw, 1, 419, BPS, BPS)
     assert (d.challenge_window(), d.slash_bps(), d.reporter_share_bps()) == (419, BPS, BPS)
 
 
@@ -294,7 +294,7 @@ def test_held_reward_released_when_report_fails_after_finalize(world: World, sec
     reward = 700 * TOKEN // 3
     assert settled[m].held and settled[m].reward == reward
     assert s.held(0, m) == s.total_held() == reward and s.claimable(m) == 0
-    assert world.t.balanceOf(s.address) == s.total_claimable() + s.total_held()
+    assert world.t.balanceOf(world.stack.rewards.address) == s.total_claimable() + s.total_held()
     with boa.reverts("settlement: nothing to claim"):
         s.claim(sender=m)
     if second_vote is not None:
@@ -321,7 +321,7 @@ def test_held_reward_burned_when_report_confirmed_after_finalize(world: World):
     assert s.total_burned() == reward and s.forfeited(0, m)
     slashed = 100 * TOKEN // 2
     assert t.totalSupply() == supply - reward - (slashed - slashed * 2000 // BPS)
-    assert t.balanceOf(s.address) == s.total_claimable()
+    assert t.balanceOf(world.stack.rewards.address) == s.total_claimable()
 
 
 def test_report_confirmed_before_finalize_forfeits_without_minting(world: World):
@@ -476,7 +476,7 @@ def test_second_confirmed_report_after_finalize_burns_the_held_reward_once(world
     assert d.resolve_fraud(rid0) == STATUS_CONFIRMED
     assert last_logs(d, "RewardForfeited") == [] and last_logs(d, "Slashed") == []
     assert s.total_burned() == reward and t.totalSupply() == supply and s.total_held() == 0
-    assert t.balanceOf(s.address) == s.total_claimable()
+    assert t.balanceOf(world.stack.rewards.address) == s.total_claimable()
 
 
 def test_held_reward_waits_for_every_report_then_is_released(world: World):

@@ -17,6 +17,7 @@ from conftest import (
     World,
     ascending,
     chain_id,
+    deploy_settlement,
     deploy_stack,
     expected_blockhash,
     join,
@@ -50,17 +51,17 @@ def _settlement_args(**kw):
 def test_constructor_reverts():
     for field in ("commit_duration_", "score_duration_", "reveal_duration_"):
         with boa.reverts("settlement: zero duration"):
-            partial("Settlement").deploy(*_settlement_args(**{field: 0}))
+            deploy_settlement(*_settlement_args(**{field: 0}))
     with boa.reverts("settlement: bad miner share"):
-        partial("Settlement").deploy(*_settlement_args(miner_share_bps_=10_001))
+        deploy_settlement(*_settlement_args(miner_share_bps_=10_001))
     with boa.reverts("settlement: empty genesis model"):
-        partial("Settlement").deploy(*_settlement_args(genesis_model_hash_=EMPTY))
-    s = partial("Settlement").deploy(*_settlement_args(miner_share_bps_=10_000))
+        deploy_settlement(*_settlement_args(genesis_model_hash_=EMPTY))
+    s = deploy_settlement(*_settlement_args(miner_share_bps_=10_000))
     assert (s.run_config_hash(), s.genesis_model_hash(), s.miner_share_bps()) == (b"\x11" * 32, b"\x22" * 32, 10_000)
 
 
 def test_set_disputes_once_by_deployer():
-    s = partial("Settlement").deploy(*_settlement_args())
+    s = deploy_settlement(*_settlement_args())
     stranger, d = boa.env.generate_address(), boa.env.generate_address()
     with boa.reverts("settlement: only deployer"):
         s.set_disputes(d, sender=stranger)
@@ -361,8 +362,8 @@ def test_score_commitment_hash_matches_python(world: World):
     ms = ascending(world.miners)
     v = world.validators[0]
     got = world.s.score_commitment_hash(v, 7, ms, [1, 65535, 0], b"\x09" * 32)
-    assert got == score_commitment(chain_id(), world.s.address, v, 7, ms, [1, 65535, 0], b"\x09" * 32)
-    assert got != score_commitment(chain_id(), world.s.address, world.validators[1], 7, ms, [1, 65535, 0], b"\x09" * 32)
+    assert got == score_commitment(chain_id(), world.stack.scores.address, v, 7, ms, [1, 65535, 0], b"\x09" * 32)
+    assert got != score_commitment(chain_id(), world.stack.scores.address, world.validators[1], 7, ms, [1, 65535, 0], b"\x09" * 32)
 
 
 # -- finalize -------------------------------------------------------------------------------------
@@ -423,7 +424,7 @@ def test_finalize_matches_reference_and_mints_exactly_the_credits():
     assert (fin.minted, fin.miners, fin.validators) == (credited, 4, 3)
     assert s.total_minted() == s.total_claimable() == credited
     assert t.totalSupply() == supply + credited
-    assert t.balanceOf(s.address) == credited
+    assert t.balanceOf(w.stack.rewards.address) == credited
     # the rounding dust of each pool is not minted
     assert w.stack.params.emission - 8 < credited <= w.stack.params.emission
 
@@ -606,7 +607,7 @@ def test_claim_pays_once(world: World):
     assert (ev.account, ev.amount) == (v0, amount)
     assert t.balanceOf(v0) == before + amount
     assert (s.claimable(v0), s.claimed(v0)) == (0, amount)
-    assert s.total_claimable() == t.balanceOf(s.address)
+    assert s.total_claimable() == t.balanceOf(world.stack.rewards.address)
     with boa.reverts("settlement: nothing to claim"):
         s.claim(sender=v0)
 

@@ -210,7 +210,7 @@ def test_withdraw_reverts_while_report_pending(stack):
 def test_only_disputes_guards(stack):
     st_ = stack.staking
     m = join(stack, MINER, 100 * TOKEN)
-    for caller in (stack.deployer, m, stack.settlement.address):
+    for caller in (stack.deployer, m, stack.rounds.address):
         with boa.reverts("staking: only disputes"):
             st_.slash(m, 100, caller, 100, sender=caller)
         with boa.reverts("staking: only disputes"):

@@ -25,7 +25,7 @@ def test_after_wiring_only_settlement_can_mint():
     stack = deploy_stack()
     token, deployer = stack.token, stack.deployer
     assert token.owner() == "0x" + "00" * 20
-    assert token.is_minter(stack.settlement.address)
+    assert token.is_minter(stack.rewards.address)
     assert not token.is_minter(deployer)
     with boa.reverts("erc20: access is denied"):
         token.mint(deployer, TOKEN, sender=deployer)
@@ -46,4 +46,4 @@ def test_supply_grows_only_by_finalize_emission():
     minted = w.s.total_minted()
     assert minted > 0
     assert w.t.totalSupply() == supply + minted
-    assert w.t.balanceOf(w.s.address) == minted
+    assert w.t.balanceOf(w.stack.rewards.address) == minted

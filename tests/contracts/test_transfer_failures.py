@@ -12,9 +12,8 @@ from conftest import (
     TOKEN,
     VALIDATOR,
     Params,
-    Stack,
     World,
-    partial,
+    deploy_stack,
 )
 
 FALSE_TOKEN = Path(__file__).parent / "mocks" / "FalseToken.vy"
@@ -24,17 +23,8 @@ FALSE_TOKEN = Path(__file__).parent / "mocks" / "FalseToken.vy"
 def false_world() -> World:
     p = Params()
     token = boa.load(str(FALSE_TOKEN))
-    staking = partial("Staking").deploy(
-        token.address, p.min_miner_stake, p.min_validator_stake, p.max_permits, p.unbonding_delay)
-    settlement = partial("Settlement").deploy(
-        token.address, staking.address, b"\x11" * 32, b"\x22" * 32, p.commit_duration, p.score_duration,
-        p.reveal_duration, p.emission, p.miner_share_bps)
-    disputes = partial("Disputes").deploy(
-        token.address, staking.address, settlement.address, p.report_bond, p.challenge_window, p.slash_bps,
-        p.reporter_share_bps)
-    staking.wire(settlement.address, disputes.address)
-    settlement.set_disputes(disputes.address)
-    stack = Stack(token, staking, settlement, disputes, boa.env.eoa, p, 0)
+    stack = deploy_stack(p, token=token)
+    staking, settlement = stack.staking, stack.settlement
     accounts = []
     for role, amount in [(MINER, 100), (MINER, 100), (VALIDATOR, 300), (VALIDATOR, 200)]:
         a = boa.env.generate_address()

@@ -91,7 +91,7 @@ def faults(anvil, tmp_path_factory) -> FaultRun:
                           env={"VERITRAIN_PASSWORD": "network test"})
         assert started.code == 0, started.stderr
 
-        wait(lambda: all(chain.call("settlement", "has_committed", 0, m) for m in miners[:2]), 120,
+        wait(lambda: all(chain.call("rounds", "has_committed", 0, m) for m in miners[:2]), 120,
              "miners 0 and 1 to commit round 0")
         kill_group(procs.pop("m2"))  # mid-round, before its commit
 
@@ -164,8 +164,8 @@ def test_restarted_validator_sends_no_duplicate_and_catches_up(faults):
     log = faults.logs["v1"].read_text()
     assert log.count("scores committed round=1") == 1  # the restart revealed the journaled scores
     for r in range(ROUNDS):
-        assert chain.call("settlement", "revealed", r, v1), f"validator 1 did not reveal round {r}"
-        assert chain.call("settlement", "attested_by", r + 1, v1), f"validator 1 did not attest round {r + 1}"
+        assert chain.call("scores", "revealed", r, v1), f"validator 1 did not reveal round {r}"
+        assert chain.call("attestation", "attested_by", r + 1, v1), f"validator 1 did not attest round {r + 1}"
 
 
 def test_nodes_ride_out_an_rpc_outage(faults):
@@ -177,4 +177,4 @@ def test_nodes_ride_out_an_rpc_outage(faults):
         duplicates = {k: n for k, n in _once_per_round(sent_calls(chain, account)).items() if n > 1}
         assert not duplicates, duplicates
     assert [r["round"] for r in node(faults, m0)["rounds"]] == list(range(ROUNDS))
-    assert all(chain.call("settlement", "revealed", r, v0) for r in range(ROUNDS))
+    assert all(chain.call("scores", "revealed", r, v0) for r in range(ROUNDS))

@@ -1,0 +1,549 @@
+# pragma version ~=0.4.3
+# SPDX-License-Identifier: AGPL-3.0-only
+"""
+@title veritrain rounds: the round clock, update commits and seeds
+@custom:contract-name rounds
+@license GNU Affero General Public License v3.0 only (builds on snekmate)
+@notice One round: miners commit `keccak(update_hash, trace_root)`; the commit
+        phase closes at its deadline or once every active miner committed, and the
+        hash of the closing block seeds the validators' challenges. This contract
+        keeps every phase of every round (commit, scoring, reveal, finalize): the
+        scores contract reports score commits, reveals and finalize here, and the
+        attestation contract opens the next round here once validators holding a
+        stake majority attest its model. Phases close early once every participant
+        has acted. Revert strings keep the pre-split "settlement: " prefix.
+"""
+
+from snekmate.utils import block_hash
+from . import constants
+from .interfaces import IRewards
+from .interfaces import IRounds
+from .interfaces import IStaking
+
+implements: IRounds
+
+MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
+MAX_MINERS: constant(uint256) = constants.MAX_MINERS
+# packed per-round word read on every commit (one cold SLOAD): start time,
+# commit count, active miners, closing block, closing time
+COUNT_SHIFT: constant(uint256) = 48
+ACTIVE_SHIFT: constant(uint256) = 64
+CLOSED_BLOCK_SHIFT: constant(uint256) = 80
+CLOSED_TIME_SHIFT: constant(uint256) = 144
+MASK16: constant(uint256) = 2**16 - 1
+MASK48: constant(uint256) = 2**48 - 1
+MASK64: constant(uint256) = 2**64 - 1
+
+staking: public(immutable(IStaking))
+run_config_hash: public(immutable(bytes32))
+genesis_model_hash: public(immutable(bytes32))
+commit_duration: public(immutable(uint256))
+score_duration: public(immutable(uint256))
+reveal_duration: public(immutable(uint256))
+deployer: immutable(address)
+
+scores: public(address)
+rewards: public(IRewards)
+attestation: public(address)
+started: public(bool)
+current_round: public(uint256)
+model_hash: public(HashMap[uint256, bytes32])
+round_word: HashMap[uint256, uint256]
+round_seed: public(HashMap[uint256, bytes32])
+commit_slot: public(HashMap[uint256, HashMap[address, bytes32]])
+
+round_validators: HashMap[uint256, DynArray[address, MAX_VALIDATORS]]
+validator_weight: public(HashMap[uint256, HashMap[address, uint256]])
+total_weight: public(HashMap[uint256, uint256])
+
+score_commit_count: public(HashMap[uint256, uint256])
+score_closed_time: public(HashMap[uint256, uint256])
+reveal_count: HashMap[uint256, uint256]
+round_miners: HashMap[uint256, DynArray[address, MAX_MINERS]]
+round_miners_hash: HashMap[uint256, bytes32]
+finalized: public(HashMap[uint256, bool])
+
+
+event RoundOpened:
+    round: indexed(uint256)
+    model_hash: bytes32
+    start_time: uint256
+    active_miners: uint256
+    validators: DynArray[address, MAX_VALIDATORS]
+
+event UpdateCommitted:
+    round: indexed(uint256)
+    miner: indexed(address)
+    update_hash: bytes32
+    trace_root: bytes32
+
+event CommitClosed:
+    round: indexed(uint256)
+    block_number: uint256
+    commits: uint256
+
+event SeedStored:
+    round: indexed(uint256)
+    seed: bytes32
+
+event Wired:
+    scores: address
+    rewards: address
+    attestation: address
+
+
+@deploy
+def __init__(
+    staking_: IStaking, run_config_hash_: bytes32, genesis_model_hash_: bytes32,
+    commit_duration_: uint256, score_duration_: uint256, reveal_duration_: uint256,
+):
+    """
+    @notice Fixes the run config: its hash (model, data, replay profile, training
+            and compression parameters are hashed off-chain into it), the genesis
+            model and the phase durations.
+    @param staking_ The staking registry (eligibility and validator permits).
+    @param run_config_hash_ Hash of the run config, for nodes to check.
+    @param genesis_model_hash_ The model round 0 trains on.
+    @param commit_duration_ Seconds the commit phase lasts at most.
+    @param score_duration_ Seconds the scoring phase lasts at most.
+    @param reveal_duration_ Seconds the reveal phase lasts at most.
+    """
+    assert commit_duration_ > 0 and score_duration_ > 0 and reveal_duration_ > 0, "settlement: zero duration"
+    assert genesis_model_hash_ != empty(bytes32), "settlement: empty genesis model"
+    staking = staking_
+    run_config_hash = run_config_hash_
+    genesis_model_hash = genesis_model_hash_
+    commit_duration = commit_duration_
+    score_duration = score_duration_
+    reveal_duration = reveal_duration_
+    deployer = msg.sender
+
+
+@external
+def wire(scores_: address, rewards_: IRewards, attestation_: address):
+    """
+    @notice Names the scores, rewards and attestation contracts, once, by the deployer.
+    @param scores_ The only caller of the score-phase hooks.
+    @param rewards_ Asked at `start` whether the disputes contract is named.
+    @param attestation_ The only caller of `open_round`.
+    """
+    assert msg.sender == deployer, "settlement: only deployer"
+    assert self.scores == empty(address), "settlement: already wired"
+    assert scores_ != empty(address) and rewards_.address != empty(address) and attestation_ != empty(address), "settlement: zero address"
+    self.scores = scores_
+    self.rewards = rewards_
+    self.attestation = attestation_
+    log Wired(scores=scores_, rewards=rewards_.address, attestation=attestation_)
+
+
+@external
+def start():
+    """
+    @notice Opens round 0 on the genesis model. Anyone may call it once at least
+            one validator holds a permit and at least one miner is eligible.
+    """
+    assert not self.started, "settlement: already started"
+    assert self.scores != empty(address), "settlement: not wired"
+    assert staticcall self.rewards.disputes() != empty(address), "settlement: not wired"
+    assert staticcall staking.eligible_miner_count() > 0, "settlement: no eligible miner"
+    self.started = True
+    self.model_hash[0] = genesis_model_hash
+    self._open_round(0)
+
+
+@external
+def open_round(round: uint256, model_hash_: bytes32):
+    """
+    @notice Opens `round` on `model_hash_`, the model validators attested.
+    @dev Only the attestation contract may call this, once per round.
+    @param round The round to open.
+    @param model_hash_ The attested model the round trains on.
+    """
+    assert msg.sender == self.attestation, "settlement: only attestation"
+    assert self.model_hash[round] == empty(bytes32), "settlement: round already open"
+    self.model_hash[round] = model_hash_
+    self._open_round(round)
+
+
+@external
+def commit_update(round: uint256, update_hash: bytes32, trace_root: bytes32):
+    """
+    @notice Commits the caller's update for `round`: one slot
+            `keccak(update_hash, trace_root)`, at most once per miner per round.
+            `update_hash` is bound to the miner's address off-chain, so a copied
+            commitment cannot be opened by the copier. At most 256 miners commit per
+            round (a reveal lists them all); the phase closes early once
+            min(active miners, 256) have committed, never when no miner was active
+            at the round's opening (then its deadline closes it).
+    @param round The open round.
+    @param update_hash Hash of the miner's update (bound to its address off-chain).
+    @param trace_root Merkle root of the miner's training trace.
+    """
+    word: uint256 = self.round_word[round]
+    start_time: uint256 = word & MASK48
+    assert start_time != 0, "settlement: round not open"
+    assert (word >> CLOSED_BLOCK_SHIFT) & MASK64 == 0, "settlement: commit phase closed"
+    assert block.timestamp < start_time + commit_duration, "settlement: commit deadline passed"
+    assert staticcall staking.is_eligible_miner(msg.sender), "settlement: not an eligible miner"
+    assert self.commit_slot[round][msg.sender] == empty(bytes32), "settlement: already committed"
+    count: uint256 = ((word >> COUNT_SHIFT) & MASK16) + 1
+    assert count <= MAX_MINERS, "settlement: round is full"
+    self.commit_slot[round][msg.sender] = keccak256(concat(update_hash, trace_root))
+    word = (word & ~(MASK16 << COUNT_SHIFT)) | (count << COUNT_SHIFT)
+    active: uint256 = (word >> ACTIVE_SHIFT) & MASK16
+    if active != 0 and count >= min(active, MAX_MINERS):
+        word = self._closed(word, round, count)
+    self.round_word[round] = word
+    log UpdateCommitted(round=round, miner=msg.sender, update_hash=update_hash, trace_root=trace_root)
+
+
+@external
+def close_commit(round: uint256):
+    """
+    @notice Closes the commit phase of `round` once its deadline has passed.
+            Anyone may call it; validators do when nobody else has.
+    @param round The round whose commit phase to close.
+    """
+    word: uint256 = self.round_word[round]
+    assert word & MASK48 != 0, "settlement: round not open"
+    assert (word >> CLOSED_BLOCK_SHIFT) & MASK64 == 0, "settlement: commit phase closed"
+    assert block.timestamp >= (word & MASK48) + commit_duration, "settlement: commit deadline not reached"
+    self.round_word[round] = self._closed(word, round, (word >> COUNT_SHIFT) & MASK16)
+
+
+@external
+def store_seed(round: uint256):
+    """
+    @notice Stores the hash of the block that closed the commit phase, which
+            seeds the challenges. Must be sent in a later block. If that block's
+            hash is no longer available (it left the 256-block BLOCKHASH window
+            and, where EIP-2935 is live, the 8,191-block history), the closing
+            block moves to this one (no miner can commit any more, so the new
+            seed is as unpredictable).
+    @param round The round whose seed to store.
+    """
+    assert self.round_seed[round] == empty(bytes32), "settlement: seed already stored"
+    closed_block: uint256 = (self.round_word[round] >> CLOSED_BLOCK_SHIFT) & MASK64
+    assert closed_block != 0, "settlement: commit phase open"
+    assert block.number > closed_block, "settlement: seed block not sealed"
+    self._store_seed(round, closed_block)
+
+
+@external
+def record_score_commit(round: uint256, validator: address):
+    """
+    @notice Checks that `validator` may commit scores in `round` now and counts
+            the commit; the scoring phase closes once every permitted validator committed.
+    @dev Only the scores contract may call this, from `commit_scores`. Stores the
+         round's seed first if it is due and nobody has.
+    @param round The round being scored.
+    @param validator The committing validator.
+    """
+    assert msg.sender == self.scores, "settlement: only scores"
+    assert self.validator_weight[round][validator] > 0, "settlement: not a permitted validator"
+    assert self._commit_closed_time(round) != 0, "settlement: commit phase open"
+    self._touch_seed(round)
+    assert self.round_seed[round] != empty(bytes32), "settlement: seed not stored"
+    assert not self._score_closed(round), "settlement: scoring phase closed"
+    count: uint256 = self.score_commit_count[round] + 1
+    self.score_commit_count[round] = count
+    if count == len(self.round_validators[round]):
+        self.score_closed_time[round] = block.timestamp
+
+
+@external
+def record_reveal(round: uint256):
+    """
+    @notice Checks that `round` is in its reveal phase.
+    @dev Only the scores contract may call this, from `reveal_scores`. Stores the
+         round's seed first if it is due and nobody has.
+    @param round The round being revealed.
+    """
+    assert msg.sender == self.scores, "settlement: only scores"
+    self._touch_seed(round)
+    assert self._score_closed(round), "settlement: scoring phase open"
+    assert block.timestamp < self._reveal_deadline(round), "settlement: reveal deadline passed"
+
+
+@external
+def accept_reveal(round: uint256, miners: DynArray[address, MAX_MINERS]):
+    """
+    @notice Checks that `miners` is every miner that committed in `round`, in
+            strictly ascending address order (the first reveal fixes the list,
+            later ones must match it), and counts the reveal.
+    @dev Only the scores contract may call this, from `reveal_scores`, after the
+         commitment matched.
+    @param round The round being revealed.
+    @param miners The revealed miner list.
+    """
+    assert msg.sender == self.scores, "settlement: only scores"
+    word: uint256 = self.round_word[round]
+    assert len(miners) == (word >> COUNT_SHIFT) & MASK16, "settlement: miners must be every committed miner"
+    list_hash: bytes32 = keccak256(abi_encode(miners))
+    stored: bytes32 = self.round_miners_hash[round]
+    if stored != empty(bytes32):
+        assert list_hash == stored, "settlement: miners must be every committed miner"
+    else:
+        previous: uint256 = 0
+        for m: address in miners:
+            assert convert(m, uint256) > previous, "settlement: miners not strictly ascending"
+            previous = convert(m, uint256)
+            assert self.commit_slot[round][m] != empty(bytes32), "settlement: miners must be every committed miner"
+        self.round_miners[round] = miners
+        self.round_miners_hash[round] = list_hash
+    self.reveal_count[round] += 1
+
+
+@external
+def record_finalize(round: uint256) -> DynArray[address, MAX_MINERS]:
+    """
+    @notice Marks `round` finalized once its reveal phase is over.
+    @dev Only the scores contract may call this, from `finalize`. Stores the
+         round's seed first if it is due and nobody has.
+    @param round The round to finalize.
+    @return The miners that committed in `round`, ascending (empty without a reveal).
+    """
+    assert msg.sender == self.scores, "settlement: only scores"
+    self._touch_seed(round)
+    assert not self.finalized[round], "settlement: already finalized"
+    assert self._reveal_closed(round), "settlement: reveal phase open"
+    self.finalized[round] = True
+    return self.round_miners[round]
+
+
+@view
+@external
+def round_info(round: uint256) -> (uint256, uint256, uint256, uint256, uint256, bytes32):
+    """
+    @notice The packed state of `round`.
+    @param round The round.
+    @return Start time, commits, active miners, commit-closing block, commit-closing time, seed.
+    """
+    word: uint256 = self.round_word[round]
+    return (
+        word & MASK48, (word >> COUNT_SHIFT) & MASK16, (word >> ACTIVE_SHIFT) & MASK16,
+        (word >> CLOSED_BLOCK_SHIFT) & MASK64, (word >> CLOSED_TIME_SHIFT) & MASK48, self.round_seed[round],
+    )
+
+
+@view
+@external
+def phase(round: uint256) -> uint8:
+    """
+    @notice The phase `round` is in.
+    @param round The round.
+    @return 0 not open, 1 commit, 2 scoring, 3 reveal, 4 awaiting finalize, 5 finalized.
+    """
+    if self.finalized[round]:
+        return 5
+    word: uint256 = self.round_word[round]
+    if word & MASK48 == 0:
+        return 0
+    if self._commit_closed_time(round) == 0:
+        return 1
+    if not self._score_closed(round):
+        return 2
+    if not self._reveal_closed(round):
+        return 3
+    return 4
+
+
+@view
+@external
+def deadlines(round: uint256) -> (uint256, uint256, uint256):
+    """
+    @notice The phase deadlines of `round` as timestamps.
+    @param round The round.
+    @return Commit, scoring and reveal deadlines; the later two are 0 until the commit phase has closed.
+    """
+    start_time: uint256 = self.round_word[round] & MASK48
+    if start_time == 0:
+        return 0, 0, 0
+    if self._commit_closed_time(round) == 0:
+        return start_time + commit_duration, 0, 0
+    return start_time + commit_duration, self._score_close_time(round), self._reveal_deadline(round)
+
+
+@view
+@external
+def validators_of(round: uint256) -> DynArray[address, MAX_VALIDATORS]:
+    """
+    @notice The permitted validators of `round`, snapshotted when it opened.
+    @param round The round.
+    @return The validators, highest stake first.
+    """
+    return self.round_validators[round]
+
+
+@view
+@external
+def weights_of(round: uint256, accounts: DynArray[address, MAX_VALIDATORS]) -> DynArray[uint256, MAX_VALIDATORS]:
+    """
+    @notice The snapshotted weights of `accounts` in `round`, in the same order.
+    @param round The round.
+    @param accounts Validators (0 for an account without a permit).
+    @return One weight per account.
+    """
+    out: DynArray[uint256, MAX_VALIDATORS] = []
+    for a: address in accounts:
+        out.append(self.validator_weight[round][a])
+    return out
+
+
+@view
+@external
+def miners_of(round: uint256) -> DynArray[address, MAX_MINERS]:
+    """
+    @notice Miners that committed in `round`, ascending (known after the first reveal).
+    @param round The round.
+    @return The miners.
+    """
+    return self.round_miners[round]
+
+
+@view
+@external
+def has_committed(round: uint256, miner: address) -> bool:
+    """
+    @notice Whether `miner` committed an update in `round`.
+    @param round The round.
+    @param miner The miner.
+    @return True when it committed.
+    """
+    return self.commit_slot[round][miner] != empty(bytes32)
+
+
+@view
+@external
+def reporting_open(round: uint256) -> bool:
+    """
+    @notice Whether fraud reports for `round` may be filed: after the commit
+            phase closed, before the reveal deadline and before finalize.
+    @param round The round.
+    @return True while reports are accepted.
+    """
+    if self.finalized[round] or self._commit_closed_time(round) == 0:
+        return False
+    return block.timestamp < self._reveal_deadline(round)
+
+
+@internal
+def _open_round(round: uint256):
+    """
+    @dev Snapshots the permitted validators and their stakes, counts the active
+         miners and starts the commit phase of `round` now.
+    """
+    addrs: DynArray[address, MAX_VALIDATORS] = []
+    stakes: DynArray[uint256, MAX_VALIDATORS] = []
+    addrs, stakes = staticcall staking.top_validators()
+    assert len(addrs) > 0, "settlement: no permitted validator"
+    total: uint256 = 0
+    for i: uint256 in range(len(addrs), bound=MAX_VALIDATORS):
+        self.validator_weight[round][addrs[i]] = stakes[i]
+        total += stakes[i]
+    self.round_validators[round] = addrs
+    self.total_weight[round] = total
+    active: uint256 = min(staticcall staking.eligible_miner_count(), MASK16)
+    self.round_word[round] = block.timestamp | (active << ACTIVE_SHIFT)
+    self.current_round = round
+    log RoundOpened(round=round, model_hash=self.model_hash[round], start_time=block.timestamp, active_miners=active, validators=addrs)
+
+
+@internal
+def _closed(word: uint256, round: uint256, count: uint256) -> uint256:
+    """
+    @dev Returns `word` with the commit phase closed in this block; logs `CommitClosed`.
+    """
+    log CommitClosed(round=round, block_number=block.number, commits=count)
+    return word | (block.number << CLOSED_BLOCK_SHIFT) | (block.timestamp << CLOSED_TIME_SHIFT)
+
+
+@internal
+def _store_seed(round: uint256, closed_block: uint256):
+    """
+    @dev Stores the closing block's hash as the seed, or, when that hash is no
+         longer available (snekmate's `block_hash` returns zero), re-closes the
+         commit phase in this block so the seed can be stored from the next one.
+    """
+    seed: bytes32 = block_hash._block_hash(closed_block)
+    if seed == empty(bytes32):
+        word: uint256 = self.round_word[round] & ~(MASK64 << CLOSED_BLOCK_SHIFT)
+        self.round_word[round] = word | (block.number << CLOSED_BLOCK_SHIFT)
+        log CommitClosed(round=round, block_number=block.number, commits=(word >> COUNT_SHIFT) & MASK16)
+        return
+    self.round_seed[round] = seed
+    log SeedStored(round=round, seed=seed)
+
+
+@internal
+def _touch_seed(round: uint256):
+    """
+    @dev Stores the seed of `round` if it is due, nobody stored it yet and the
+         closing block's hash is still available; never re-closes.
+    """
+    if self.round_seed[round] != empty(bytes32):
+        return
+    closed_block: uint256 = (self.round_word[round] >> CLOSED_BLOCK_SHIFT) & MASK64
+    if closed_block != 0 and block.number > closed_block:
+        seed: bytes32 = block_hash._block_hash(closed_block)
+        if seed != empty(bytes32):
+            self.round_seed[round] = seed
+            log SeedStored(round=round, seed=seed)
+
+
+@view
+@internal
+def _commit_closed_time(round: uint256) -> uint256:
+    """
+    @dev When the commit phase of `round` closed (0 while open).
+    """
+    return (self.round_word[round] >> CLOSED_TIME_SHIFT) & MASK48
+
+
+@view
+@internal
+def _score_close_time(round: uint256) -> uint256:
+    """
+    @dev When the scoring phase of `round` closes (or closed early).
+    """
+    closed_early: uint256 = self.score_closed_time[round]
+    if closed_early != 0:
+        return closed_early
+    # count from the commit deadline at the latest: a late `close_commit` must not
+    # stretch the dispute timeline past the unbonding delay
+    word: uint256 = self.round_word[round]
+    return min((word >> CLOSED_TIME_SHIFT) & MASK48, (word & MASK48) + commit_duration) + score_duration
+
+
+@view
+@internal
+def _score_closed(round: uint256) -> bool:
+    """
+    @dev Whether the scoring phase of `round` is over.
+    """
+    if self._commit_closed_time(round) == 0:
+        return False
+    return self.score_closed_time[round] != 0 or block.timestamp >= self._score_close_time(round)
+
+
+@view
+@internal
+def _reveal_deadline(round: uint256) -> uint256:
+    """
+    @dev The reveal deadline of `round` (meaningful once its commit phase closed).
+    """
+    return self._score_close_time(round) + reveal_duration
+
+
+@view
+@internal
+def _reveal_closed(round: uint256) -> bool:
+    """
+    @dev Whether the reveal phase of `round` is over: its deadline passed, or
+         every validator that committed scores revealed them.
+    """
+    if not self._score_closed(round):
+        return False
+    if block.timestamp >= self._reveal_deadline(round):
+        return True
+    return self.reveal_count[round] == self.score_commit_count[round]

@@ -1,0 +1,24 @@
+# pragma version ~=0.4.3
+# SPDX-License-Identifier: AGPL-3.0-only
+"""
+@title veritrain shared sizes
+@custom:contract-name constants
+@license GNU Affero General Public License v3.0 only
+@notice The bounds every contract and interface shares, declared once. Changing
+        one changes the ABI of every contract that names it.
+"""
+
+# permitted validators per round (the K of top-K; also the bound of every validator list)
+MAX_VALIDATORS: constant(uint256) = 64
+# miners that may commit in one round (a reveal lists them all)
+MAX_MINERS: constant(uint256) = 256
+# 16 uint16 scores packed per storage word: MAX_MINERS // 16 words per reveal
+SCORE_WORDS: constant(uint256) = 16
+# validators holding at least the validator minimum stake (the staking registry's bound)
+MAX_ELIGIBLE_VALIDATORS: constant(uint256) = 256
+# an ed25519 signature (node-key bindings, challenge seeds)
+ED25519_SIG_BYTES: constant(uint256) = 64
+# basis points: 10,000 = 100 %
+BPS: constant(uint256) = 10_000
+# 1.0 in 18-decimal fixed point (agreement factors)
+ONE: constant(uint256) = 10**18
