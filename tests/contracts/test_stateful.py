@@ -128,6 +128,10 @@ class Protocol(RuleBasedStateMachine):
         self.staked = {a: 0 for a in self.actors}
         self.unbonding = {a: 0 for a in self.actors}
         self.release = {a: 0 for a in self.actors}
+        # rule 6: the staking eligibility clock, each miner's eligible_since, each round's opening clock
+        self.clock = 0
+        self.since = {a: 0 for a in self.actors}
+        self.open_clock = {}
         self.credited = {a: 0 for a in self.actors}
         self.claimed = {a: 0 for a in self.actors}
         self.open_against = defaultdict(int)  # miner -> open reports (staking)
@@ -159,6 +163,14 @@ class Protocol(RuleBasedStateMachine):
     def eligible(self, a, role: int) -> bool:
         minimum = self.p.min_miner_stake if role == MINER else self.p.min_validator_stake
         return self.role[a] == role and self.staked[a] >= minimum
+
+    def sync_since(self, a) -> None:
+        """A miner's eligibility begins (a fresh clock tick) when it reaches the minimum and ends below it."""
+        if self.eligible(a, MINER) and self.since[a] == 0:
+            self.clock += 1
+            self.since[a] = self.clock
+        elif not self.eligible(a, MINER):
+            self.since[a] = 0
 
     @property
     def rnd(self) -> int:
@@ -211,6 +223,7 @@ class Protocol(RuleBasedStateMachine):
             assert ok
             self.balance[a] -= amount
             self.staked[a] += amount
+            self.sync_since(a)
 
     @rule(a=st.sampled_from(range(N_MINERS + N_VALIDATORS + 1)), amount=st.one_of(amounts, st.just("all")))
     def unbond(self, a, amount):
@@ -227,6 +240,7 @@ class Protocol(RuleBasedStateMachine):
             self.staked[a] -= amount
             self.unbonding[a] += amount
             self.release[a] = boa.env.timestamp + self.p.unbonding_delay
+            self.sync_since(a)
 
     @rule(a=st.sampled_from(range(N_MINERS + N_VALIDATORS + 1)))
     def withdraw(self, a):
@@ -260,6 +274,8 @@ class Protocol(RuleBasedStateMachine):
         permitted = any(self.eligible(a, VALIDATOR) for a in self.actors)
         mining = any(self.eligible(a, MINER) for a in self.actors)
         assert ok == (permitted and mining), reason
+        if ok:
+            self.open_clock[0] = self.clock
         if not mining:
             assert reason == "settlement: no eligible miner"
 
@@ -272,12 +288,15 @@ class Protocol(RuleBasedStateMachine):
         should = (
             self.s.started() and self.s.phase(r) == PHASE_COMMIT and boa.env.timestamp < self.s.deadlines(r)[0]
             and self.eligible(m, MINER) and m not in self.commits[r]
+            and self.since[m] <= self.open_clock[r]  # rule 6: eligible when the round opened
         )
         ok, reason = attempt(self.s.commit_update, r, b"\xaa" * 32, b"\xbb" * 32, sender=m)
         assert ok == should, reason
         if ok:
             event("commit")
             self.commits[r].add(m)
+        elif self.eligible(m, MINER) and self.since[m] > self.open_clock.get(r, 0):
+            event("late miner refused")
 
     @rule()
     def keeper(self):
@@ -371,6 +390,7 @@ class Protocol(RuleBasedStateMachine):
             assert r in self.finalized
             if self.rnd > r:
                 event("round advanced")
+                self.open_clock[self.rnd] = self.clock
 
     def _advance(self, data):
         """Drives the current round on by one to four phases, with random participation."""
@@ -526,6 +546,7 @@ class Protocol(RuleBasedStateMachine):
             from_bonded = min(amount, bonded)
             self.staked[m] -= from_bonded
             self.unbonding[m] -= amount - from_bonded
+            self.sync_since(m)
             self.balance[reporter] += reward
             self.burned += amount - reward
             self.forfeited.add((r, m))
@@ -609,6 +630,8 @@ class Protocol(RuleBasedStateMachine):
             assert lens.at(s, "claimed", a) == self.claimed[a]
             assert lens.at(s, "claimable", a) == self.credited[a] - self.claimed[a]
             assert lens.at(st_, "open_reports", a) == self.open_against[a]
+            assert lens.at(st_, "eligible_since", a) == self.since[a]
+        assert lens.get(st_, "eligibility_clock") == self.clock
 
 
 class Lens:
