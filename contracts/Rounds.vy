@@ -25,11 +25,13 @@ implements: IRounds
 MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
 MAX_MINERS: constant(uint256) = constants.MAX_MINERS
 # packed per-round word read on every commit (one cold SLOAD): start time,
-# commit count, active miners, closing block, closing time
+# commit count, active miners, closing block, closing time, and the staking
+# eligibility clock at the opening (only miners eligible by then may commit)
 COUNT_SHIFT: constant(uint256) = 48
 ACTIVE_SHIFT: constant(uint256) = 64
 CLOSED_BLOCK_SHIFT: constant(uint256) = 80
 CLOSED_TIME_SHIFT: constant(uint256) = 144
+CLOCK_SHIFT: constant(uint256) = 192
 MASK16: constant(uint256) = 2**16 - 1
 MASK48: constant(uint256) = 2**48 - 1
 MASK64: constant(uint256) = 2**64 - 1
@@ -171,10 +173,14 @@ def commit_update(round: uint256, update_hash: bytes32, trace_root: bytes32):
     @notice Commits the caller's update for `round`: one slot
             `keccak(update_hash, trace_root)`, at most once per miner per round.
             `update_hash` is bound to the miner's address off-chain, so a copied
-            commitment cannot be opened by the copier. At most 256 miners commit per
-            round (a reveal lists them all); the phase closes early once
-            min(active miners, 256) have committed, never when no miner was active
-            at the round's opening (then its deadline closes it).
+            commitment cannot be opened by the copier. Only a miner eligible when
+            the round opened may commit (its current eligibility began at or
+            before the staking clock the round recorded), so accounts staked later
+            neither commit nor count toward the early close; they take part from
+            the next round on. At most 256 miners commit per round (a reveal lists
+            them all); the phase closes early once min(active miners, 256) have
+            committed, never when no miner was active at the round's opening (then
+            its deadline closes it).
     @param round The open round.
     @param update_hash Hash of the miner's update (bound to its address off-chain).
     @param trace_root Merkle root of the miner's training trace.
@@ -184,7 +190,9 @@ def commit_update(round: uint256, update_hash: bytes32, trace_root: bytes32):
     assert start_time != 0, "settlement: round not open"
     assert (word >> CLOSED_BLOCK_SHIFT) & MASK64 == 0, "settlement: commit phase closed"
     assert block.timestamp < start_time + commit_duration, "settlement: commit deadline passed"
-    assert staticcall staking.is_eligible_miner(msg.sender), "settlement: not an eligible miner"
+    since: uint256 = staticcall staking.eligible_since(msg.sender)
+    assert since != 0, "settlement: not an eligible miner"
+    assert since <= word >> CLOCK_SHIFT, "settlement: not eligible at round open"
     assert self.commit_slot[round][msg.sender] == empty(bytes32), "settlement: already committed"
     count: uint256 = ((word >> COUNT_SHIFT) & MASK16) + 1
     assert count <= MAX_MINERS, "settlement: round is full"
@@ -328,6 +336,18 @@ def round_info(round: uint256) -> (uint256, uint256, uint256, uint256, uint256, 
 
 @view
 @external
+def opening_clock(round: uint256) -> uint256:
+    """
+    @notice The staking eligibility clock recorded when `round` opened: a miner
+            may commit in `round` only if its `eligible_since` is at most this.
+    @param round The round.
+    @return The clock value (0 for a round not open).
+    """
+    return self.round_word[round] >> CLOCK_SHIFT
+
+
+@view
+@external
 def phase(round: uint256) -> uint8:
     """
     @notice The phase `round` is in.
@@ -431,7 +451,8 @@ def reporting_open(round: uint256) -> bool:
 def _open_round(round: uint256):
     """
     @dev Snapshots the permitted validators and their stakes, counts the active
-         miners and starts the commit phase of `round` now.
+         miners, records the staking eligibility clock and starts the commit
+         phase of `round` now.
     """
     addrs: DynArray[address, MAX_VALIDATORS] = []
     stakes: DynArray[uint256, MAX_VALIDATORS] = []
@@ -444,7 +465,8 @@ def _open_round(round: uint256):
     self.round_validators[round] = addrs
     self.total_weight[round] = total
     active: uint256 = min(staticcall staking.eligible_miner_count(), MASK16)
-    self.round_word[round] = block.timestamp | (active << ACTIVE_SHIFT)
+    clock: uint256 = min(staticcall staking.eligibility_clock(), MASK64)
+    self.round_word[round] = block.timestamp | (active << ACTIVE_SHIFT) | (clock << CLOCK_SHIFT)
     self.current_round = round
     log RoundOpened(round=round, model_hash=self.model_hash[round], start_time=block.timestamp, active_miners=active, validators=addrs)
 

@@ -50,6 +50,12 @@ unbond_release_time: public(HashMap[address, uint256])
 # 1 = eligible miner, 2 = eligible validator; one slot so settlement's commit check is cheap
 eligible_role: public(HashMap[address, uint8])
 eligible_miner_count: public(uint256)
+# counts every time a miner becomes eligible: a counter, not a time, so it also orders
+# transactions inside one block; rounds read it when they open
+eligibility_clock: public(uint256)
+# the clock value when the miner's current eligibility began (0 while not eligible): reset
+# whenever its stake drops below the miner minimum, so a re-stake starts it afresh
+eligible_since: public(HashMap[address, uint256])
 open_reports: public(HashMap[address, uint256])
 # the validators holding at least the validator minimum (unordered): an account joins when
 # its stake first reaches the minimum and leaves (swap-and-pop) when it drops below, so
@@ -97,6 +103,11 @@ event ValidatorSetChanged:
     account: indexed(address)
     added: bool
     size: uint256
+
+event ValidatorEvicted:
+    account: indexed(address)
+    stake: uint256
+    by: indexed(address)
 
 event Wired:
     settlement: address
@@ -169,7 +180,11 @@ def stake(amount: uint256):
     """
     @notice Moves `amount` tokens from the caller (after `approve`) into its stake.
             A validator whose stake first reaches the validator minimum joins
-            `validators`, which holds at most 256 eligible validators.
+            `validators`, which holds at most 256 eligible validators; when it is
+            full, the newcomer's stake must exceed the smallest listed stake, and
+            that validator (lowest stake, ties: higher address, the last in
+            `top_validators` order) is evicted: it keeps its tokens and may unbond,
+            withdraw or be slashed as before, and rejoins only by staking again.
     @param amount Tokens (wei) to stake.
     """
     assert self.role[msg.sender] != ROLE_NONE, "staking: not registered"
@@ -177,7 +192,7 @@ def stake(amount: uint256):
     assert extcall token.transferFrom(msg.sender, self, amount, default_return_value=True), "staking: transfer failed"
     self.staked[msg.sender] += amount
     self.total_staked += amount
-    self._refresh_eligibility(msg.sender)
+    self._refresh_eligibility(msg.sender, True)
     log Staked(account=msg.sender, amount=amount, total=self.staked[msg.sender])
 
 
@@ -197,7 +212,7 @@ def request_unbond(amount: uint256):
     self.total_unbonding += amount
     release: uint256 = block.timestamp + unbonding_delay
     self.unbond_release_time[msg.sender] = release
-    self._refresh_eligibility(msg.sender)
+    self._refresh_eligibility(msg.sender, False)
     log UnbondRequested(account=msg.sender, amount=amount, release_time=release)
 
 
@@ -247,7 +262,7 @@ def slash(account: address, fraction_bps: uint256, reporter: address, reporter_s
         assert extcall token.transfer(reporter, reward, default_return_value=True), "staking: transfer failed"
     if burned > 0:
         extcall IToken(token.address).burn(burned)
-    self._refresh_eligibility(account)
+    self._refresh_eligibility(account, False)
     log Slashed(account=account, amount=amount, reporter=reporter, reporter_reward=reward, burned=burned)
     return amount
 
@@ -338,10 +353,12 @@ def top_validators() -> (DynArray[address, MAX_VALIDATORS], DynArray[uint256, MA
 
 
 @internal
-def _refresh_eligibility(account: address):
+def _refresh_eligibility(account: address, may_join: bool):
     """
     @dev Recomputes `account`'s eligible role from its role and stake, keeping the
-         eligible-miner count and the `validators` list in step.
+         eligible-miner count, the miner's `eligible_since` and the `validators`
+         list in step. Only `stake` passes `may_join`: an unbond or a slash only
+         ever removes, so an evicted validator stays out (and a slash never reverts).
     """
     r: uint8 = self.role[account]
     new_role: uint8 = ROLE_NONE
@@ -350,20 +367,45 @@ def _refresh_eligibility(account: address):
     elif r == ROLE_VALIDATOR and self.staked[account] >= min_validator_stake:
         new_role = ROLE_VALIDATOR
     old_role: uint8 = self.eligible_role[account]
-    if old_role == new_role:
+    if old_role == new_role or (old_role == ROLE_NONE and not may_join):
         return
     self.eligible_role[account] = new_role
     if old_role == ROLE_MINER:
         self.eligible_miner_count -= 1
+        self.eligible_since[account] = 0
     elif old_role == ROLE_VALIDATOR:
         self._remove_validator(account)
     if new_role == ROLE_MINER:
         self.eligible_miner_count += 1
+        clock: uint256 = self.eligibility_clock + 1
+        self.eligibility_clock = clock
+        self.eligible_since[account] = clock
     elif new_role == ROLE_VALIDATOR:
-        assert len(self.validators) < MAX_ELIGIBLE_VALIDATORS, "staking: validator set full"
+        if len(self.validators) == MAX_ELIGIBLE_VALIDATORS:
+            self._evict_smallest(account)
         self.validators.append(account)
         self.validator_index[account] = len(self.validators)
         log ValidatorSetChanged(account=account, added=True, size=len(self.validators))
+
+
+@internal
+def _evict_smallest(newcomer: address):
+    """
+    @dev Removes the smallest listed validator (lowest stake, ties: higher address)
+         from the full `validators` list to make room for `newcomer`, whose stake
+         must be larger. One pass over at most MAX_ELIGIBLE_VALIDATORS entries.
+    """
+    smallest: address = empty(address)
+    low: uint256 = max_value(uint256)
+    for v: address in self.validators:
+        s: uint256 = self.staked[v]
+        if s < low or (s == low and convert(v, uint256) > convert(smallest, uint256)):
+            low = s
+            smallest = v
+    assert self.staked[newcomer] > low, "staking: validator set full, stake not above the smallest"
+    self.eligible_role[smallest] = ROLE_NONE
+    self._remove_validator(smallest)
+    log ValidatorEvicted(account=smallest, stake=low, by=newcomer)
 
 
 @internal

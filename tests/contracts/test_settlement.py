@@ -151,6 +151,84 @@ def test_commit_phase_closes_early_when_every_active_miner_committed(world: Worl
         s.commit_update(0, b"\xaa" * 32, b"\xbb" * 32, sender=late)
 
 
+# -- rule 6: only miners eligible when a round opens take part in it ----------------------------
+
+
+def test_miners_staked_after_the_opening_can_neither_commit_nor_close_the_phase_early(world: World):
+    """Attack: the phase used to close once commits reached the miners active at the opening,
+    whoever committed, so as many freshly staked accounts as there were honest miners closed it
+    and locked every honest miner out. Late accounts are refused, and do not count."""
+    s, st_ = world.s, world.st
+    assert s.round_info(0)[2] == 3
+    sybils = [join(world.stack, MINER, world.stack.params.min_miner_stake) for _ in range(3)]
+    for sybil in sybils:
+        assert st_.is_eligible_miner(sybil) and st_.eligible_since(sybil) > s.opening_clock(0)
+        with boa.reverts("settlement: not eligible at round open"):
+            s.commit_update(0, b"\xaa" * 32, b"\xbb" * 32, sender=sybil)
+    assert s.phase(0) == PHASE_COMMIT and s.round_info(0)[1] == 0
+
+
+def test_every_miner_active_at_the_opening_still_commits_and_closes_the_phase_early(world: World):
+    """Honest pair of the attack above: with the sybils refused, the three miners active at the
+    opening all commit, and the third commit (not an earlier one) closes the phase early."""
+    s = world.s
+    for _ in range(3):
+        join(world.stack, MINER, world.stack.params.min_miner_stake)
+    world.commit_all(0, world.miners[:2])
+    assert s.phase(0) == PHASE_COMMIT and last_logs(s, "CommitClosed") == []
+    world.commit_all(0, world.miners[2:])
+    (ev,) = last_logs(s, "CommitClosed")
+    assert ev.commits == 3 and s.phase(0) == PHASE_SCORING
+    assert all(s.has_committed(0, m) for m in world.miners)
+
+
+def test_a_miner_eligible_at_the_opening_commits_after_topping_up(world: World):
+    """A top-up keeps the eligibility the miner had at the opening (only a drop below the
+    minimum restarts it)."""
+    s, st_, m = world.s, world.st, world.miners[0]
+    since = st_.eligible_since(m)
+    assert 0 < since <= s.opening_clock(0)
+    st_.stake(TOKEN, sender=m)
+    assert st_.eligible_since(m) == since
+    s.commit_update(0, b"\xaa" * 32, b"\xbb" * 32, sender=m)
+    assert s.has_committed(0, m)
+
+
+def test_a_miner_that_drops_below_the_minimum_and_restakes_waits_for_the_next_round(world: World):
+    """Attack variant: unbonding below the minimum and staking again mid-round restarts the
+    eligibility, so one account cannot leave and re-enter to dodge the opening snapshot."""
+    s, st_, m = world.s, world.st, world.miners[0]
+    st_.request_unbond(1, sender=m)
+    assert st_.eligible_since(m) == 0
+    st_.stake(1, sender=m)
+    assert st_.eligible_since(m) > s.opening_clock(0)
+    with boa.reverts("settlement: not eligible at round open"):
+        s.commit_update(0, b"\xaa" * 32, b"\xbb" * 32, sender=m)
+    world.commit_all(0, world.miners[1:])  # the other two commit; the deadline closes the phase
+    assert s.phase(0) == PHASE_COMMIT
+    v0, v1 = world.validators
+    world.run_round(0, {v0: [1, 1], v1: [1, 1]}, miners=[])
+    world.attest(1)
+    s.commit_update(1, b"\xaa" * 32, b"\xbb" * 32, sender=m)
+    assert s.has_committed(1, m)
+
+
+def test_a_late_miner_takes_part_from_the_next_round(world: World):
+    """Honest: a miner staked during round 0 is active when round 1 opens, commits there, and
+    counts toward round 1's early close."""
+    s = world.s
+    late = join(world.stack, MINER, world.stack.params.min_miner_stake)
+    v0, v1 = world.validators
+    world.run_round(0, {v0: [1, 2, 3], v1: [1, 2, 3]})
+    world.attest(1)
+    assert s.current_round() == 1 and s.round_info(1)[2] == 4
+    assert world.st.eligible_since(late) <= s.opening_clock(1)
+    world.commit_all(1, world.miners)
+    assert s.phase(1) == PHASE_COMMIT
+    s.commit_update(1, b"\xaa" * 32, b"\xbb" * 32, sender=late)
+    assert s.phase(1) == PHASE_SCORING and s.round_info(1)[1] == 4
+
+
 def test_close_commit_after_deadline_by_anyone(world: World):
     s = world.s
     with boa.reverts("settlement: round not open"):
@@ -650,8 +728,10 @@ def test_start_needs_an_eligible_miner():
 
 
 def test_round_with_no_active_miner_closes_at_its_deadline_and_caps_commits():
-    """Round 1 opens with 0 active miners (all unbonded): a commit must not close it early, and
-    miners joining later can commit until the deadline, at most 256 of them."""
+    """Round 1 opens with 0 active miners (all unbonded): nobody can close it early. Miners
+    joining after it opened may not commit into it (rule 6: only miners eligible at the opening
+    take part), so its deadline closes it with no commit; the 256-commit cap is exercised with
+    miners eligible at the opening in test_findings."""
     w = make_world(Params(min_miner_stake=1), n_miners=1)
     s = w.s
     v0, v1 = w.validators
@@ -660,16 +740,15 @@ def test_round_with_no_active_miner_closes_at_its_deadline_and_caps_commits():
     w.attest(1)
     start = s.round_info(1)[0]
     assert s.current_round() == 1 and s.round_info(1)[2] == 0
-    newcomers = [join(w.stack, MINER, 1, funds=1) for _ in range(257)]
-    s.commit_update(1, b"\xaa" * 32, b"\xbb" * 32, sender=newcomers[0])
-    assert s.phase(1) == PHASE_COMMIT and last_logs(s, "CommitClosed") == []
-    w.commit_all(1, newcomers[1:256])
-    assert s.phase(1) == PHASE_COMMIT and s.round_info(1)[1] == 256
-    with boa.reverts("settlement: round is full"):
-        s.commit_update(1, b"\xaa" * 32, b"\xbb" * 32, sender=newcomers[256])
+    newcomers = [join(w.stack, MINER, 1, funds=1) for _ in range(3)]
+    for m in newcomers:
+        assert w.st.is_eligible_miner(m)
+        with boa.reverts("settlement: not eligible at round open"):
+            s.commit_update(1, b"\xaa" * 32, b"\xbb" * 32, sender=m)
+    assert s.phase(1) == PHASE_COMMIT and s.round_info(1)[1] == 0 and last_logs(s, "CommitClosed") == []
     boa.env.time_travel(seconds=start + 60 - boa.env.timestamp)
     s.close_commit(1)
-    assert s.round_info(1)[1] == 256 and s.phase(1) == PHASE_SCORING
+    assert s.round_info(1)[1] == 0 and s.phase(1) == PHASE_SCORING
 
 
 def test_late_close_commit_does_not_stretch_the_timeline(world: World):

@@ -349,10 +349,221 @@ def test_validator_set_full_then_reopens():
         st_.stake(1, sender=a)
     assert st_.validator_count() == 256
     late = join(stack, VALIDATOR, 0, funds=1000 * TOKEN)
-    with boa.reverts("staking: validator set full"):
-        st_.stake(1000 * TOKEN, sender=late)
+    with boa.reverts("staking: validator set full, stake not above the smallest"):
+        st_.stake(1, sender=late)  # a tie with the smallest does not evict (rule 7)
     first = st_.validators(0)
     st_.request_unbond(1, sender=first)  # one leaves, making room
     assert st_.validator_count() == 255
     st_.stake(1000 * TOKEN, sender=late)
     assert st_.validator_count() == 256 and st_.top_validators()[0][0] == late
+
+
+# -- rule 6: when a miner's eligibility began ------------------------------------------------------
+
+
+def test_eligible_since_starts_on_reaching_the_minimum_and_resets_below_it(stack):
+    st_, p = stack.staking, stack.params
+    a, b = join(stack, MINER, p.min_miner_stake - 1), join(stack, MINER, 0)
+    assert st_.eligible_since(a) == 0 and st_.eligibility_clock() == 0
+    st_.stake(1, sender=a)
+    assert st_.eligible_since(a) == st_.eligibility_clock() == 1
+    st_.stake(p.min_miner_stake, sender=b)
+    assert st_.eligible_since(b) == st_.eligibility_clock() == 2
+    st_.stake(TOKEN, sender=a)  # a top-up keeps it
+    st_.request_unbond(TOKEN, sender=a)  # staying at the minimum keeps it
+    assert st_.eligible_since(a) == 1
+    st_.request_unbond(1, sender=a)
+    assert st_.eligible_since(a) == 0 and st_.eligibility_clock() == 2
+    st_.stake(1, sender=a)  # re-staking is a fresh start
+    assert st_.eligible_since(a) == st_.eligibility_clock() == 3
+    v = join(stack, VALIDATOR, p.min_validator_stake)
+    assert st_.eligible_since(v) == 0 and st_.eligibility_clock() == 3  # validators never tick it
+
+
+def test_a_slash_below_the_minimum_resets_eligible_since_and_one_above_keeps_it(stack):
+    st_, p, d = stack.staking, stack.params, stack.disputes.address
+    kept, dropped = join(stack, MINER, 4 * p.min_miner_stake), join(stack, MINER, p.min_miner_stake)
+    reporter = boa.env.generate_address()
+    st_.slash(kept, 5000, reporter, 0, sender=d)
+    assert st_.eligible_since(kept) == 1 and st_.is_eligible_miner(kept)
+    st_.slash(dropped, 5000, reporter, 0, sender=d)
+    assert st_.eligible_since(dropped) == 0 and not st_.is_eligible_miner(dropped)
+    st_.stake(p.min_miner_stake, sender=dropped)
+    assert st_.eligible_since(dropped) == 3
+
+
+@settings(max_examples=25, deadline=None)
+@given(ops=st.lists(st.tuples(st.integers(0, 2), st.booleans(), st.sampled_from([1, 50, 100])), max_size=20))
+def test_eligible_since_follows_the_order_miners_became_eligible(ops):
+    """Property: `eligible_since` is nonzero exactly for the eligible miners, and a miner that
+    (re)became eligible later always holds a larger value."""
+    with boa.env.anchor():
+        stack = deploy_stack()
+        st_ = stack.staking
+        miners = [join(stack, MINER, 0, funds=1000 * TOKEN) for _ in range(3)]
+        order: list = []  # miners in the order their current eligibility began
+        for i, unbond, amount in ops:
+            m, amount = miners[i], amount * TOKEN
+            if unbond:
+                if amount > st_.staked(m):
+                    continue
+                st_.request_unbond(amount, sender=m)
+            else:
+                st_.stake(amount, sender=m)
+            eligible = st_.staked(m) >= stack.params.min_miner_stake
+            if not eligible and m in order:
+                order.remove(m)
+            elif eligible and m not in order:
+                order.append(m)
+            assert (st_.eligible_since(m) != 0) == eligible
+        values = [st_.eligible_since(m) for m in order]
+        assert values == sorted(values) and len(set(values)) == len(values)
+
+
+# -- rule 7: a full validator set admits a larger stake by evicting the smallest ------------------
+
+
+def fill(stack, n: int, stake_of) -> list:
+    """`n` validators staking `stake_of(i)` each (cheap accounts: transfer, approve, register, stake)."""
+    st_, token = stack.staking, stack.token
+    out = []
+    for i in range(n):
+        a = boa.env.generate_address()
+        token.transfer(a, stake_of(i), sender=stack.deployer)
+        token.approve(st_.address, stake_of(i), sender=a)
+        st_.register(VALIDATOR, NODE_KEY, MULTIADDR, SIG, sender=a)
+        st_.stake(stake_of(i), sender=a)
+        out.append(a)
+    return out
+
+
+def key(a) -> int:
+    return int(str(a), 16)
+
+
+def test_256_squatters_at_the_minimum_cannot_lock_out_a_larger_stake():
+    """Attack: 256 accounts at the validator minimum used to fill the set for good ("validator
+    set full" whatever a newcomer staked). A larger stake now gets in and evicts the smallest
+    squatter (ties: the higher address, the last in `top_validators` order), which keeps its tokens."""
+    stack = deploy_stack()
+    st_, minimum = stack.staking, stack.params.min_validator_stake
+    squatters = fill(stack, 256, lambda i: minimum)
+    assert st_.validator_count() == 256
+    newcomer = join(stack, VALIDATOR, 0, funds=1000 * TOKEN)
+    with boa.reverts("staking: validator set full, stake not above the smallest"):
+        st_.stake(minimum, sender=newcomer)  # a tie does not evict
+    st_.stake(minimum + 1, sender=newcomer)
+    victim = max(squatters, key=key)
+    (ev,) = last_logs(st_, "ValidatorEvicted")
+    assert (ev.account, ev.stake, ev.by) == (victim, minimum, newcomer)
+    assert st_.validator_count() == 256 and st_.validator_index(victim) == 0
+    assert st_.eligible_role(victim) == 0 and st_.eligible_role(newcomer) == VALIDATOR
+    assert st_.staked(victim) == minimum and st_.total_staked() == 257 * minimum + 1  # nothing leaves staking
+    listed = {st_.validators(i) for i in range(256)}
+    assert listed == (set(squatters) - {victim}) | {newcomer}
+    assert all(st_.validators(st_.validator_index(v) - 1) == v for v in listed)
+    # the next newcomer evicts the next-highest squatter
+    second = join(stack, VALIDATOR, minimum + 1)
+    assert last_logs(st_, "ValidatorEvicted")[0].account == sorted(squatters, key=key)[-2]
+    assert st_.top_validators()[0][:2] == sorted([newcomer, second], key=key)
+
+
+def test_eviction_takes_the_lowest_stake_wherever_it_sits():
+    stack = deploy_stack(Params(min_validator_stake=1), amount=10**30)
+    st_ = stack.staking
+    vals = fill(stack, 256, lambda i: 1000 + ((i + 5) * 239) % 256)  # distinct; the lowest is entry 252
+    lowest = min(vals, key=st_.staked)
+    assert st_.validator_index(lowest) not in (1, 256)  # neither the first nor the last entry
+    newcomer = join(stack, VALIDATOR, 0, funds=2000)
+    with boa.reverts("staking: validator set full, stake not above the smallest"):
+        st_.stake(st_.staked(lowest), sender=newcomer)
+    st_.stake(st_.staked(lowest) + 1, sender=newcomer)
+    assert last_logs(st_, "ValidatorEvicted")[0].account == lowest and st_.validator_index(lowest) == 0
+
+
+def test_an_honest_validator_above_the_squatters_keeps_its_permit():
+    """Honest pair: evictions take only the smallest, so validators above the squatters keep
+    their places and their permits (top-K) however many newcomers evict."""
+    stack = deploy_stack()
+    st_, minimum = stack.staking, stack.params.min_validator_stake
+    honest = [join(stack, VALIDATOR, s * TOKEN) for s in (1000, 900)]
+    fill(stack, 254, lambda i: minimum)
+    permits = st_.top_validators()
+    assert permits[0][:2] == honest
+    for _ in range(3):
+        join(stack, VALIDATOR, minimum + 1)
+    after = st_.top_validators()
+    assert after[0][:2] == honest and all(st_.eligible_role(h) == VALIDATOR for h in honest)
+    assert len(after[0]) == stack.params.max_permits
+
+
+def test_an_evicted_validator_withdraws_its_tokens_after_the_unbonding_delay():
+    stack = deploy_stack()
+    st_, token, minimum = stack.staking, stack.token, stack.params.min_validator_stake
+    squatters = fill(stack, 256, lambda i: minimum)
+    join(stack, VALIDATOR, minimum + 1)
+    victim = max(squatters, key=key)
+    assert st_.eligible_role(victim) == 0 and token.balanceOf(victim) == 0
+    st_.request_unbond(minimum, sender=victim)  # unbonding never rejoins or reverts
+    assert st_.validator_count() == 256 and st_.eligible_role(victim) == 0
+    with boa.reverts("staking: still unbonding"):
+        st_.withdraw(sender=victim)
+    boa.env.time_travel(seconds=stack.params.unbonding_delay)
+    st_.withdraw(sender=victim)
+    assert token.balanceOf(victim) == minimum and st_.staked(victim) == st_.unbonding(victim) == 0
+
+
+def test_an_evicted_validator_stays_slashable_and_report_bound():
+    """An evicted account keeps its stake accounting: an open report still blocks its withdrawal
+    and a slash still takes its share (without rejoining it, and without reverting)."""
+    stack = deploy_stack()
+    st_, minimum, d = stack.staking, stack.params.min_validator_stake, stack.disputes.address
+    squatters = fill(stack, 256, lambda i: minimum)
+    join(stack, VALIDATOR, minimum + 1)
+    victim = max(squatters, key=key)
+    st_.report_opened(victim, sender=d)
+    st_.request_unbond(minimum // 2, sender=victim)
+    boa.env.time_travel(seconds=stack.params.unbonding_delay)
+    with boa.reverts("staking: report pending"):
+        st_.withdraw(sender=victim)
+    supply = stack.token.totalSupply()
+    assert st_.slash(victim, 5000, boa.env.generate_address(), 0, sender=d) == minimum // 2
+    assert st_.staked(victim) == 0 and st_.unbonding(victim) == minimum // 2
+    assert st_.total_slashed() == minimum // 2 and stack.token.totalSupply() == supply - minimum // 2
+    assert st_.eligible_role(victim) == 0 and st_.validator_count() == 256
+    st_.report_closed(victim, sender=d)
+    st_.withdraw(sender=victim)
+    assert stack.token.balanceOf(victim) == minimum // 2
+
+
+def test_an_evicted_validator_rejoins_only_by_outstaking_the_smallest():
+    stack = deploy_stack()
+    st_, minimum = stack.staking, stack.params.min_validator_stake
+    squatters = fill(stack, 256, lambda i: minimum)
+    join(stack, VALIDATOR, minimum + 1)
+    victim = max(squatters, key=key)
+    stack.token.transfer(victim, 10, sender=stack.deployer)
+    stack.token.approve(st_.address, 10, sender=victim)
+    st_.stake(1, sender=victim)  # minimum + 1 > minimum: evicts the next squatter
+    assert last_logs(st_, "ValidatorEvicted")[0].account == sorted(squatters, key=key)[-2]
+    assert st_.eligible_role(victim) == VALIDATOR
+
+
+def test_permits_and_round_snapshot_at_the_caps():
+    """Every bounded loop at its cap: 256 listed validators (the eviction scan, `top_validators`'
+    outer loop), 64 permits (its inner loop, the round-opening snapshot, `weights_of`)."""
+    stack = deploy_stack(Params(min_validator_stake=1, max_permits=64), amount=10**30)
+    st_ = stack.staking
+    vals = fill(stack, 256, lambda i: 1000 + (i * 7919) % 300)  # repeated stakes: ties by address
+    newcomer = join(stack, VALIDATOR, 0, funds=10**6)
+    st_.stake(10**6, sender=newcomer)
+    vals = [v for v in vals if st_.eligible_role(v) == VALIDATOR] + [newcomer]
+    assert len(vals) == 256
+    expected = sorted(vals, key=lambda v: (-st_.staked(v), key(v)))[:64]
+    addrs, stakes = st_.top_validators()
+    assert list(addrs) == expected and list(stakes) == [st_.staked(v) for v in expected]
+    join(stack, MINER, stack.params.min_miner_stake)
+    stack.settlement.start()
+    assert list(stack.settlement.validators_of(0)) == expected
+    assert list(stack.settlement.weights_of(0, expected)) == list(stakes)
+    assert stack.settlement.total_weight(0) == sum(stakes)

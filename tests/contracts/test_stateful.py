@@ -128,6 +128,10 @@ class Protocol(RuleBasedStateMachine):
         self.staked = {a: 0 for a in self.actors}
         self.unbonding = {a: 0 for a in self.actors}
         self.release = {a: 0 for a in self.actors}
+        # rule 6: the staking eligibility clock, each miner's eligible_since, each round's opening clock
+        self.clock = 0
+        self.since = {a: 0 for a in self.actors}
+        self.open_clock = {}
         self.credited = {a: 0 for a in self.actors}
         self.claimed = {a: 0 for a in self.actors}
         self.open_against = defaultdict(int)  # miner -> open reports (staking)
@@ -159,6 +163,14 @@ class Protocol(RuleBasedStateMachine):
     def eligible(self, a, role: int) -> bool:
         minimum = self.p.min_miner_stake if role == MINER else self.p.min_validator_stake
         return self.role[a] == role and self.staked[a] >= minimum
+
+    def sync_since(self, a) -> None:
+        """A miner's eligibility begins (a fresh clock tick) when it reaches the minimum and ends below it."""
+        if self.eligible(a, MINER) and self.since[a] == 0:
+            self.clock += 1
+            self.since[a] = self.clock
+        elif not self.eligible(a, MINER):
+            self.since[a] = 0
 
     @property
     def rnd(self) -> int:
@@ -211,6 +223,7 @@ class Protocol(RuleBasedStateMachine):
             assert ok
             self.balance[a] -= amount
             self.staked[a] += amount
+            self.sync_since(a)
 
     @rule(a=st.sampled_from(range(N_MINERS + N_VALIDATORS + 1)), amount=st.one_of(amounts, st.just("all")))
     def unbond(self, a, amount):
@@ -227,6 +240,7 @@ class Protocol(RuleBasedStateMachine):
             self.staked[a] -= amount
             self.unbonding[a] += amount
             self.release[a] = boa.env.timestamp + self.p.unbonding_delay
+            self.sync_since(a)
 
     @rule(a=st.sampled_from(range(N_MINERS + N_VALIDATORS + 1)))
     def withdraw(self, a):
@@ -260,6 +274,8 @@ class Protocol(RuleBasedStateMachine):
         permitted = any(self.eligible(a, VALIDATOR) for a in self.actors)
         mining = any(self.eligible(a, MINER) for a in self.actors)
         assert ok == (permitted and mining), reason
+        if ok:
+            self.open_clock[0] = self.clock
         if not mining:
             assert reason == "settlement: no eligible miner"
 
@@ -272,12 +288,15 @@ class Protocol(RuleBasedStateMachine):
         should = (
             self.s.started() and self.s.phase(r) == PHASE_COMMIT and boa.env.timestamp < self.s.deadlines(r)[0]
             and self.eligible(m, MINER) and m not in self.commits[r]
+            and self.since[m] <= self.open_clock[r]  # rule 6: eligible when the round opened
         )
         ok, reason = attempt(self.s.commit_update, r, b"\xaa" * 32, b"\xbb" * 32, sender=m)
         assert ok == should, reason
         if ok:
             event("commit")
             self.commits[r].add(m)
+        elif self.eligible(m, MINER) and self.since[m] > self.open_clock.get(r, 0):
+            event("late miner refused")
 
     @rule()
     def keeper(self):
@@ -371,6 +390,7 @@ class Protocol(RuleBasedStateMachine):
             assert r in self.finalized
             if self.rnd > r:
                 event("round advanced")
+                self.open_clock[self.rnd] = self.clock
 
     def _advance(self, data):
         """Drives the current round on by one to four phases, with random participation."""
@@ -526,6 +546,7 @@ class Protocol(RuleBasedStateMachine):
             from_bonded = min(amount, bonded)
             self.staked[m] -= from_bonded
             self.unbonding[m] -= amount - from_bonded
+            self.sync_since(m)
             self.balance[reporter] += reward
             self.burned += amount - reward
             self.forfeited.add((r, m))
@@ -609,6 +630,8 @@ class Protocol(RuleBasedStateMachine):
             assert lens.at(s, "claimed", a) == self.claimed[a]
             assert lens.at(s, "claimable", a) == self.credited[a] - self.claimed[a]
             assert lens.at(st_, "open_reports", a) == self.open_against[a]
+            assert lens.at(st_, "eligible_since", a) == self.since[a]
+        assert lens.get(st_, "eligibility_clock") == self.clock
 
 
 class Lens:
@@ -655,4 +678,183 @@ def test_protocol_state_machine():
     # the random runs must reach the interesting states, or the invariants prove little
     # (a second report on one miner and round, and its outcomes, are also pinned by test_disputes)
     for what in ("commit", "reveal", "finalize minted", "round advanced", "report", "claim"):
+        assert SEEN[what] > 0, (what, dict(SEEN))
+
+
+# -- rule 7: a full validator set, evictions, unbonding and slashing ------------------------------
+
+N_SQUATTERS = 254  # with the machine's validators, the set reaches its cap of 256
+MAX_ELIGIBLE = 256
+
+
+class FullSet(RuleBasedStateMachine):
+    """Random stake/unbond/withdraw/slash/report sequences of three validators against 254 squatters
+    at the validator minimum, so the set is full and stakes evict. The model picks the evicted
+    validator itself (lowest stake, ties: higher address) and tracks every account's stake.
+
+    A separate machine: in `Protocol` the inert squatters would take permits whenever the actors
+    unbond, and their rounds would never settle."""
+
+    def __init__(self):
+        super().__init__()
+        self._exit = contextlib.ExitStack()
+        self._exit.enter_context(boa.env.anchor())
+        b = FullSetBase
+        self.t, self.st, self.d, self.p = b.stack.token, b.stack.staking, b.stack.disputes.address, b.stack.params
+        self.actors, self.squatters = b.actors, b.squatters
+        self.staked = {a: 0 for a in self.actors} | {s: self.p.min_validator_stake for s in self.squatters}
+        self.unbonding = dict.fromkeys(self.staked, 0)
+        self.release = dict.fromkeys(self.staked, 0)
+        self.reports = dict.fromkeys(self.staked, 0)
+        self.balance = {a: self.t.balanceOf(a) for a in self.staked}
+        self.listed = set(self.squatters)
+        self.slashed = 0
+        self.supply = self.t.totalSupply()
+        self.lens = Lens(self.t)
+
+    def teardown(self):
+        self._exit.close()
+
+    def account(self, i):
+        return (self.actors + self.squatters[-3:])[i]  # the actors and the likeliest victims
+
+    @initialize(n=st.sampled_from([2, 1, 0]))
+    def fill_the_set(self, n):
+        """Two actors above the squatters fill the set (the busiest start comes first)."""
+        for i in range(n):
+            self.stake(i, 250 * TOKEN)
+
+    def smallest(self):
+        return min(self.listed, key=lambda v: (self.staked[v], -int(str(v), 16)))
+
+    @rule(i=st.sampled_from(range(3)), amount=st.sampled_from([1, 50 * TOKEN, 200 * TOKEN, 250 * TOKEN]))
+    def stake(self, i, amount):
+        a = self.actors[i]
+        ok, reason = attempt(self.st.stake, amount, sender=a)
+        if amount > self.balance[a]:
+            assert reason == "erc20: transfer amount exceeds balance"
+            return
+        after = self.staked[a] + amount
+        joins = a not in self.listed and after >= self.p.min_validator_stake
+        victim = self.smallest() if joins and len(self.listed) == MAX_ELIGIBLE else None
+        if victim is not None and after <= self.staked[victim]:
+            assert reason == "staking: validator set full, stake not above the smallest"
+            event("eviction refused")
+            return
+        assert ok, reason
+        if victim is not None:
+            (ev,) = names(self.st.get_logs(), "ValidatorEvicted")
+            assert ev.account == victim
+            self.listed.discard(victim)
+            event("evicted squatter" if victim in self.squatters else "evicted validator")
+        if joins:
+            self.listed.add(a)
+        self.balance[a] -= amount
+        self.staked[a] = after
+
+    @rule(i=st.sampled_from(range(6)), amount=st.sampled_from([1, 50 * TOKEN, 200 * TOKEN, "all"]))
+    def unbond(self, i, amount):
+        a = self.account(i)
+        amount = self.staked[a] if amount == "all" else amount
+        ok, reason = attempt(self.st.request_unbond, amount, sender=a)
+        if amount == 0 or amount > self.staked[a]:
+            assert not ok
+            return
+        assert ok, reason
+        self.staked[a] -= amount
+        self.unbonding[a] += amount
+        self.release[a] = boa.env.timestamp + self.p.unbonding_delay
+        if self.staked[a] < self.p.min_validator_stake:
+            self.listed.discard(a)
+
+    @rule(i=st.sampled_from(range(6)))
+    def withdraw(self, i):
+        a = self.account(i)
+        ok, _ = attempt(self.st.withdraw, sender=a)
+        assert ok == (self.unbonding[a] > 0 and boa.env.timestamp >= self.release[a] and self.reports[a] == 0)
+        if ok:
+            event("withdraw")
+            self.balance[a] += self.unbonding[a]
+            self.unbonding[a] = 0
+
+    @rule(i=st.sampled_from(range(6)), opened=st.booleans())
+    def report(self, i, opened):
+        """What the disputes contract does to a reported account: count a report, or close one."""
+        a = self.account(i)
+        if opened:
+            self.st.report_opened(a, sender=self.d)
+            self.reports[a] += 1
+        elif self.reports[a]:
+            self.st.report_closed(a, sender=self.d)
+            self.reports[a] -= 1
+
+    @rule(i=st.sampled_from(range(6)), bps=st.sampled_from([1000, 5000, 10_000]))
+    def slash(self, i, bps):
+        a, reporter = self.account(i), self.actors[(i + 1) % 3]
+        bonded, queued = self.staked[a], self.unbonding[a]
+        amount = (bonded + queued) * bps // BPS
+        assert self.st.slash(a, bps, reporter, 2000, sender=self.d) == amount
+        event("slash evicted" if a not in self.listed and a in self.squatters else "slash")
+        reward = amount * 2000 // BPS
+        self.staked[a] -= min(amount, bonded)
+        self.unbonding[a] -= amount - min(amount, bonded)
+        self.balance[reporter] += reward
+        self.supply -= amount - reward
+        self.slashed += amount
+        if self.staked[a] < self.p.min_validator_stake:
+            self.listed.discard(a)
+
+    @rule(seconds=st.sampled_from([1, 700]))
+    def wait(self, seconds):
+        boa.env.time_travel(seconds=seconds)
+
+    @invariant()
+    def stake_is_conserved_and_the_list_is_the_model(self):
+        lens, st_ = self.lens, self.st
+        assert lens.get(self.t, "erc20", "totalSupply") == self.supply
+        assert lens.get(st_, "total_slashed") == self.slashed
+        staked, unbonding = lens.get(st_, "total_staked"), lens.get(st_, "total_unbonding")
+        assert lens.balance(st_.address) == staked + unbonding
+        assert staked == sum(self.staked.values()) and unbonding == sum(self.unbonding.values())
+        for a in self.actors + self.squatters[-3:]:
+            assert lens.at(st_, "staked", a) == self.staked[a]
+            assert lens.at(st_, "unbonding", a) == self.unbonding[a]
+            assert lens.balance(a) == self.balance[a]
+            assert lens.at(st_, "eligible_role", a) == (VALIDATOR if a in self.listed else 0)
+        base = lens.slot(st_, "validators")
+        listed = [boa.env.get_storage(st_.address, base + 1 + i) for i in range(lens.get(st_, "validators"))]
+        assert len(listed) <= MAX_ELIGIBLE and set(listed) == {int(str(a), 16) for a in self.listed}
+
+
+class FullSetBase:
+    stack = None
+    actors: list = []
+    squatters: list = []
+
+
+def test_full_validator_set_state_machine():
+    SEEN.clear()
+    stack = deploy_stack(PARAMS)
+    FullSetBase.stack = stack
+    minimum = PARAMS.min_validator_stake
+    FullSetBase.actors = [boa.env.generate_address() for _ in range(3)]
+    for a in FullSetBase.actors:
+        stack.token.transfer(a, FUNDS, sender=stack.deployer)
+        stack.token.approve(stack.staking.address, 2**256 - 1, sender=a)
+        stack.staking.register(VALIDATOR, NODE_KEY, MULTIADDR, SIG, sender=a)
+    squatters = []
+    for _ in range(N_SQUATTERS):
+        s = boa.env.generate_address()
+        stack.token.transfer(s, minimum, sender=stack.deployer)
+        stack.token.approve(stack.staking.address, minimum, sender=s)
+        stack.staking.register(VALIDATOR, NODE_KEY, MULTIADDR, SIG, sender=s)
+        stack.staking.stake(minimum, sender=s)
+        squatters.append(s)
+    FullSetBase.squatters = sorted(squatters, key=lambda a: int(str(a), 16))  # the last ones go first
+    run_state_machine_as_test(
+        FullSet,
+        settings=settings(max_examples=30, stateful_step_count=40, deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]),
+    )
+    for what in ("evicted squatter", "eviction refused", "slash evicted", "withdraw"):
         assert SEEN[what] > 0, (what, dict(SEEN))
