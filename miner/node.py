@@ -57,8 +57,7 @@ class MinerNode(NodeContext):
         if await self.port.phase(r) != Phase.COMMIT:
             self.log.info("missed the commit phase %s", kv(round=r))
             return False
-        if not await self.port(self.client.call, "staking", "is_eligible_miner", self.address):
-            self.log.warning("not eligible to commit (stake below minimum?) %s", kv(round=r))
+        if not await self._eligible_at_open(r):
             return False
         if work is None:
             try:
@@ -78,6 +77,18 @@ class MinerNode(NodeContext):
                 self.log.warning("commit refused %s", kv(round=r, reason=exc.reason))
                 return False
         self.log.info("committed %s", kv(round=r, update=work["update_hash"][:12], trace_root=work["trace_root"][:12]))
+        return True
+
+    async def _eligible_at_open(self, r: int) -> bool:
+        """Only miners eligible when round r opened may commit into it: a miner that staked
+        later sits the round out instead of training for a commit the chain refuses."""
+        since = await self.port(self.client.call, "staking", "eligible_since", self.address)
+        if since == 0:
+            self.log.warning("not eligible to commit (stake below minimum?) %s", kv(round=r))
+            return False
+        if since > await self.port(self.client.call, "rounds", "opening_clock", r):
+            self.log.info("eligible only after the round opened, joining the next %s", kv(round=r))
+            return False
         return True
 
     async def _train(self, r: int) -> MinerOutput:
