@@ -144,7 +144,7 @@ async def fetch_submission(ctx: NodeContext, r: int, miner: str, commit: tuple[b
 
 async def _fetch_envelope(ctx: NodeContext, update_hash: bytes, miner: str) -> bytes | None:
     """The envelope, asked for again for up to EMBARGO_GRACE_S: a miner serves nothing of a
-    round before it sees the commit phase close (docs/PROTOCOL.md §5), up to a poll after us."""
+    round before it sees the commit phase close (docs/PROTOCOL.md §9), up to a poll after us."""
     deadline = trio.current_time() + EMBARGO_GRACE_S
     while (envelope := await ctx.fetch_blob(update_hash, first=miner)) is None and trio.current_time() < deadline:
         await trio.sleep(ctx.config.poll_s)

@@ -200,7 +200,7 @@ class DataDir:
 
     def get(self, blob_hash: bytes) -> Path | None:
         """What peers may fetch by hash: any held blob but an embargoed one (a round's own
-        work before its commit phase closes, docs/PROTOCOL.md §5). The node's own reads go
+        work before its commit phase closes, docs/PROTOCOL.md §9). The node's own reads go
         through `blobs`."""
         if self.state.embargoed(blob_hash):
             return None
