@@ -86,7 +86,7 @@ async def carry_in_hash_of(ctx: NodeContext, r: int, miner: str) -> bytes | None
     return bytes(decode_envelope(blob, ctx.config.max_blob_bytes).trace.carry_hash)
 
 
-EMBARGO_GRACE_S = 3.0  # how long a submission not (yet) served is asked for again
+EMBARGO_GRACE_S = 10.0  # how long a submission not (yet) served is asked for again
 PREFETCH = 3  # miners fetched ahead of the one being checked (each holds its checkpoints in memory)
 
 
@@ -144,7 +144,8 @@ async def fetch_submission(ctx: NodeContext, r: int, miner: str, commit: tuple[b
 
 async def _fetch_envelope(ctx: NodeContext, update_hash: bytes, miner: str) -> bytes | None:
     """The envelope, asked for again for up to EMBARGO_GRACE_S: a miner serves nothing of a
-    round before it sees the commit phase close (docs/PROTOCOL.md §9), up to a poll after us."""
+    round before it sees the commit phase close (docs/PROTOCOL.md §9), which may be a poll
+    (or a retried chain read) after this validator did."""
     deadline = trio.current_time() + EMBARGO_GRACE_S
     while (envelope := await ctx.fetch_blob(update_hash, first=miner)) is None and trio.current_time() < deadline:
         await trio.sleep(ctx.config.poll_s)
