@@ -15,6 +15,7 @@ from miner.cheat import Cheat
 from miner.work import MinerJob, MinerOutput, produce
 from protocol.chain.client import Phase
 from protocol.core.errors import ContractRevert
+from protocol.core.hashing import content_hash
 from protocol.core.messages import UpdateAnnounced
 from protocol.node.context import NodeContext, StateMismatch
 from protocol.node.logs import kv
@@ -38,6 +39,7 @@ class MinerNode(NodeContext):
             await self.wait_round_open(r)
             r = self.current_round  # a node that fell behind joins the current round
             self.log.info("round open %s", kv(round=r, phase="commit"))
+            await self._lift_embargoes()  # of rounds a restart or a refused commit left behind
             took_part = await self._work_and_commit(r)
             if took_part:
                 await self._announce(r)
@@ -104,7 +106,10 @@ class MinerNode(NodeContext):
         return await self._work(produce, job)
 
     def _keep(self, r: int, out: MinerOutput) -> dict[str, Any]:
-        """Store the work (durably) before committing to it."""
+        """Store the work (durably) before committing to it, embargoed first: peers get
+        none of it before the round's commit phase closes (`_lift_embargoes`)."""
+        own = [content_hash(out.envelope), content_hash(out.carry), *[c for c in out.checkpoints if c is not None]]
+        self.data.state.embargo(r, own)
         update_hash = self.data.blobs.put(out.envelope)
         for leaf, (stored, proof) in enumerate(zip(out.checkpoints, out.proofs, strict=True)):
             if stored is not None:  # written (fsynced) by the worker; withheld leaves are not
@@ -143,9 +148,17 @@ class MinerNode(NodeContext):
             freed = await trio.to_thread.run_sync(self.data.drop_checkpoints, q)
             self.log.info("pruned checkpoints %s", kv(round=q, freed_mb=f"{freed / 1e6:.0f}"))
 
+    async def _lift_embargoes(self) -> None:
+        """Serve the work of every round whose commit phase the chain says has closed."""
+        for q in self.data.state.embargoed_rounds():
+            if await self.port.phase(q) > Phase.COMMIT:
+                released = self.data.state.release(q)
+                self.log.info("serving the round's work %s", kv(round=q, blobs=released))
+
     async def _announce(self, r: int) -> None:
         while await self.port.phase(r) == Phase.COMMIT:
             await trio.sleep(self.config.poll_s)
+        await self._lift_embargoes()
         work = self.data.state.recall(r, "work")
         assert work is not None
         body = UpdateAnnounced(miner=self.address.lower(), update_hash="0x" + work["update_hash"],

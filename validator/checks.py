@@ -9,7 +9,13 @@ import trio
 
 from protocol.core.envelope import EnvelopeError, check_binding, decode_envelope
 from protocol.core.fraud import FraudKind
-from protocol.core.proof import Challenge, make_challenge, trace_root
+from protocol.core.proof import (
+    Challenge,
+    ProofMismatch,
+    check_served_leaf,
+    make_challenge,
+    trace_root,
+)
 from protocol.node.context import NodeContext
 from protocol.node.logs import kv
 from protocol.p2p.blobs import Checkpoint
@@ -32,13 +38,29 @@ def needed_leaves(segments: tuple[int, ...], n_leaves: int) -> list[int]:
 
 
 async def fetch_leaf(ctx: NodeContext, r: int, root: bytes, leaf: int, holders: list[bytes]) -> Checkpoint | None:
-    """A checkpoint (proof checked by the p2p layer) from the first holder that serves it."""
+    """A checkpoint from the first holder that serves it with a Merkle proof leading from its
+    checkpoint hash at `leaf` to the committed trace root `root` (docs/INTEROP.md §6). A holder
+    whose proof does not verify did not serve it: the next one is asked. None if nobody did."""
     for key in holders:
-        with trio.move_on_after(ctx.config.fetch_timeout_s):
-            try:
-                return await ctx.p2p.fetch_checkpoint(key, r, root, leaf)
-            except P2PError:
-                continue
+        got = await _fetch_from(ctx, key, r, root, leaf)
+        if got is None:
+            continue
+        try:
+            await trio.to_thread.run_sync(check_served_leaf, got.data, got.proof, root, leaf,
+                                          ctx.setup.model, ctx.setup.compute)
+        except ProofMismatch as exc:
+            ctx.log.info("checkpoint rejected %s", kv(round=r, leaf=leaf, peer=key.hex()[:12], reason=exc))
+            continue
+        return got
+    return None
+
+
+async def _fetch_from(ctx: NodeContext, key: bytes, r: int, root: bytes, leaf: int) -> Checkpoint | None:
+    with trio.move_on_after(ctx.config.fetch_timeout_s):
+        try:
+            return await ctx.p2p.fetch_checkpoint(key, r, root, leaf)
+        except P2PError:
+            return None
     return None
 
 
@@ -64,6 +86,7 @@ async def carry_in_hash_of(ctx: NodeContext, r: int, miner: str) -> bytes | None
     return bytes(decode_envelope(blob, ctx.config.max_blob_bytes).trace.carry_hash)
 
 
+EMBARGO_GRACE_S = 10.0  # how long a submission not (yet) served is asked for again
 PREFETCH = 3  # miners fetched ahead of the one being checked (each holds its checkpoints in memory)
 
 
@@ -106,7 +129,7 @@ async def fetch_submission(ctx: NodeContext, r: int, miner: str, commit: tuple[b
     """(envelope, None) when the miner's submission is served and is what it committed,
     else (None, what is wrong)."""
     update_hash, root, _ = commit
-    envelope = await ctx.fetch_blob(update_hash, first=miner)
+    envelope = await _fetch_envelope(ctx, update_hash, miner)
     if envelope is None:
         return None, "submission not served"
     try:
@@ -117,6 +140,16 @@ async def fetch_submission(ctx: NodeContext, r: int, miner: str, commit: tuple[b
     if trace_root(env.trace) != root:
         return None, "trace does not hash to the committed root"
     return envelope, None
+
+
+async def _fetch_envelope(ctx: NodeContext, update_hash: bytes, miner: str) -> bytes | None:
+    """The envelope, asked for again for up to EMBARGO_GRACE_S: a miner serves nothing of a
+    round before it sees the commit phase close (docs/PROTOCOL.md §9), which may be a poll
+    (or a retried chain read) after this validator did."""
+    deadline = trio.current_time() + EMBARGO_GRACE_S
+    while (envelope := await ctx.fetch_blob(update_hash, first=miner)) is None and trio.current_time() < deadline:
+        await trio.sleep(ctx.config.poll_s)
+    return envelope
 
 
 async def check_one(ctx: NodeContext, r: int, miner: str, commit: tuple[bytes, bytes, int], seed_block: bytes,

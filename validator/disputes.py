@@ -2,7 +2,9 @@
 
 A voter never takes the reporter's word: it re-runs the check the report names (the
 challenged segment's replay, the derivation, or the fetch of the missing checkpoint),
-fetching from the miner first and then from any peer (the reporter keeps evidence).
+fetching from the miner first and then from any peer (the reporter keeps evidence). The
+checkpoints come through `checks.fetch_leaf`, so each served Merkle proof is checked against
+the miner's committed trace root; one that fails counts as not served by that peer.
 """
 
 from __future__ import annotations

@@ -17,7 +17,13 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from protocol.core.errors import VeritrainError
-from protocol.core.hashing import Digest
+from protocol.core.hashing import (
+    Digest,
+    MerkleProof,
+    MerkleProofError,
+    decode_merkle_proof,
+    encode_merkle_proof,
+)
 from protocol.core.proof import Trace
 
 MAGIC = b"VTSUBv1\x00"
@@ -98,21 +104,13 @@ def check_binding(env: Envelope, chain_id: int, contract: str, round_: int, mine
 
 def encode_proof(index: int, size: int, siblings: list[bytes]) -> bytes:
     """A Merkle leaf proof as compact JSON (served next to each checkpoint)."""
-    import json
-
-    return json.dumps({"index": index, "size": size, "siblings": [s.hex() for s in siblings]}).encode()
+    return encode_merkle_proof(MerkleProof(index, size, tuple(Digest(x) for x in siblings)))
 
 
 def decode_proof(data: bytes) -> tuple[int, int, list[bytes]]:
     """Parse untrusted proof bytes; raises EnvelopeError."""
-    import json
-
     try:
-        obj = json.loads(data)
-        index, size = int(obj["index"]), int(obj["size"])
-        siblings = [bytes.fromhex(s) for s in obj["siblings"]]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise EnvelopeError("malformed Merkle proof") from exc
-    if not 0 <= index < size <= 1 << 20 or len(siblings) > 64 or any(len(s) != 32 for s in siblings):
-        raise EnvelopeError("Merkle proof out of range")
-    return index, size, siblings
+        p = decode_merkle_proof(data)
+    except MerkleProofError as exc:
+        raise EnvelopeError(str(exc)) from exc
+    return p.index, p.size, list(p.siblings)

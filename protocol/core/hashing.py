@@ -13,6 +13,7 @@ of two below its size (no duplicated last leaf, hence no CVE-2012-2459-style amb
 from __future__ import annotations
 
 import hashlib
+import json
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -180,3 +181,27 @@ def verify_merkle_proof(root: bytes, leaf: bytes, proof: MerkleProof) -> None:
     """Raise MerkleProofError unless `leaf` sits at `proof.index` under `root`."""
     if merkle_root_from_proof(leaf, proof) != root:
         raise MerkleProofError(f"leaf {proof.index} does not lead to the expected Merkle root")
+
+
+MAX_PROOF_SIZE = 1 << 20  # leaves a decoded proof may claim
+MAX_PROOF_SIBLINGS = 64
+
+
+def encode_merkle_proof(proof: MerkleProof) -> bytes:
+    """A leaf proof as compact JSON, as served next to each checkpoint (docs/INTEROP.md §6)."""
+    return json.dumps({"index": proof.index, "size": proof.size,
+                       "siblings": [s.hex() for s in proof.siblings]}).encode()
+
+
+def decode_merkle_proof(data: bytes) -> MerkleProof:
+    """Parse untrusted proof bytes; raise MerkleProofError if malformed or out of range."""
+    try:
+        obj = json.loads(data)
+        index, size = int(obj["index"]), int(obj["size"])
+        siblings = tuple(Digest(bytes.fromhex(s)) for s in obj["siblings"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise MerkleProofError("malformed Merkle proof") from exc
+    if not 0 <= index < size <= MAX_PROOF_SIZE or len(siblings) > MAX_PROOF_SIBLINGS \
+            or any(len(s) != DIGEST_SIZE for s in siblings):
+        raise MerkleProofError("Merkle proof out of range")
+    return MerkleProof(index, size, siblings)

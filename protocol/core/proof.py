@@ -40,7 +40,17 @@ from protocol.core.compress import (
 )
 from protocol.core.data import Dataset, sample_distinct
 from protocol.core.errors import VeritrainError
-from protocol.core.hashing import Digest, MerkleProof, blake3_hash, merkle_proof, merkle_root, u64
+from protocol.core.hashing import (
+    Digest,
+    MerkleProof,
+    MerkleProofError,
+    blake3_hash,
+    decode_merkle_proof,
+    merkle_proof,
+    merkle_root,
+    u64,
+    verify_merkle_proof,
+)
 from protocol.core.model import GPT, ModelConfig, Params, flatten, num_params, param_shapes
 from protocol.core.replay_profile import ReplayProfile, check_profile
 from protocol.core.signing import NodeIdentity, verify
@@ -60,6 +70,13 @@ CHALLENGE_DOMAIN = b"veritrain/challenge/v1"
 
 class TraceError(VeritrainError):
     """Raised when a served trace is malformed or does not hash to the committed trace root."""
+
+
+class ProofMismatch(VeritrainError):
+    """Raised when a served checkpoint's Merkle proof does not lead from the checkpoint's hash,
+    at the requested leaf of a trace of the configured size, to the committed trace root (or
+    the checkpoint or the proof is malformed). The peer did not serve that leaf; by itself
+    this is never evidence of fraud (anyone can serve garbage)."""
 
 
 class ChallengeError(VeritrainError):
@@ -124,6 +141,39 @@ def trace_root(t: Trace) -> Digest:
 
 def leaf_proof(t: Trace, leaf: int) -> MerkleProof:
     return merkle_proof(trace_leaves(t), leaf)
+
+
+def trace_size(cfg: ComputeConfig) -> int:
+    """Leaves of a trace: H/k + 1 checkpoints, the losses hash, the carry hash."""
+    return cfg.n_segments + 3
+
+
+def check_leaf_proof(root: bytes, leaf_index: int, n_leaves: int, leaf: bytes, proof: bytes) -> None:
+    """Raise ProofMismatch unless `proof` (docs/INTEROP.md §6 encoding) shows `leaf` (the
+    served checkpoint's hash) at `leaf_index` of an `n_leaves` trace whose root is `root`."""
+    try:
+        p = decode_merkle_proof(proof)
+    except MerkleProofError as exc:
+        raise ProofMismatch(f"leaf {leaf_index}: {exc}") from exc
+    if p.index != leaf_index or p.size != n_leaves:
+        raise ProofMismatch(f"proof is for leaf {p.index} of {p.size}, not {leaf_index} of {n_leaves}")
+    try:
+        verify_merkle_proof(root, leaf, p)
+    except MerkleProofError as exc:
+        raise ProofMismatch(f"leaf {leaf_index}: {exc}") from exc
+
+
+def check_served_leaf(blob: bytes, proof: bytes, root: bytes, leaf_index: int, model: ModelConfig,
+                      cfg: ComputeConfig) -> None:
+    """Raise ProofMismatch unless `blob` is a checkpoint of `model` whose checkpoint hash sits
+    at checkpoint leaf `leaf_index` (0..H/k) under the committed trace root `root`."""
+    if not 0 <= leaf_index <= cfg.n_segments:
+        raise ProofMismatch(f"leaf {leaf_index} is not a checkpoint leaf (0..{cfg.n_segments})")
+    try:
+        ckpt = decode_checkpoint(blob, model)
+    except CheckpointFormatError as exc:
+        raise ProofMismatch(f"leaf {leaf_index}: served bytes are not a checkpoint: {exc}") from exc
+    check_leaf_proof(root, leaf_index, trace_size(cfg), checkpoint_hash(ckpt, model), proof)
 
 
 def check_trace(t: Trace, root: bytes, cfg: ComputeConfig) -> None:

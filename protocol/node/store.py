@@ -92,6 +92,9 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     round INTEGER NOT NULL, trace_root TEXT NOT NULL, leaf INTEGER NOT NULL,
     blob TEXT NOT NULL, proof BLOB NOT NULL, PRIMARY KEY (round, trace_root, leaf)
 );
+CREATE TABLE IF NOT EXISTS embargo (
+    round INTEGER NOT NULL, blob TEXT NOT NULL, PRIMARY KEY (round, blob)
+);
 CREATE TABLE IF NOT EXISTS journal (
     round INTEGER NOT NULL, step TEXT NOT NULL, data TEXT NOT NULL,
     PRIMARY KEY (round, step)
@@ -143,6 +146,26 @@ class NodeState:
         return [r[0] for r in rows]
 
 
+    def embargo(self, round_: int, blob_hashes: list[bytes]) -> None:
+        """Durably withhold these blobs (a round's own work) from peers until `release`."""
+        with self._lock:
+            self._db.executemany("INSERT OR IGNORE INTO embargo VALUES (?, ?)",
+                                 [(round_, h.hex()) for h in blob_hashes])
+
+    def release(self, round_: int) -> int:
+        """Lift `round_`'s embargo (its commit phase closed); returns how many blobs it held."""
+        with self._lock:
+            return self._db.execute("DELETE FROM embargo WHERE round = ?", (round_,)).rowcount
+
+    def embargoed(self, blob_hash: bytes) -> bool:
+        with self._lock:
+            row = self._db.execute("SELECT 1 FROM embargo WHERE blob = ? LIMIT 1", (blob_hash.hex(),)).fetchone()
+        return row is not None
+
+    def embargoed_rounds(self) -> list[int]:
+        with self._lock:
+            return [r[0] for r in self._db.execute("SELECT DISTINCT round FROM embargo ORDER BY round")]
+
     def index_checkpoint(self, round_: int, trace_root: bytes, leaf: int, blob_hash: bytes, proof: bytes) -> None:
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?, ?)",
@@ -176,6 +199,11 @@ class DataDir:
         self.state = NodeState(self.root / "state.sqlite")
 
     def get(self, blob_hash: bytes) -> Path | None:
+        """What peers may fetch by hash: any held blob but an embargoed one (a round's own
+        work before its commit phase closes, docs/PROTOCOL.md §9). The node's own reads go
+        through `blobs`."""
+        if self.state.embargoed(blob_hash):
+            return None
         return self.blobs.get(blob_hash)
 
     def add_checkpoint(self, round_: int, trace_root: bytes, leaf: int, data: bytes, proof: bytes) -> None:
@@ -196,7 +224,7 @@ class DataDir:
 
     def get_checkpoint(self, round_: int, trace_root: bytes, index: int) -> tuple[bytes | Path, bytes] | None:
         entry = self.state.checkpoint_entry(round_, trace_root, index)
-        if entry is None:
+        if entry is None or self.state.embargoed(entry[0]):
             return None
         path = self.blobs.get(entry[0])
         return None if path is None else (path, entry[1])

@@ -54,7 +54,8 @@ _WRITE_ERRORS: tuple[type[BaseException], ...] = (trio.TooSlowError, *NET_ERRORS
 @dataclass(frozen=True)
 class Checkpoint:
     data: bytes
-    proof: bytes  # opaque here; the caller checks it against the on-chain trace root
+    proof: bytes  # not checked here: the requester checks it against the committed trace root
+    # before using the checkpoint (validator/checks.py fetch_leaf, proof.check_served_leaf)
     blob_hash: bytes  # blake3(data), verified
 
 

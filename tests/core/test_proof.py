@@ -8,16 +8,20 @@ from fixtures_training import MICRO, corpus, task, theta0
 
 from protocol.core.checkpoint import CheckpointFormatError, checkpoint_hash
 from protocol.core.data import Dataset
+from protocol.core.envelope import encode_proof
 from protocol.core.errors import SignatureError
-from protocol.core.hashing import verify_merkle_proof
+from protocol.core.hashing import merkle_proof, merkle_root, verify_merkle_proof
 from protocol.core.model import Params
 from protocol.core.proof import (
     Challenge,
     ChallengeError,
+    ProofMismatch,
     ReplayStatus,
     Trace,
     TraceError,
     carry_hash,
+    check_leaf_proof,
+    check_served_leaf,
     check_trace,
     choose_segments,
     decode_carry,
@@ -28,6 +32,7 @@ from protocol.core.proof import (
     replay_segment,
     trace_leaves,
     trace_root,
+    trace_size,
     verify_challenge,
     verify_update_derivation,
     zero_carry_hash,
@@ -149,3 +154,61 @@ def test_carry_round_trips_and_warms_the_next_round(honest_sub: Submission, thet
     short = Carry(carry.residual[:-1], carry.second_moment)
     with pytest.raises(CheckpointFormatError):
         decode_carry(safetensors.torch.save({"residual": short.residual}), MICRO)
+
+
+# ---------------------------------------------------------------------------------------
+# rule 10: every served checkpoint's proof is checked against the committed trace root
+
+
+def _served(sub: Submission, leaf: int) -> tuple[bytes, bytes]:
+    """What an honest miner serves for `leaf`: the checkpoint bytes and their encoded proof."""
+    p = leaf_proof(sub.trace, leaf)
+    blob = sub.fetch(leaf, task(0))
+    assert blob is not None
+    return blob, encode_proof(p.index, p.size, list(p.siblings))
+
+
+def test_honest_checkpoint_proofs_verify_against_the_committed_root(honest_sub: Submission) -> None:
+    t = task(0)
+    assert trace_size(t.cfg) == len(trace_leaves(honest_sub.trace))
+    for leaf in range(t.cfg.n_segments + 1):
+        blob, proof = _served(honest_sub, leaf)
+        check_served_leaf(blob, proof, honest_sub.root, leaf, t.model, t.cfg)  # raises if not
+
+
+def test_a_forged_or_misplaced_proof_is_a_proof_mismatch(honest_sub: Submission) -> None:
+    t, root = task(0), honest_sub.root
+    blob1, proof1 = _served(honest_sub, 1)
+    blob2, proof2 = _served(honest_sub, 2)
+    p = leaf_proof(honest_sub.trace, 1)
+    forged = encode_proof(1, p.size, [bytes(32), *p.siblings[1:]])
+    cases = {
+        "forged sibling": (blob1, forged, 1),
+        "another leaf's checkpoint and proof, asked as leaf 1": (blob2, proof2, 1),
+        "leaf 1's proof on leaf 2's checkpoint": (blob2, proof1, 1),
+        "leaf 1's checkpoint answered for leaf 2": (blob1, proof1, 2),
+        "garbage proof": (blob1, b"not json", 1),
+        "not a checkpoint": (b"\x00" * 64, proof1, 1),
+        "the losses leaf is not a checkpoint": (blob1, proof1, t.cfg.n_segments + 1),
+    }
+    for name, (blob, proof, leaf) in cases.items():
+        with pytest.raises(ProofMismatch):
+            check_served_leaf(blob, proof, root, leaf, t.model, t.cfg)
+            pytest.fail(name)
+    other_root = trace_root(dataclasses.replace(honest_sub.trace, carry_hash=bytes(32)))
+    with pytest.raises(ProofMismatch):  # the right proof, but another miner's (or round's) root
+        check_served_leaf(blob1, proof1, other_root, 1, t.model, t.cfg)
+
+
+def test_check_leaf_proof_pins_index_and_size() -> None:
+    leaves = [bytes([i]) * 32 for i in range(13)]
+    root = merkle_root(leaves)
+    p = merkle_proof(leaves, 3)
+    good = encode_proof(3, 13, list(p.siblings))
+    check_leaf_proof(root, 3, 13, leaves[3], good)
+    with pytest.raises(ProofMismatch, match="not 4 of 13"):
+        check_leaf_proof(root, 4, 13, leaves[3], good)
+    with pytest.raises(ProofMismatch, match="not 3 of 14"):
+        check_leaf_proof(root, 3, 14, leaves[3], good)
+    with pytest.raises(ProofMismatch):
+        check_leaf_proof(root, 3, 13, leaves[4], good)

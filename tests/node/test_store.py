@@ -193,3 +193,40 @@ def test_dropping_a_round_frees_its_checkpoints_only(tmp_path):
     path, _ = d.get_checkpoint(2, b"\x02" * 32, 0)
     assert path.read_bytes() == b"shared-leaf" * 100
     assert d.drop_checkpoints(1) == 0  # dropping twice is harmless
+
+
+# rule 9: nothing of a round is served before its commit phase closes
+
+
+def test_embargoed_work_is_withheld_from_peers_until_released(tmp_path):
+    d = DataDir(tmp_path)
+    envelope, ckpt = b"envelope-bytes", b"ckpt-bytes" * 10
+    d.state.embargo(4, [content_hash(envelope), content_hash(ckpt)])
+    h = d.blobs.put(envelope)
+    d.add_checkpoint(4, b"\x01" * 32, 0, ckpt, b"p")
+    assert d.get(h) is None and d.get_checkpoint(4, b"\x01" * 32, 0) is None
+    assert d.get(content_hash(ckpt)) is None
+    assert d.blobs.read(h) == envelope  # the node itself still reads its work
+    assert d.state.embargoed_rounds() == [4]
+    assert d.state.release(4) == 2
+    assert d.get(h) is not None and d.get_checkpoint(4, b"\x01" * 32, 0) is not None
+    assert d.state.embargoed_rounds() == []
+
+
+def test_an_embargo_survives_a_restart(tmp_path):
+    d = DataDir(tmp_path)
+    d.state.embargo(2, [content_hash(b"work")])
+    h = d.blobs.put(b"work")
+    d.state.close()
+    again = DataDir(tmp_path)
+    assert again.get(h) is None and again.state.embargoed_rounds() == [2]
+
+
+def test_release_lifts_one_round_only_and_global_state_is_never_embargoed(tmp_path):
+    d = DataDir(tmp_path)
+    state = d.blobs.put(b"global-state")
+    d.state.embargo(3, [content_hash(b"round-3")])
+    d.state.embargo(4, [content_hash(b"round-4")])
+    a, b = d.blobs.put(b"round-3"), d.blobs.put(b"round-4")
+    d.state.release(3)
+    assert d.get(a) is not None and d.get(b) is None and d.get(state) is not None
