@@ -19,6 +19,24 @@ REPO = Path(__file__).resolve().parents[1]
 ANVIL_NPM_PATH = REPO / "node_modules" / "@foundry-rs" / "anvil-linux-amd64" / "bin" / "anvil"
 
 
+def _load_training_fixtures() -> None:
+    """tests/core/fixtures_training.py, importable as `fixtures_training` from every test
+    folder (this conftest is loaded before any test module)."""
+    import importlib.util
+
+    if "fixtures_training" in sys.modules:
+        return
+    path = REPO / "tests" / "core" / "fixtures_training.py"
+    spec = importlib.util.spec_from_file_location("fixtures_training", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fixtures_training"] = module
+    spec.loader.exec_module(module)
+
+
+_load_training_fixtures()
+
+
 def anvil_binary() -> str | None:
     for candidate in (os.environ.get("VERITRAIN_ANVIL"), str(ANVIL_NPM_PATH), shutil.which("anvil")):
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):

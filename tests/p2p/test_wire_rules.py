@@ -7,15 +7,14 @@ Rule 9: a node serves nothing of a round's own work before that round's commit p
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import fixtures_training as ft  # loaded by tests/conftest.py
 import pytest
 import trio
 
@@ -33,19 +32,6 @@ from .conftest import CHAIN_ID, CONTRACT, RoundClock, entry_for, identity, p2p_c
 ROUND = 5
 
 
-def _fixtures() -> Any:
-    """tests/core/fixtures_training.py, under the one name the other conftests use."""
-    if "fixtures_training" not in sys.modules:
-        path = Path(__file__).parents[1] / "core" / "fixtures_training.py"
-        spec = importlib.util.spec_from_file_location("fixtures_training", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["fixtures_training"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["fixtures_training"]
-
-
-ft = _fixtures()
 TASK = ft.task(0, round_=ROUND)
 
 

@@ -2,26 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
+import fixtures_training as ft  # loaded by tests/conftest.py
 import pytest
 
-
-def _load_fixtures():  # type: ignore[no-untyped-def]
-    """Import tests/core/fixtures_training.py once, under one name, whatever the rootdir."""
-    if "fixtures_training" not in sys.modules:
-        path = Path(__file__).parents[1] / "core" / "fixtures_training.py"
-        spec = importlib.util.spec_from_file_location("fixtures_training", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["fixtures_training"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["fixtures_training"]
-
-
-ft = _load_fixtures()
 N_HONEST = 20  # issue 3: honest miners on >= 20 seeds are never flagged
 
 
