@@ -21,6 +21,10 @@ class Cheat(Protocol):
         """What the logs call this behaviour."""
         ...
 
+    def checkpoint_source(self, node: Any) -> Any:
+        """What the node serves checkpoints from (its data dir, unless the cheat withholds)."""
+        ...
+
     async def foreign_update(self, node: Any, r: int) -> bytes | None:
         """Anything the cheat needs from the network before training (None: nothing)."""
         ...

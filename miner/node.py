@@ -27,6 +27,8 @@ class MinerNode(NodeContext):
     def __init__(self, *args: Any, cheat: Cheat | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.cheat = cheat  # devnet and tests only; None for every production miner
+        if cheat is not None:
+            self.p2p.server.checkpoints = cheat.checkpoint_source(self)
 
     async def main(self, nursery: trio.Nursery) -> None:
         await self._rounds()

@@ -65,12 +65,21 @@ async def _fetch_from(ctx: NodeContext, key: bytes, r: int, root: bytes, leaf: i
 
 
 def keep_evidence(ctx: NodeContext, r: int, root: bytes, fetched: dict[int, Checkpoint | None]) -> None:
-    """Store the checkpoints behind a failed check, to serve to the validators who vote on
-    the report even if the miner stops serving. A passed check keeps nothing: ~50 MB per
-    miner per round that nobody would ask for."""
+    """Store checkpoints this validator fetched, to serve them to voters and auditors even if
+    the miner stops serving (dropped once the round is final: `prune_checkpoints`)."""
     for leaf, got in fetched.items():
         if got is not None:
             ctx.data.add_checkpoint(r, root, leaf, got.data, got.proof)
+
+
+def kept_leaves(fetched: dict[int, Checkpoint | None], segments: tuple[int, ...],
+                failed: bool) -> dict[int, Checkpoint | None]:
+    """All of a failed check (the report's evidence); of a passed one, the ends of the replayed
+    segments, which auditors of its witness must be able to get (docs/PROTOCOL.md, audits)."""
+    if failed:
+        return fetched
+    ends = {leaf for s in segments for leaf in (s, s + 1)}
+    return {leaf: got for leaf, got in fetched.items() if leaf in ends}
 
 
 async def carry_in_hash_of(ctx: NodeContext, r: int, miner: str) -> bytes | None:
@@ -174,8 +183,8 @@ async def check_one(ctx: NodeContext, r: int, miner: str, commit: tuple[bytes, b
                    await carry_in_hash_of(ctx, r, miner), leaves, segments, ctx.config.max_blob_bytes)
     fetch_done = time.monotonic()
     outcome = await ctx._work(check_miner, job)
-    if outcome.kind is not None:
-        await trio.to_thread.run_sync(keep_evidence, ctx, r, root, fetched)
+    kept = kept_leaves(fetched, segments, failed=outcome.kind is not None)
+    await trio.to_thread.run_sync(keep_evidence, ctx, r, root, kept)
     ctx.log.info("checked %s", kv(round=r, miner=miner, segments=list(segments), verdict=outcome.kind or "ok",
                                   fetch_s=f"{fetch_done - started:.2f}", check_s=f"{time.monotonic() - fetch_done:.2f}"))
     return MinerCheck(miner, order, envelope, outcome, challenge)

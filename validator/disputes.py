@@ -1,10 +1,14 @@
-"""Votes on other validators' fraud reports, and resolution once their window closes.
+"""Votes on other validators' reports, and resolution once their window closes.
 
-A voter never takes the reporter's word: it re-runs the check the report names (the
-challenged segment's replay, the derivation, or the fetch of the missing checkpoint),
-fetching from the miner first and then from any peer (the reporter keeps evidence). The
-checkpoints come through `checks.fetch_leaf`, so each served Merkle proof is checked against
-the miner's committed trace root; one that fails counts as not served by that peer.
+A voter never takes the reporter's word. For a report on a miner (`replay`, `derivation`,
+`unavailable`) it checks σ against the reporter's registered key and the round's seed, checks
+that the named segment is one that σ challenged, and re-runs the whole check on that segment
+(both of its endpoints, leaf 0 and the derivation), from the miner first and then from any
+peer; while something is not served it asks again until shortly before the vote deadline, so a
+miner restarting after a crash is not slashed. Any failure confirms; a clean check rejects a
+`replay`/`derivation` report and votes `served` on an `unavailable` one. For `lazy_validator` it
+runs the audit the report names (validator/audits.py). Checkpoints come through
+`checks.fetch_leaf`, so every served Merkle proof is checked against the committed trace root.
 """
 
 from __future__ import annotations
@@ -14,30 +18,40 @@ from typing import TYPE_CHECKING
 import trio
 
 from protocol.chain.client import ReportStatus, Vote
-from protocol.core.errors import ContractRevert
+from protocol.chain.events import EventLog
+from protocol.core.errors import ContractRevert, SignatureError
 from protocol.core.fraud import FraudKind
+from protocol.core.proof import ChallengeError
+from protocol.core.witness import NO_WITNESS
 from protocol.node.logs import kv
+from validator.audits import Claim, audit_claim
+from validator.challenges import verified_challenge
 from validator.checks import check_one
 
 if TYPE_CHECKING:
     from protocol.node.context import NodeContext
 
 SCAN_EVERY_S = 2.0
+VOTE_MARGIN_S = 6.0  # a vote goes out this long before the report's deadline at the latest
+RETRY_UNSERVED_S = 2.0
 
 
 class Disputes:
     def __init__(self, ctx: NodeContext) -> None:
         self.ctx = ctx
         self._handled: set[int] = set()
+        self._voting: set[int] = set()  # votes in progress or cast
         self._open = 1  # unknown until the first scan completes
+        self.report_log = EventLog(ctx.client, "disputes", "FraudReported")
 
     async def run_forever(self) -> None:
-        while True:
-            try:
-                await self.scan()
-            except ContractRevert as exc:  # a race with another validator; try again next scan
-                self.ctx.log.info("dispute action skipped %s", kv(reason=exc.reason))
-            await trio.sleep(SCAN_EVERY_S)
+        async with trio.open_nursery() as nursery:  # votes run side by side: one may wait for a deadline
+            while True:
+                try:
+                    await self.scan(nursery)
+                except ContractRevert as exc:  # a race with another validator; try again next scan
+                    self.ctx.log.info("dispute action skipped %s", kv(reason=exc.reason))
+                await trio.sleep(SCAN_EVERY_S)
 
     async def drain(self, max_wait_s: float) -> None:
         """After the last round: wait while `run_forever` votes and resolves open reports."""
@@ -46,7 +60,7 @@ class Disputes:
             while self._open > 0:
                 await trio.sleep(SCAN_EVERY_S)
 
-    async def scan(self) -> None:
+    async def scan(self, nursery: trio.Nursery) -> None:
         port, client = self.ctx.port, self.ctx.client
         count = await port.view("disputes", "report_count")
         now = await self.ctx.next_block_time()
@@ -63,34 +77,68 @@ class Disputes:
                 if await port.try_send(client.resolve_fraud, rid):
                     self.ctx.log.info("report resolved %s", kv(report=rid))
                 continue
-            if await self._may_vote(rid, rep):
-                try:
-                    await self._vote(rid, rep)
-                except ContractRevert as exc:  # e.g. the window closed while this node checked
-                    self.ctx.log.info("vote not cast %s", kv(report=rid, reason=exc.reason))
+            if rid not in self._voting and await self._may_vote(rid, rep):
+                self._voting.add(rid)
+                nursery.start_soon(self._vote_once, rid, rep)
         self._open = still_open
+
+    async def _vote_once(self, rid: int, rep: dict) -> None:
+        try:
+            await self._vote(rid, rep)
+        except ContractRevert as exc:  # e.g. the window closed while this node checked
+            self.ctx.log.info("vote not cast %s", kv(report=rid, reason=exc.reason))
 
     async def _may_vote(self, rid: int, rep: dict) -> bool:
         me = self.ctx.address
-        if rep["reporter"] == me or await self.ctx.port.view("disputes", "vote_of", rid, me):
+        if me in (rep["reporter"], rep["miner"]) or await self.ctx.port.view("disputes", "vote_of", rid, me):
             return False
         return bool(await self.ctx.port.view("rounds", "validator_weight", rep["round"], me))
 
     async def _vote(self, rid: int, rep: dict) -> None:
-        ctx, r, miner = self.ctx, rep["round"], rep["miner"]
-        commit = (await ctx.commits(r))[miner]
-        seed = (await ctx.port(ctx.client.round_info, r))["seed"]
-        n_segments = ctx.setup.compute.n_segments
-        segment = rep["segment"]
-        segments = (segment,) if rep["kind"] == FraudKind.REPLAY and segment < n_segments else ()
-        if rep["kind"] == FraudKind.UNAVAILABLE and 0 < segment <= n_segments:  # the missing leaf ends segment-1
-            segments = (segment - 1,)
-        check = await check_one(ctx, r, miner, commit, bytes(seed), await ctx.state_for(r), segments)
-        if check.outcome.kind is not None:
-            vote = Vote.CONFIRM
-        elif rep["kind"] == FraudKind.UNAVAILABLE:
-            vote = Vote.SERVED
+        ctx = self.ctx
+        vote_by = trio.current_time() + max(0.0, rep["deadline"] - await ctx.next_block_time() - VOTE_MARGIN_S)
+        seed = bytes((await ctx.port(ctx.client.round_info, rep["round"]))["seed"])
+        sig = await self._sig_of(rid)
+        if rep["kind"] == FraudKind.LAZY_VALIDATOR:
+            vote, found = await self._judge_audit(rep, seed, vote_by)
         else:
-            vote = Vote.REJECT
+            vote, found = await self._judge_check(rep, seed, sig, vote_by)
         await ctx.port(ctx.client.vote_fraud, rid, vote)
-        ctx.log.info("voted %s", kv(report=rid, miner=miner, vote=vote.name.lower(), found=check.outcome.kind))
+        ctx.log.info("voted %s", kv(report=rid, accused=rep["miner"], vote=vote.name.lower(), found=found))
+
+    async def _sig_of(self, rid: int) -> bytes:
+        rows = await self.ctx.port(self.report_log.rows)
+        return next(bytes(row["challenge_sig"]) for row in rows if row["report_id"] == rid)
+
+    async def _judge_check(self, rep: dict, seed: bytes, sig: bytes, vote_by: float) -> tuple[Vote, str]:
+        ctx, r, miner, segment = self.ctx, rep["round"], rep["miner"], rep["segment"]
+        try:
+            challenge = verified_challenge(ctx, rep["reporter"], r, miner, seed, sig)
+        except (SignatureError, ChallengeError) as exc:
+            return Vote.REJECT, f"bad challenge: {exc}"
+        if segment not in challenge.segments:
+            return Vote.REJECT, f"segment {segment} was not challenged"
+        commit = (await ctx.commits(r))[miner]
+        state = await ctx.state_for(r)
+        while True:
+            check = await check_one(ctx, r, miner, commit, seed, state, (segment,))
+            kind = check.outcome.kind
+            if kind != FraudKind.UNAVAILABLE or trio.current_time() >= vote_by:
+                break
+            await trio.sleep(RETRY_UNSERVED_S)  # a miner restarting after a crash gets until the deadline
+        if kind is not None:
+            return Vote.CONFIRM, str(kind)
+        return (Vote.SERVED if rep["kind"] == FraudKind.UNAVAILABLE else Vote.REJECT), "check holds"
+
+    async def _judge_audit(self, rep: dict, seed: bytes, vote_by: float) -> tuple[Vote, str]:
+        ctx, r = self.ctx, rep["round"]
+        reveal = (await ctx.port(ctx.client.reveals, r)).get(rep["miner"])
+        if reveal is None or rep["segment"] >= len(reveal["miners"]):
+            return Vote.REJECT, "no such claim"
+        i = rep["segment"]
+        claim = Claim(r, rep["miner"], reveal["miners"][i], i, reveal["scores"][i], bytes(reveal["witnesses"][i]),
+                      bytes(reveal["sigs"][i]))
+        if claim.score == 0 and claim.witness == NO_WITNESS:
+            return Vote.REJECT, "the validator claimed no check of that miner"
+        result = await audit_claim(ctx, claim, seed, deadline=vote_by)
+        return (Vote.CONFIRM if result.failed else Vote.REJECT), result.detail

@@ -1,35 +1,42 @@
 """The validator role. Per round:
 
     close commits → seed → check every miner → report fraud → commit scores → reveal
-    → finalize → aggregate → attest θ_{r+1}
+    (scores, witnesses, σ) → audit others' witnesses → finalize → aggregate → attest θ_{r+1}
 Votes on other validators' reports and resolution run alongside (validator/disputes.py).
-Salts and scores are journaled before `commit_scores`, so a restarted validator reveals
-what it committed; the chain says which transactions already landed.
+Salts, scores and witnesses are journaled before `commit_scores`, so a restarted validator
+reveals what it committed; the chain says which transactions already landed.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import trio
 
 from protocol.chain.client import Phase
 from protocol.chain.commitments import score_commitment, sort_miners
 from protocol.core.errors import ContractRevert
+from protocol.core.fraud import FraudKind
 from protocol.core.hashing import blake3_hash
 from protocol.core.messages import ModelAttested
 from protocol.node.context import NodeContext, StateMismatch
 from protocol.node.logs import kv
+from validator.audits import audit_round, witness_of
+from validator.cheat import ValidatorCheat
 from validator.checks import MinerCheck, check_all, fetch_submissions
 from validator.disputes import Disputes
 from validator.scoring import Usefulness
 from validator.work import ScoreJob, score_miners, usefulness_by_miner
 
-NO_SEGMENT = 65535  # report segment when a whole submission was unavailable
 LOSS_SCALE = 1_000_000
 
 
 class ValidatorNode(NodeContext):
+    def __init__(self, *args: Any, cheat: ValidatorCheat | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cheat = cheat  # devnet and tests only; None for every production validator
+
     async def main(self, nursery: trio.Nursery) -> None:
         disputes = Disputes(self)
         nursery.start_soon(disputes.run_forever)
@@ -71,14 +78,19 @@ class ValidatorNode(NodeContext):
         async with trio.open_nursery() as nursery:
             if self.data.state.recall(r, "scores") is None:  # else a restart: the scores are journaled
                 nursery.start_soon(usefulness_ahead)
-            checks = await check_all(self, r, commits, seed_block, state, submissions)
+            if self.cheat is None:
+                checks = await check_all(self, r, commits, seed_block, state, submissions)
+            else:
+                checks = await self.cheat.checks(self, r, commits, seed_block)
         await self._report(r, checks)
         await self._commit_scores(r, checks, state, seed_block, useful)
         await self._wait_phase(r, Phase.REVEAL)
         await self._reveal(r)
-        await self._wait_phase(r, Phase.AWAITING_FINALIZE)
-        await self.port.try_send(self.client.finalize, r)
+        await self._wait_phase(r, Phase.AUDIT)
+        await self._audit(r, seed_block)
+        await self._finalize(r)
         await self._attest(r)
+        await self._prune(r)
 
     async def _close_commits(self, r: int) -> bytes:
         while await self.port.phase(r) == Phase.COMMIT:
@@ -92,19 +104,49 @@ class ValidatorNode(NodeContext):
         return bytes(seed)
 
     async def _report(self, r: int, checks: list[MinerCheck]) -> None:
+        """File a report for every failed check, whatever anyone else filed: each validator's
+        evidence is judged on its own (docs/PROTOCOL.md, rule 2)."""
         for c in checks:
             o = c.outcome
-            # one report per miner is enough: if another validator filed one, this one votes on it
-            if o.kind is None or await self.port.view("rewards", "open_reports", r, c.miner):
+            if o.kind is None or await self.port.view("disputes", "report_of", r, c.miner, self.address):
                 continue
             evidence = blake3_hash("evidence", (o.expected_hash or b""), (o.actual_hash or b""), o.detail.encode())
-            segment = o.segment if o.segment is not None else (o.leaf if o.leaf is not None else NO_SEGMENT)
-            try:
-                rid = await self.port(self.client.report_fraud, r, c.miner, o.kind, segment,
-                                      bytes(evidence), c.challenge.signature)
-                self.log.warning("fraud reported %s", kv(round=r, miner=c.miner, kind=o.kind, report=rid))
-            except ContractRevert as exc:
-                self.log.info("report not filed %s", kv(round=r, miner=c.miner, reason=exc.reason))
+            # the challenged segment, always: voters replay it with both of its endpoints
+            segment = o.segment if o.segment is not None else c.challenge.segments[0]
+            await self._file(r, c.miner, o.kind, segment, bytes(evidence), c.challenge.signature)
+
+    async def _file(self, r: int, accused: str, kind: FraudKind, segment: int, evidence: bytes, sig: bytes) -> None:
+        try:
+            rid = await self.port(self.client.report_fraud, r, accused, kind, segment, evidence, sig)
+            self.log.warning("fraud reported %s", kv(round=r, accused=accused, kind=kind, report=rid))
+        except ContractRevert as exc:
+            self.log.info("report not filed %s", kv(round=r, accused=accused, reason=exc.reason))
+
+    async def _audit(self, r: int, seed_block: bytes) -> None:
+        """Replay a seeded sample of the other validators' witnesses; report the ones that fail."""
+        if not await self.port.view("scores", "revealed", r, self.address):
+            return  # only validators that revealed audit (and are audited)
+        if not await self.port.view("scores", "audited", r, self.address):
+            sample = 0 if self.cheat else self.client.deployment.run_config.chain.audit_sample
+            for claim, result in await audit_round(self, r, seed_block, sample):
+                evidence = blake3_hash("lazy-evidence", claim.witness, result.detail.encode())
+                await self._file(r, claim.validator, FraudKind.LAZY_VALIDATOR, claim.index, bytes(evidence), claim.sig)
+            await self.port.try_send(self.client.audits_done, r)
+
+    async def _finalize(self, r: int) -> None:
+        """Finalize once the audit is over and the round's reports are resolved (Disputes
+        resolves them as their windows close)."""
+        while (phase := await self.port.phase(r)) < Phase.FINALIZED:
+            if phase == Phase.AWAITING_FINALIZE and not await self.port.view("disputes", "open_in_round", r):
+                await self.port.try_send(self.client.finalize, r)
+            await trio.sleep(self.config.poll_s)
+
+    async def _prune(self, r: int) -> None:
+        """Free the checkpoints kept for voters and auditors of finalized rounds."""
+        for q in self.data.state.checkpoint_rounds():
+            if q <= r and await self.port.view("rounds", "finalized", q):
+                freed = await trio.to_thread.run_sync(self.data.drop_checkpoints, q)
+                self.log.info("pruned checkpoints %s", kv(round=q, freed_mb=f"{freed / 1e6:.0f}"))
 
     def _score_job(self, r: int, state: tuple[bytes, bytes], seed_block: bytes,
                    entries: list[tuple[str, int, bytes | None, bool]]) -> ScoreJob:
@@ -121,11 +163,14 @@ class ValidatorNode(NodeContext):
             job = self._score_job(r, state, seed_block,
                                   [(c.miner, c.order, c.envelope, c.outcome.kind is None) for c in checks])
             scores = await self._work(score_miners, job, useful) if checks else {}
+            by_miner = {c.miner: c for c in checks}
             miners = sort_miners(list(scores))
-            entry = {"miners": miners, "scores": [scores[m] for m in miners], "salt": os.urandom(32).hex()}
+            entry = {"miners": miners, "scores": [scores[m] for m in miners], "salt": os.urandom(32).hex(),
+                     "witnesses": [witness_of(self, r, by_miner[m]).hex() for m in miners],
+                     "sigs": [by_miner[m].challenge.signature.hex() for m in miners]}
             self.data.state.record(r, "scores", entry)  # before the commitment: a restart must reveal it
         commitment = score_commitment(self.client.handle.chain_id, self.client.scores.address, self.address, r,
-                                      entry["miners"], entry["scores"], bytes.fromhex(entry["salt"]))
+                                      entry["miners"], entry["scores"], *_proofs(entry), bytes.fromhex(entry["salt"]))
         if await self.port.try_send(self.client.commit_scores, r, commitment):
             self.log.info("scores committed %s", kv(round=r, scores=dict(zip(entry["miners"], entry["scores"], strict=True))))
 
@@ -133,7 +178,7 @@ class ValidatorNode(NodeContext):
         entry = self.data.state.recall(r, "scores")
         if entry is None or await self.port.view("scores", "revealed", r, self.address):
             return
-        await self.port.try_send(self.client.reveal_scores, r, entry["miners"], entry["scores"],
+        await self.port.try_send(self.client.reveal_scores, r, entry["miners"], entry["scores"], *_proofs(entry),
                                  bytes.fromhex(entry["salt"]))
 
     async def _wait_phase(self, r: int, phase: Phase) -> None:
@@ -158,3 +203,8 @@ class ValidatorNode(NodeContext):
         self.log.info("attested %s", kv(round=r + 1, model=model_hash.hex()[:12], heldout_loss=f"{loss:.4f}"))
         await self.p2p.publish(r, ModelAttested(validator=self.address.lower(), model_hash="0x" + model_hash.hex(),
                                                 heldout_loss=loss))
+
+
+def _proofs(entry: dict) -> tuple[list[bytes], list[bytes]]:
+    """The journaled witnesses and challenge signatures, as the chain takes them."""
+    return [bytes.fromhex(w) for w in entry["witnesses"]], [bytes.fromhex(g) for g in entry["sigs"]]

@@ -12,7 +12,7 @@ from protocol.core.fraud import FraudKind
 from protocol.core.hashing import Digest
 from protocol.core.keccak import checksum_address
 from protocol.core.model import Params
-from protocol.core.proof import zero_carry_hash
+from protocol.core.proof import replay_segment, zero_carry_hash
 from protocol.core.training import RoundTask
 from protocol.core.verdict import judge, verify_submission
 from validator.scoring import RoundEntry, Usefulness, score_round, usefulness_of
@@ -43,6 +43,7 @@ class CheckOutcome:
     detail: str
     expected_hash: bytes | None
     actual_hash: bytes | None
+    inner_hashes: tuple[tuple[bytes, ...], ...] = ()  # per challenged segment replayed: its states' hashes
 
 
 def check_miner(job: CheckJob) -> CheckOutcome:
@@ -60,7 +61,43 @@ def check_miner(job: CheckJob) -> CheckOutcome:
     for r in v.replays:
         if r.segment == j.segment:
             expected, actual = bytes(r.expected_hash), (bytes(r.actual_hash) if r.actual_hash else None)
-    return CheckOutcome(job.miner, j.kind, j.leaf, j.segment, j.detail, expected, actual)
+    inner = tuple(tuple(bytes(h) for h in r.inner_hashes) for r in v.replays)
+    return CheckOutcome(job.miner, j.kind, j.leaf, j.segment, j.detail, expected, actual, inner)
+
+
+@dataclass(frozen=True)
+class AuditJob:
+    """Replay one segment another validator claims to have replayed (validator/audits.py)."""
+
+    spec: TrainingSpec
+    run_seed: bytes
+    round: int
+    miner: str
+    envelope: bytes
+    segment: int
+    start: bytes | None
+    end: bytes | None
+    max_bytes: int
+
+
+@dataclass(frozen=True)
+class AuditReplay:
+    served: bool  # the segment's start checkpoint was served and is the committed one
+    matches: bool  # the replay reproduces the committed end checkpoint and losses
+    inner_hashes: tuple[bytes, ...]
+
+
+def replay_for_audit(job: AuditJob) -> AuditReplay:
+    setup = Setup(job.spec, job.run_seed)
+    env = decode_envelope(job.envelope, job.max_bytes)
+    task = RoundTask(job.run_seed, job.round, bytes.fromhex(job.miner[2:]), setup.model, setup.compute)
+    r = replay_segment(task, load_dataset(job.spec.dataset), env.trace, job.segment, job.start, job.end,
+                       setup.profile)
+    if r.actual_hash is None:
+        return AuditReplay(False, False, ())
+    # exact mode: the committed hash decides, whether or not the end checkpoint was served
+    matches = r.actual_hash == r.expected_hash and r.losses_match
+    return AuditReplay(True, matches, tuple(bytes(h) for h in r.inner_hashes))
 
 
 @dataclass(frozen=True)

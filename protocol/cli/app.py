@@ -150,7 +150,10 @@ def devnet(
     validators: Annotated[int, typer.Option(min=1, max=16, help="Validators")] = 2,
     rounds: Annotated[int, typer.Option(min=1, max=100, help="Rounds to run")] = 5,
     cheaters: Annotated[str, typer.Option(help="Extra cheating miners: KIND[:FRACTION],... "
-                                                "(lazy, fabricate, wrong-data, copy, stale, scale, sign-flip, nan, noise, withhold)")] = "",
+                                                "(lazy, fabricate, wrong-data, copy, stale, scale, sign-flip, nan, noise, withhold, "
+                                                "withhold-challenger)")] = "",
+    lazy_validators: Annotated[int, typer.Option(min=0, help="Of the validators, how many never replay "
+                                                        "(audits catch them; testing only)")] = 0,
     preset: Annotated[str, typer.Option(help="Model preset: micro (fast), tiny (default), small")] = "tiny",
     out: Annotated[Path, typer.Option(help="Report folder: report.json, plots, node logs")] = Path("out/devnet"),
     timeout: Annotated[float, typer.Option(help="Fail if the rounds are not done within this many seconds")] = 1800.0,
@@ -161,8 +164,11 @@ def devnet(
     from protocol.devnet.network import DevnetIncomplete, DevnetOptions, parse_cheaters, run_devnet
     from protocol.devnet.report import build_report, render_settlement, write_report
 
+    if lazy_validators >= validators:
+        raise ConfigError(f"--lazy-validators ({lazy_validators}) must leave at least one honest validator "
+                          f"of the {validators}")
     opts = DevnetOptions(miners=miners, validators=validators, rounds=rounds, cheaters=parse_cheaters(cheaters),
-                         preset=preset, out=out, timeout_s=timeout)
+                         lazy_validators=lazy_validators, preset=preset, out=out, timeout_s=timeout)
     out.mkdir(parents=True, exist_ok=True)
     _log_to(out / "devnet.log")
     log = logging.getLogger("veritrain.devnet")
@@ -174,7 +180,8 @@ def devnet(
 
         admin, members, crashed = run_devnet(opts, progress)
         progress("reading the settlement for the report")
-        config = {"miners": miners, "validators": validators, "rounds": rounds, "cheaters": cheaters, "preset": preset,
+        config = {"miners": miners, "validators": validators, "lazy_validators": lazy_validators, "rounds": rounds,
+                  "cheaters": cheaters, "preset": preset,
                   "chain_id": admin.deployment.chain_id, "contracts": admin.deployment.contracts.model_dump(),
                   "crashed": crashed}
         report = build_report(admin, members, config, rounds)

@@ -4,7 +4,7 @@ Each adversary produces a `Submission` (what a miner commits and serves) from th
 inputs an honest miner has, wrapping the honest functions of the core. `MinerCheat` is
 what the CLI and the devnet hand a miner node to make it cheat; a node started without
 one never imports this module. Names a miner can be given: lazy, fabricate, wrong-data,
-copy, stale, scale, sign-flip, nan, noise, withhold; small-batch, not-derived, wrong-base,
+copy, stale, scale, sign-flip, nan, noise, withhold, withhold-challenger; small-batch, not-derived, wrong-base,
 ef-inject and moment-inject are used by the tests and the detection benchmark.
 """
 
@@ -119,6 +119,23 @@ def moment_inject(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | No
     return honest(task, ds, theta, Carry(base.residual, fake))
 
 
+class RefuseFirstAsker:
+    """A checkpoint source that refuses each faked segment's checkpoints to the first peer
+    that asks (the validator whose challenge picked that segment) and serves them to everyone
+    after (the voters on its report). Rule 1 of docs/PROTOCOL.md is what makes this lose."""
+
+    def __init__(self, inner: Any, hidden: Callable[[int], frozenset[int]]) -> None:
+        self.inner, self.hidden = inner, hidden
+        self._asked: set[tuple[int, bytes, int]] = set()
+
+    def get_checkpoint(self, round_: int, trace_root: bytes, index: int) -> Any:
+        key = (round_, bytes(trace_root), index)
+        if index in self.hidden(round_) and key not in self._asked:
+            self._asked.add(key)
+            return None
+        return self.inner.get_checkpoint(round_, trace_root, index)
+
+
 def withhold(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
              fraction: float = 0.5) -> Submission:
     """A lazy miner that refuses to serve both checkpoints around each segment it faked."""
@@ -190,7 +207,7 @@ def carry_of(sub: Submission) -> Carry:
 BLOB_EDITS: dict[str, Callable[[RoundTask, bytes], bytes]] = {
     "scale": scale_blob, "sign-flip": sign_flip_blob, "nan": nan_blob, "noise": noise_blob}
 COPIES = ("copy", "stale")  # submit another miner's (copy) or one's own (stale) earlier update
-CHEATS = ("lazy", "fabricate", "wrong-data", *COPIES, *BLOB_EDITS, "withhold")
+CHEATS = ("lazy", "fabricate", "wrong-data", *COPIES, *BLOB_EDITS, "withhold", "withhold-challenger")
 
 
 @dataclass(frozen=True)
@@ -206,6 +223,20 @@ class MinerCheat:
             raise ConfigError(f"unknown cheat {self.name!r}; choose from {', '.join(CHEATS)}")
         if self.fraction is not None and not 0 < self.fraction <= 1:
             raise ConfigError("cheat fraction must be in (0, 1]")
+
+    def checkpoint_source(self, node: Any) -> Any:
+        """What the miner serves checkpoints from: its data dir, or for `withhold-challenger`
+        one that refuses each faked segment's ends to the first asker."""
+        if self.name != "withhold-challenger":
+            return node.data
+        fraction = self.fraction if self.fraction is not None else 1.0
+
+        def hidden(r: int) -> frozenset[int]:
+            task = RoundTask(node.setup.run_seed, r, bytes.fromhex(node.address[2:]), node.setup.model,
+                             node.setup.compute)
+            return frozenset(leaf for s in faked_segments(task, fraction) for leaf in (s, s + 1))
+
+        return RefuseFirstAsker(node.data, hidden)
 
     async def foreign_update(self, node: Any, r: int) -> bytes | None:
         """What a copy/stale cheater submits: another miner's (or its own) earlier update,
@@ -227,6 +258,8 @@ class MinerCheat:
             return lazy(task, ds, theta, carry, fraction)
         if self.name == "withhold":
             return withhold(task, ds, theta, carry, fraction)
+        if self.name == "withhold-challenger":  # fakes like `lazy`, withholds only when serving
+            return lazy(task, ds, theta, carry, fraction)
         if self.name == "fabricate":
             return fabricate(task, ds, theta, carry)
         if self.name == "wrong-data":

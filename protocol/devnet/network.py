@@ -27,6 +27,7 @@ from protocol.config.run_config import TOKEN_UNIT, ChainParams, GenesisAllocatio
 from protocol.config.run_setup import resolve
 from protocol.core.errors import ConfigError, VeritrainError
 from protocol.core.signing import NodeIdentity, binding_message
+from protocol.devnet.lazy_validator import LazyValidator
 from protocol.devnet.cheats import CHEATS, MinerCheat
 from protocol.node.context import NodeConfig
 from protocol.node.keys import LocalAccount, NodeKeys
@@ -47,6 +48,7 @@ class DevnetOptions:
     validators: int = 2
     rounds: int = 5
     cheaters: tuple[tuple[str, float | None], ...] = ()  # (kind, fraction of segments faked)
+    lazy_validators: int = 0  # of `validators`, how many never replay (they are audited and slashed)
     preset: str = "tiny"
     out: Path = Path("out/devnet")
     data_root: Path | None = None  # node data dirs; a temp dir when None
@@ -134,8 +136,9 @@ def setup_network(opts: DevnetOptions, progress: Progress,
     kinds = ["honest"] * opts.miners + [k for k, _ in opts.cheaters]
     members = [Member(Role.MINER, kind, NodeKeys(a, NodeIdentity.generate()), admin.with_account(a))
                for kind, a in zip(kinds, accounts[:n_miners], strict=True)]
-    members += [Member(Role.VALIDATOR, "honest", NodeKeys(a, NodeIdentity.generate()), admin.with_account(a))
-                for a in accounts[n_miners:]]
+    v_kinds = ["honest"] * (opts.validators - opts.lazy_validators) + ["lazy-validator"] * opts.lazy_validators
+    members += [Member(Role.VALIDATOR, kind, NodeKeys(a, NodeIdentity.generate()), admin.with_account(a))
+                for kind, a in zip(v_kinds, accounts[n_miners:], strict=True)]
     chain.start()
     return chain, admin, members
 
@@ -176,7 +179,7 @@ def build_nodes(opts: DevnetOptions, members: list[Member], data_root: Path, wor
             cheat = None if m.kind == "honest" else MinerCheat(m.kind, fractions.get(m.kind))
             m.node = MinerNode(m.client, m.keys, cfg, log, cheat=cheat)
         else:
-            m.node = ValidatorNode(m.client, m.keys, cfg, log)
+            m.node = ValidatorNode(m.client, m.keys, cfg, log, cheat=LazyValidator() if m.kind != "honest" else None)
         m.node.prestarted_worker = workers[i]
 
 

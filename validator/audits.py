@@ -1,0 +1,129 @@
+"""Proof of replay: audit other validators' replay witnesses (docs/PROTOCOL.md, audits).
+
+With its scores a validator reveals, per miner, the challenge signature σ it checked under
+and a witness over the states after every inner step of the segment σ picked. In the audit
+phase each validator replays a seeded sample of the others' claims. A claim fails when σ is
+not the validator's honest challenge, the witness differs from the replay, or the segment
+does not replay to what the miner committed while the validator still scored the miner
+(it did not check). A failed claim is filed as a `lazy_validator` report, which the
+quorum decides by running the same audit (validator/disputes.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import trio
+
+from protocol.core.errors import SignatureError
+from protocol.core.proof import ChallengeError
+from protocol.core.witness import NO_WITNESS, audit_picks, make_audit_seed, replay_witness
+from protocol.node.context import NodeContext
+from protocol.node.logs import kv
+from validator.challenges import verified_challenge
+from validator.checks import MinerCheck, fetch_leaf, fetch_submission
+from validator.work import AuditJob, AuditReplay, replay_for_audit
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What validator `validator` revealed about `miner` in round `round`."""
+
+    round: int
+    validator: str
+    miner: str
+    index: int  # the miner's position in the round's miner list
+    score: int
+    witness: bytes
+    sig: bytes
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    failed: bool
+    detail: str
+    retry: bool = False  # unserved: worth asking again before the deadline
+
+
+def witness_of(ctx: NodeContext, r: int, check: MinerCheck) -> bytes:
+    """This validator's own witness for a check that passed (NO_WITNESS otherwise)."""
+    o = check.outcome
+    if o.kind is not None or not o.inner_hashes:
+        return NO_WITNESS
+    return replay_witness(bytes.fromhex(ctx.address[2:]), check.challenge.signature, r,
+                          bytes.fromhex(check.miner[2:]), check.challenge.segments[0], o.inner_hashes[0])
+
+
+def claims_of(r: int, reveals: dict[str, dict]) -> dict[str, list[Claim]]:
+    """Every revealed claim of a passed check (a non-zero score or a witness), by validator."""
+    out: dict[str, list[Claim]] = {}
+    for v, rev in reveals.items():
+        out[v] = [Claim(r, v, m, i, s, bytes(w), bytes(sig))
+                  for i, (m, s, w, sig) in enumerate(zip(rev["miners"], rev["scores"], rev["witnesses"],
+                                                         rev["sigs"], strict=True))
+                  if s > 0 or bytes(w) != NO_WITNESS]
+    return out
+
+
+async def audit_round(ctx: NodeContext, r: int, seed_block: bytes, sample: int) -> list[tuple[Claim, AuditResult]]:
+    """Audit this validator's seeded sample of the others' claims; returns the failed ones."""
+    reveals = await ctx.port(ctx.client.reveals, r)
+    claims = claims_of(r, reveals)
+    by_pair = {(c.validator, c.miner): c for cs in claims.values() for c in cs}
+    seed = make_audit_seed(ctx.keys.identity, r, seed_block)
+    picks = audit_picks(seed, {v: [c.miner for c in cs] for v, cs in claims.items()}, ctx.address, sample)
+    failed = []
+    for v, m in picks:
+        result = await audit_claim(ctx, by_pair[(v, m)], seed_block, deadline=None)
+        ctx.log.info("audited %s", kv(round=r, validator=v, miner=m, verdict="failed" if result.failed else "ok",
+                                      detail=result.detail))
+        if result.failed:
+            failed.append((by_pair[(v, m)], result))
+    return failed
+
+
+async def audit_claim(ctx: NodeContext, claim: Claim, seed_block: bytes, deadline: float | None) -> AuditResult:
+    """Audit one claim; while its checkpoints are not served, ask again until `deadline`
+    (trio clock; None: one try)."""
+    while True:
+        result = await _audit_once(ctx, claim, seed_block)
+        if not result.retry or deadline is None or trio.current_time() >= deadline:
+            return result
+        await trio.sleep(max(ctx.config.poll_s, 1.0))
+
+
+async def _audit_once(ctx: NodeContext, c: Claim, seed_block: bytes) -> AuditResult:
+    try:
+        segment = verified_challenge(ctx, c.validator, c.round, c.miner, seed_block, c.sig).segments[0]
+    except (SignatureError, ChallengeError) as exc:
+        return AuditResult(True, f"challenge signature: {exc}")
+    if c.witness == NO_WITNESS:
+        return AuditResult(True, "scored without a witness")
+    replay = await _replay(ctx, c, segment)
+    if replay is None or not replay.served:
+        return AuditResult(True, "replayed checkpoints not served", retry=True)
+    if not replay.matches:
+        return AuditResult(True, f"segment {segment} does not replay, yet the miner was scored")
+    want = replay_witness(bytes.fromhex(c.validator[2:]), c.sig, c.round, bytes.fromhex(c.miner[2:]), segment,
+                          replay.inner_hashes)
+    if want != c.witness:
+        return AuditResult(True, "witness differs from the replay")
+    return AuditResult(False, "witness holds")
+
+
+async def _replay(ctx: NodeContext, c: Claim, segment: int) -> AuditReplay | None:
+    commit = (await ctx.commits(c.round)).get(c.miner)
+    if commit is None:
+        return None
+    envelope, _ = await fetch_submission(ctx, c.round, c.miner, commit)
+    if envelope is None:
+        return None
+    # the miner first, then the audited validator (it must serve what it replayed), then anyone
+    holders = [k for k in (ctx.node_key_of(c.miner), ctx.node_key_of(c.validator)) if k]
+    holders += [k for k in ctx.peers_for(None) if k not in holders]
+    start = await fetch_leaf(ctx, c.round, commit[1], segment, holders)
+    end = await fetch_leaf(ctx, c.round, commit[1], segment + 1, holders)
+    job = AuditJob(ctx.setup.spec, ctx.setup.run_seed, c.round, c.miner, envelope, segment,
+                   None if start is None else start.data, None if end is None else end.data,
+                   ctx.config.max_blob_bytes)
+    return await ctx._work(replay_for_audit, job)

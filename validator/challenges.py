@@ -1,0 +1,25 @@
+"""Another validator's challenge, rebuilt from its σ and checked against its registered key."""
+
+from __future__ import annotations
+
+from protocol.core.hashing import blake3_hash
+from protocol.core.proof import Challenge, ChallengeError, choose_segments, verify_challenge
+from protocol.node.context import NodeContext
+
+
+def challenge_from_sig(sig: bytes, n_segments: int, q: int) -> Challenge:
+    seed = blake3_hash("challenge-seed", sig)
+    return Challenge(sig, seed, choose_segments(seed, n_segments, q))
+
+
+def verified_challenge(ctx: NodeContext, validator: str, r: int, miner: str, seed_block: bytes,
+                       sig: bytes) -> Challenge:
+    """The challenge `validator` drew for `miner` in round r. Raises ChallengeError when it has
+    no registered node key, SignatureError when σ is not its signature of this challenge."""
+    key = ctx.node_key_of(validator)
+    if key is None:
+        raise ChallengeError(f"{validator} has no registered node key")
+    cfg = ctx.setup.compute
+    ch = challenge_from_sig(bytes(sig), cfg.n_segments, cfg.segments_per_validator)
+    verify_challenge(key, r, bytes.fromhex(miner[2:]), seed_block, ch, cfg)
+    return ch

@@ -1,0 +1,24 @@
+"""The hook through which a validator can be made to skip its checks (devnet, tests).
+
+A production validator runs with none and never imports one; the devnet's
+`--lazy-validators` hands the node an object of this shape
+(protocol.devnet.cheats.LazyValidator), which pretends every check passed without replaying.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from validator.checks import MinerCheck
+
+
+class ValidatorCheat(Protocol):
+    @property
+    def name(self) -> str:
+        """What the logs and the devnet report call this behaviour."""
+        ...
+
+    async def checks(self, node: Any, r: int, commits: dict[str, tuple[bytes, bytes, int]],
+                     seed_block: bytes) -> list[MinerCheck]:
+        """What the validator claims it found, in miner order, in place of its checks."""
+        ...
