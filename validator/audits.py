@@ -48,10 +48,11 @@ class AuditResult:
 def witness_of(ctx: NodeContext, r: int, check: MinerCheck) -> bytes:
     """This validator's own witness for a check that passed (NO_WITNESS otherwise)."""
     o = check.outcome
-    if o.kind is not None or not o.inner_hashes:
+    if o.kind is not None or not o.inner_hashes or not all(o.inner_hashes):
         return NO_WITNESS
     return replay_witness(bytes.fromhex(ctx.address[2:]), check.challenge.signature, r,
-                          bytes.fromhex(check.miner[2:]), check.challenge.segments[0], o.inner_hashes[0])
+                          bytes.fromhex(check.miner[2:]), check.challenge.segments,
+                          [h for hashes in o.inner_hashes for h in hashes])
 
 
 def claims_of(r: int, reveals: dict[str, dict]) -> dict[str, list[Claim]]:
@@ -70,6 +71,8 @@ async def audit_round(ctx: NodeContext, r: int, seed_block: bytes, sample: int) 
     reveals = await ctx.port(ctx.client.reveals, r)
     claims = claims_of(r, reveals)
     by_pair = {(c.validator, c.miner): c for cs in claims.values() for c in cs}
+    if sample <= 0:
+        return []
     seed = make_audit_seed(ctx.keys.identity, r, seed_block)
     picks = audit_picks(seed, {v: [c.miner for c in cs] for v, cs in claims.items()}, ctx.address, sample)
     failed = []
@@ -94,24 +97,24 @@ async def audit_claim(ctx: NodeContext, claim: Claim, seed_block: bytes, deadlin
 
 async def _audit_once(ctx: NodeContext, c: Claim, seed_block: bytes) -> AuditResult:
     try:
-        segment = verified_challenge(ctx, c.validator, c.round, c.miner, seed_block, c.sig).segments[0]
+        segments = verified_challenge(ctx, c.validator, c.round, c.miner, seed_block, c.sig).segments
     except (SignatureError, ChallengeError) as exc:
         return AuditResult(True, f"challenge signature: {exc}")
     if c.witness == NO_WITNESS:
         return AuditResult(True, "scored without a witness")
-    replay = await _replay(ctx, c, segment)
+    replay = await _replay(ctx, c, segments)
     if replay is None or not replay.served:
         return AuditResult(True, "replayed checkpoints not served", retry=True)
     if not replay.matches:
-        return AuditResult(True, f"segment {segment} does not replay, yet the miner was scored")
-    want = replay_witness(bytes.fromhex(c.validator[2:]), c.sig, c.round, bytes.fromhex(c.miner[2:]), segment,
+        return AuditResult(True, f"segments {list(segments)} do not replay, yet the miner was scored")
+    want = replay_witness(bytes.fromhex(c.validator[2:]), c.sig, c.round, bytes.fromhex(c.miner[2:]), segments,
                           replay.inner_hashes)
     if want != c.witness:
         return AuditResult(True, "witness differs from the replay")
     return AuditResult(False, "witness holds")
 
 
-async def _replay(ctx: NodeContext, c: Claim, segment: int) -> AuditReplay | None:
+async def _replay(ctx: NodeContext, c: Claim, segments: tuple[int, ...]) -> AuditReplay | None:
     commit = (await ctx.commits(c.round)).get(c.miner)
     if commit is None:
         return None
@@ -121,9 +124,10 @@ async def _replay(ctx: NodeContext, c: Claim, segment: int) -> AuditReplay | Non
     # the miner first, then the audited validator (it must serve what it replayed), then anyone
     holders = [k for k in (ctx.node_key_of(c.miner), ctx.node_key_of(c.validator)) if k]
     holders += [k for k in ctx.peers_for(None) if k not in holders]
-    start = await fetch_leaf(ctx, c.round, commit[1], segment, holders)
-    end = await fetch_leaf(ctx, c.round, commit[1], segment + 1, holders)
-    job = AuditJob(ctx.setup.spec, ctx.setup.run_seed, c.round, c.miner, envelope, segment,
-                   None if start is None else start.data, None if end is None else end.data,
+    leaves = {}
+    for leaf in sorted({end for s in segments for end in (s, s + 1)}):
+        got = await fetch_leaf(ctx, c.round, commit[1], leaf, holders)
+        leaves[leaf] = None if got is None else got.data
+    job = AuditJob(ctx.setup.spec, ctx.setup.run_seed, c.round, c.miner, envelope, segments, leaves,
                    ctx.config.max_blob_bytes)
     return await ctx._work(replay_for_audit, job)

@@ -67,80 +67,34 @@ def check_miner(job: CheckJob) -> CheckOutcome:
 
 @dataclass(frozen=True)
 class AuditJob:
-    """Replay one segment another validator claims to have replayed (validator/audits.py)."""
+    """Replay the segments another validator claims to have replayed (validator/audits.py)."""
 
     spec: TrainingSpec
     run_seed: bytes
     round: int
     miner: str
     envelope: bytes
-    segment: int
-    start: bytes | None
-    end: bytes | None
+    segments: tuple[int, ...]
+    leaves: dict[int, bytes | None]  # both ends of each segment (None: not served)
     max_bytes: int
 
 
 @dataclass(frozen=True)
 class AuditReplay:
-    served: bool  # the segment's start checkpoint was served and is the committed one
-    matches: bool  # the replay reproduces the committed end checkpoint and losses
-    inner_hashes: tuple[bytes, ...]
+    served: bool  # every segment's start checkpoint was served and is the committed one
+    matches: bool  # every replay reproduces the committed end checkpoint and losses
+    inner_hashes: tuple[bytes, ...]  # segment after segment, as the witness covers them
 
 
 def replay_for_audit(job: AuditJob) -> AuditReplay:
     setup = Setup(job.spec, job.run_seed)
     env = decode_envelope(job.envelope, job.max_bytes)
     task = RoundTask(job.run_seed, job.round, bytes.fromhex(job.miner[2:]), setup.model, setup.compute)
-    r = replay_segment(task, load_dataset(job.spec.dataset), env.trace, job.segment, job.start, job.end,
-                       setup.profile)
-    if r.actual_hash is None:
+    ds = load_dataset(job.spec.dataset)
+    replays = [replay_segment(task, ds, env.trace, s, job.leaves.get(s), job.leaves.get(s + 1), setup.profile)
+               for s in job.segments]
+    if any(r.actual_hash is None for r in replays):
         return AuditReplay(False, False, ())
     # exact mode: the committed hash decides, whether or not the end checkpoint was served
-    matches = r.actual_hash == r.expected_hash and r.losses_match
-    return AuditReplay(True, matches, tuple(bytes(h) for h in r.inner_hashes))
-
-
-@dataclass(frozen=True)
-class ScoreJob:
-    spec: TrainingSpec
-    run_seed: bytes
-    round: int
-    state_blob: bytes
-    state_hash: bytes
-    entries: list[tuple[str, int, bytes | None, bool]]  # (miner, commit order, envelope, proof ok)
-    validator_seed: bytes
-    max_bytes: int
-
-
-def _score_inputs(job: ScoreJob) -> tuple[list[RoundEntry], Dataset, Params]:
-    setup = Setup(job.spec, job.run_seed)
-    model, cfg = setup.model, setup.compute
-    theta = decode_state(job.state_blob, model, job.state_hash).params
-    entries = []
-    for miner, order, envelope, ok in job.entries:
-        if envelope is None:
-            continue
-        task = RoundTask(job.run_seed, job.round, bytes.fromhex(miner[2:]), model, cfg)
-        entries.append(RoundEntry(task, order, decode_envelope(envelope, job.max_bytes).update, ok))
-    return entries, load_dataset(job.spec.dataset), theta
-
-
-def usefulness_by_miner(job: ScoreJob) -> dict[bytes, Usefulness]:
-    """The costly half of `score_miners`, run before the proof verdicts are in."""
-    entries, ds, theta = _score_inputs(job)
-    return usefulness_of(entries, ds, theta, Digest(job.validator_seed))
-
-
-def score_miners(job: ScoreJob, useful: dict[bytes, Usefulness] | None = None) -> dict[str, int]:
-    """Integer scores in [0, 65535]; a miner without a usable envelope scores 0. `useful`:
-    `usefulness_by_miner` of the same job, if it ran already."""
-    entries, ds, theta = _score_inputs(job)
-    out = {miner.lower(): 0 for miner, *_ in job.entries}
-    scores = score_round(entries, ds, theta, Digest(job.validator_seed), useful=useful)
-    for raw, s in scores.items():
-        out["0x" + raw.hex()] = s.score
-    return {_checksum(m): v for m, v in out.items()}
-
-
-def _checksum(address: str) -> str:
-    return checksum_address(address)
+    matches = all(r.actual_hash == r.expected_hash and r.losses_match for r in replays)
+    return AuditReplay(True, matches, tuple(bytes(h) for r in replays for h in r.inner_hashes))
