@@ -275,6 +275,9 @@ class ReplayResult:
     rel_err: float  # ||replayed - served|| / ||served||
     losses_match: bool  # replayed per-step losses bitwise equal to the trace's
     missing_leaf: int | None = None  # the leaf that was not served, for unavailability reports
+    # checkpoint hash of the full state after each of the k replayed steps, in order (the last
+    # is `actual_hash`); empty if not replayed. The replay witness binds them (core/witness.py).
+    inner_hashes: tuple[Digest, ...] = ()
 
 
 def served_checkpoint(blob: bytes | None, expected: bytes, task: RoundTask) -> Checkpoint | None:
@@ -327,8 +330,10 @@ def replay_segment(task: RoundTask, ds: Dataset, trace: Trace, segment: int,
                             nan, nan, nan, False, missing_leaf=s)
     end = served_checkpoint(end_blob, expected, task)
     model = model if model is not None else GPT(task.model)
-    replayed, losses = run_steps(model, start, k, batch_fn(task, ds), task.cfg)
-    actual = checkpoint_hash(replayed, task.model)
+    inner: list[Digest] = []
+    replayed, losses = run_steps(model, start, k, batch_fn(task, ds), task.cfg,
+                                 lambda state: inner.append(checkpoint_hash(state, task.model)))
+    actual = inner[-1]  # the state after the last step is the replayed end checkpoint
     max_err, mean_err, rel = _errors(replayed, end)
     claimed = np.asarray(trace.losses[s * k : e * k], dtype="<f4")
     losses_ok = bool(np.array_equal(np.asarray(losses, dtype="<f4"), claimed))
@@ -336,7 +341,7 @@ def replay_segment(task: RoundTask, ds: Dataset, trace: Trace, segment: int,
                      task.cfg.tolerance)
     missing = e if status is ReplayStatus.UNAVAILABLE else None
     return ReplayResult(segment, s, e, mode, status, expected, actual, max_err, mean_err, rel,
-                        losses_ok, missing_leaf=missing)
+                        losses_ok, missing_leaf=missing, inner_hashes=tuple(inner))
 
 
 # ---------------------------------------------------------------------------------------

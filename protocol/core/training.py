@@ -91,6 +91,7 @@ class RoundTask:
 
 
 BatchFn = Callable[[int], tuple[Tensor, Tensor]]  # global step -> (x, y), each (B, T)
+StepHook = Callable[[Checkpoint], None]  # the live state after each inner step (copy to keep it)
 
 
 def batch_fn(task: RoundTask, ds: Dataset, batch_size: int | None = None,
@@ -156,9 +157,20 @@ def _adamw(model: GPT, m: Params, v: Params, step: int, cfg: ComputeConfig, warm
             p.addcdiv_(m[name], denom, value=-cfg.inner_lr / bc1)
 
 
+def _live_state(model: GPT, m: Params, v: Params, gen: torch.Generator, step: int,
+                warm: bool) -> Checkpoint:
+    """The state after `step` steps as a checkpoint whose tensors are the live ones (no copy)."""
+    params = {k: p.detach() for k, p in model.named_parameters()}
+    return Checkpoint(step, params, m, v, gen.get_state(), None, warm)
+
+
 def run_steps(model: GPT, start: Checkpoint, n_steps: int, batches: BatchFn,
-              cfg: ComputeConfig) -> tuple[Checkpoint, list[float]]:
-    """Run n_steps AdamW steps from `start`; returns the end checkpoint and per-step losses."""
+              cfg: ComputeConfig, on_step: StepHook | None = None) -> tuple[Checkpoint, list[float]]:
+    """Run n_steps AdamW steps from `start`; returns the end checkpoint and per-step losses.
+
+    `on_step`, if given, sees the full state after every step, the last one included (the
+    validator hashes it for its replay witness). Its tensors are live and change with the
+    next step: a hook copies what it keeps and must not modify them."""
     load_params(model, start.params)
     m = {k: t.clone() for k, t in start.exp_avg.items()}
     v = {k: t.clone() for k, t in start.exp_avg_sq.items()}
@@ -174,6 +186,8 @@ def run_steps(model: GPT, start: Checkpoint, n_steps: int, batches: BatchFn,
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip, foreach=False)
         _adamw(model, m, v, step + 1, cfg, start.warm)
         losses.append(float(loss.detach()))
+        if on_step is not None:
+            on_step(_live_state(model, m, v, gen, step + 1, start.warm))
     end = Checkpoint(
         step=start.step + n_steps,
         params={k: p.detach().clone() for k, p in model.named_parameters()},
@@ -193,14 +207,17 @@ class TrainedRound:
 
 
 def train_round(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
-                batches: BatchFn | None = None, model: GPT | None = None) -> TrainedRound:
-    """The miner's honest work for one round (the `batches` override is for adversaries)."""
+                batches: BatchFn | None = None, model: GPT | None = None,
+                on_step: StepHook | None = None) -> TrainedRound:
+    """The miner's honest work for one round (the `batches` override is for adversaries;
+    `on_step` is `run_steps`'s hook, over all H steps)."""
     model = model if model is not None else GPT(task.model)
     batches = batches if batches is not None else batch_fn(task, ds)
     ckpts = [fresh_checkpoint(task, theta, carry)]
     losses: list[float] = []
     for _ in range(task.cfg.n_segments):
-        end, seg_losses = run_steps(model, ckpts[-1], task.cfg.checkpoint_every, batches, task.cfg)
+        end, seg_losses = run_steps(model, ckpts[-1], task.cfg.checkpoint_every, batches, task.cfg,
+                                    on_step)
         ckpts.append(end)
         losses += seg_losses
     return TrainedRound(ckpts, losses)
