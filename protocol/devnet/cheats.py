@@ -136,6 +136,22 @@ class RefuseFirstAsker:
         return self.inner.get_checkpoint(round_, trace_root, index)
 
 
+class RefuseFirstRequest:
+    """An honest miner's checkpoint source that is slow once a round: it refuses the first
+    checkpoint anyone asks for (one validator's check fails on it) and serves everything after.
+    The report that validator files is void and the miner keeps its stake and its pay."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self._rounds: set[int] = set()
+
+    def get_checkpoint(self, round_: int, trace_root: bytes, index: int) -> Any:
+        if round_ not in self._rounds:
+            self._rounds.add(round_)
+            return None
+        return self.inner.get_checkpoint(round_, trace_root, index)
+
+
 def withhold(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
              fraction: float = 0.5) -> Submission:
     """A lazy miner that refuses to serve both checkpoints around each segment it faked."""
@@ -207,7 +223,8 @@ def carry_of(sub: Submission) -> Carry:
 BLOB_EDITS: dict[str, Callable[[RoundTask, bytes], bytes]] = {
     "scale": scale_blob, "sign-flip": sign_flip_blob, "nan": nan_blob, "noise": noise_blob}
 COPIES = ("copy", "stale")  # submit another miner's (copy) or one's own (stale) earlier update
-CHEATS = ("lazy", "fabricate", "wrong-data", *COPIES, *BLOB_EDITS, "withhold", "withhold-challenger")
+SLOW = "serve-late"  # honest work, refuses its first checkpoint request of each round
+CHEATS = ("lazy", "fabricate", "wrong-data", *COPIES, *BLOB_EDITS, "withhold", "withhold-challenger", SLOW)
 
 
 @dataclass(frozen=True)
@@ -227,6 +244,8 @@ class MinerCheat:
     def checkpoint_source(self, node: Any) -> Any:
         """What the miner serves checkpoints from: its data dir, or for `withhold-challenger`
         one that refuses each faked segment's ends to the first asker."""
+        if self.name == SLOW:
+            return RefuseFirstRequest(node.data)
         if self.name != "withhold-challenger":
             return node.data
         fraction = self.fraction if self.fraction is not None else 1.0

@@ -9,9 +9,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from protocol.chain.client import ChainClient, Role
+from protocol.chain.client import ChainClient, ReportStatus, Role
 from protocol.chain.events import read_many
 from protocol.config.run_config import TOKEN_UNIT
+from protocol.core.fraud import FraudKind
 
 SCORE_SCALE = 65535
 LOSS_SCALE = 1_000_000
@@ -56,7 +57,18 @@ def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any],
             "claimed": _tokens(admin.call("rewards", "claimed", m.address)),
             "slashed": _tokens(sum(s["amount"] for s in slashes if s["account"] == m.address)),
         })
-    return {"config": config, "rounds": out_rounds, "final": final}
+    return {"config": config, "rounds": out_rounds, "final": final, "reports": _reports(reports, resolved)}
+
+
+def _reports(reports: list[dict[str, Any]], resolved: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every fraud report: who accused whom of what, and how it ended (the bond burned or not)."""
+    out = []
+    for rep in reports:
+        end = resolved.get(rep["id"], {})
+        out.append({"id": rep["id"], "round": rep["round"], "accused": rep["miner"], "reporter": rep["reporter"],
+                    "kind": FraudKind(rep["kind"]).name.lower(), "status": ReportStatus(rep["status"]).name.lower(),
+                    "slashed": _tokens(end.get("slashed", 0)), "bond_burned": _tokens(end.get("bond_burned", 0))})
+    return out
 
 
 def write_report(report: dict[str, Any], out: Path) -> list[Path]:

@@ -1,9 +1,13 @@
 """`veritrain devnet` end to end: real chain (embedded), real libp2p hosts, real training
-in worker processes, and a lazy miner that fakes every segment."""
+in worker processes; three validators, one of which never replays, and three extra miners: a
+lazy one that fakes every segment, one that also withholds each faked checkpoint from the
+validator that asks first (its challenger) while serving the voters, and an honest one that is
+slow once a round (it refuses its first checkpoint request)."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -15,8 +19,9 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def devnet_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("devnet")
-    result = run_cli("devnet", "--miners", "2", "--validators", "2", "--rounds", "2", "--preset", "micro",
-                     "--cheaters", "lazy", "--out", str(out), "--timeout", "600", timeout=900)
+    result = run_cli("devnet", "--miners", "2", "--validators", "3", "--lazy-validators", "1", "--rounds", "2",
+                     "--preset", "micro", "--cheaters", "lazy,withhold-challenger,serve-late", "--out", str(out),
+                     "--timeout", "600", timeout=900)
     assert result.code == 0, (result.stdout[-2000:], result.stderr[-3000:])
     assert "settlement" in result.stdout
     return json.loads((out / "report.json").read_text()), out
@@ -25,24 +30,67 @@ def devnet_report(tmp_path_factory):
 def test_report_files_and_schema(devnet_report):
     report, out = devnet_report
     assert (out / "heldout_loss.png").stat().st_size > 1000 and (out / "nodes.png").stat().st_size > 1000
-    assert set(report) == {"config", "rounds", "final"}
+    assert set(report) == {"config", "rounds", "final", "reports"}
     assert [r["round"] for r in report["rounds"]] == [0, 1]
     for r in report["rounds"]:
         assert r["model_hash"].startswith("0x") and len(r["model_hash"]) == 66
         for m in r["miners"]:
             assert set(m) == {"address", "kind", "committed", "verified", "score", "reward", "slashed"}
     roles = sorted(f["role"] for f in report["final"])
-    assert roles == ["miner", "miner", "miner", "validator", "validator"]
+    assert roles == ["miner"] * 5 + ["validator"] * 3
+
+
+HONEST_MINERS = ("honest", "serve-late")
 
 
 def test_honest_miners_are_paid_every_round_and_never_flagged(devnet_report):
     report, _ = devnet_report
     for r in report["rounds"]:
-        honest = [m for m in r["miners"] if m["kind"] == "honest"]
+        honest = [m for m in r["miners"] if m["kind"] in HONEST_MINERS]
+        assert len(honest) == 3
         assert all(m["committed"] and m["verified"] and m["reward"] > 0 and m["slashed"] == 0 for m in honest)
     for f in report["final"]:
-        if f["kind"] == "honest":
-            assert f["slashed"] == 0 and f["claimed"] > 0
+        if f["kind"] in HONEST_MINERS or (f["role"] == "validator" and f["kind"] == "honest"):
+            assert f["slashed"] == 0 and f["claimed"] > 0, f
+
+
+def _by_kind(report: dict, kind: str) -> str:
+    return next(f["address"] for f in report["final"] if f["kind"] == kind)
+
+
+def test_a_miner_slow_to_serve_one_validator_is_not_slashed_and_that_report_is_void(devnet_report):
+    report, _ = devnet_report
+    slow = _by_kind(report, "serve-late")
+    against = [rep for rep in report["reports"] if rep["accused"] == slow]
+    assert against, "the refused first checkpoint request gave no report"
+    assert all(rep["status"] == "void" and rep["bond_burned"] == 0 for rep in against)
+
+
+def test_withholding_from_the_challenger_does_not_protect_a_faked_segment(devnet_report):
+    report, _ = devnet_report
+    cheat = _by_kind(report, "withhold-challenger")
+    rounds = [m for r in report["rounds"] for m in r["miners"] if m["kind"] == "withhold-challenger"]
+    assert all(m["verified"] is False and m["reward"] == 0 and m["score"] == 0 for m in rounds)
+    against = [rep for rep in report["reports"] if rep["accused"] == cheat]
+    # the challenger saw the faked checkpoints withheld; the voters fetched both ends and replayed
+    assert any(rep["kind"] == "unavailable" and rep["status"] == "confirmed" for rep in against)
+    assert next(f for f in report["final"] if f["kind"] == "withhold-challenger")["slashed"] > 0
+
+
+def test_a_validator_that_never_replays_is_reported_slashed_and_unpaid(devnet_report):
+    report, _ = devnet_report
+    lazy = _by_kind(report, "lazy-validator")
+    confirmed = {rep["round"] for rep in report["reports"]
+                 if rep["accused"] == lazy and rep["kind"] == "lazy_validator" and rep["status"] == "confirmed"}
+    assert 0 in confirmed  # slashed below the validator minimum, it has no permit after
+    final = next(f for f in report["final"] if f["kind"] == "lazy-validator")
+    assert final["slashed"] > 0 and final["claimed"] == 0 and final["claimable"] == 0
+
+
+def test_no_honest_validator_report_is_rejected(devnet_report):
+    report, _ = devnet_report
+    honest = {f["address"] for f in report["final"] if f["role"] == "validator" and f["kind"] == "honest"}
+    assert all(rep["status"] != "rejected" for rep in report["reports"] if rep["reporter"] in honest)
 
 
 def test_lazy_miner_is_caught_slashed_and_unpaid(devnet_report):
@@ -61,15 +109,15 @@ def test_heldout_loss_goes_down(devnet_report):
 
 
 def test_miners_free_checkpoints_nobody_can_ask_for(devnet_report):
-    """Each finalized round's checkpoints are deleted, but a reported miner keeps the
-    round's until the report is resolved: voters fetch them while it is open."""
+    """Each finalized round's checkpoints are deleted, and no report is resolved before the
+    votes on it are in: voters fetch the checkpoints while it is open."""
     _, out = devnet_report
     lines = (out / "devnet.log").read_text().splitlines()
     pruned = [i for i, line in enumerate(lines) if "pruned checkpoints round=0" in line]
-    # members are numbered honest miners first: miner0 and miner1 honest, miner2 lazy
+    # members are numbered honest miners first: miner0 and miner1 honest
     assert {n for n in ("miner0 ", "miner1 ") if any(n in lines[i] for i in pruned)} == {"miner0 ", "miner1 "}
-    resolved = min(i for i, line in enumerate(lines) if "report resolved" in line)
-    voted = [i for i, line in enumerate(lines) if " voted " in line]
-    assert voted and max(voted) < resolved
-    # the lazy miner may or may not get to free round 0 before the run ends, never early
-    assert all(i > resolved for i in pruned if "miner2 " in lines[i]), "round freed while its report was open"
+    resolved = {m.group(1): i for i, line in enumerate(lines) if (m := re.search(r"report resolved report=(\d+)", line))}
+    voted = [(m.group(1), i) for i, line in enumerate(lines) if (m := re.search(r" voted report=(\d+)", line))]
+    assert voted and all(i < resolved[rid] for rid, i in voted if rid in resolved)
+    first_resolution = min(resolved.values())
+    assert all(i > first_resolution for i in pruned if "miner2 " in lines[i]), "round freed while its report was open"
