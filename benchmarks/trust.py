@@ -1,0 +1,440 @@
+"""Trust economics: for every attack the protocol claims to stop, what it pays to try.
+
+    python -m benchmarks trust [--quick] [--json PATH] [--validators V] [--miners M]
+
+Parameters are the defaults: `RunConfig()` (emission 1000/round, miner share 70%, stakes 100 and
+200, slash 50%, reporter share 20%, bond 10), the default preset's `ComputeConfig` (n = H/k = 10
+segments, q = 1 per validator), `ChainParams.audit_sample` (2; a constant where the field does not
+exist yet) and the devnet's default counts (`DevnetOptions`: 4 miners, 2 validators). Validators
+have equal stake; a cheater holds the minimum stake (the smallest slash).
+
+Columns, per round:
+- p_detect: exact probability (fractions) that the cheat ends in a confirmed report. Each
+  validator samples q of n segments independently, so a miner faking f of them escapes one
+  validator with C(n-f, q)/C(n, q) and all c checkers with that to the power c. Derivation,
+  binding and data checks run on every check (p = 1). Audits (rule 3): each other honest validator
+  replays `audit_sample` of the M miners an audited validator checked; one that skipped u of them
+  escapes one auditor with C(M-u, a)/C(M, a). A report counts only if it is confirmed under
+  PROTOCOL.md §12 (`confirm * 3 > voting * 2`, someone besides the reporter confirming, more than
+  half the permitted weight voting); a colluder or an accused validator votes reject (nothing in
+  the issue-13 API keeps the accused from voting), so with 2 or 3 validators a single dishonest
+  validator blocks every confirmation. For rules 5-9, p_detect = 1 means the rule blocks the
+  attack outright.
+- p_detect_measured: the same attack run through the real code (cheats.py submissions,
+  `make_challenge`, `verify_submission`, `judge`, and for withholding the voter's re-check of the
+  reported segment) on the micro preset, with the devnet's validator count; null where the rule
+  lives in contracts or nodes (audits, consensus, eligibility, admission, embargo).
+- slash: tokens lost when caught: stake * slash_bps + the round's forfeited reward (R = miner
+  pool / M for a miner, D = validator pool / V for a validator); for rules 5-9 the dividend lost.
+- gain: tokens gained per round if uncaught, against honest behaviour. Assumption: compute is
+  valued at the reward it earns (an honest miner's training costs R, a validator's checks cost
+  D), the most it can be worth to a rational participant. So a lazy miner faking f of n segments
+  gains f/n * R; skipping or reusing all training (copy, stale, wrong data) gains R; a blob edit
+  saves nothing but could win at most the rest of the miner pool; a validator skipping u of its M
+  miners gains u/M * D.
+- expected_profit, per row type:
+  - saving (compute not spent is kept even when caught): gain - p * slash. This is stricter than
+    (1-p) * gain - p * slash, which would forget the compute already saved.
+  - theft (the gain comes only with an accepted update): (1-p) * gain - p * slash.
+  - coalition (a cheating miner and a colluding validator): gain - p_m * S_m - p_v * S_v.
+  - blocked (rules 5-9): -loss, the dividend the attempt costs, or 0 when it costs only gas.
+
+Rows that are not negative say so in `note`. What would fix them:
+- decoy report, lazy and half-lazy validators, witness bought from a cheating miner: at the
+  devnet's 2 validators (and at 3) one dishonest validator holds at least 1/3 of the voting weight,
+  so no report it votes against is confirmed. They are negative from 4 equal validators
+  (`--validators 4`), i.e. whenever the dishonest stake is below 1/3; keeping the accused out of
+  the vote on its own `lazy_validator` report makes rule 3 hold from 3.
+- witness bought from an honest miner: positive (the validator outsources replay work worth up to
+  D/M to the party who already did it) and harmless: the witness and score are exactly an honest
+  replay's. No parameter should change this.
+- late sybils, squatting, unadmitted peers, copying before the close: 0, blocked outright at the
+  cost of gas only (not counted in tokens). Nothing to fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import asdict, dataclass, replace
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+AUDIT_SAMPLE_FALLBACK = 2  # issue 13: ChainParams.audit_sample, where this tree lacks the field
+SCORE_MAX = 65535  # the best score a validator gives (validator/scoring.py to_ints)
+
+
+@dataclass(frozen=True)
+class Params:
+    n_segments: int
+    q: int
+    miners: int
+    validators: int
+    emission: int
+    miner_share_bps: int
+    miner_stake: int
+    validator_stake: int
+    slash_bps: int
+    reporter_share_bps: int
+    report_bond: int
+    audit_sample: int
+
+    @property
+    def miner_pool(self) -> Fraction:
+        return Fraction(self.emission * self.miner_share_bps, 10_000)
+
+    @property
+    def validator_pool(self) -> Fraction:
+        return self.emission - self.miner_pool
+
+    @property
+    def reward(self) -> Fraction:  # R: one miner's reward when all miners are equal
+        return self.miner_pool / self.miners
+
+    @property
+    def dividend(self) -> Fraction:  # D: one validator's dividend at equal stake
+        return self.validator_pool / self.validators
+
+    @property
+    def miner_slash(self) -> Fraction:  # S_m
+        return Fraction(self.miner_stake * self.slash_bps, 10_000) + self.reward
+
+    @property
+    def validator_slash(self) -> Fraction:  # S_v
+        return Fraction(self.validator_stake * self.slash_bps, 10_000) + self.dividend
+
+
+def default_params(validators: int | None = None, miners: int | None = None) -> Params:
+    from protocol.config.run_config import RunConfig
+    from protocol.config.run_setup import resolve
+    from protocol.devnet.network import DevnetOptions
+
+    config = RunConfig()
+    chain, cfg, devnet = config.chain, resolve(config).compute, DevnetOptions()
+    return Params(
+        n_segments=cfg.n_segments, q=cfg.segments_per_validator,
+        miners=miners or devnet.miners, validators=validators or devnet.validators,
+        emission=chain.emission_per_round, miner_share_bps=chain.miner_share_bps,
+        miner_stake=chain.min_miner_stake, validator_stake=chain.min_validator_stake,
+        slash_bps=chain.slash_bps, reporter_share_bps=chain.reporter_share_bps,
+        report_bond=chain.report_bond,
+        audit_sample=getattr(chain, "audit_sample", AUDIT_SAMPLE_FALLBACK))
+
+
+# ---------------------------------------------------------------------------------------
+# exact probabilities
+
+
+def escape_one(n: int, f: int, q: int) -> Fraction:
+    """A miner faking f of n segments escapes one validator sampling q of them."""
+    return Fraction(math.comb(n - f, q), math.comb(n, q))
+
+
+def p_replay(n: int, f: int, q: int, checkers: int) -> Fraction:
+    """At least one of `checkers` independent validators samples a faked segment."""
+    return 1 - escape_one(n, f, q) ** checkers
+
+
+def audit_miss(m: int, skipped: int, sample: int) -> Fraction:
+    """One auditor replaying `sample` of m witnesses misses all `skipped` wrong ones."""
+    a = min(sample, m)
+    return Fraction(math.comb(m - skipped, a), math.comb(m, a))
+
+
+def confirmed(confirm: int, reject: int, permitted: int) -> bool:
+    """PROTOCOL.md §12 resolution with equal weights; the reporter is one of `confirm`."""
+    voting = confirm + reject
+    if voting * 2 <= permitted:
+        return False
+    return confirm * 3 > voting * 2 and confirm >= 2
+
+
+# ---------------------------------------------------------------------------------------
+# rows
+
+
+@dataclass
+class Row:
+    attack: str
+    rule: str
+    kind: str  # saving, theft, coalition, blocked
+    p_detect: Fraction
+    slash: Fraction
+    gain: Fraction
+    expected_profit: Fraction
+    formula: str
+    p_detect_measured: float | None = None
+    trials: int | None = None
+    note: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in ("p_detect", "slash", "gain", "expected_profit"):
+            d[k], d[k + "_exact"] = float(d[k]), str(d[k])
+        return d
+
+
+def saving(attack: str, rule: str, p: Fraction, gain: Fraction, slash: Fraction) -> Row:
+    return Row(attack, rule, "saving", p, slash, gain, gain - p * slash, "gain - p*slash")
+
+
+def theft(attack: str, rule: str, p: Fraction, gain: Fraction, slash: Fraction) -> Row:
+    return Row(attack, rule, "theft", p, slash, gain, (1 - p) * gain - p * slash,
+               "(1-p)*gain - p*slash")
+
+
+def blocked(attack: str, rule: str, loss: Fraction, note: str | None = None) -> Row:
+    return Row(attack, rule, "blocked", Fraction(1), loss, Fraction(0), -loss, "-loss", note=note)
+
+
+# (attack, cheat name, segments whose check fails (None: every check fails), gain in R, kind).
+# fabricate keeps the honest run's losses, so every segment's replay mismatches (a forger that
+# fixed them is the lazy 1/10 row); withhold hides both endpoints of its faked (interior)
+# segment, so the two neighbouring segments cannot be checked either.
+MINER_CHEATS: tuple[tuple[str, str, int | None, Fraction, str], ...] = (
+    ("lazy, 1/10 segments", "lazy", 1, Fraction(1, 10), "saving"),
+    ("lazy, 5/10 segments", "lazy", 5, Fraction(1, 2), "saving"),
+    ("lazy, all segments", "lazy", 10, Fraction(1), "saving"),
+    ("fabricate (forged leaf 1)", "fabricate", 10, Fraction(1, 10), "saving"),
+    ("wrong-data", "wrong-data", 10, Fraction(1), "saving"),
+    ("copy (peer's update)", "copy", None, Fraction(1), "saving"),
+    ("stale (own old update)", "stale", None, Fraction(1), "saving"),
+    ("scale blob", "scale", None, Fraction(-1), "theft"),
+    ("sign-flip blob", "sign-flip", None, Fraction(-1), "theft"),
+    ("nan blob", "nan", None, Fraction(-1), "theft"),
+    ("noise blob", "noise", None, Fraction(-1), "theft"),
+    ("withhold, 1/10 segments", "withhold", 3, Fraction(1, 10), "saving"),
+    ("withhold, all segments", "withhold", 10, Fraction(1), "saving"),
+    ("withhold from challenger only (lazy 1/10)", "withhold-challenger", 1, Fraction(1, 10),
+     "saving"),
+)
+BLOCKED_NOTE = "0, not negative: blocked outright; the attempt costs only gas (not counted)"
+QUORUM_NOTE = ("not negative at {v} validators: one dishonest validator holds >= 1/3 of the "
+               "voting weight, so no report it votes against is confirmed; negative from 4")
+
+
+def miner_rows(p: Params) -> list[Row]:
+    """Every miner cheat in cheats.CHEATS against V honest validators."""
+    n, all_honest = p.n_segments, confirmed(p.validators, 0, p.validators)
+    rows = []
+    for attack, _name, f, gain_r, kind in MINER_CHEATS:
+        det = Fraction(1) if f is None or f == n else p_replay(n, f, p.q, p.validators)
+        det *= all_honest
+        gain = p.miner_pool - p.reward if gain_r < 0 else gain_r * p.reward
+        make = saving if kind == "saving" else theft
+        rows.append(make(attack, "8.1 rule 1" if "withhold" in attack else "replay/derivation",
+                         det, gain, p.miner_slash))
+    return rows
+
+
+def coalition_rows(p: Params) -> list[Row]:
+    """A lazy miner (1/10) with one colluding validator; lazy validators; bought witnesses."""
+    n, v, m, a = p.n_segments, p.validators, p.miners, p.audit_sample
+    h = 1 - escape_one(n, 1, p.q)  # one validator's challenge hits the faked segment
+    lazy_gain = p.reward / n
+    quorum = confirmed(v - 1, 1, v)  # the honest validators confirm, the dishonest one rejects
+    p_m = (1 - (1 - h) ** (v - 1)) * quorum
+    rows = [Row("decoy report by a colluding validator", "8.1 rule 2", "coalition", p_m,
+                p.miner_slash, lazy_gain, lazy_gain - p_m * p.miner_slash,
+                "gain - p*S_m (honest validators still report; an unavailable decoy is void, "
+                "so its bond comes back)")]
+    for attack, skipped in (("never-replaying validator", m), ("half-replaying validator", m // 2),
+                            ("validator skipping one miner", 1)):
+        det = (1 - audit_miss(m, skipped, a) ** (v - 1)) * quorum
+        gain = p.dividend * Fraction(skipped, m)
+        rows.append(saving(attack, "8.1 rule 3", det, gain, p.validator_slash))
+    rows.append(Row("witness bought from an honest miner", "8.1 rule 3", "saving", Fraction(0),
+                    Fraction(0), p.dividend / m, p.dividend / m, "gain - p*slash",
+                    note="positive but harmless: witness and score equal an honest replay's; "
+                         "the validator outsources work worth <= D/M to the miner who did it"))
+    audited = 1 - audit_miss(m, 1, a) ** (v - 1)  # the bought witness is audited
+    p_v = h * audited * quorum
+    p_mb = (1 - (1 - h) ** (v - 1) * (1 - h * audited)) * quorum
+    gain = lazy_gain + p.dividend / m
+    rows.append(Row("witness bought from a cheating miner (lazy 1/10)", "8.1 rule 3", "coalition",
+                    p_mb, p.miner_slash + p.validator_slash, gain,
+                    gain - p_mb * p.miner_slash - p_v * p.validator_slash,
+                    "gain - p_m*S_m - p_v*S_v, p_v = h*audited (the audit replays the segment)"))
+    for r in rows:
+        if r.expected_profit >= 0 and r.note is None:
+            r.note = QUORUM_NOTE.format(v=v)
+    return rows
+
+
+def dividend_loss(p: Params, w_coalition: Fraction, w_honest: Fraction) -> Fraction:
+    """What a coalition that scores a worthless miner SCORE_MAX (consensus 0, the other M-1 at
+    SCORE_MAX) loses: its agreement drops to (M-1)/M and the pool is split by weight*agreement."""
+    agree = Fraction(p.miners - 1, p.miners)
+    honest_share = w_coalition / (w_coalition + w_honest)
+    return p.validator_pool * (honest_share - w_coalition * agree / (w_coalition * agree + w_honest))
+
+
+def rule_rows(p: Params) -> list[Row]:
+    """Rules 5-9: attacks a rule blocks outright (p_detect = 1)."""
+    half = Fraction(p.validators // 2)
+    s = Fraction(p.validator_stake)
+    rows = [
+        blocked("score inflation, coalition <= 1/2 of revealed stake", "8.1 rule 5",
+                dividend_loss(p, half, p.validators - half)),
+        # coalition at the minimum stake, just under 1/3 of permitted (200 of 601); the fewest
+        # honest reveals that meet the 2/3 quorum (201), so the coalition holds 200/401 revealed
+        blocked("score inflation, coalition < 1/3 of permitted stake", "8.1 rule 5",
+                dividend_loss(p, s, s + 1)),
+        blocked("late sybil miners closing the commit phase", "8.1 rule 6", Fraction(0),
+                BLOCKED_NOTE),
+        blocked("validator-set squatting", "8.1 rule 7", Fraction(0), BLOCKED_NOTE),
+        blocked("unadmitted peers (no stake)", "8.1 rule 8", Fraction(0), BLOCKED_NOTE),
+        blocked("copying a peer's bytes before the close", "8.1 rule 9", Fraction(0),
+                BLOCKED_NOTE + "; after the close it is the 'copy' row"),
+    ]
+    return rows
+
+
+def exact_rows(p: Params) -> list[Row]:
+    return miner_rows(p) + coalition_rows(p) + rule_rows(p)
+
+
+# ---------------------------------------------------------------------------------------
+# measured: the miner cheats through the real checks
+
+
+def _submissions(ds: Any, theta: Any, cfg: Any) -> dict[str, tuple[Any, Any, Any]]:
+    """(task, challenger's submission, voter's submission) per cheat row."""
+    from protocol.core.model import preset
+    from protocol.core.submission import honest
+    from protocol.core.training import RoundTask
+    from protocol.devnet import cheats as adv
+
+    def task(i: int, r: int = 1) -> RoundTask:
+        return RoundTask(b"trust", r, bytes([i + 1]) * 20, preset("micro"), cfg)
+
+    out: dict[str, tuple[Any, Any, Any]] = {}
+    base_t = task(0)
+    base = honest(base_t, ds, theta, None)
+    peer = honest(task(1), ds, theta, None)
+    old = honest(task(0, r=0), ds, theta, None)
+    for i, (attack, name, f, _g, _k) in enumerate(MINER_CHEATS, start=2):
+        t = task(i)
+        f = f or cfg.n_segments
+        frac = 0.1 if name.startswith("withhold") and f < cfg.n_segments else f / cfg.n_segments
+        if name == "lazy":
+            sub = adv.lazy(t, ds, theta, None, frac)
+        elif name == "fabricate":
+            sub = adv.fabricate(t, ds, theta, None)
+        elif name == "wrong-data":
+            sub = adv.wrong_data(t, ds, theta, None)
+        elif name in ("withhold", "withhold-challenger"):
+            sub = adv.withhold(t, ds, theta, None, frac)
+            assert frac == 1 or 0 < min(adv.faked_segments(t, frac)) < cfg.n_segments - 1
+        else:
+            t = base_t
+            blob = {"copy": peer.blob, "stale": old.blob}.get(name)
+            sub = replace(base, blob=blob or adv.BLOB_EDITS[name](t, base.blob))
+        # the voter fetches both endpoints from the miner or any peer (rule 1): a miner that
+        # withholds from the challenger only serves the voter everything
+        voter = replace(sub, withheld=frozenset()) if name == "withhold-challenger" else sub
+        out[attack] = (t, sub, voter)
+    return out
+
+
+def measure(p: Params, trials: int) -> dict[str, float]:
+    """Share of `trials` rounds in which one of p.validators honest validators' reports would be
+    confirmed: its own check finds fraud, and a voter's re-check of the reported segment does."""
+    from benchmarks.overhead import corpus_slice
+    from protocol.core.hashing import blake3_hash, u64
+    from protocol.core.model import GPT, init_params, preset
+    from protocol.core.proof import make_challenge, zero_carry_hash
+    from protocol.core.replay_profile import ReplayProfile, apply_profile, observe_profile
+    from protocol.core.signing import NodeIdentity
+    from protocol.core.training import ComputeConfig
+    from protocol.core.verdict import judge, verify_submission
+
+    profile = ReplayProfile(threads=1, cpu_capability=observe_profile().cpu_capability)
+    apply_profile(profile)
+    ds, cfg = corpus_slice(600_000), ComputeConfig(segments_per_validator=p.q)
+    assert cfg.n_segments == p.n_segments
+    theta, model = init_params(preset("micro"), 0), GPT(preset("micro"))
+    carry0 = zero_carry_hash(preset("micro"))
+
+    def finds(t: Any, sub: Any, segments: tuple[int, ...]) -> bool:
+        v = verify_submission(t, ds, theta, carry0, sub.root, sub.trace, sub.blob,
+                              lambda leaf: sub.fetch(leaf, t), segments, profile, model=model)
+        return judge(v).kind is not None
+
+    out = {}
+    for attack, (t, sub, voter) in _submissions(ds, theta, cfg).items():
+        caught = 0
+        for i in range(trials):
+            block = blake3_hash("trust-block", u64(i))
+            for j in range(p.validators):
+                ident = NodeIdentity(blake3_hash("trust-validator", u64(i), u64(j)))
+                seg = make_challenge(ident, 1, t.miner, block, cfg).segments
+                if finds(t, sub, seg) and (voter is sub or finds(t, voter, seg)):
+                    caught += 1
+                    break
+        out[attack] = caught / trials
+    return out
+
+
+def run(quick: bool, validators: int | None = None, miners: int | None = None,
+        trials: int | None = None) -> dict[str, Any]:
+    p = default_params(validators, miners)
+    trials = trials or (8 if quick else 100)
+    rows = exact_rows(p)
+    for attack, rate in measure(p, trials).items():
+        row = next(r for r in rows if r.attack == attack)
+        row.p_detect_measured, row.trials = rate, trials
+    fixes = {}
+    for r in rows:
+        if r.note and r.note.startswith("not negative"):
+            fixes[r.attack] = next((v for v in range(2, 33) if next(
+                x for x in exact_rows(replace(p, validators=v)) if x.attack == r.attack
+            ).expected_profit < 0), None)
+    return {
+        "figures": {"rows": [r.as_json() for r in rows]},
+        "params": {**asdict(p), "miner_pool": float(p.miner_pool),
+                   "validator_pool": float(p.validator_pool), "reward_R": float(p.reward),
+                   "dividend_D": float(p.dividend), "miner_slash_S_m": float(p.miner_slash),
+                   "validator_slash_S_v": float(p.validator_slash), "trials": trials,
+                   "measured_preset": "micro"},
+        "validators_needed": fixes,
+    }
+
+
+def _fmt(x: float | None, digits: int) -> str:
+    return "null" if x is None else f"{x:.{digits}f}"
+
+
+def print_table(result: dict[str, Any]) -> None:
+    prm = result["params"]
+    table = Table(title=f"trust economics ({prm['miners']} miners, {prm['validators']} validators, "
+                        f"n={prm['n_segments']}, q={prm['q']}, audit_sample={prm['audit_sample']})")
+    for col in ("attack", "p_detect", "p_detect_measured", "slash", "gain", "expected_profit"):
+        table.add_column(col, justify="left" if col == "attack" else "right")
+    for r in result["figures"]["rows"]:
+        table.add_row(r["attack"] + (" *" if r["note"] else ""), _fmt(r["p_detect"], 3),
+                      _fmt(r["p_detect_measured"], 3), _fmt(r["slash"], 1), _fmt(r["gain"], 1),
+                      _fmt(r["expected_profit"], 1))
+    Console().print(table)
+    for r in result["figures"]["rows"]:
+        if r["note"]:
+            Console().print(f"* {r['attack']}: {r['note']}")
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks trust")
+    ap.add_argument("--quick", action="store_true", help="fewer measured trials")
+    ap.add_argument("--json", type=Path, default=None, help="write the results here")
+    ap.add_argument("--validators", type=int, default=None, help="default: the devnet's")
+    ap.add_argument("--miners", type=int, default=None, help="default: the devnet's")
+    args = ap.parse_args(argv)
+    result = run(args.quick, args.validators, args.miners)
+    print_table(result)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+    return 0

@@ -1,0 +1,109 @@
+"""`python -m benchmarks trust --quick`: shape, exact probabilities, and that cheating never pays."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from benchmarks import trust
+from protocol.devnet.cheats import CHEATS
+
+FIELDS = {"attack", "p_detect", "p_detect_measured", "slash", "gain", "expected_profit"}
+# rows that are allowed not to be negative, and why (see the module docstring)
+HARMLESS = {"witness bought from an honest miner"}
+BLOCKED_AT_ZERO = {"late sybil miners closing the commit phase", "validator-set squatting",
+                   "unadmitted peers (no stake)", "copying a peer's bytes before the close"}
+NEED_FOUR_VALIDATORS = {"decoy report by a colluding validator", "never-replaying validator",
+                        "half-replaying validator", "validator skipping one miner",
+                        "witness bought from a cheating miner (lazy 1/10)"}
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    out = tmp_path_factory.mktemp("trust") / "trust.json"
+    assert trust.main(["--quick", "--json", str(out)]) == 0
+    return json.loads(Path(out).read_text())
+
+
+def rows(result: dict) -> dict[str, dict]:
+    return {r["attack"]: r for r in result["figures"]["rows"]}
+
+
+def test_json_shape(result: dict) -> None:
+    assert set(result) >= {"figures", "params"}
+    assert result["params"]["n_segments"] == 10 and result["params"]["q"] == 1
+    for r in result["figures"]["rows"]:
+        assert FIELDS <= set(r)
+        assert 0 <= r["p_detect"] <= 1
+        assert r["p_detect_measured"] is None or 0 <= r["p_detect_measured"] <= 1
+
+
+def test_every_named_cheat_has_a_row(result: dict) -> None:
+    names = {name for _, name, *_ in trust.MINER_CHEATS}
+    assert set(CHEATS) <= names | {"withhold-challenger"}
+    measured = [r for r in result["figures"]["rows"] if r["p_detect_measured"] is not None]
+    assert {r["attack"] for r in measured} == {a for a, *_ in trust.MINER_CHEATS}
+
+
+def test_p_detect_matches_the_hypergeometric_formula(result: dict) -> None:
+    n, q, v = 10, 1, result["params"]["validators"]
+    escape = math.comb(n - 1, q) / math.comb(n, q)  # one faked segment, one validator
+    assert rows(result)["lazy, 1/10 segments"]["p_detect"] == pytest.approx(1 - escape ** v)
+    escape5 = Fraction(math.comb(n - 5, q), math.comb(n, q))
+    assert rows(result)["lazy, 5/10 segments"]["p_detect_exact"] == str(1 - escape5 ** v)
+    # audits: a validator that skipped 2 of 4 miners, one other validator auditing 2 of them
+    miss = Fraction(math.comb(2, 2), math.comb(4, 2))
+    p4 = trust.default_params(validators=4)
+    half = next(r for r in trust.exact_rows(p4) if r.attack == "half-replaying validator")
+    assert half.p_detect == 1 - miss ** 3
+
+
+def test_measured_detection_is_near_exact(result: dict) -> None:
+    for r in result["figures"]["rows"]:
+        if r["p_detect_measured"] is None:
+            continue
+        if r["p_detect"] == 1:  # derivation, binding and all-segment cheats: every check
+            assert r["p_detect_measured"] == 1, r["attack"]
+        else:  # a handful of trials: only a loose band
+            assert abs(r["p_detect_measured"] - r["p_detect"]) < 0.5, r["attack"]
+
+
+def test_cheating_never_pays(result: dict) -> None:
+    v = result["params"]["validators"]
+    for r in result["figures"]["rows"]:
+        if r["attack"] in HARMLESS:
+            assert r["note"] and r["expected_profit"] > 0
+        elif r["attack"] in BLOCKED_AT_ZERO:
+            assert r["note"] and r["expected_profit"] == 0
+        elif r["attack"] in NEED_FOUR_VALIDATORS and v < 4:
+            assert r["note"] and "not negative" in r["note"]
+        else:
+            assert r["expected_profit"] < 0 and r["note"] is None, r["attack"]
+
+
+def test_from_four_validators_only_the_harmless_and_blocked_rows_are_not_negative() -> None:
+    for v in (4, 5, 8):
+        for r in trust.exact_rows(trust.default_params(validators=v)):
+            if r.attack not in HARMLESS | BLOCKED_AT_ZERO:
+                assert r.expected_profit < 0, (v, r.attack)
+
+
+def test_report_quorum_follows_protocol_section_12() -> None:
+    assert trust.confirmed(2, 0, 2)  # both honest validators confirm
+    assert not trust.confirmed(1, 1, 2)  # the other one rejects: 1*3 > 2*2 fails
+    assert not trust.confirmed(2, 1, 3)  # exactly 2/3 is not more than 2/3
+    assert trust.confirmed(3, 1, 4)
+    assert not trust.confirmed(1, 0, 1)  # nobody besides the reporter
+
+
+def test_more_stake_at_risk_lowers_profit() -> None:
+    p = trust.default_params()
+    richer = replace(p, miner_stake=p.miner_stake * 10)
+    lazy = [r for r in trust.exact_rows(p) if r.attack == "lazy, 1/10 segments"][0]
+    lazy_rich = [r for r in trust.exact_rows(richer) if r.attack == "lazy, 1/10 segments"][0]
+    assert lazy_rich.expected_profit < lazy.expected_profit < 0
