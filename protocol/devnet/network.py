@@ -45,7 +45,7 @@ class DevnetIncomplete(VeritrainError):
 @dataclass(frozen=True)
 class DevnetOptions:
     miners: int = 4
-    validators: int = 2
+    validators: int = 3
     rounds: int = 5
     cheaters: tuple[tuple[str, float | None], ...] = ()  # (kind, fraction of segments faked)
     lazy_validators: int = 0  # of `validators`, how many never replay (they are audited and slashed)
