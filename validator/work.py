@@ -98,3 +98,49 @@ def replay_for_audit(job: AuditJob) -> AuditReplay:
     # exact mode: the committed hash decides, whether or not the end checkpoint was served
     matches = all(r.actual_hash == r.expected_hash and r.losses_match for r in replays)
     return AuditReplay(True, matches, tuple(bytes(h) for r in replays for h in r.inner_hashes))
+
+
+@dataclass(frozen=True)
+class ScoreJob:
+    spec: TrainingSpec
+    run_seed: bytes
+    round: int
+    state_blob: bytes
+    state_hash: bytes
+    entries: list[tuple[str, int, bytes | None, bool]]  # (miner, commit order, envelope, proof ok)
+    validator_seed: bytes
+    max_bytes: int
+
+
+def _score_inputs(job: ScoreJob) -> tuple[list[RoundEntry], Dataset, Params]:
+    setup = Setup(job.spec, job.run_seed)
+    model, cfg = setup.model, setup.compute
+    theta = decode_state(job.state_blob, model, job.state_hash).params
+    entries = []
+    for miner, order, envelope, ok in job.entries:
+        if envelope is None:
+            continue
+        task = RoundTask(job.run_seed, job.round, bytes.fromhex(miner[2:]), model, cfg)
+        entries.append(RoundEntry(task, order, decode_envelope(envelope, job.max_bytes).update, ok))
+    return entries, load_dataset(job.spec.dataset), theta
+
+
+def usefulness_by_miner(job: ScoreJob) -> dict[bytes, Usefulness]:
+    """The costly half of `score_miners`, run before the proof verdicts are in."""
+    entries, ds, theta = _score_inputs(job)
+    return usefulness_of(entries, ds, theta, Digest(job.validator_seed))
+
+
+def score_miners(job: ScoreJob, useful: dict[bytes, Usefulness] | None = None) -> dict[str, int]:
+    """Integer scores in [0, 65535]; a miner without a usable envelope scores 0. `useful`:
+    `usefulness_by_miner` of the same job, if it ran already."""
+    entries, ds, theta = _score_inputs(job)
+    out = {miner.lower(): 0 for miner, *_ in job.entries}
+    scores = score_round(entries, ds, theta, Digest(job.validator_seed), useful=useful)
+    for raw, s in scores.items():
+        out["0x" + raw.hex()] = s.score
+    return {_checksum(m): v for m, v in out.items()}
+
+
+def _checksum(address: str) -> str:
+    return checksum_address(address)

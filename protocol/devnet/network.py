@@ -27,8 +27,8 @@ from protocol.config.run_config import TOKEN_UNIT, ChainParams, GenesisAllocatio
 from protocol.config.run_setup import resolve
 from protocol.core.errors import ConfigError, VeritrainError
 from protocol.core.signing import NodeIdentity, binding_message
-from protocol.devnet.lazy_validator import LazyValidator
 from protocol.devnet.cheats import CHEATS, MinerCheat
+from protocol.devnet.lazy_validator import LazyValidator
 from protocol.node.context import NodeConfig
 from protocol.node.keys import LocalAccount, NodeKeys
 from protocol.node.pinning import prepare
