@@ -5,7 +5,21 @@
 - cost_ratio: validator work per miner / the miner's training work. Validator work is the
   replay of q segments, the leaf-0 and derivation checks, and usefulness scoring; the
   held-out loss of θ_r, shared by every miner, is counted once per round (target <= 0.5).
-- replay_ratio: the replay and checks alone (target <= 0.15).
+- replay_ratio: the replay and checks alone (target <= 0.15). The replay hashes the full state
+  after every inner step for the replay witness, and the witness itself is computed, both
+  inside the timed check.
+- audit_ratio: proof-of-replay audits (DESIGN.md §8.1 rule 3) per miner, over the miner's
+  training work:
+      audit_ratio = A * t_audit / (n_miners * t_train),  A = (V - 1) * min(audit_sample, n_miners)
+  A is the audit replays one validator makes per round (`witness.audit_picks` over V - 1 other
+  validators, each of which checked every miner), t_audit the cost of one audit replay: the q
+  challenged segments replayed from their served start checkpoints (decoded and hash-checked;
+  exact mode needs no end leaf), inner hashes and the recomputed witness. Defaults: V = 3
+  validators, audit_sample = 2 (ChainParams), n_miners = 4 (the devnet default), so A = 4
+  (target <= 0.10). audit_replay_ratio = t_audit / t_train (>= q*k/H = 0.10) is one audit
+  replay, so audit_ratio = A * audit_replay_ratio / n_miners: it meets 0.10 once
+  n_miners >= 10 * A * audit_replay_ratio (A stays 4 for n_miners >= 2). The table also gives
+  audit_ratio at 8 miners.
 - detection: rate at which one q=1 validator catches a lazy miner that faked a fraction f of
   its 10 segments, from real replays, next to the exact hypergeometric value.
 - false_positive_rate: honest miners flagged by full checks (target exactly 0).
@@ -29,6 +43,7 @@ from protocol.core.hashing import blake3_hash, u64
 from protocol.core.model import GPT, Params, init_params, num_params, preset
 from protocol.core.proof import (
     ReplayStatus,
+    Trace,
     make_challenge,
     replay_segment,
     verify_update_derivation,
@@ -39,10 +54,15 @@ from protocol.core.signing import NodeIdentity
 from protocol.core.submission import honest, submit
 from protocol.core.training import ComputeConfig, RoundTask, train_round
 from protocol.core.verdict import judge, verify_submission
+from protocol.core.witness import audit_picks, audit_segments, replay_witness, witness_for
 from protocol.devnet import cheats as adv
 from validator.scoring import GauntletUsefulness, mean_loss, own_batches
 
 FRACTIONS = (0.1, 0.25, 0.5, 1.0)
+AUDIT_VALIDATORS = 3  # V: validators per round
+AUDIT_SAMPLE = 2  # ChainParams.audit_sample: miners per other validator an auditor replays
+AUDIT_MINERS = 4  # miners per round (the devnet default), each checked by every validator
+VALIDATOR = b"\x11" * 20  # the benchmark validator's address (its node key is \x11 * 32)
 
 
 def _task(model_name: str, i: int, cfg: ComputeConfig) -> RoundTask:
@@ -67,8 +87,10 @@ def miner_costs(t: RoundTask, ds: Dataset, theta: Params, profile: ReplayProfile
     model = GPT(t.model)
     replays = [replay_segment(t, ds, sub.trace, s, blobs[s], blobs[s + 1], profile, model=model)
                for s in ch.segments]
+    witness = witness_for(VALIDATOR, ch.signature, 1, t.miner, replays)
     check_s = time.perf_counter() - start
     assert not d.failures and all(r.status is ReplayStatus.MATCH for r in replays)
+    audit_s = audit_cost(t, ds, sub.trace, blobs, ch.signature, witness, profile, model)
     start = time.perf_counter()
     from protocol.core.compress import decode_update, decompress, expected_header
 
@@ -77,7 +99,31 @@ def miner_costs(t: RoundTask, ds: Dataset, theta: Params, profile: ReplayProfile
     own = own_batches(ds, t, ch.seed, t.cfg.score_batches)
     GauntletUsefulness().evaluate(model, theta, delta, own, heldout, held_before)
     score_s = time.perf_counter() - start
-    return {"train_s": train_s, "check_s": check_s, "score_s": score_s}
+    return {"train_s": train_s, "check_s": check_s, "score_s": score_s, "audit_s": audit_s}
+
+
+def audit_cost(t: RoundTask, ds: Dataset, trace: Trace, start_blobs: dict[int, bytes | None],
+               sig: bytes, witness: bytes, profile: ReplayProfile, model: GPT) -> float:
+    """Seconds for another validator to audit this witness: the segments σ picked, replayed
+    from their served (decoded, hash-checked) start checkpoints, and the witness recomputed.
+    In exact mode the committed end hash decides the replay, so the end leaf is not needed."""
+    start = time.perf_counter()
+    segments = audit_segments(sig, t.cfg)
+    rs = [replay_segment(t, ds, trace, s, start_blobs[s], None, profile, model=model)
+          for s in segments]
+    again = replay_witness(VALIDATOR, sig, 1, t.miner, segments,
+                           [h for r in rs for h in r.inner_hashes])
+    audit_s = time.perf_counter() - start
+    assert again == witness
+    assert all(r.actual_hash == r.expected_hash and r.losses_match for r in rs)
+    return audit_s
+
+
+def audits_per_validator(validators: int, sample: int, n_miners: int) -> int:
+    """A: the audit replays one validator makes per round, from `audit_picks` itself."""
+    names = [f"0x{i:040x}" for i in range(1, validators + 1)]
+    miners = [f"0x{0xA0 + i:040x}" for i in range(n_miners)]
+    return len(audit_picks(b"\x00" * 64, dict.fromkeys(names, miners), names[0], sample))
 
 
 def cost_figures(model_name: str, n_miners: int, ds: Dataset,
@@ -93,7 +139,12 @@ def cost_figures(model_name: str, n_miners: int, ds: Dataset,
             for i in range(n_miners)]
     cost = [(r["check_s"] + r["score_s"] + shared_s / n_miners) / r["train_s"] for r in rows]
     replay = [r["check_s"] / r["train_s"] for r in rows]
+    audits = audits_per_validator(AUDIT_VALIDATORS, AUDIT_SAMPLE, AUDIT_MINERS)
+    per_replay = statistics.median(r["audit_s"] / r["train_s"] for r in rows)
+    audits8 = audits_per_validator(AUDIT_VALIDATORS, AUDIT_SAMPLE, 8)
     return {"cost_ratio": statistics.median(cost), "replay_ratio": statistics.median(replay),
+            "audit_ratio": audits * per_replay / AUDIT_MINERS, "audit_replay_ratio": per_replay,
+            "audit_ratio_8_miners": audits8 * per_replay / 8, "audits_per_validator": audits,
             "rows": rows, "shared_heldout_s": shared_s}
 
 
@@ -151,12 +202,18 @@ def measure(quick: bool) -> dict[str, object]:
     fpr = false_positives(ds, profile, 2 if quick else 10, 5)
     return {
         "figures": {"cost_ratio": costs["cost_ratio"], "replay_ratio": costs["replay_ratio"],
+                    "audit_ratio": costs["audit_ratio"],
+                    "audit_replay_ratio": costs["audit_replay_ratio"],
+                    "audit_ratio_8_miners": costs["audit_ratio_8_miners"],
                     "detection": {str(d["f"]): d["measured"] for d in det},
                     "false_positive_rate": fpr},
         "detection_cells": det, "costs": costs,
         "config": {"preset": model_name, "inner_steps": 30, "checkpoint_every": 3, "q": 1,
-                   "threads": profile.threads},
-        "targets": {"cost_ratio": 0.5, "replay_ratio": 0.15, "false_positive_rate": 0.0},
+                   "threads": profile.threads, "validators": AUDIT_VALIDATORS,
+                   "audit_sample": AUDIT_SAMPLE, "miners": AUDIT_MINERS,
+                   "audits_per_validator": costs["audits_per_validator"]},
+        "targets": {"cost_ratio": 0.5, "replay_ratio": 0.15, "audit_ratio": 0.10,
+                    "false_positive_rate": 0.0},
     }
 
 
@@ -173,6 +230,12 @@ def main(argv: list[str]) -> int:
     table.add_column("target / exact", justify="right")
     table.add_row("cost_ratio", f"{fig['cost_ratio']:.3f}", "<= 0.5")  # type: ignore[index]
     table.add_row("replay_ratio", f"{fig['replay_ratio']:.3f}", "<= 0.15")  # type: ignore[index]
+    cfg = result["config"]
+    table.add_row(f"audit_ratio ({cfg['audits_per_validator']} audits/validator/round, "  # type: ignore[index]
+                  f"{cfg['miners']} miners)", f"{fig['audit_ratio']:.3f}", "<= 0.10")  # type: ignore[index]
+    table.add_row("audit_ratio (8 miners)", f"{fig['audit_ratio_8_miners']:.3f}", "<= 0.10")  # type: ignore[index]
+    table.add_row("audit_replay_ratio (one audit replay)",
+                  f"{fig['audit_replay_ratio']:.3f}", ">= q*k/H = 0.10")  # type: ignore[index]
     for d in result["detection_cells"]:  # type: ignore[attr-defined]
         table.add_row(f"detection f={d['f']} ({d['faked']} seg, {d['trials']} trials)",
                       f"{d['measured']:.2f}", f"{d['exact']:.2f}")
