@@ -5,13 +5,18 @@
 @custom:contract-name disputes
 @license GNU Affero General Public License v3.0 only
 @notice A permitted validator of a round files a `replay`, `derivation` or
-        `unavailable` report against a miner before the round's reveal deadline,
-        posting a bond (one report per round, miner and reporter). The report is the reporter's confirming vote; the round's
-        other validators vote `confirm`, `reject` or `served`. After the challenge
-        window (or once every validator voted) anyone resolves it:
-        - confirmed: quorum (> 1/2 of permitted stake voted), > 2/3 of voting stake
-          confirms, and someone besides the reporter confirmed -> the miner is slashed
-          (once per round: a later confirmed report on the same miner and round slashes nothing);
+        `unavailable` report against a miner, or a `lazy_validator` report against
+        another validator that revealed (its replay witness or challenge signature
+        for one miner fails the audit), until the round's audit phase is over,
+        posting a bond (one report per round, accused and reporter). The report is
+        the reporter's confirming vote; the round's other validators (never the
+        accused) vote `confirm`, `reject` or `served`. After the challenge window
+        (or once every validator who may vote did) anyone resolves it; `finalize`
+        waits until every report of the round is resolved:
+        - confirmed: quorum (> 1/2 of the stake that may vote voted), > 2/3 of voting
+          stake confirms, and someone besides the reporter confirmed -> the accused
+          is slashed and its reward for the round forfeited (slashed once per round:
+          a later confirmed report on the same accused and round slashes nothing);
         - rejected: not confirmed and a validator besides the reporter rejected -> the bond is burned;
         - void: anything else (no quorum, only the reporter voted, `served` outweighs
           the rest) -> the bond is returned.
@@ -22,6 +27,7 @@ from ethereum.ercs import IERC20
 from . import constants
 from .interfaces import IRewards
 from .interfaces import IRounds
+from .interfaces import IScores
 from .interfaces import IStaking
 from .interfaces import IToken
 
@@ -30,6 +36,7 @@ SIG_BYTES: constant(uint256) = constants.ED25519_SIG_BYTES
 KIND_REPLAY: constant(uint8) = 1
 KIND_DERIVATION: constant(uint8) = 2
 KIND_UNAVAILABLE: constant(uint8) = 3
+KIND_LAZY_VALIDATOR: constant(uint8) = 4
 VOTE_CONFIRM: constant(uint8) = 1
 VOTE_REJECT: constant(uint8) = 2
 VOTE_SERVED: constant(uint8) = 3
@@ -68,11 +75,13 @@ reporter_share_bps: public(immutable(uint256))
 
 report_count: public(uint256)
 reports: public(HashMap[uint256, Report])
-# round -> miner -> reporter -> report id: one report per (round, miner, reporter), so a
-# voided report (e.g. a colluder's) never shields the miner from another validator's report
+# round -> accused -> reporter -> report id: one report per (round, accused, reporter), so a
+# voided report (e.g. a colluder's) never shields the accused from another validator's report
 report_of: public(HashMap[uint256, HashMap[address, HashMap[address, uint256]]])
-# round -> miner -> True once a report against it in that round was confirmed (slashed once)
+# round -> accused -> True once a report against it in that round was confirmed (slashed once)
 slashed_in_round: public(HashMap[uint256, HashMap[address, bool]])
+# round -> reports of that round still open (finalize waits for 0)
+open_in_round: public(HashMap[uint256, uint256])
 vote_of: public(HashMap[uint256, HashMap[address, uint8]])
 total_bonds: public(uint256)
 
@@ -110,8 +119,9 @@ def __init__(
 ):
     """
     @notice Fixes the dispute parameters. The staking contract's unbonding delay
-            must exceed one round's phases plus the challenge window, so a cheater
-            cannot withdraw before a report against it can be filed and resolved.
+            must exceed one round's phases (commit, score, reveal, audit) plus the
+            challenge window, so a cheater or a lazy validator cannot withdraw
+            before a report against it can be filed and resolved.
     @param token_ The bond token.
     @param staking_ The staking registry (slashes, report counts).
     @param rounds_ The round clock (validator snapshots, reporting window, durations).
@@ -123,7 +133,7 @@ def __init__(
     """
     assert slash_bps_ <= BPS and reporter_share_bps_ <= BPS, "disputes: bad fraction"
     assert challenge_window_ > 0, "disputes: zero challenge window"
-    phases: uint256 = staticcall rounds_.commit_duration() + staticcall rounds_.score_duration() + staticcall rounds_.reveal_duration()
+    phases: uint256 = staticcall rounds_.commit_duration() + staticcall rounds_.score_duration() + staticcall rounds_.reveal_duration() + staticcall rounds_.audit_duration()
     assert staticcall staking_.unbonding_delay() > phases + challenge_window_, "disputes: unbonding delay too short"
     token = token_
     staking = staking_
@@ -140,22 +150,29 @@ def report_fraud(
     round: uint256, miner: address, kind: uint8, segment: uint16, evidence_hash: bytes32, challenge_sig: Bytes[SIG_BYTES]
 ) -> uint256:
     """
-    @notice Files a fraud report (1 replay, 2 derivation, 3 unavailable) against
-            `miner` in `round`, posting the bond (after `approve`). Counts as the
-            reporter's confirming vote. One report per (round, miner, reporter):
-            other validators may still report a miner whose earlier report failed.
-    @param round The round of the reported update.
-    @param miner The reported miner.
-    @param kind 1 replay, 2 derivation, 3 unavailable.
-    @param segment The trace segment the evidence concerns.
+    @notice Files a report (1 replay, 2 derivation, 3 unavailable against a miner
+            that committed; 4 lazy_validator against another validator that
+            revealed in `round`) posting the bond (after `approve`). Counts as
+            the reporter's confirming vote. One report per (round, accused,
+            reporter): other validators may still report an accused whose earlier
+            report failed.
+    @param round The round of the reported update or reveal.
+    @param miner The accused: the miner (kinds 1-3) or the validator (kind 4).
+    @param kind 1 replay, 2 derivation, 3 unavailable, 4 lazy_validator.
+    @param segment Kinds 1-3: one of the reporter's challenged segments (voters
+           check it); kind 4: the audited miner's index in `miners_of(round)`.
     @param evidence_hash Hash of the off-chain evidence.
-    @param challenge_sig The reporter's ed25519 signature that seeds its challenge.
+    @param challenge_sig Kinds 1-3: the reporter's challenge signature; kind 4:
+           the accused's revealed signature for the audited miner.
     @return The report id.
     """
-    assert kind >= KIND_REPLAY and kind <= KIND_UNAVAILABLE, "disputes: unknown kind"
+    assert kind >= KIND_REPLAY and kind <= KIND_LAZY_VALIDATOR, "disputes: unknown kind"
     weight: uint256 = staticcall rounds.validator_weight(round, msg.sender)
     assert weight > 0, "disputes: not a permitted validator"
-    assert staticcall rounds.has_committed(round, miner), "disputes: miner did not commit"
+    if kind == KIND_LAZY_VALIDATOR:
+        self._check_lazy_accused(round, miner, segment)
+    else:
+        assert staticcall rounds.has_committed(round, miner), "disputes: miner did not commit"
     assert staticcall rounds.reporting_open(round), "disputes: reporting closed"
     assert self.report_of[round][miner][msg.sender] == 0, "disputes: already reported"
     assert len(challenge_sig) == SIG_BYTES, "disputes: challenge signature must be 64 bytes"
@@ -173,6 +190,7 @@ def report_fraud(
     )
     self.report_of[round][miner][msg.sender] = rid
     self.vote_of[rid][msg.sender] = VOTE_CONFIRM
+    self.open_in_round[round] += 1
     extcall staking.report_opened(miner)
     extcall rewards.report_opened(round, miner)
     log FraudReported(
@@ -188,7 +206,8 @@ def vote_fraud(report_id: uint256, vote: uint8):
     """
     @notice Votes on an open report: 1 confirm, 2 reject, 3 served (the
             unavailable checkpoint was fetched and replays correctly).
-            Only the round's permitted validators vote, once each, within the window.
+            Only the round's permitted validators vote, once each, within the
+            window; the accused validator of a `lazy_validator` report never does.
     @param report_id The report.
     @param vote 1 confirm, 2 reject, 3 served.
     """
@@ -198,6 +217,7 @@ def vote_fraud(report_id: uint256, vote: uint8):
     assert vote >= VOTE_CONFIRM and vote <= VOTE_SERVED, "disputes: unknown vote"
     weight: uint256 = staticcall rounds.validator_weight(r.round, msg.sender)
     assert weight > 0, "disputes: not a permitted validator"
+    assert msg.sender != r.miner, "disputes: accused cannot vote"
     assert self.vote_of[report_id][msg.sender] == 0, "disputes: already voted"
     self.vote_of[report_id][msg.sender] = vote
     r.votes += 1
@@ -217,17 +237,22 @@ def vote_fraud(report_id: uint256, vote: uint8):
 def resolve_fraud(report_id: uint256) -> uint8:
     """
     @notice Resolves a report after its window, or earlier once every permitted
-            validator of the round voted. Anyone may call it.
-            A miner is slashed at most once per round: a later confirmed report
-            against the same miner and round slashes nothing (its bond is returned).
+            validator of the round who may vote voted. Anyone may call it.
+            An accused is slashed at most once per round: a later confirmed report
+            against the same accused and round slashes nothing (its bond is returned).
     @param report_id The report.
     @return The outcome: 2 confirmed, 3 rejected, 4 void.
     """
     r: Report = self.reports[report_id]
     assert r.status == STATUS_OPEN, "disputes: report not open"
-    n_validators: uint256 = len(staticcall rounds.validators_of(r.round))
-    assert block.timestamp >= r.deadline or r.votes >= n_validators, "disputes: challenge window open"
-    status: uint8 = self._outcome(r, staticcall rounds.total_weight(r.round))
+    voters: uint256 = len(staticcall rounds.validators_of(r.round))
+    permitted: uint256 = staticcall rounds.total_weight(r.round)
+    if r.kind == KIND_LAZY_VALIDATOR:
+        # the accused validator may not vote: the quorum counts the others only
+        voters -= 1
+        permitted -= staticcall rounds.validator_weight(r.round, r.miner)
+    assert block.timestamp >= r.deadline or r.votes >= voters, "disputes: challenge window open"
+    status: uint8 = self._outcome(r, permitted)
     r.status = status
     self.reports[report_id] = r
     slashed: uint256 = 0
@@ -242,10 +267,25 @@ def resolve_fraud(report_id: uint256) -> uint8:
             extcall IToken(token.address).burn(report_bond)
         else:
             assert extcall token.transfer(r.reporter, report_bond, default_return_value=True), "disputes: bond transfer failed"
+    self.open_in_round[r.round] -= 1
     extcall staking.report_closed(r.miner)
     extcall rewards.report_resolved(r.round, r.miner, status == STATUS_CONFIRMED)
     log FraudResolved(report_id=report_id, round=r.round, miner=r.miner, status=status, slashed=slashed, bond_burned=burned)
     return status
+
+
+@view
+@internal
+def _check_lazy_accused(round: uint256, accused: address, segment: uint16):
+    """
+    @dev A `lazy_validator` report names another validator that revealed in
+         `round` and a miner index within the revealed list (whose length is the
+         commit count once anyone revealed).
+    """
+    assert accused != msg.sender, "disputes: cannot report self"
+    assert staticcall IScores(staticcall rounds.scores()).revealed(round, accused), "disputes: accused did not reveal"
+    commits: uint256 = (staticcall rounds.round_info(round))[1]
+    assert convert(segment, uint256) < commits, "disputes: miner index out of range"
 
 
 @pure

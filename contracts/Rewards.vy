@@ -8,7 +8,8 @@
         it hands over consensus scores and validator agreements; this contract
         updates miner reputation, mints the round's emission into claimable
         balances (a miner's reward is held back while a fraud report against it
-        is open, and forfeited once one is confirmed) and pays claims. Revert
+        is open, and forfeited once one is confirmed; a validator confirmed lazy
+        in a round gets no pay for it) and pays claims. Revert
         strings keep the pre-split "settlement: " prefix.
 """
 
@@ -122,7 +123,10 @@ def settle(
     """
     @notice Pays a finalized round: miners by consensus score (held back while a
             report is open, never minted once forfeited), validators by stake times
-            agreement, and mints the total to this contract.
+            agreement (nothing for one whose dividends the round forfeited: a
+            confirmed `lazy_validator` report), and mints the total to this contract.
+            A fallback round passes no miners (none paid, reputations unchanged)
+            and full agreement for every validator.
     @dev Only the scores contract may call this, from `finalize`.
     @param round The finalized round.
     @param miners Every miner that committed, ascending.
@@ -160,10 +164,10 @@ def claim() -> uint256:
 @external
 def report_opened(round: uint256, miner: address):
     """
-    @notice Marks a fraud report against `miner` in `round`: its reward is held back.
+    @notice Marks a report against `miner` in `round`: its reward is held back.
     @dev Only the disputes contract may call this.
     @param round The reported round.
-    @param miner The reported miner.
+    @param miner The accused: a miner, or a validator for a `lazy_validator` report.
     """
     assert msg.sender == self.disputes, "settlement: only disputes"
     self.open_reports[round][miner] += 1
@@ -173,12 +177,13 @@ def report_opened(round: uint256, miner: address):
 @external
 def report_resolved(round: uint256, miner: address, confirmed: bool):
     """
-    @notice Ends a report: the first confirmed one forfeits the miner's reward for
-            `round` (burning it if `round` is already finalized; otherwise finalize
-            never mints it); otherwise a held reward is released once no report is open.
+    @notice Ends a report: the first confirmed one forfeits the accused's reward for
+            `round` (a miner's or a lazy validator's; burning it if `round` is already
+            finalized, otherwise finalize never mints it); otherwise a held reward is
+            released once no report is open.
     @dev Only the disputes contract may call this.
     @param round The reported round.
-    @param miner The reported miner.
+    @param miner The accused: a miner, or a validator for a `lazy_validator` report.
     @param confirmed Whether the report was confirmed.
     """
     assert msg.sender == self.disputes, "settlement: only disputes"
@@ -247,13 +252,16 @@ def _pay_validators(
     agreements: DynArray[uint256, MAX_VALIDATORS],
 ) -> uint256:
     """
-    @dev Credits the validators' pool pro rata to stake times agreement.
+    @dev Credits the validators' pool pro rata to stake times agreement; a
+         validator forfeited in `round` (confirmed lazy) has no share.
     """
     pool: uint256 = emission_per_round - emission_per_round * miner_share_bps // BPS
     shares: DynArray[uint256, MAX_VALIDATORS] = []
     total: uint256 = 0
     for j: uint256 in range(len(vals), bound=MAX_VALIDATORS):
-        share: uint256 = weights[j] * agreements[j]
+        share: uint256 = 0
+        if not self.forfeited[round][vals[j]]:
+            share = weights[j] * agreements[j]
         shares.append(share)
         total += share
     minted: uint256 = 0

@@ -7,8 +7,9 @@
 @notice One round: miners commit `keccak(update_hash, trace_root)`; the commit
         phase closes at its deadline or once every active miner committed, and the
         hash of the closing block seeds the validators' challenges. This contract
-        keeps every phase of every round (commit, scoring, reveal, finalize): the
-        scores contract reports score commits, reveals and finalize here, and the
+        keeps every phase of every round (commit, scoring, reveal, audit, finalize):
+        the scores contract reports score commits, reveals, finished audits and
+        finalize here, and the
         attestation contract opens the next round here once validators holding a
         stake majority attest its model. Phases close early once every participant
         has acted. Revert strings keep the pre-split "settlement: " prefix.
@@ -42,6 +43,7 @@ genesis_model_hash: public(immutable(bytes32))
 commit_duration: public(immutable(uint256))
 score_duration: public(immutable(uint256))
 reveal_duration: public(immutable(uint256))
+audit_duration: public(immutable(uint256))
 deployer: immutable(address)
 
 scores: public(address)
@@ -61,6 +63,7 @@ total_weight: public(HashMap[uint256, uint256])
 score_commit_count: public(HashMap[uint256, uint256])
 score_closed_time: public(HashMap[uint256, uint256])
 reveal_count: HashMap[uint256, uint256]
+audit_count: HashMap[uint256, uint256]
 round_miners: HashMap[uint256, DynArray[address, MAX_MINERS]]
 round_miners_hash: HashMap[uint256, bytes32]
 finalized: public(HashMap[uint256, bool])
@@ -97,7 +100,7 @@ event Wired:
 @deploy
 def __init__(
     staking_: IStaking, run_config_hash_: bytes32, genesis_model_hash_: bytes32,
-    commit_duration_: uint256, score_duration_: uint256, reveal_duration_: uint256,
+    commit_duration_: uint256, score_duration_: uint256, reveal_duration_: uint256, audit_duration_: uint256,
 ):
     """
     @notice Fixes the run config: its hash (model, data, replay profile, training
@@ -109,8 +112,9 @@ def __init__(
     @param commit_duration_ Seconds the commit phase lasts at most.
     @param score_duration_ Seconds the scoring phase lasts at most.
     @param reveal_duration_ Seconds the reveal phase lasts at most.
+    @param audit_duration_ Seconds the audit phase lasts at most, counted from the reveal deadline.
     """
-    assert commit_duration_ > 0 and score_duration_ > 0 and reveal_duration_ > 0, "settlement: zero duration"
+    assert commit_duration_ > 0 and score_duration_ > 0 and reveal_duration_ > 0 and audit_duration_ > 0, "settlement: zero duration"
     assert genesis_model_hash_ != empty(bytes32), "settlement: empty genesis model"
     staking = staking_
     run_config_hash = run_config_hash_
@@ -118,6 +122,7 @@ def __init__(
     commit_duration = commit_duration_
     score_duration = score_duration_
     reveal_duration = reveal_duration_
+    audit_duration = audit_duration_
     deployer = msg.sender
 
 
@@ -303,11 +308,27 @@ def accept_reveal(round: uint256, miners: DynArray[address, MAX_MINERS]):
 
 
 @external
+def record_audit_done(round: uint256):
+    """
+    @notice Checks that `round` is in its audit phase and counts one revealed
+            validator's finished audits; the audit phase closes once every
+            validator that revealed has finished.
+    @dev Only the scores contract may call this, from `audits_done`, once per
+         revealed validator.
+    @param round The round being audited.
+    """
+    assert msg.sender == self.scores, "settlement: only scores"
+    assert self._reveal_closed(round) and not self._audit_closed(round), "settlement: not in audit phase"
+    self.audit_count[round] += 1
+
+
+@external
 def record_finalize(round: uint256) -> DynArray[address, MAX_MINERS]:
     """
-    @notice Marks `round` finalized once its reveal phase is over.
-    @dev Only the scores contract may call this, from `finalize`. Stores the
-         round's seed first if it is due and nobody has.
+    @notice Marks `round` finalized once its reveal and audit phases are over.
+    @dev Only the scores contract may call this, from `finalize` (which also
+         checks that no report of the round is open). Stores the round's seed
+         first if it is due and nobody has.
     @param round The round to finalize.
     @return The miners that committed in `round`, ascending (empty without a reveal).
     """
@@ -315,6 +336,7 @@ def record_finalize(round: uint256) -> DynArray[address, MAX_MINERS]:
     self._touch_seed(round)
     assert not self.finalized[round], "settlement: already finalized"
     assert self._reveal_closed(round), "settlement: reveal phase open"
+    assert self._audit_closed(round), "settlement: audit phase open"
     self.finalized[round] = True
     return self.round_miners[round]
 
@@ -352,10 +374,10 @@ def phase(round: uint256) -> uint8:
     """
     @notice The phase `round` is in.
     @param round The round.
-    @return 0 not open, 1 commit, 2 scoring, 3 reveal, 4 awaiting finalize, 5 finalized.
+    @return 0 not open, 1 commit, 2 scoring, 3 reveal, 4 audit, 5 awaiting finalize, 6 finalized.
     """
     if self.finalized[round]:
-        return 5
+        return 6
     word: uint256 = self.round_word[round]
     if word & MASK48 == 0:
         return 0
@@ -365,23 +387,26 @@ def phase(round: uint256) -> uint8:
         return 2
     if not self._reveal_closed(round):
         return 3
-    return 4
+    if not self._audit_closed(round):
+        return 4
+    return 5
 
 
 @view
 @external
-def deadlines(round: uint256) -> (uint256, uint256, uint256):
+def deadlines(round: uint256) -> (uint256, uint256, uint256, uint256):
     """
     @notice The phase deadlines of `round` as timestamps.
     @param round The round.
-    @return Commit, scoring and reveal deadlines; the later two are 0 until the commit phase has closed.
+    @return Commit, scoring, reveal and audit deadlines; the later three are 0 until the commit phase has closed.
     """
     start_time: uint256 = self.round_word[round] & MASK48
     if start_time == 0:
-        return 0, 0, 0
+        return 0, 0, 0, 0
     if self._commit_closed_time(round) == 0:
-        return start_time + commit_duration, 0, 0
-    return start_time + commit_duration, self._score_close_time(round), self._reveal_deadline(round)
+        return start_time + commit_duration, 0, 0, 0
+    reveal_deadline: uint256 = self._reveal_deadline(round)
+    return start_time + commit_duration, self._score_close_time(round), reveal_deadline, reveal_deadline + audit_duration
 
 
 @view
@@ -437,14 +462,14 @@ def has_committed(round: uint256, miner: address) -> bool:
 @external
 def reporting_open(round: uint256) -> bool:
     """
-    @notice Whether fraud reports for `round` may be filed: after the commit
-            phase closed, before the reveal deadline and before finalize.
+    @notice Whether reports of every kind for `round` may be filed: after the
+            commit phase closed, until the audit phase is over, before finalize.
     @param round The round.
     @return True while reports are accepted.
     """
     if self.finalized[round] or self._commit_closed_time(round) == 0:
         return False
-    return block.timestamp < self._reveal_deadline(round)
+    return not self._audit_closed(round)
 
 
 @internal
@@ -569,3 +594,18 @@ def _reveal_closed(round: uint256) -> bool:
     if block.timestamp >= self._reveal_deadline(round):
         return True
     return self.reveal_count[round] == self.score_commit_count[round]
+
+
+@view
+@internal
+def _audit_closed(round: uint256) -> bool:
+    """
+    @dev Whether the audit phase of `round` is over: the reveal phase is over and
+         either the audit deadline passed or every validator that revealed
+         finished its audits (at once when nobody revealed: nothing to audit).
+    """
+    if not self._reveal_closed(round):
+        return False
+    if block.timestamp >= self._reveal_deadline(round) + audit_duration:
+        return True
+    return self.audit_count[round] == self.reveal_count[round]

@@ -18,6 +18,8 @@ SCORE_WORDS: constant(uint256) = 16
 MAX_ELIGIBLE_VALIDATORS: constant(uint256) = 256
 # an ed25519 signature (node-key bindings, challenge seeds)
 ED25519_SIG_BYTES: constant(uint256) = 64
+# a reveal's challenge signatures: one 64-byte ed25519 signature per miner, concatenated
+REVEAL_SIG_BYTES: constant(uint256) = MAX_MINERS * ED25519_SIG_BYTES
 # basis points: 10,000 = 100 %
 BPS: constant(uint256) = 10_000
 # 1.0 in 18-decimal fixed point (agreement factors)

@@ -10,6 +10,7 @@ from web3 import Web3
 
 from contracts.build import compile_all
 from protocol.chain.backend import ChainHandle
+from protocol.chain.commitments import pack_sigs, unpack_sigs
 from protocol.chain.deployment import Deployment
 from protocol.chain.tx import TxSender
 from protocol.core.errors import ConfigError
@@ -34,8 +35,9 @@ class Phase(IntEnum):
     COMMIT = 1
     SCORING = 2
     REVEAL = 3
-    AWAITING_FINALIZE = 4
-    FINALIZED = 5
+    AUDIT = 4  # validators replay a sample of each other's witnesses; reports may still be filed
+    AWAITING_FINALIZE = 5
+    FINALIZED = 6
 
 
 class ReportStatus(IntEnum):
@@ -139,8 +141,15 @@ class ChainClient:
     def commit_scores(self, round_: int, commitment: bytes) -> dict:
         return self._send(self.scores.functions.commit_scores(round_, commitment))
 
-    def reveal_scores(self, round_: int, miners: list[str], scores: list[int], salt: bytes) -> dict:
-        return self._send(self.scores.functions.reveal_scores(round_, miners, scores, salt))
+    def reveal_scores(self, round_: int, miners: list[str], scores: list[int], witnesses: list[bytes],
+                      sigs: list[bytes], salt: bytes) -> dict:
+        """Reveal scores with one 32-byte replay witness and one 64-byte challenge signature per miner."""
+        return self._send(self.scores.functions.reveal_scores(
+            round_, miners, scores, [bytes(w) for w in witnesses], pack_sigs(sigs), salt))
+
+    def audits_done(self, round_: int) -> dict:
+        """Say this validator finished its witness audits of `round_` (during the audit phase, once)."""
+        return self._send(self.scores.functions.audits_done(round_))
 
     def finalize(self, round_: int) -> dict:
         return self._send(self.scores.functions.finalize(round_))
@@ -153,6 +162,8 @@ class ChainClient:
 
     def report_fraud(self, round_: int, miner: str, kind: FraudKind, segment: int, evidence_hash: bytes,
                      challenge_sig: bytes) -> int:
+        """File a report; for LAZY_VALIDATOR `miner` is the accused validator, `segment` the audited
+        miner's index in `miners_of(round_)` and `challenge_sig` the accused's revealed sig for it."""
         bond = self.disputes.functions.report_bond().call()
         self._ensure_allowance(self.disputes.address, bond)
         self._send(self.disputes.functions.report_fraud(round_, miner, int(kind), segment, evidence_hash, challenge_sig))
@@ -181,10 +192,32 @@ class ChainClient:
 
     def round_info(self, round_: int) -> dict[str, Any]:
         start, commits, active, closed_block, closed_time, seed = self.rounds.functions.round_info(round_).call()
-        commit_dl, score_dl, reveal_dl = self.rounds.functions.deadlines(round_).call()
+        commit_dl, score_dl, reveal_dl, audit_dl = self.rounds.functions.deadlines(round_).call()
         return {"start_time": start, "commits": commits, "active_miners": active, "commit_closed_block": closed_block,
                 "commit_closed_time": closed_time, "seed": seed, "commit_deadline": commit_dl,
-                "score_deadline": score_dl, "reveal_deadline": reveal_dl}
+                "score_deadline": score_dl, "reveal_deadline": reveal_dl, "audit_deadline": audit_dl}
+
+    def fallback(self, round_: int) -> bool:
+        """Whether `round_` was finalized without the reveal quorum (consensus 0, no miner emission).
+        A raw eth_call: web3 treats a function named `fallback` as the contract's fallback."""
+        data = Web3.keccak(text="fallback(uint256)")[:4] + round_.to_bytes(32, "big")
+        out = self.w3.eth.call({"to": self.scores.address, "data": "0x" + data.hex()})
+        return int.from_bytes(bytes(out), "big") != 0
+
+    def reveals(self, round_: int) -> dict[str, dict[str, Any]]:
+        """Every reveal of `round_`, from the `ScoresRevealed` events, keyed by checksum validator:
+        dict(miners, scores, witnesses, sigs), each a list in miners order."""
+        from protocol.chain.events import read_events  # events imports this module
+
+        out: dict[str, dict[str, Any]] = {}
+        for row in read_events(self, "scores", "ScoresRevealed"):
+            if row["round"] != round_:
+                continue
+            out[Web3.to_checksum_address(row["validator"])] = {
+                "miners": [Web3.to_checksum_address(m) for m in row["miners"]], "scores": list(row["scores"]),
+                "witnesses": [bytes(w) for w in row["witnesses"]], "sigs": unpack_sigs(bytes(row["challenge_sigs"])),
+            }
+        return out
 
     def validators_of(self, round_: int) -> list[str]:
         return list(self.rounds.functions.validators_of(round_).call())

@@ -41,7 +41,7 @@ def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
     staking = new("Staking", token, chain.min_miner_stake * TOKEN_UNIT, chain.min_validator_stake * TOKEN_UNIT,
                   chain.max_validator_permits, chain.unbonding_delay)
     rounds = new("Rounds", staking, config.config_hash(), config.genesis_hash(),
-                 chain.commit_duration, chain.score_duration, chain.reveal_duration)
+                 chain.commit_duration, chain.score_duration, chain.reveal_duration, chain.audit_duration)
     scores = new("Scores", rounds)
     rewards = new("Rewards", token, rounds, scores, chain.emission_per_round * TOKEN_UNIT, chain.miner_share_bps)
     attestation = new("Attestation", rounds)

@@ -16,7 +16,7 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from protocol.chain.client import ChainClient, Role, Vote
-from protocol.chain.commitments import score_commitment, sort_miners
+from protocol.chain.commitments import NO_WITNESS, score_commitment, sort_miners
 from protocol.config.run_config import TOKEN_UNIT
 from protocol.core.fraud import FraudKind
 from protocol.core.signing import NodeIdentity, binding_message
@@ -83,12 +83,13 @@ def play_round(deployer: ChainClient, net: ScriptedNetwork, progress: Progress, 
     miners = sort_miners([m.address for m in net.miners])
     net.cheater = miners[-1] if cheat else None
     scores = {m: (0 if m == net.cheater else 40000 + 5000 * i) for i, m in enumerate(miners)}
-    salts = {}
+    salts, proofs = {}, {}
     for i, v in enumerate(net.validators):
         own = [max(0, scores[m] - 1000 * i) if scores[m] else 0 for m in miners]
         salts[v.address] = (hashlib.sha256(f"{v.address}/{r}".encode()).digest(), own)
+        proofs[v.address] = _proofs(v, r, miners, scores)
         v.client.commit_scores(r, score_commitment(deployer.handle.chain_id, deployer.scores.address, v.address, r,
-                                                   miners, own, salts[v.address][0]))
+                                                   miners, own, *proofs[v.address], salts[v.address][0]))
     progress(f"round {r}: {len(net.validators)} validators committed scores")
     if net.cheater is not None:
         sig = net.validators[0].identity.sign(b"veritrain/challenge/v1" + r.to_bytes(8, "big"))
@@ -98,17 +99,30 @@ def play_round(deployer: ChainClient, net: ScriptedNetwork, progress: Progress, 
         net.reports.append(rid)
         progress(f"round {r}: report {rid} against {net.cheater} filed and confirmed by peers")
     for v in net.validators:
-        v.client.reveal_scores(r, miners, salts[v.address][1], salts[v.address][0])
+        v.client.reveal_scores(r, miners, salts[v.address][1], *proofs[v.address], salts[v.address][0])
+    for v in net.validators:
+        v.client.audits_done(r)
+    progress(f"round {r}: scores revealed, audits done")
+    if net.cheater is not None:
+        deployer.resolve_fraud(net.reports[-1])  # finalize waits for every report of the round
+        progress(f"round {r}: report resolved")
     deployer.finalize(r)
     progress(f"round {r}: finalized")
-    if net.cheater is not None:
-        deployer.resolve_fraud(net.reports[-1])
-        progress(f"round {r}: report resolved")
     model = hashlib.sha256(f"model/{r + 1}".encode()).digest()
     for i, v in enumerate(net.validators):
         v.client.attest_model(r + 1, model, 2_500_000 - 10_000 * r + 1000 * i)
     progress(f"round {r + 1}: model attested, round opened")
     return r
+
+
+def _proofs(v: Participant, r: int, miners: list[str], scores: dict[str, int]) -> tuple[list[bytes], list[bytes]]:
+    """Scripted replay witnesses (none for a miner scored 0) and challenge signatures, one per miner."""
+    witnesses, sigs = [], []
+    for m in miners:
+        tag = f"{v.address}/{r}/{m}".encode()
+        witnesses.append(hashlib.sha256(b"witness/" + tag).digest() if scores[m] else NO_WITNESS)
+        sigs.append(v.identity.sign(b"veritrain/challenge/v1" + tag))
+    return witnesses, sigs
 
 
 def claim_all(net: ScriptedNetwork) -> None:

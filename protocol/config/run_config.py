@@ -31,8 +31,10 @@ class ChainParams(_Strict):
     commit_duration: int = Field(600, gt=0)  # seconds miners have to train and commit
     score_duration: int = Field(300, gt=0)  # seconds validators have to replay, score and commit scores
     reveal_duration: int = Field(120, gt=0)  # seconds to reveal scores
+    audit_duration: int = Field(120, gt=0)  # seconds after the reveal deadline to audit other validators' witnesses
+    audit_sample: int = Field(2, gt=0)  # miners per other validator an auditor replays per round (off-chain only)
     challenge_window: int = Field(300, gt=0)  # seconds other validators have to vote on a report
-    unbonding_delay: int = Field(1800, gt=0)  # must exceed the three phases plus the window
+    unbonding_delay: int = Field(1800, gt=0)  # must exceed the four phases plus the window
     emission_per_round: int = Field(1000, ge=0)  # tokens minted per finalized round
     miner_share_bps: int = Field(7000, ge=0, le=10_000)  # miners' share of emission; validators get the rest
     min_miner_stake: int = Field(100, gt=0)  # tokens a miner must stake to commit
@@ -44,7 +46,7 @@ class ChainParams(_Strict):
 
     @model_validator(mode="after")
     def _unbonding_exceeds_round(self) -> ChainParams:
-        phases = self.commit_duration + self.score_duration + self.reveal_duration
+        phases = self.commit_duration + self.score_duration + self.reveal_duration + self.audit_duration
         if self.unbonding_delay <= phases + self.challenge_window:
             raise ValueError(
                 f"unbonding_delay ({self.unbonding_delay}s) must exceed the round's phases plus the "

@@ -13,6 +13,7 @@ class FraudKind(IntEnum):
     REPLAY = 1  # a replayed segment differs (segment index + both hashes)
     DERIVATION = 2  # leaf 0 or the update/carry does not follow
     UNAVAILABLE = 3  # a committed trace or checkpoint was not served
+    LAZY_VALIDATOR = 4  # a validator's revealed replay witness (or its checkpoints) fails an audit
 
     @property
     def label(self) -> str:

@@ -30,12 +30,13 @@ TOKEN = 10**18
 BPS = 10_000
 ONE = 10**18
 
-KIND_REPLAY, KIND_DERIVATION, KIND_UNAVAILABLE = 1, 2, 3
+KIND_REPLAY, KIND_DERIVATION, KIND_UNAVAILABLE, KIND_LAZY = 1, 2, 3, 4
 VOTE_CONFIRM, VOTE_REJECT, VOTE_SERVED = 1, 2, 3
 STATUS_OPEN, STATUS_CONFIRMED, STATUS_REJECTED, STATUS_VOID = 1, 2, 3, 4
-PHASE_NONE, PHASE_COMMIT, PHASE_SCORING, PHASE_REVEAL, PHASE_FINALIZE, PHASE_DONE = range(6)
+PHASE_NONE, PHASE_COMMIT, PHASE_SCORING, PHASE_REVEAL, PHASE_AUDIT, PHASE_FINALIZE, PHASE_DONE = range(7)
 
 SIG = b"\x02" * 64
+NO_WITNESS = b"\x00" * 32
 NODE_KEY = b"\x01" * 32
 MULTIADDR = "/ip4/127.0.0.1/tcp/4001"
 
@@ -48,6 +49,7 @@ class Params:
     commit_duration: int = 60
     score_duration: int = 60
     reveal_duration: int = 60
+    audit_duration: int = 60
     challenge_window: int = 60
     unbonding_delay: int = 600
     emission: int = 1000 * TOKEN
@@ -133,12 +135,12 @@ def function_names(name: str) -> frozenset:
 
 
 def deploy_settlement(token, staking, run_config_hash, genesis_model_hash, commit_duration, score_duration,
-                      reveal_duration, emission, miner_share_bps) -> Settlement:
+                      reveal_duration, emission, miner_share_bps, audit_duration=60) -> Settlement:
     """Deploys Rounds, Scores, Rewards and Attestation (the old Settlement constructor's
-    arguments, in its order) and wires them to each other; the disputes contract and the
-    token's minter are left to the caller."""
+    arguments, in its order, then the audit duration) and wires them to each other; the
+    disputes contract and the token's minter are left to the caller."""
     rounds = (partial("Rounds").deploy(
-        staking, run_config_hash, genesis_model_hash, commit_duration, score_duration, reveal_duration))
+        staking, run_config_hash, genesis_model_hash, commit_duration, score_duration, reveal_duration, audit_duration))
     scores = (partial("Scores").deploy(rounds.address))
     rewards = (partial("Rewards").deploy(
         token, rounds.address, scores.address, emission, miner_share_bps))
@@ -163,7 +165,7 @@ def deploy_stack(params: Params = Params(), holders: list[str] | None = None, am
     settlement = deploy_settlement(
         token.address, staking.address, b"\x11" * 32, b"\x22" * 32,
         params.commit_duration, params.score_duration, params.reveal_duration, params.emission,
-        params.miner_share_bps,
+        params.miner_share_bps, params.audit_duration,
     )
     disputes = partial("Disputes").deploy(
         token.address, staking.address, settlement.rounds.address, settlement.rewards.address,
@@ -182,12 +184,28 @@ def chain_id() -> int:
     return boa.env.evm.patch.chain_id
 
 
-def score_commitment(chain_id: int, settlement: str, validator: str, rnd: int, miners, scores, salt: bytes) -> bytes:
+def score_commitment(chain_id: int, settlement: str, validator: str, rnd: int, miners, scores, witnesses, sigs,
+                     salt: bytes) -> bytes:
+    """The reveal commitment, encoded here independently of protocol.chain.commitments."""
     encoded = abi_encode(
-        ["bytes32", "uint256", "address", "address", "uint256", "address[]", "uint16[]", "bytes32"],
-        [SCORE_DOMAIN, chain_id, str(settlement), str(validator), rnd, [str(m) for m in miners], list(scores), salt],
+        ["bytes32", "uint256", "address", "address", "uint256", "address[]", "uint16[]", "bytes32[]", "bytes",
+         "bytes32"],
+        [SCORE_DOMAIN, chain_id, str(settlement), str(validator), rnd, [str(m) for m in miners], list(scores),
+         list(witnesses), b"".join(sigs), salt],
     )
     return keccak(encoded)
+
+
+def witness_of(validator, miner, score: int) -> bytes:
+    """A stand-in replay witness: zero when the miner scored 0 (no check passed)."""
+    return keccak(f"witness/{validator}/{miner}".encode()) if score else NO_WITNESS
+
+
+def proofs_for(validator, miners, scores) -> tuple[list, list]:
+    """Stand-in witnesses and challenge signatures (one 64-byte sig per miner)."""
+    witnesses = [witness_of(validator, m, s) for m, s in zip(miners, scores, strict=True)]
+    sigs = [keccak(f"sig/{validator}/{m}".encode()) * 2 for m in miners]
+    return witnesses, sigs
 
 
 def join(stack: Stack, role: int, stake: int, funds: int | None = None) -> str:
@@ -251,27 +269,35 @@ def stack() -> Stack:
 
 
 def weighted_median_ref(scores, weights) -> int:
-    """Largest score w with sum(weights of scores >= w) * 2 >= total weight; 0 without scores or weight."""
+    """Largest score w with sum(weights of scores >= w) * 2 > total weight (a strict majority);
+    0 without scores or weight."""
     total = sum(weights)
     if total == 0:
         return 0
     best = 0
     for w in set(scores):
         support = sum(wt for s, wt in zip(scores, weights, strict=True) if s >= w)
-        if support * 2 >= total and w > best:
+        if support * 2 > total and w > best:
             best = w
     return best
 
 
-def settle_ref(params: Params, weights: dict, scores: dict, miners: list, held=(), forfeited=()):
+def settle_ref(params: Params, weights: dict, scores: dict, miners: list, held=(), forfeited=(), total_weight=None):
     """Python model of `finalize`: consensus, miner rewards, validator rewards and agreements.
 
-    `weights`/`scores` are keyed by revealed validator (scores in `miners` order).
-    Returns (consensus, miner_reward, validator_reward, agreement) with dicts keyed by address;
-    a forfeited miner's reward is 0 (never minted).
+    `weights`/`scores` are keyed by revealed validator (scores in `miners` order); `total_weight`
+    is the round's permitted weight (default: the revealed weight, so the quorum holds).
+    Forfeited accounts (confirmed cheats or lazy validators) get 0: a forfeited miner counts as
+    consensus 0, a forfeited validator has no share. Without the quorum (revealed weight * 3 <=
+    total * 2) the round takes the fallback: consensus 0, no miner reward, validators by stake.
+    Returns (consensus, miner_reward, validator_reward, agreement) with dicts keyed by address.
     """
     vals = list(scores)
-    cons = [weighted_median_ref([scores[v][i] for v in vals], [weights[v] for v in vals]) for i in range(len(miners))]
+    total_weight = sum(weights[v] for v in vals) if total_weight is None else total_weight
+    quorum = sum(weights[v] for v in vals) * 3 > total_weight * 2
+    cons = [0 if not quorum or m in forfeited else
+            weighted_median_ref([scores[v][i] for v in vals], [weights[v] for v in vals])
+            for i, m in enumerate(miners)]
     consensus = dict(zip(miners, cons, strict=True))
     miner_reward = {m: 0 for m in miners}
     val_reward = {v: 0 for v in vals}
@@ -287,8 +313,8 @@ def settle_ref(params: Params, weights: dict, scores: dict, miners: list, held=(
     for v in vals:
         low = sum(min(s, c) for s, c in zip(scores[v], cons, strict=True))
         high = sum(max(s, c) for s, c in zip(scores[v], cons, strict=True))
-        agreement[v] = ONE if high == 0 else low * ONE // high
-        shares[v] = weights[v] * agreement[v]
+        agreement[v] = ONE if high == 0 or not quorum else low * ONE // high
+        shares[v] = 0 if v in forfeited else weights[v] * agreement[v]
     total_share = sum(shares.values())
     for v in vals:
         val_reward[v] = 0 if total_share == 0 else vpool * shares[v] // total_share
@@ -325,17 +351,35 @@ class World:
         for m in self.miners if miners is None else miners:
             self.s.commit_update(rnd, keccak(str(m).encode()), b"\xbb" * 32, sender=m)
 
-    def commitment(self, rnd: int, validator, miners, scores, salt=None) -> bytes:
-        return score_commitment(chain_id(), self.stack.scores.address, validator, rnd, miners, scores, salt or self.salt)
+    def commitment(self, rnd: int, validator, miners, scores, salt=None, witnesses=None, sigs=None) -> bytes:
+        w, g = proofs_for(validator, miners, scores)
+        return score_commitment(chain_id(), self.stack.scores.address, validator, rnd, miners, scores,
+                                w if witnesses is None else witnesses, g if sigs is None else sigs, salt or self.salt)
 
     def commit_scores(self, rnd: int, validator, scores, miners=None) -> None:
         miners = ascending(self.committed(rnd)) if miners is None else miners
         self.scores[(rnd, validator)] = (list(miners), list(scores))
         self.s.commit_scores(rnd, self.commitment(rnd, validator, miners, scores), sender=validator)
 
-    def reveal(self, rnd: int, validator) -> None:
+    def reveal_args(self, rnd: int, validator) -> tuple:
+        """(miners, scores, witnesses, packed sigs, salt) of `validator`'s committed reveal."""
         miners, scores = self.scores[(rnd, validator)]
-        self.s.reveal_scores(rnd, miners, scores, self.salt, sender=validator)
+        witnesses, sigs = proofs_for(validator, miners, scores)
+        return miners, scores, witnesses, b"".join(sigs), self.salt
+
+    def sig_of(self, rnd: int, validator, index: int) -> bytes:
+        """`validator`'s revealed challenge signature for miner `index` of round `rnd`."""
+        miners, scores = self.scores[(rnd, validator)]
+        return proofs_for(validator, miners, scores)[1][index]
+
+    def reveal(self, rnd: int, validator) -> None:
+        self.s.reveal_scores(rnd, *self.reveal_args(rnd, validator), sender=validator)
+
+    def finish_audits(self, rnd: int) -> None:
+        """Every validator that revealed in `rnd` says its audits are done (closes the audit early)."""
+        for v in self.s.revealed_validators_of(rnd):
+            if self.s.phase(rnd) == PHASE_AUDIT:
+                self.s.audits_done(rnd, sender=v)
 
     def committed(self, rnd: int) -> list:
         return [m for m in self.miners if self.s.has_committed(rnd, m)]
@@ -360,6 +404,7 @@ class World:
             self.reveal(rnd, v)
         if self.s.phase(rnd) == PHASE_REVEAL:
             boa.env.time_travel(seconds=self.stack.params.reveal_duration)
+        self.finish_audits(rnd)
         if finalize:
             self.s.finalize(rnd)
         return ordered

@@ -48,11 +48,11 @@ def test_constructor_reverts_and_unbonding_bound():
         partial("Disputes").deploy(t, st, r, rw, 1, 60, 0, BPS + 1)
     with boa.reverts("disputes: zero challenge window"):
         partial("Disputes").deploy(t, st, r, rw, 1, 0, 0, 0)
-    # delay 600 must exceed 3 x 60 phases + window
+    # delay 600 must exceed 4 x 60 phases (commit, score, reveal, audit) + window
     with boa.reverts("disputes: unbonding delay too short"):
-        partial("Disputes").deploy(t, st, r, rw, 1, 420, 0, 0)
-    d = partial("Disputes").deploy(t, st, r, rw, 1, 419, BPS, BPS)
-    assert (d.challenge_window(), d.slash_bps(), d.reporter_share_bps()) == (419, BPS, BPS)
+        partial("Disputes").deploy(t, st, r, rw, 1, 360, 0, 0)
+    d = partial("Disputes").deploy(t, st, r, rw, 1, 359, BPS, BPS)
+    assert (d.challenge_window(), d.slash_bps(), d.reporter_share_bps()) == (359, BPS, BPS)
 
 
 # -- report ---------------------------------------------------------------------------------------
@@ -93,7 +93,7 @@ def test_report_reverts():
     with boa.reverts("disputes: reporting closed"):  # commit phase still open
         report(w, m0, v0)
     w.to_scoring(0, [m1])
-    for kind in (0, 4):
+    for kind in (0, 5):
         with boa.reverts("disputes: unknown kind"):
             report(w, m0, v0, kind=kind)
     for who in (v2, m1, boa.env.generate_address()):
@@ -113,7 +113,7 @@ def test_report_reverts():
     with boa.reverts("disputes: already reported"):  # once per (round, miner, reporter)
         report(w, m0, v0)
     report(w, m0, v1)  # another reporter may report the same miner
-    boa.env.time_travel(seconds=120)  # the reveal deadline
+    boa.env.time_travel(seconds=180)  # the audit deadline (reports stay open until it)
     with boa.reverts("disputes: reporting closed"):
         report(w, m1, v1)
 
@@ -269,11 +269,12 @@ def test_outcome_rules(stakes, votes, expected):
     assert _outcome(stakes, votes) == expected
 
 
-# -- held-back rewards ----------------------------------------------------------------------------
+# -- reports and finalize ------------------------------------------------------------------------
 
 
 def _round_with_report(w: World):
-    """Scores all three miners, reports miner 0 by v0 during scoring; returns (report id, ordered)."""
+    """Scores all three miners, reports miner 0 by v0 during scoring, reveals and finishes the
+    audits; returns the report id."""
     v0, v1 = w.validators
     ordered = w.to_scoring(0)
     rid = report(w, w.miners[0], v0)
@@ -281,47 +282,29 @@ def _round_with_report(w: World):
         w.commit_scores(0, v, [1000] * 3, ordered)
     for v in (v0, v1):
         w.reveal(0, v)
+    w.finish_audits(0)
     return rid
 
 
 @pytest.mark.parametrize("second_vote", [VOTE_REJECT, None])
-def test_held_reward_released_when_report_fails_after_finalize(world: World, second_vote):
+def test_finalize_waits_for_a_failed_report_then_pays_normally(world: World, second_vote):
     s, d = world.s, world.d
     m = world.miners[0]
     rid = _round_with_report(world)
-    s.finalize(0)
-    settled = {e.miner: e for e in last_logs(s, "MinerSettled")}
-    reward = 700 * TOKEN // 3
-    assert settled[m].held and settled[m].reward == reward
-    assert s.held(0, m) == s.total_held() == reward and s.claimable(m) == 0
-    assert world.t.balanceOf(world.stack.rewards.address) == s.total_claimable() + s.total_held()
-    with boa.reverts("settlement: nothing to claim"):
-        s.claim(sender=m)
+    assert d.open_in_round(0) == 1
+    with boa.reverts("settlement: report open"):
+        s.finalize(0)
     if second_vote is not None:
         d.vote_fraud(rid, second_vote, sender=world.validators[1])
     status = resolve_after_window(world, rid)
-    assert [(e.round, e.miner, e.amount) for e in last_logs(d, "RewardReleased")] == [(0, m, reward)]
     assert status == (STATUS_REJECTED if second_vote else STATUS_VOID)
-    assert s.held(0, m) == s.total_held() == 0 and s.claimable(m) == reward
-    assert s.claim(sender=m) == reward
-
-
-def test_held_reward_burned_when_report_confirmed_after_finalize(world: World):
-    s, d, t = world.s, world.d, world.t
-    m = world.miners[0]
-    rid = _round_with_report(world)
+    assert d.open_in_round(0) == 0
     s.finalize(0)
-    reward = s.held(0, m)
-    assert reward > 0
-    d.vote_fraud(rid, VOTE_CONFIRM, sender=world.validators[1])
-    supply = t.totalSupply()
-    d.resolve_fraud(rid)
-    assert [(e.miner, e.amount) for e in last_logs(d, "RewardForfeited")] == [(m, reward)]
-    assert s.held(0, m) == s.total_held() == 0 and s.claimable(m) == 0
-    assert s.total_burned() == reward and s.forfeited(0, m)
-    slashed = 100 * TOKEN // 2
-    assert t.totalSupply() == supply - reward - (slashed - slashed * 2000 // BPS)
-    assert t.balanceOf(world.stack.rewards.address) == s.total_claimable()
+    reward = 700 * TOKEN // 3
+    settled = {e.miner: e for e in last_logs(s, "MinerSettled")}
+    assert not settled[m].held and settled[m].reward == reward
+    assert s.claimable(m) == reward and s.total_held() == 0 and not s.forfeited(0, m)
+    assert s.claim(sender=m) == reward
 
 
 def test_report_confirmed_before_finalize_forfeits_without_minting(world: World):
@@ -334,8 +317,9 @@ def test_report_confirmed_before_finalize_forfeits_without_minting(world: World)
     assert last_logs(d, "RewardForfeited") == []  # finalize logs it, once
     s.finalize(0)
     logs = last_logs(s)
-    reward = 700 * TOKEN // 3
-    assert [(e.miner, e.amount) for e in logs if type(e).__name__ == "RewardForfeited"] == [(m, reward)]
+    assert s.consensus(0, m) == 0  # a confirmed cheat counts as consensus 0
+    reward = 700 * TOKEN // 2  # the two honest miners share the pool
+    assert [(e.miner, e.amount) for e in logs if type(e).__name__ == "RewardForfeited"] == [(m, 0)]
     (settled,) = [e for e in logs if type(e).__name__ == "MinerSettled" and e.miner == m]
     assert settled.reward == 0 and not settled.held and s.claimable(m) == 0 and s.total_held() == 0
     assert s.total_minted() == s.total_claimable() == 2 * reward + s.claimable(world.validators[0]) + s.claimable(
@@ -343,18 +327,10 @@ def test_report_confirmed_before_finalize_forfeits_without_minting(world: World)
     assert s.total_burned() == 0  # never minted, so nothing to burn
 
 
-def test_report_voided_before_finalize_pays_normally(world: World):
+def test_validator_rewards_paid_after_the_report_resolves(world: World):
     s = world.s
-    m = world.miners[0]
     rid = _round_with_report(world)
-    assert resolve_after_window(world, rid) == STATUS_VOID
-    s.finalize(0)
-    assert s.claimable(m) == 700 * TOKEN // 3 and s.total_held() == 0 and not s.forfeited(0, m)
-
-
-def test_validator_rewards_are_not_held(world: World):
-    s = world.s
-    _round_with_report(world)
+    resolve_after_window(world, rid)
     s.finalize(0)
     assert s.claimable(world.validators[0]) > 0 and s.claimable(world.validators[1]) > 0
 
@@ -391,6 +367,7 @@ def test_slashed_miner_cannot_commit_next_round(world: World):
         world.commit_scores(0, v, [5] * 3, ordered)
     for v in (v0, v1):
         world.reveal(0, v)
+    world.finish_audits(0)
     s.finalize(0)
     world.attest(1)
     assert s.current_round() == 1 and s.round_info(1)[2] == 2  # two active miners left
@@ -434,6 +411,7 @@ def _score_and_reveal(w: World, ordered) -> None:
         w.commit_scores(0, v, [1000] * 3, ordered)
     for v in w.validators:
         w.reveal(0, v)
+    w.finish_audits(0)
 
 
 def test_second_confirmed_report_does_not_slash_again_before_finalize(world: World):
@@ -455,42 +433,39 @@ def test_second_confirmed_report_does_not_slash_again_before_finalize(world: Wor
     assert st.open_reports(m) == 0 == s.open_reports(0, m) and d.total_bonds() == 0
     _score_and_reveal(world, ordered)
     s.finalize(0)
-    assert [(e.miner, e.amount) for e in last_logs(s, "RewardForfeited")] == [(m, 700 * TOKEN // 3)]
+    assert [(e.miner, e.amount) for e in last_logs(s, "RewardForfeited")] == [(m, 0)]  # consensus 0
     assert s.claimable(m) == 0 and s.total_held() == 0 and s.total_burned() == 0
 
 
-def test_second_confirmed_report_after_finalize_burns_the_held_reward_once(world: World):
-    d, s, t = world.d, world.s, world.t
-    v0, v1 = world.validators
-    m, rid0, rid1, ordered = _two_reports(world)
-    _score_and_reveal(world, ordered)
-    s.finalize(0)
-    reward = s.held(0, m)
-    assert reward == 700 * TOKEN // 3 == s.total_held()
-    d.vote_fraud(rid1, VOTE_CONFIRM, sender=v0)
-    d.vote_fraud(rid0, VOTE_CONFIRM, sender=v1)
-    d.resolve_fraud(rid1)
-    assert [(e.miner, e.amount) for e in last_logs(d, "RewardForfeited")] == [(m, reward)]
-    assert s.total_burned() == reward and s.held(0, m) == 0
-    supply = t.totalSupply()
-    assert d.resolve_fraud(rid0) == STATUS_CONFIRMED
-    assert last_logs(d, "RewardForfeited") == [] and last_logs(d, "Slashed") == []
-    assert s.total_burned() == reward and t.totalSupply() == supply and s.total_held() == 0
-    assert t.balanceOf(world.stack.rewards.address) == s.total_claimable()
-
-
-def test_held_reward_waits_for_every_report_then_is_released(world: World):
+def test_finalize_reverts_until_every_report_of_the_round_resolves(world: World):
     d, s = world.d, world.s
     v0, v1 = world.validators
     m, rid0, rid1, ordered = _two_reports(world)
     _score_and_reveal(world, ordered)
+    assert s.phase(0) == 5 and d.open_in_round(0) == 2
+    d.vote_fraud(rid1, VOTE_CONFIRM, sender=v0)
+    d.resolve_fraud(rid1)
+    with boa.reverts("settlement: report open"):  # v0's report is still open
+        s.finalize(0)
+    d.vote_fraud(rid0, VOTE_CONFIRM, sender=v1)
+    assert d.resolve_fraud(rid0) == STATUS_CONFIRMED and d.open_in_round(0) == 0
+    assert last_logs(d, "Slashed") == []  # slashed once, by the first
     s.finalize(0)
-    reward = s.held(0, m)
+    assert s.claimable(m) == 0 and s.total_held() == 0 and s.total_burned() == 0
+
+
+def test_a_void_report_never_clears_another(world: World):
+    d, s, st = world.d, world.s, world.st
+    v0, v1 = world.validators
+    m, rid0, rid1, ordered = _two_reports(world)
     d.vote_fraud(rid1, VOTE_SERVED, sender=v0)
     assert d.resolve_fraud(rid1) == STATUS_VOID
-    assert last_logs(d, "RewardReleased") == []  # v0's report is still open
-    assert s.held(0, m) == reward and s.claimable(m) == 0 and s.open_reports(0, m) == 1
-    d.vote_fraud(rid0, VOTE_REJECT, sender=v1)
-    assert d.resolve_fraud(rid0) == STATUS_REJECTED
-    assert [(e.miner, e.amount) for e in last_logs(d, "RewardReleased")] == [(m, reward)]
-    assert s.held(0, m) == 0 and s.claimable(m) == reward and not d.slashed_in_round(0, m)
+    assert st.staked(m) == 100 * TOKEN and st.open_reports(m) == 1 and d.open_in_round(0) == 1
+    _score_and_reveal(world, ordered)
+    with boa.reverts("settlement: report open"):
+        s.finalize(0)
+    d.vote_fraud(rid0, VOTE_CONFIRM, sender=v1)
+    assert d.resolve_fraud(rid0) == STATUS_CONFIRMED
+    assert st.staked(m) == 100 * TOKEN // 2 and d.slashed_in_round(0, m)
+    s.finalize(0)
+    assert s.forfeited(0, m) and s.claimable(m) == 0 and s.consensus(0, m) == 0

@@ -26,12 +26,13 @@ def columns(draw, min_size=1, max_size=16):
 
 
 def brute_force_median(scores, weights) -> int:
-    """Independent formulation: scan every uint16 threshold that is a score, from the top."""
+    """Independent formulation: scan every uint16 threshold that is a score, from the top; the
+    first with a strict majority of the weight behind it."""
     total = sum(weights)
     if total == 0:
         return 0
     for w in sorted(set(scores), reverse=True):
-        if 2 * sum(wt for s, wt in zip(scores, weights, strict=True) if s >= w) >= total:
+        if 2 * sum(wt for s, wt in zip(scores, weights, strict=True) if s >= w) > total:
             return w
     return 0
 
@@ -64,11 +65,13 @@ def test_weighted_median_edges(settlement_contract):
     assert wm([3, 9, 5], [0, 0, 0]) == 0 == weighted_median_ref([3, 9, 5], [0, 0, 0])
     assert wm([65535, 1], [0, 0]) == 0
     assert wm([9, 5], [0, 1]) == 5  # a zero-weight score adds no support
-    assert wm([100, 0], [1, 1]) == 100  # exactly half is enough (inclusive)
+    assert wm([100, 0], [1, 1]) == 0  # exactly half cannot raise a score (strict majority)
+    assert wm([100, 0], [2, 1]) == 100
     assert wm([100, 0], [1, 2]) == 0
     assert wm([100, 50, 0], [1, 1, 1]) == 50
     assert wm([65535] * 64, [2**96] * 64) == 65535
-    assert wm([10, 20, 30, 40], [1, 1, 1, 1]) == 30  # 30 and 40 hold half the weight
+    assert wm([10, 20, 30, 40], [1, 1, 1, 1]) == 20  # 30 and 40 hold only half the weight
+    assert wm([10, 20, 30, 40], [1, 1, 1, 2]) == 30  # 30 and 40 hold 3/5
 
 
 @settings(max_examples=25, deadline=None)
@@ -85,9 +88,12 @@ def test_finalize_matches_reference_on_random_rounds(stakes, data):
         for v in revealers:
             w.reveal(0, v)
         boa.env.time_travel(seconds=w.stack.params.reveal_duration)
+        w.finish_audits(0)
         w.s.finalize(0)
         weights = {v: w.s.validator_weight(0, v) for v in revealers}
-        cons, mrew, vrew, _ = settle_ref(Params(), weights, {v: scores[v] for v in revealers}, ordered)
+        cons, mrew, vrew, _ = settle_ref(Params(), weights, {v: scores[v] for v in revealers}, ordered,
+                                         total_weight=w.s.total_weight(0))
+        assert w.s.fallback(0) == (sum(weights.values()) * 3 <= w.s.total_weight(0) * 2)
         assert [w.s.consensus(0, m) for m in ordered] == [cons[m] for m in ordered]
         assert [w.s.claimable(m) for m in ordered] == [mrew[m] for m in ordered]
         assert [w.s.claimable(v) for v in w.validators] == [vrew.get(v, 0) for v in w.validators]

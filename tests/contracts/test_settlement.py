@@ -4,7 +4,9 @@ import boa
 import pytest
 from conftest import (
     MINER,
+    NO_WITNESS,
     ONE,
+    PHASE_AUDIT,
     PHASE_COMMIT,
     PHASE_DONE,
     PHASE_FINALIZE,
@@ -42,14 +44,14 @@ def _settlement_args(**kw):
     args = dict(
         token_=token.address, staking_=token.address, run_config_hash_=b"\x11" * 32,
         genesis_model_hash_=b"\x22" * 32, commit_duration_=1, score_duration_=1, reveal_duration_=1,
-        emission_per_round_=1, miner_share_bps_=5000,
+        emission_per_round_=1, miner_share_bps_=5000, audit_duration_=1,
     )
     args.update(kw)
     return list(args.values())
 
 
 def test_constructor_reverts():
-    for field in ("commit_duration_", "score_duration_", "reveal_duration_"):
+    for field in ("commit_duration_", "score_duration_", "reveal_duration_", "audit_duration_"):
         with boa.reverts("settlement: zero duration"):
             deploy_settlement(*_settlement_args(**{field: 0}))
     with boa.reverts("settlement: bad miner share"):
@@ -92,7 +94,7 @@ def test_start_needs_a_permitted_validator_and_runs_once():
     assert s.phase(0) == PHASE_COMMIT and s.phase(1) == PHASE_NONE
     assert s.validator_weight(0, v) == s.total_weight(0) == 200 * TOKEN
     assert s.round_info(0)[:5] == (boa.env.timestamp, 0, 2, 0, 0)
-    assert s.deadlines(0) == (boa.env.timestamp + 60, 0, 0)
+    assert s.deadlines(0) == (boa.env.timestamp + 60, 0, 0, 0)
     with boa.reverts("settlement: already started"):
         s.start()
 
@@ -144,7 +146,8 @@ def test_commit_phase_closes_early_when_every_active_miner_committed(world: Worl
     assert (ev.round, ev.block_number, ev.commits) == (0, number, 3)
     assert s.round_info(0)[1:5] == (3, 3, number, boa.env.timestamp)
     assert s.phase(0) == PHASE_SCORING
-    assert s.deadlines(0) == (s.round_info(0)[0] + 60, boa.env.timestamp + 60, boa.env.timestamp + 120)
+    assert s.deadlines(0) == (s.round_info(0)[0] + 60, boa.env.timestamp + 60, boa.env.timestamp + 120,
+                              boa.env.timestamp + 180)
     # a miner that became eligible after the round opened is too late
     late = join(world.stack, MINER, 100 * TOKEN)
     with boa.reverts("settlement: commit phase closed"):
@@ -344,7 +347,7 @@ def test_scoring_closes_early_when_every_validator_committed(world: World):
     world.commit_scores(0, world.validators[1], [1, 2, 3], ordered)
     assert s.phase(0) == PHASE_REVEAL
     assert s.score_closed_time(0) == boa.env.timestamp
-    assert s.deadlines(0)[1:] == (boa.env.timestamp, boa.env.timestamp + 60)
+    assert s.deadlines(0)[1:] == (boa.env.timestamp, boa.env.timestamp + 60, boa.env.timestamp + 120)
 
 
 # -- reveal phase ---------------------------------------------------------------------------------
@@ -360,7 +363,9 @@ def test_reveal_happy_path_and_early_close(world: World):
     world.commit_scores(0, v1, [11, 21, 31], ordered)
     world.reveal(0, v0)
     (ev,) = last_logs(s, "ScoresRevealed")
-    assert (ev.round, ev.validator, list(ev.miners), list(ev.scores)) == (0, v0, ordered, [10, 20, 30])
+    _, _, witnesses, sigs, _ = world.reveal_args(0, v0)
+    assert (ev.round, ev.validator, list(ev.miners), list(ev.scores), list(ev.witnesses), ev.challenge_sigs) == (
+        0, v0, ordered, [10, 20, 30], witnesses, sigs)
     assert s.revealed(0, v0) and not s.revealed(0, v1)
     assert list(s.miners_of(0)) == ordered
     assert list(s.scores_of(0, v0)) == [10, 20, 30] and list(s.scores_of(0, v1)) == []
@@ -369,29 +374,37 @@ def test_reveal_happy_path_and_early_close(world: World):
         world.reveal(0, v0)
     world.reveal(0, v1)
     assert list(s.revealed_validators_of(0)) == [v0, v1]
-    assert s.phase(0) == PHASE_FINALIZE  # every committer revealed: no need to wait
+    assert s.phase(0) == PHASE_AUDIT  # every committer revealed: no need to wait
 
 
 def test_reveal_reverts(world: World):
     s = world.s
     ordered = world.to_scoring(0)
     v0, v1 = world.validators
-    salt = world.salt
     world.commit_scores(0, v0, [10, 20, 30], ordered)
+    miners, scores, witnesses, sigs, salt = world.reveal_args(0, v0)
     boa.env.time_travel(seconds=60)
     with boa.reverts("settlement: no score commitment"):
-        s.reveal_scores(0, ordered, [10, 20, 30], salt, sender=v1)
+        s.reveal_scores(0, miners, scores, witnesses, sigs, salt, sender=v1)
     with boa.reverts("settlement: length mismatch"):
-        s.reveal_scores(0, ordered, [10, 20], salt, sender=v0)
+        s.reveal_scores(0, miners, [10, 20], witnesses, sigs, salt, sender=v0)
+    with boa.reverts("settlement: length mismatch"):
+        s.reveal_scores(0, miners, scores, witnesses[:2], sigs, salt, sender=v0)
+    with boa.reverts("settlement: one 64-byte challenge signature per miner"):
+        s.reveal_scores(0, miners, scores, witnesses, sigs[:-1], salt, sender=v0)
     with boa.reverts("settlement: reveal does not match commitment"):
-        s.reveal_scores(0, ordered, [10, 20, 31], salt, sender=v0)
+        s.reveal_scores(0, miners, [10, 20, 31], witnesses, sigs, salt, sender=v0)
     with boa.reverts("settlement: reveal does not match commitment"):
-        s.reveal_scores(0, ordered, [10, 20, 30], b"\x06" * 32, sender=v0)
+        s.reveal_scores(0, miners, scores, witnesses, sigs, b"\x06" * 32, sender=v0)
     with boa.reverts("settlement: reveal does not match commitment"):
-        s.reveal_scores(0, ordered[::-1], [30, 20, 10], salt, sender=v0)
+        s.reveal_scores(0, miners[::-1], scores[::-1], witnesses[::-1], sigs, salt, sender=v0)
+    with boa.reverts("settlement: reveal does not match commitment"):  # the witnesses are committed
+        s.reveal_scores(0, miners, scores, [witnesses[1], witnesses[0], witnesses[2]], sigs, salt, sender=v0)
+    with boa.reverts("settlement: reveal does not match commitment"):  # so are the signatures
+        s.reveal_scores(0, miners, scores, witnesses, sigs[64:128] + sigs[:64] + sigs[128:], salt, sender=v0)
     boa.env.time_travel(seconds=60)
     with boa.reverts("settlement: reveal deadline passed"):
-        s.reveal_scores(0, ordered, [10, 20, 30], salt, sender=v0)
+        s.reveal_scores(0, miners, scores, witnesses, sigs, salt, sender=v0)
 
 
 def test_one_validators_commitment_cannot_be_revealed_by_another(world: World):
@@ -401,7 +414,7 @@ def test_one_validators_commitment_cannot_be_revealed_by_another(world: World):
     world.commit_scores(0, v0, [10, 20, 30], ordered)
     s.commit_scores(0, s.score_commitment(0, v0), sender=v1)  # v1 copies v0's commitment
     with boa.reverts("settlement: reveal does not match commitment"):
-        s.reveal_scores(0, ordered, [10, 20, 30], world.salt, sender=v1)
+        s.reveal_scores(0, *world.reveal_args(0, v0), sender=v1)
     world.reveal(0, v0)
     assert not s.revealed(0, v1)
 
@@ -439,9 +452,15 @@ def test_reveal_requires_every_committed_miner_ascending(case):
 def test_score_commitment_hash_matches_python(world: World):
     ms = ascending(world.miners)
     v = world.validators[0]
-    got = world.s.score_commitment_hash(v, 7, ms, [1, 65535, 0], b"\x09" * 32)
-    assert got == score_commitment(chain_id(), world.stack.scores.address, v, 7, ms, [1, 65535, 0], b"\x09" * 32)
-    assert got != score_commitment(chain_id(), world.stack.scores.address, world.validators[1], 7, ms, [1, 65535, 0], b"\x09" * 32)
+    wits, sigs = [b"\x01" * 32, b"\x02" * 32, NO_WITNESS], [b"\x03" * 64, b"\x04" * 64, b"\x05" * 64]
+    got = world.s.score_commitment_hash(v, 7, ms, [1, 65535, 0], wits, b"".join(sigs), b"\x09" * 32)
+    addr = world.stack.scores.address
+    assert got == score_commitment(chain_id(), addr, v, 7, ms, [1, 65535, 0], wits, sigs, b"\x09" * 32)
+    assert got != score_commitment(chain_id(), addr, world.validators[1], 7, ms, [1, 65535, 0], wits, sigs, b"\x09" * 32)
+    assert got != score_commitment(chain_id(), addr, v, 7, ms, [1, 65535, 0], wits[::-1], sigs, b"\x09" * 32)
+    from protocol.chain.commitments import score_commitment as client_commitment
+
+    assert got == client_commitment(chain_id(), addr, v, 7, ms, [1, 65535, 0], wits, sigs, b"\x09" * 32)
 
 
 # -- finalize -------------------------------------------------------------------------------------
@@ -460,6 +479,11 @@ def test_finalize_reverts(world: World):
     with boa.reverts("settlement: reveal phase open"):  # one committer still to reveal
         s.finalize(0)
     boa.env.time_travel(seconds=60)  # the reveal deadline ends the phase without it
+    assert s.phase(0) == PHASE_AUDIT
+    with boa.reverts("settlement: audit phase open"):
+        s.finalize(0)
+    boa.env.time_travel(seconds=60)  # the audit deadline ends it without audits_done
+    assert s.phase(0) == PHASE_FINALIZE
     s.finalize(0)
     assert s.phase(0) == PHASE_DONE
     with boa.reverts("settlement: already finalized"):
@@ -485,7 +509,8 @@ def test_finalize_matches_reference_and_mints_exactly_the_credits():
     logs = last_logs(s)
     cons, mrew, vrew, agree = _check_settlement(w, 0, scores, ordered)
     # stakes 500/300/200: 60000 has support 700/1000 -> consensus 60000 for miner 0, etc.
-    assert cons[ordered[0]] == 60000 and cons[ordered[1]] == 30000 and cons[ordered[2]] == 10
+    # miner 2: 10 has the support of exactly half (500/1000), which is not a majority -> 0
+    assert cons[ordered[0]] == 60000 and cons[ordered[1]] == 30000 and cons[ordered[2]] == 0
     settled = {e.miner: e for e in logs if type(e).__name__ == "MinerSettled"}
     vsettled = {e.validator: e for e in logs if type(e).__name__ == "ValidatorSettled"}
     (fin,) = [e for e in logs if type(e).__name__ == "Finalized"]
@@ -497,7 +522,7 @@ def test_finalize_matches_reference_and_mints_exactly_the_credits():
     for v in scores:
         assert s.claimable(v) == vrew[v] == vsettled[v].reward
         assert vsettled[v].agreement == agree[v]
-    assert agree[v0] < ONE and agree[v0] > agree[v2]  # v0 is off only by 10 on one miner
+    assert agree[v0] == ONE and agree[v0] > agree[v2]  # v0 scored miner 2 at its consensus, 0
     credited = sum(mrew.values()) + sum(vrew.values())
     assert (fin.minted, fin.miners, fin.validators) == (credited, 4, 3)
     assert s.total_minted() == s.total_claimable() == credited
@@ -548,6 +573,7 @@ def test_unrevealed_validator_earns_nothing_and_does_not_vote():
     w.reveal(0, v0)
     w.reveal(0, v1)
     boa.env.time_travel(seconds=60)
+    w.finish_audits(0)
     s.finalize(0)
     assert s.claimable(v2) == 0
     assert [s.consensus(0, m) for m in ordered] == [100, 100, 100]
@@ -573,6 +599,7 @@ def test_reveal_with_no_committed_miners(world: World):
     world.commit_scores(0, world.validators[1], [], [])
     world.reveal(0, world.validators[0])
     world.reveal(0, world.validators[1])
+    world.finish_audits(0)
     s.finalize(0)
     assert s.total_minted() == 0
 
@@ -704,13 +731,19 @@ def test_only_disputes_hooks(world: World):
 
 def test_reporting_open_window(world: World):
     s = world.s
+    v0, v1 = world.validators
     assert not s.reporting_open(0)  # commit phase
-    world.to_scoring(0)
+    ordered = world.to_scoring(0)
     assert s.reporting_open(0)
-    boa.env.time_travel(seconds=119)
+    world.commit_scores(0, v0, [1, 2, 3], ordered)
+    boa.env.time_travel(seconds=60)
+    world.reveal(0, v0)
+    boa.env.time_travel(seconds=60)  # the reveal deadline: the audit phase keeps reports open
+    assert s.phase(0) == PHASE_AUDIT and s.reporting_open(0)
+    boa.env.time_travel(seconds=59)
     assert s.reporting_open(0)
     boa.env.time_travel(seconds=1)
-    assert not s.reporting_open(0)  # reveal deadline
+    assert s.phase(0) == PHASE_FINALIZE and not s.reporting_open(0)  # audit deadline
 
 
 # -- round limits, timeline bounds and seed touches -----------------------------------------------
@@ -760,7 +793,7 @@ def test_late_close_commit_does_not_stretch_the_timeline(world: World):
     boa.env.time_travel(seconds=start + 90 - boa.env.timestamp)  # 30 s after the commit deadline
     s.close_commit(0)
     assert s.round_info(0)[4] == start + 90
-    assert s.deadlines(0) == (start + 60, start + 120, start + 180)
+    assert s.deadlines(0) == (start + 60, start + 120, start + 180, start + 240)
     assert s.phase(0) == PHASE_SCORING and s.reporting_open(0)
     seal()
     world.commit_scores(0, world.validators[0], [7])
@@ -768,7 +801,7 @@ def test_late_close_commit_does_not_stretch_the_timeline(world: World):
     assert s.phase(0) == PHASE_SCORING
     boa.env.time_travel(seconds=1)
     assert s.phase(0) == PHASE_REVEAL
-    boa.env.time_travel(seconds=60)
+    boa.env.time_travel(seconds=60)  # nobody revealed: nothing to audit
     assert s.phase(0) == PHASE_FINALIZE and not s.reporting_open(0)
 
 
@@ -778,7 +811,7 @@ def test_very_late_close_commit_leaves_nothing_to_wait_for(world: World):
     world.commit_all(0, world.miners[:2])
     boa.env.time_travel(seconds=start + 1000 - boa.env.timestamp)
     s.close_commit(0)
-    assert s.deadlines(0) == (start + 60, start + 120, start + 180)
+    assert s.deadlines(0) == (start + 60, start + 120, start + 180, start + 240)
     assert s.phase(0) == PHASE_FINALIZE and not s.reporting_open(0)
     seal()
     with boa.reverts("settlement: scoring phase closed"):

@@ -19,6 +19,7 @@ from conftest import (
     MINER,
     MULTIADDR,
     NODE_KEY,
+    PHASE_AUDIT,
     PHASE_COMMIT,
     PHASE_FINALIZE,
     PHASE_REVEAL,
@@ -36,6 +37,7 @@ from conftest import (
     ascending,
     chain_id,
     deploy_stack,
+    proofs_for,
     score_commitment,
     seal,
     settle_ref,
@@ -312,7 +314,8 @@ class Protocol(RuleBasedStateMachine):
         r = self.rnd
         miners = ascending(self.commits[r])
         scores = (scores + [7] * len(miners))[: len(miners)]
-        c = score_commitment(chain_id(), self.s.scores.address, v, r, miners, scores, self.salt(v))
+        c = score_commitment(chain_id(), self.s.scores.address, v, r, miners, scores, *proofs_for(v, miners, scores),
+                             self.salt(v))
         ok, _ = attempt(self.s.commit_scores, r, c, sender=v)
         if ok:
             assert (r, v) not in self.score_commits
@@ -328,7 +331,8 @@ class Protocol(RuleBasedStateMachine):
             return
         miners, scores = self.score_commits[(r, v)]
         sent = [(s + 1) % 65536 for s in scores] if tamper and scores else scores
-        ok, reason = attempt(self.s.reveal_scores, r, miners, sent, self.salt(v), sender=v)
+        witnesses, sigs = proofs_for(v, miners, scores)
+        ok, reason = attempt(self.s.reveal_scores, r, miners, sent, witnesses, b"".join(sigs), self.salt(v), sender=v)
         if tamper and scores:
             assert not ok
         if ok:
@@ -344,8 +348,8 @@ class Protocol(RuleBasedStateMachine):
         if r < 0:
             return
         ok, _ = attempt(self.s.finalize, r)
-        if r in self.finalized:
-            assert not ok
+        if r in self.finalized or any(rep["round"] == r and rep["open"] for rep in self.reports.values()):
+            assert not ok  # finalize waits for every report of the round
         if not ok:
             return
         logs = self.s.get_logs()
@@ -355,16 +359,20 @@ class Protocol(RuleBasedStateMachine):
         revealed = self.revealed[r]
         weights = {v: self.s.validator_weight(r, v) for v in revealed}
         forfeited = {m for m in miners if (r, m) in self.forfeited}
-        cons, mrew, vrew, _ = settle_ref(self.p, weights, revealed, miners, forfeited=forfeited)
+        total = self.s.total_weight(r)
+        quorum = sum(weights.values()) * 3 > total * 2
+        assert self.s.fallback(r) == (not quorum)
+        cons, mrew, vrew, _ = settle_ref(self.p, weights, revealed, miners, forfeited=forfeited, total_weight=total)
         settled = {e.miner: e for e in names(logs, "MinerSettled")}
-        assert set(settled) == (set(miners) if revealed else set())
+        assert set(settled) == (set(miners) if revealed and quorum else set())  # a fallback settles no miner
+        if not quorum and revealed:
+            event("fallback")
         # finalize logs the forfeit of a reward whose report was confirmed before it (once)
         assert sorted(str(e.miner) for e in names(logs, "RewardForfeited")) == sorted(
             str(m) for m in settled if m in forfeited)
         for m, e in settled.items():
             assert (e.consensus, e.reward) == (cons[m], mrew[m])
-            open_now = any(rep["round"] == r and rep["miner"] == m and rep["open"] for rep in self.reports.values())
-            assert e.held == (open_now and m not in forfeited)
+            assert not e.held  # every report of the round resolved before finalize
             if e.held:
                 event("finalize with held reward")
                 self.held[(r, m)] = e.reward
@@ -425,6 +433,13 @@ class Protocol(RuleBasedStateMachine):
                     self._reveal(v)
             if self.s.phase(r) == PHASE_REVEAL and data.draw(likely):
                 boa.env.time_travel(seconds=self.p.reveal_duration)
+        elif phase == PHASE_AUDIT:
+            for v in self.revealed[r]:
+                if data.draw(likely):
+                    ok, reason = attempt(self.s.audits_done, r, sender=v)
+                    assert ok or reason in ("settlement: not in audit phase", "settlement: audits already done"), reason
+            if self.s.phase(r) == PHASE_AUDIT and data.draw(likely):
+                boa.env.time_travel(seconds=self.p.audit_duration)
         elif phase >= PHASE_FINALIZE:
             self._finalize(r)
             h = data.draw(st.sampled_from([b"\x33" * 32, b"\x44" * 32]))
