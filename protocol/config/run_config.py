@@ -32,7 +32,7 @@ class ChainParams(_Strict):
     score_duration: int = Field(300, gt=0)  # seconds validators have to replay, score and commit scores
     reveal_duration: int = Field(120, gt=0)  # seconds to reveal scores
     audit_duration: int = Field(120, gt=0)  # seconds after the reveal deadline to audit other validators' witnesses
-    audit_sample: int = Field(2, gt=0)  # miners per other validator an auditor replays per round (off-chain only)
+    audit_sample: int = Field(1, gt=0)  # miners per other validator an auditor replays per round (off-chain only)
     challenge_window: int = Field(300, gt=0)  # seconds other validators have to vote on a report
     unbonding_delay: int = Field(1800, gt=0)  # must exceed the four phases plus the window
     emission_per_round: int = Field(1000, ge=0)  # tokens minted per finalized round
