@@ -4,8 +4,8 @@
 
 Parameters are the defaults: `RunConfig()` (emission 1000/round, miner share 70%, stakes 100 and
 200, slash 50%, reporter share 20%, bond 10), the default preset's `ComputeConfig` (n = H/k = 10
-segments, q = 1 per validator), `ChainParams.audit_sample` (2; a constant where the field does not
-exist yet) and the devnet's default counts (`DevnetOptions`: 4 miners, 2 validators). Validators
+segments, q = 1 per validator), `ChainParams.audit_sample` (1) and the devnet's default counts (`DevnetOptions`: 4 miners,
+3 validators). Validators
 have equal stake; a cheater holds the minimum stake (the smallest slash).
 
 Columns, per round:
@@ -15,11 +15,11 @@ Columns, per round:
   binding and data checks run on every check (p = 1). Audits (rule 3): each other honest validator
   replays `audit_sample` of the M miners an audited validator checked; one that skipped u of them
   escapes one auditor with C(M-u, a)/C(M, a). A report counts only if it is confirmed under
-  PROTOCOL.md §12 (`confirm * 3 > voting * 2`, someone besides the reporter confirming, more than
-  half the permitted weight voting); a colluder or an accused validator votes reject (nothing in
-  the issue-13 API keeps the accused from voting), so with 2 or 3 validators a single dishonest
-  validator blocks every confirmation. For rules 5-9, p_detect = 1 means the rule blocks the
-  attack outright.
+  PROTOCOL.md §12 (more than half of the voting weight confirms, someone besides the reporter
+  confirming, more than half of the weight that may vote voting); a colluder votes reject, and
+  the accused of a `lazy_validator` report may not vote. So one dishonest validator among 3
+  blocks nothing, and among 2 it blocks every report against its partner (nobody has a majority).
+  For rules 5-9, p_detect = 1 means the rule blocks the attack outright.
 - p_detect_measured: the same attack run through the real code (cheats.py submissions,
   `make_challenge`, `verify_submission`, `judge`, and for withholding the voter's re-check of the
   reported segment) on the micro preset, with the devnet's validator count; null where the rule
@@ -40,11 +40,9 @@ Columns, per round:
   - blocked (rules 5-9): -loss, the dividend the attempt costs, or 0 when it costs only gas.
 
 Rows that are not negative say so in `note`. What would fix them:
-- decoy report, lazy and half-lazy validators, witness bought from a cheating miner: at the
-  devnet's 2 validators (and at 3) one dishonest validator holds at least 1/3 of the voting weight,
-  so no report it votes against is confirmed. They are negative from 4 equal validators
-  (`--validators 4`), i.e. whenever the dishonest stake is below 1/3; keeping the accused out of
-  the vote on its own `lazy_validator` report makes rule 3 hold from 3.
+- decoy report and witness bought from a cheating miner at 2 validators (`--validators 2`): the
+  colluder's reject ties the honest confirm, and no report is confirmed without a strict
+  majority. From 3 validators (the devnet's default, and the README's advice) they are negative.
 - witness bought from an honest miner: positive (the validator outsources replay work worth up to
   D/M to the party who already did it) and harmless: the witness and score are exactly an honest
   replay's. No parameter should change this.
@@ -65,7 +63,6 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-AUDIT_SAMPLE_FALLBACK = 2  # issue 13: ChainParams.audit_sample, where this tree lacks the field
 SCORE_MAX = 65535  # the best score a validator gives (validator/scoring.py to_ints)
 
 
@@ -123,7 +120,7 @@ def default_params(validators: int | None = None, miners: int | None = None) -> 
         miner_stake=chain.min_miner_stake, validator_stake=chain.min_validator_stake,
         slash_bps=chain.slash_bps, reporter_share_bps=chain.reporter_share_bps,
         report_bond=chain.report_bond,
-        audit_sample=getattr(chain, "audit_sample", AUDIT_SAMPLE_FALLBACK))
+        audit_sample=chain.audit_sample)
 
 
 # ---------------------------------------------------------------------------------------
@@ -147,11 +144,13 @@ def audit_miss(m: int, skipped: int, sample: int) -> Fraction:
 
 
 def confirmed(confirm: int, reject: int, permitted: int) -> bool:
-    """PROTOCOL.md §12 resolution with equal weights; the reporter is one of `confirm`."""
+    """PROTOCOL.md §12 resolution with equal weights: more than half of the weight that may
+    vote voted, more than half of the voting weight confirms, and someone besides the reporter
+    (one of `confirm`) confirmed. The accused of a `lazy_validator` report does not vote."""
     voting = confirm + reject
     if voting * 2 <= permitted:
         return False
-    return confirm * 3 > voting * 2 and confirm >= 2
+    return confirm * 2 > voting and confirm >= 2
 
 
 # ---------------------------------------------------------------------------------------
@@ -238,6 +237,7 @@ def coalition_rows(p: Params) -> list[Row]:
     h = 1 - escape_one(n, 1, p.q)  # one validator's challenge hits the faked segment
     lazy_gain = p.reward / n
     quorum = confirmed(v - 1, 1, v)  # the honest validators confirm, the dishonest one rejects
+    lazy_quorum = confirmed(v - 1, 0, v - 1)  # against a validator: the accused does not vote
     p_m = (1 - (1 - h) ** (v - 1)) * quorum
     rows = [Row("decoy report by a colluding validator", "8.1 rule 2", "coalition", p_m,
                 p.miner_slash, lazy_gain, lazy_gain - p_m * p.miner_slash,
@@ -245,7 +245,7 @@ def coalition_rows(p: Params) -> list[Row]:
                 "so its bond comes back)")]
     for attack, skipped in (("never-replaying validator", m), ("half-replaying validator", m // 2),
                             ("validator skipping one miner", 1)):
-        det = (1 - audit_miss(m, skipped, a) ** (v - 1)) * quorum
+        det = (1 - audit_miss(m, skipped, a) ** (v - 1)) * lazy_quorum
         gain = p.dividend * Fraction(skipped, m)
         rows.append(saving(attack, "8.1 rule 3", det, gain, p.validator_slash))
     rows.append(Row("witness bought from an honest miner", "8.1 rule 3", "saving", Fraction(0),
@@ -253,7 +253,7 @@ def coalition_rows(p: Params) -> list[Row]:
                     note="positive but harmless: witness and score equal an honest replay's; "
                          "the validator outsources work worth <= D/M to the miner who did it"))
     audited = 1 - audit_miss(m, 1, a) ** (v - 1)  # the bought witness is audited
-    p_v = h * audited * quorum
+    p_v = h * audited * lazy_quorum
     p_mb = (1 - (1 - h) ** (v - 1) * (1 - h * audited)) * quorum
     gain = lazy_gain + p.dividend / m
     rows.append(Row("witness bought from a cheating miner (lazy 1/10)", "8.1 rule 3", "coalition",

@@ -174,7 +174,7 @@ async def check_one(ctx: NodeContext, r: int, miner: str, commit: tuple[bytes, b
         ctx.log.info("submission rejected %s", kv(round=r, miner=miner, reason=problem))
         outcome = CheckOutcome(miner, FraudKind.UNAVAILABLE, None, None, problem or "", None, None)
         return MinerCheck(miner, order, None, outcome, challenge)
-    holders = [k for k in [ctx.node_key_of(miner)] if k] + ctx.peers_for(None)
+    holders = ctx.peers_for(miner)  # the miner once, first; then everyone else (voters keep evidence)
     n_leaves = cfg.n_segments + 1
     started = time.monotonic()
     fetched = {leaf: await fetch_leaf(ctx, r, root, leaf, holders) for leaf in needed_leaves(segments, n_leaves)}

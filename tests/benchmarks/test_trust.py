@@ -18,9 +18,8 @@ FIELDS = {"attack", "p_detect", "p_detect_measured", "slash", "gain", "expected_
 HARMLESS = {"witness bought from an honest miner"}
 BLOCKED_AT_ZERO = {"late sybil miners closing the commit phase", "validator-set squatting",
                    "unadmitted peers (no stake)", "copying a peer's bytes before the close"}
-NEED_FOUR_VALIDATORS = {"decoy report by a colluding validator", "never-replaying validator",
-                        "half-replaying validator", "validator skipping one miner",
-                        "witness bought from a cheating miner (lazy 1/10)"}
+# a colluder's reject ties the honest confirm among 2 validators: no majority, no report
+NEED_THREE_VALIDATORS = {"decoy report by a colluding validator", "witness bought from a cheating miner (lazy 1/10)"}
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +44,7 @@ def test_json_shape(result: dict) -> None:
 
 def test_every_named_cheat_has_a_row(result: dict) -> None:
     names = {name for _, name, *_ in trust.MINER_CHEATS}
-    assert set(CHEATS) <= names | {"withhold-challenger"}
+    assert set(CHEATS) <= names | {"withhold-challenger", "serve-late"}  # serve-late is honest
     measured = [r for r in result["figures"]["rows"] if r["p_detect_measured"] is not None]
     assert {r["attack"] for r in measured} == {a for a, *_ in trust.MINER_CHEATS}
 
@@ -57,8 +56,9 @@ def test_p_detect_matches_the_hypergeometric_formula(result: dict) -> None:
     escape5 = Fraction(math.comb(n - 5, q), math.comb(n, q))
     assert rows(result)["lazy, 5/10 segments"]["p_detect_exact"] == str(1 - escape5 ** v)
     # audits: a validator that skipped 2 of 4 miners, one other validator auditing 2 of them
-    miss = Fraction(math.comb(2, 2), math.comb(4, 2))
     p4 = trust.default_params(validators=4)
+    a = p4.audit_sample
+    miss = Fraction(math.comb(2, a), math.comb(4, a))
     half = next(r for r in trust.exact_rows(p4) if r.attack == "half-replaying validator")
     assert half.p_detect == 1 - miss ** 3
 
@@ -80,14 +80,14 @@ def test_cheating_never_pays(result: dict) -> None:
             assert r["note"] and r["expected_profit"] > 0
         elif r["attack"] in BLOCKED_AT_ZERO:
             assert r["note"] and r["expected_profit"] == 0
-        elif r["attack"] in NEED_FOUR_VALIDATORS and v < 4:
+        elif r["attack"] in NEED_THREE_VALIDATORS and v < 3:
             assert r["note"] and "not negative" in r["note"]
         else:
             assert r["expected_profit"] < 0 and r["note"] is None, r["attack"]
 
 
-def test_from_four_validators_only_the_harmless_and_blocked_rows_are_not_negative() -> None:
-    for v in (4, 5, 8):
+def test_from_three_validators_only_the_harmless_and_blocked_rows_are_not_negative() -> None:
+    for v in (3, 4, 5, 8):
         for r in trust.exact_rows(trust.default_params(validators=v)):
             if r.attack not in HARMLESS | BLOCKED_AT_ZERO:
                 assert r.expected_profit < 0, (v, r.attack)
@@ -95,8 +95,9 @@ def test_from_four_validators_only_the_harmless_and_blocked_rows_are_not_negativ
 
 def test_report_quorum_follows_protocol_section_12() -> None:
     assert trust.confirmed(2, 0, 2)  # both honest validators confirm
-    assert not trust.confirmed(1, 1, 2)  # the other one rejects: 1*3 > 2*2 fails
-    assert not trust.confirmed(2, 1, 3)  # exactly 2/3 is not more than 2/3
+    assert not trust.confirmed(1, 1, 2)  # the other one rejects: a tie is no majority
+    assert trust.confirmed(2, 1, 3)  # two of three confirm: a colluder cannot block
+    assert not trust.confirmed(2, 2, 4)  # exactly half is not more than half
     assert trust.confirmed(3, 1, 4)
     assert not trust.confirmed(1, 0, 1)  # nobody besides the reporter
 
