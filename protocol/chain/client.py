@@ -6,6 +6,7 @@ from enum import IntEnum
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
+from eth_typing import HexStr
 from web3 import Web3
 
 from contracts.build import compile_all
@@ -201,7 +202,7 @@ class ChainClient:
         """Whether `round_` was finalized without the reveal quorum (consensus 0, no miner emission).
         A raw eth_call: web3 treats a function named `fallback` as the contract's fallback."""
         data = Web3.keccak(text="fallback(uint256)")[:4] + round_.to_bytes(32, "big")
-        out = self.w3.eth.call({"to": self.scores.address, "data": "0x" + data.hex()})
+        out = self.w3.eth.call({"to": self.scores.address, "data": HexStr("0x" + data.hex())})
         return int.from_bytes(bytes(out), "big") != 0
 
     def reveals(self, round_: int) -> dict[str, dict[str, Any]]:

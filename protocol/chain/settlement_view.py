@@ -61,6 +61,7 @@ def rounds(client: ChainClient) -> list[dict[str, Any]]:
             "model_hash": _hex(client.call("rounds", "model_hash", r)),
             "heldout_loss": client.call("attestation", "heldout_loss", r) / LOSS_SCALE if r > 0 else None,
             "minted": fin["minted"] if fin else None,
+            "fallback": fin["fallback"] if fin else None,  # finalized without the reveal quorum
             "validators_revealed": fin["validators"] if fin else len(client.call("scores", "revealed_validators_of", r)),
         })
     return out
@@ -89,6 +90,7 @@ def round_detail(client: ChainClient, round_: int) -> dict[str, Any]:
         "round": round_, "phase": Phase(client.phase(round_)).name.lower(),
         "seed": _hex(info["seed"]), "commit_deadline": info["commit_deadline"],
         "score_deadline": info["score_deadline"], "reveal_deadline": info["reveal_deadline"],
+        "audit_deadline": info["audit_deadline"],
         "model_hash": _hex(client.call("rounds", "model_hash", round_)),
         "next_model_hash": _hex(client.call("rounds", "model_hash", round_ + 1)),
         "next_heldout_loss": client.call("attestation", "heldout_loss", round_ + 1) / LOSS_SCALE,

@@ -49,8 +49,8 @@ class ChainParams(_Strict):
         phases = self.commit_duration + self.score_duration + self.reveal_duration + self.audit_duration
         if self.unbonding_delay <= phases + self.challenge_window:
             raise ValueError(
-                f"unbonding_delay ({self.unbonding_delay}s) must exceed the round's phases plus the "
-                f"challenge window ({phases + self.challenge_window}s)"
+                f"unbonding_delay ({self.unbonding_delay}s) must exceed the round's phases (commit, score, "
+                f"reveal, audit) plus the challenge window ({phases + self.challenge_window}s)"
             )
         return self
 

@@ -10,8 +10,10 @@ from protocol.core.errors import ConfigError
 
 def test_defaults_are_consistent():
     cfg = load_run_config(None)
-    phases = cfg.chain.commit_duration + cfg.chain.score_duration + cfg.chain.reveal_duration
-    assert cfg.chain.unbonding_delay > phases + cfg.chain.challenge_window
+    c = cfg.chain
+    phases = c.commit_duration + c.score_duration + c.reveal_duration + c.audit_duration
+    assert c.unbonding_delay > phases + c.challenge_window
+    assert (c.audit_duration, c.audit_sample) == (120, 2)
 
 
 def test_hash_is_stable_and_covers_every_field(tmp_path):
@@ -26,8 +28,14 @@ def test_hash_is_stable_and_covers_every_field(tmp_path):
 
 def test_unbonding_shorter_than_a_round_is_rejected():
     with pytest.raises(ValueError, match="unbonding_delay"):
-        ChainParams(commit_duration=100, score_duration=100, reveal_duration=100, challenge_window=100,
-                    unbonding_delay=400)
+        ChainParams(commit_duration=100, score_duration=100, reveal_duration=100, audit_duration=100,
+                    challenge_window=100, unbonding_delay=500)
+    # the audit phase counts: what was long enough without it is not
+    with pytest.raises(ValueError, match="unbonding_delay"):
+        ChainParams(commit_duration=100, score_duration=100, reveal_duration=100, audit_duration=100,
+                    challenge_window=100, unbonding_delay=450)
+    ChainParams(commit_duration=100, score_duration=100, reveal_duration=100, audit_duration=100,
+                challenge_window=100, unbonding_delay=501)
 
 
 @pytest.mark.parametrize("text, needle", [
