@@ -15,7 +15,7 @@
   validators, each of which checked every miner), t_audit the cost of one audit replay: the q
   challenged segments replayed from their served start checkpoints (decoded and hash-checked;
   exact mode needs no end leaf), inner hashes and the recomputed witness. Defaults: V = 3
-  validators, audit_sample = 2 (ChainParams), n_miners = 4 (the devnet default), so A = 4
+  validators, audit_sample = 1 (ChainParams), n_miners = 4 (the devnet default), so A = 2
   (target <= 0.10). audit_replay_ratio = t_audit / t_train (>= q*k/H = 0.10) is one audit
   replay, so audit_ratio = A * audit_replay_ratio / n_miners: it meets 0.10 once
   n_miners >= 10 * A * audit_replay_ratio (A stays 4 for n_miners >= 2). The table also gives
@@ -38,6 +38,8 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.overhead import corpus_slice
+from protocol.config.run_config import ChainParams
+from protocol.devnet.network import DevnetOptions
 from protocol.core.data import Dataset, heldout_batches
 from protocol.core.hashing import blake3_hash, u64
 from protocol.core.model import GPT, Params, init_params, num_params, preset
@@ -59,9 +61,9 @@ from protocol.devnet import cheats as adv
 from validator.scoring import GauntletUsefulness, mean_loss, own_batches
 
 FRACTIONS = (0.1, 0.25, 0.5, 1.0)
-AUDIT_VALIDATORS = 3  # V: validators per round
-AUDIT_SAMPLE = 2  # ChainParams.audit_sample: miners per other validator an auditor replays
-AUDIT_MINERS = 4  # miners per round (the devnet default), each checked by every validator
+AUDIT_VALIDATORS = DevnetOptions().validators  # V: validators per round (the devnet default, 3)
+AUDIT_SAMPLE = ChainParams().audit_sample  # miners per other validator an auditor replays
+AUDIT_MINERS = DevnetOptions().miners  # miners per round (the devnet default, 4), each checked by every validator
 VALIDATOR = b"\x11" * 20  # the benchmark validator's address (its node key is \x11 * 32)
 
 

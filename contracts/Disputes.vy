@@ -13,8 +13,9 @@
         accused) vote `confirm`, `reject` or `served`. After the challenge window
         (or once every validator who may vote did) anyone resolves it; `finalize`
         waits until every report of the round is resolved:
-        - confirmed: quorum (> 1/2 of the stake that may vote voted), > 2/3 of voting
-          stake confirms, and someone besides the reporter confirmed -> the accused
+        - confirmed: quorum (> 1/2 of the stake that may vote voted), > 1/2 of voting
+          stake confirms (a strict majority: no minority blocks a true report or
+          confirms a false one), and someone besides the reporter confirmed -> the accused
           is slashed and its reward for the round forfeited (slashed once per round:
           a later confirmed report on the same accused and round slashes nothing);
         - rejected: not confirmed and a validator besides the reporter rejected -> the bond is burned;
@@ -297,7 +298,7 @@ def _outcome(r: Report, permitted_weight: uint256) -> uint8:
     voting: uint256 = r.confirm_weight + r.reject_weight + r.served_weight
     if voting * 2 <= permitted_weight:
         return STATUS_VOID
-    if r.confirm_weight * 3 > voting * 2 and r.confirms_by_others > 0:
+    if r.confirm_weight * 2 > voting and r.confirms_by_others > 0:
         return STATUS_CONFIRMED
     if r.served_weight > r.confirm_weight + r.reject_weight:
         return STATUS_VOID

@@ -257,12 +257,14 @@ C, R, S, N = VOTE_CONFIRM, VOTE_REJECT, VOTE_SERVED, None
     ((200, 200, 200, 200), (C, C, N, N), STATUS_VOID),        # 400 of 800 voted: no quorum
     ((200, 200, 200, 200), (C, C, C, N), STATUS_CONFIRMED),   # 600 of 800, all confirm
     ((200, 200, 200, 200), (C, R, N, N), STATUS_VOID),        # a reject without quorum is void
-    ((200, 200, 200), (C, C, R), STATUS_REJECTED),            # exactly 2/3 confirms is not enough
-    ((300, 200, 200), (C, C, R), STATUS_CONFIRMED),           # 500/700 > 2/3
+    ((200, 200, 200), (C, C, R), STATUS_CONFIRMED),           # 2 of 3: one colluder's reject cannot block
+    ((200, 200, 200, 200), (C, C, R, R), STATUS_REJECTED),    # exactly half confirming is not a majority
+    ((300, 200, 200), (C, C, R), STATUS_CONFIRMED),           # 500/700
     ((200, 300, 200), (C, S, N), STATUS_VOID),                # served outweighs confirm
     ((200, 300, 200), (C, S, R), STATUS_REJECTED),            # served 300 < confirm + reject 400
     ((200, 500, 200), (C, S, R), STATUS_VOID),                # served 500 > 400
-    ((200, 200, 300), (C, C, S), STATUS_VOID),                # 400/700 is not > 2/3, no reject
+    ((200, 200, 300), (C, C, S), STATUS_CONFIRMED),           # 400/700 > 1/2
+    ((200, 200, 400), (C, C, S), STATUS_VOID),                # 400/800 is not > 1/2, served wins none, no reject
     ((400, 200, 200), (C, N, N), STATUS_VOID),                # quorum, but nobody else voted
 ])
 def test_outcome_rules(stakes, votes, expected):

@@ -73,7 +73,7 @@ def expected_outcome(votes: dict, weights: dict, reporter, permitted: int) -> in
     others = {vote for v, vote in votes.items() if v != reporter}
     if voting * 2 <= permitted:
         return STATUS_VOID
-    if w[VOTE_CONFIRM] * 3 > voting * 2 and VOTE_CONFIRM in others:
+    if w[VOTE_CONFIRM] * 2 > voting and VOTE_CONFIRM in others:
         return STATUS_CONFIRMED
     if w[VOTE_SERVED] > w[VOTE_CONFIRM] + w[VOTE_REJECT]:
         return STATUS_VOID
