@@ -3,8 +3,9 @@
     python -m benchmarks gas [--quick] [--json PATH]
 
 Sizes (miners x validators): 4x2, 16x4, 64x8 (--quick: 4x2 and 16x4). One round each:
-commits, seed, score commit/reveal, one fraud report with votes and resolution,
-finalize, attestation of the next model, claims.
+commits, seed, score commit/reveal (with a replay witness and σ per miner), the audit
+close, one fraud report with votes and resolution, finalize, attestation of the next model,
+claims.
 """
 
 from __future__ import annotations
@@ -46,8 +47,11 @@ def measure(n_miners: int, n_validators: int) -> dict[str, list[int]]:
     miners = sort_miners([m.address for m in net.miners])
     salt = b"\x05" * 32
     scores = [(1000 + 997 * i) % 65536 for i in range(len(miners))]
+    witnesses = [hashlib.sha256(b"witness" + m.encode()).digest() for m in miners]
+    sigs = [hashlib.sha512(b"sig" + m.encode()).digest() for m in miners]
     for v in validators:
-        commitment = score_commitment(handle.chain_id, client.scores.address, v.address, 0, miners, scores, salt)
+        commitment = score_commitment(handle.chain_id, client.scores.address, v.address, 0, miners, scores,
+                                      witnesses, sigs, salt)
         gas["commit_scores"].append(v.commit_scores(0, commitment)["gasUsed"])
     before = handle.w3.eth.block_number
     rid = validators[0].report_fraud(0, miners[0], FraudKind.REPLAY, 1, b"\x09" * 32, b"\x01" * 64)
@@ -55,9 +59,11 @@ def measure(n_miners: int, n_validators: int) -> dict[str, list[int]]:
     for v in validators[1:]:
         gas["vote_fraud"].append(v.vote_fraud(rid, Vote.CONFIRM)["gasUsed"])
     for v in validators:
-        gas["reveal_scores"].append(v.reveal_scores(0, miners, scores, salt)["gasUsed"])
+        gas["reveal_scores"].append(v.reveal_scores(0, miners, scores, witnesses, sigs, salt)["gasUsed"])
+    for v in validators:
+        gas["audits_done"].append(v.audits_done(0)["gasUsed"])
+    gas["resolve_fraud"].append(client.resolve_fraud(rid)["gasUsed"])  # every validator voted
     gas["finalize"].append(client.finalize(0)["gasUsed"])
-    gas["resolve_fraud"].append(client.resolve_fraud(rid)["gasUsed"])
     for v in validators:
         gas["attest_model"].append(v.attest_model(1, b"\x33" * 32, 2_000_000)["gasUsed"])
     for p in [*net.miners, *net.validators]:
