@@ -371,7 +371,10 @@ class BlobClient:
             if got is not None:
                 return got
         asked = {p for p, _ in connected}
-        rest = [(p, a) for p, a in peers if p not in asked]
+        # peers whose last dial failed go last (a stable sort keeps the caller's order)
+        rest = sorted(
+            [(p, a) for p, a in peers if p not in asked], key=lambda pa: self.dialer.failures(pa[0])
+        )
         if rest:
             got = await self._fetch_via_dials(rest, blob_hash, store, errors)
             if got is not None:

@@ -166,6 +166,12 @@ class Dialer:
         delay = self.min_backoff_s if prev is None else min(prev.delay * 2, self.max_backoff_s)
         self._backoff[peer_id] = _Backoff(delay, trio.current_time() + delay)
 
+    def failures(self, peer_id: ID) -> float:
+        """The current backoff delay of `peer_id` (0 when its last dial worked or none ran):
+        orders dials so peers that keep failing go last."""
+        b = self._backoff.get(peer_id)
+        return 0.0 if b is None else b.delay
+
     def due(self, peer_id: ID) -> bool:
         b = self._backoff.get(peer_id)
         return b is None or trio.current_time() >= b.next_try
@@ -180,7 +186,7 @@ class Dialer:
             and self.due(p)
             and self.admit(p)
         ]
-        return sorted(due, key=lambda p: self._backoff[p].delay if p in self._backoff else 0.0)
+        return sorted(due, key=self.failures)
 
     async def _background_dial(self, peer_id: ID, addrs: list[multiaddr.Multiaddr]) -> None:
         try:
