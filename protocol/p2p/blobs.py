@@ -263,7 +263,7 @@ class BlobClient:
 
     async def _open(self, peer_id: ID, addrs: Sequence[multiaddr.Multiaddr]) -> INetStream:
         if addrs or not self.dialer.is_connected(peer_id):
-            await self.dialer.connect(peer_id, addrs)
+            await self.dialer.connect(peer_id, addrs, redial_failed=False)
         try:
             with trio.fail_after(self.config.dial_timeout_s):
                 return await self.host.new_stream(peer_id, [PROTOCOL])
@@ -408,7 +408,7 @@ class BlobClient:
         async def dial(peer_id: ID, addrs: Sequence[multiaddr.Multiaddr]) -> None:
             try:
                 async with limiter:
-                    await self.dialer.connect(peer_id, addrs)
+                    await self.dialer.connect(peer_id, addrs, redial_failed=False)
             except P2PError as exc:
                 errors[str(peer_id)] = exc
                 return

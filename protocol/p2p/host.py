@@ -130,17 +130,28 @@ class Dialer:
     def is_connected(self, peer_id: ID) -> bool:
         return bool(self.host.get_network().get_connections(peer_id))
 
-    async def connect(self, peer_id: ID, addrs: Iterable[multiaddr.Multiaddr]) -> None:
+    async def connect(
+        self, peer_id: ID, addrs: Iterable[multiaddr.Multiaddr], *, redial_failed: bool = True
+    ) -> None:
         """Connect unless already connected. Raises PeerRefused (not admitted: no dial is
-        made), PeerUnavailable or TransferTimeout."""
+        made), PeerUnavailable or TransferTimeout.
+
+        With `redial_failed=False` (the fetch paths), a peer whose last dial failed is not
+        dialled again here: PeerUnavailable at once. The background dialer owns its retries
+        (with backoff), so a caller walking a list of peers pays no dial timeout per
+        unreachable peer that was already tried."""
         if peer_id == self.host.get_id() or self.is_connected(peer_id):
             return
         if not self.admit(peer_id):
             raise PeerRefused(f"{peer_id} is not bound to an eligible account; not dialling")
+        if not redial_failed and peer_id in self._backoff:
+            raise PeerUnavailable(f"{peer_id} unreachable at its last dial; redialled in the background")
         lock = self._locks.setdefault(peer_id, trio.Lock())
         async with lock:  # one dial per peer at a time; later callers reuse it
             if self.is_connected(peer_id):
                 return
+            if not redial_failed and peer_id in self._backoff:  # the dial we waited for failed
+                raise PeerUnavailable(f"{peer_id} unreachable at its last dial")
             try:
                 with trio.fail_after(self.dial_timeout_s):
                     await self.host.connect(PeerInfo(peer_id, list(addrs)))

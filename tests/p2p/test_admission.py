@@ -26,7 +26,7 @@ from protocol.core.messages import BlobRequest, make_gossip, to_hex
 from protocol.p2p import P2PNode, topic_for
 from protocol.p2p import yamux_tuning as yt
 from protocol.p2p.blobs import PROTOCOL
-from protocol.p2p.errors import PeerRefused, PeerUnavailable
+from protocol.p2p.errors import PeerRefused, PeerUnavailable, TransferTimeout
 from protocol.p2p.framing import encode_request
 from protocol.p2p.host import split_multiaddr
 from protocol.p2p.registry import peer_id_of
@@ -313,4 +313,42 @@ async def test_a_multi_peer_fetch_dials_its_candidates_concurrently(tmp_path):
                 assert trio.current_time() - t0 < SERIAL_BOUND_S
                 assert 1 < probe.peak <= me.config.max_concurrent_dials
                 await wait_until(lambda: probe.now == 0)  # the other dials were cancelled
+            bg.cancel_scope.cancel()
+
+
+@pytest.mark.trio
+async def test_a_caller_walking_fifty_silent_holders_one_by_one_is_not_held_up(tmp_path):
+    """validator/checks.py asks checkpoint holders one at a time. The background dialer
+    tries the silent holders concurrently (about two dial timeouts for all 50); after
+    that a fetch from one fails at once (PeerUnavailable) instead of dialling it again
+    for 5 s, and the background dialer alone retries it."""
+    with trio.fail_after(60):
+        async with trio.open_nursery() as bg:
+            held: list[Any] = []
+            silent = await _silent_listener(bg, held)
+            async with cluster(tmp_path, 2, register=False) as c:
+                me, holder = c.nodes
+                t0 = trio.current_time()
+                for i in UNREACHABLE:
+                    c.registries[0].upsert(entry_for(i, silent))
+                c.registries[0].upsert(entry_for(1, holder.listen_addr))
+                c.registries[1].upsert(entry_for(0))
+                c.checkpoints[1].add(5, bytes(32), 3, b"checkpoint", b"proof")
+                await wait_until(lambda: connected(me, holder), SERIAL_BOUND_S)
+                silent_ids = [peer_id_of(identity(i).public_key) for i in UNREACHABLE]
+                # the background dialer has tried them all, concurrently: about two timeouts
+                await wait_until(lambda: all(me.dialer.failures(p) > 0 for p in silent_ids), 30.0)
+                assert trio.current_time() - t0 < 25.0  # serially: 50 x 5 s
+                t1 = trio.current_time()
+                errors: list[type[BaseException]] = []
+                got = None
+                for key in [identity(i).public_key for i in UNREACHABLE] + [holder.identity.public_key]:
+                    try:
+                        got = await me.fetch_checkpoint(key, 5, bytes(32), 3)
+                        break
+                    except (PeerUnavailable, TransferTimeout) as exc:
+                        errors.append(type(exc))
+                assert got is not None and got.data == b"checkpoint"
+                assert errors == [PeerUnavailable] * len(UNREACHABLE)
+                assert trio.current_time() - t1 < 1.0  # no dial timeout paid in the walk
             bg.cancel_scope.cancel()
