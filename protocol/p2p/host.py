@@ -113,8 +113,9 @@ class Dialer:
         dial_timeout_s: float,
         min_backoff_s: float,
         max_backoff_s: float,
-        max_concurrent: int = 32,
-        admit: Callable[[ID], bool] = lambda _peer: True,
+        *,
+        max_concurrent: int,
+        admit: Callable[[ID], bool],
     ) -> None:
         self.host = host
         self.dial_timeout_s = dial_timeout_s
