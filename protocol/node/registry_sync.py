@@ -1,4 +1,13 @@
-"""Keeps a node's p2p registry view in step with the chain's `Registered` events."""
+"""Keeps a node's p2p registry view in step with the chain: `Registered` events for the
+bindings, and the staking view for each entry's stake, reputation and eligibility.
+
+Eligibility (DESIGN.md §8.1 rule 8) is `staking.eligible_role(account) == role`: registered
+and staked at least the role's minimum (a validator also still in the validator set). The
+p2p layer admits only eligible entries, so an account whose stake changes (staked, unbond
+requested, slashed, evicted from the validator set) is re-read at the next refresh, not at
+the next periodic sweep: an honest node that just staked is admitted within one refresh,
+and one that lost its stake is dropped within one.
+"""
 
 from __future__ import annotations
 
@@ -9,18 +18,23 @@ from typing import Any
 
 import trio
 
-from protocol.chain.events import read_events
+from protocol.chain.client import Role
+from protocol.chain.events import read_many
 from protocol.node.chain_port import ChainPort
 from protocol.node.logs import kv
 from protocol.p2p.errors import RegistryError
 from protocol.p2p.registry import RegistryEntry, RegistryView
 
+# every staking event that can change an account's eligibility (each carries `account`)
+STANDING_EVENTS = ("Staked", "UnbondRequested", "Slashed", "ValidatorSetChanged", "ValidatorEvicted")
+
 
 class RegistrySync:
-    """Feeds the p2p registry view from `Registered` events plus current stake and reputation."""
+    """Feeds the p2p registry view from `Registered` events plus current standing."""
 
     # stake and reputation only scale rate limits and rank peers: reading them for every
-    # node on every refresh was most of a node's chain reads while idle
+    # node on every refresh was most of a node's chain reads while idle. Accounts named by a
+    # standing event are re-read at once (see the module docstring).
     WEIGHTS_EVERY_S = 15.0
 
     def __init__(self, port: ChainPort, view: RegistryView, log: logging.Logger) -> None:
@@ -30,33 +44,43 @@ class RegistrySync:
         self._weights_at = -math.inf
 
     async def refresh(self) -> None:
-        """New registrations at once; stake and reputation of known nodes at most every
-        WEIGHTS_EVERY_S (and whenever a registration arrives)."""
+        """New registrations and accounts whose standing changed at once; every known node's
+        standing at most every WEIGHTS_EVERY_S."""
         client = self.port.client
         head = await self.port(lambda: int(client.w3.eth.block_number))
-        fresh = False
+        dirty: set[str] = set()
         if head >= self._next_block:
-            rows = await self.port(read_events, client, "staking", "Registered", self._next_block, head)
-            for row in rows:
+            wanted = [("staking", "Registered"), *(("staking", e) for e in STANDING_EVENTS)]
+            logs = await self.port(read_many, client, wanted, self._next_block, head)
+            for row in logs[("staking", "Registered")]:
                 self._bindings[row["account"]] = row
-            fresh = bool(rows)
+                dirty.add(row["account"])
+            for event in STANDING_EVENTS:
+                dirty.update(row["account"] for row in logs[("staking", event)])
             self._next_block = head + 1
-        if not fresh and time.monotonic() - self._weights_at < self.WEIGHTS_EVERY_S:
+        if time.monotonic() - self._weights_at >= self.WEIGHTS_EVERY_S:
+            self._weights_at = time.monotonic()
+            dirty = set(self._bindings)
+        for account in dirty:
+            binding = self._bindings.get(account)
+            if binding is not None:  # standing events of unregistered accounts: nothing to do
+                await self._apply(account, binding)
+
+    async def _apply(self, account: str, row: dict[str, Any]) -> None:
+        stake = await self.port.view("staking", "staked", account)
+        reputation = await self.port.view("rewards", "reputation", account)
+        eligible_role = await self.port.view("staking", "eligible_role", account)
+        role = int(row["role"])
+        entry = RegistryEntry(bytes(row["node_key"]), bytes.fromhex(account[2:]),
+                              "miner" if role == Role.MINER else "validator", int(stake), int(reputation),
+                              row["multiaddr"], bytes(row["binding_sig"]),
+                              eligible=int(eligible_role) == role)
+        if self.view.lookup_by_node_key(entry.node_key) == entry:
             return
-        self._weights_at = time.monotonic()
-        for account, row in self._bindings.items():
-            stake = await self.port.view("staking", "staked", account)
-            reputation = await self.port.view("rewards", "reputation", account)
-            entry = RegistryEntry(bytes(row["node_key"]), bytes.fromhex(account[2:]),
-                                  "miner" if row["role"] == 1 else "validator", int(stake), int(reputation),
-                                  row["multiaddr"], bytes(row["binding_sig"]))
-            current = self.view.lookup_by_node_key(entry.node_key)
-            if current == entry:
-                continue
-            try:
-                self.view.upsert(entry)
-            except RegistryError as exc:
-                self.log.warning("ignoring registry binding %s", kv(account=account, reason=exc))
+        try:
+            self.view.upsert(entry)
+        except RegistryError as exc:
+            self.log.warning("ignoring registry binding %s", kv(account=account, reason=exc))
 
     async def run_forever(self, every_s: float = 2.0) -> None:
         while True:

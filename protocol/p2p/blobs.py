@@ -1,6 +1,6 @@
 """Blob protocol: serve and fetch blobs by content hash, and checkpoints with Merkle proofs.
 
-Server: only registered peers are served; each peer has a request bucket, a byte bucket
+Server: only admitted peers (eligible registry entries) are served; each peer has a request bucket, a byte bucket
 (served bytes are paced, not refused) and a concurrent-stream cap; the node has a global
 stream cap. Client: the blake3 hash is checked before any byte is returned, and a partial
 download only ever lives in a `.partial-*` temp file that is deleted on failure and renamed
@@ -89,9 +89,9 @@ class BlobServer:
         self.refusals: dict[str, int] = {}  # status name -> count, for tests and metrics
 
     async def handle(self, stream: INetStream) -> None:
-        entry = self.registry.lookup_by_peer_id(stream.muxed_conn.peer_id)
-        if entry is None:
-            await self._refuse(stream, Status.REFUSED, "node key not registered")
+        entry = self.registry.admitted_peer(stream.muxed_conn.peer_id)
+        if entry is None:  # the connection gate let it in, but it lost eligibility since
+            await self._refuse(stream, Status.REFUSED, "node key not bound to an eligible account")
             return
         if self.active >= self.config.max_inbound_streams:
             await self._refuse(stream, Status.BUSY, "server at stream capacity")
@@ -263,7 +263,7 @@ class BlobClient:
 
     async def _open(self, peer_id: ID, addrs: Sequence[multiaddr.Multiaddr]) -> INetStream:
         if addrs or not self.dialer.is_connected(peer_id):
-            await self.dialer.connect(peer_id, addrs)
+            await self.dialer.connect(peer_id, addrs, redial_failed=False)
         try:
             with trio.fail_after(self.config.dial_timeout_s):
                 return await self.host.new_stream(peer_id, [PROTOCOL])
@@ -353,12 +353,82 @@ class BlobClient:
         blob_hash: bytes,
         store: DirectoryBlobSource | None = None,
     ) -> bytes | Path:
-        """Try peers in order; AllPeersFailed (with each typed error) if none delivers."""
+        """The blob from the first peer that delivers it; AllPeersFailed (with each typed
+        error) if none does.
+
+        Peers already connected are asked first, in the given order. The others are dialled
+        concurrently (at most `max_concurrent_dials` at once, each under its own timeout)
+        and asked, one transfer at a time, in the order their connections come up; the
+        remaining dials are cancelled once the blob is here. So unreachable candidates cost
+        about one dial timeout in all, not one each (DESIGN.md §8.1 rule 8).
+        """
+        if store is not None and (held := store.get(blob_hash)) is not None:
+            return held
         errors: dict[str, P2PError] = {}
-        for peer_id, addrs in peers:
-            try:
-                return await self.fetch_blob(peer_id, blob_hash, addrs, store)
-            except P2PError as exc:
-                log.info("fetch %s from %s failed: %s", blob_hash.hex()[:12], peer_id, exc)
-                errors[str(peer_id)] = exc
+        connected = [(p, a) for p, a in peers if self.dialer.is_connected(p)]
+        for peer_id, _ in connected:
+            got = await self._try_fetch(peer_id, blob_hash, store, errors)
+            if got is not None:
+                return got
+        asked = {p for p, _ in connected}
+        # peers whose last dial failed go last (a stable sort keeps the caller's order)
+        rest = sorted(
+            [(p, a) for p, a in peers if p not in asked], key=lambda pa: self.dialer.failures(pa[0])
+        )
+        if rest:
+            got = await self._fetch_via_dials(rest, blob_hash, store, errors)
+            if got is not None:
+                return got
         raise AllPeersFailed(errors)
+
+    async def _try_fetch(
+        self,
+        peer_id: ID,
+        blob_hash: bytes,
+        store: DirectoryBlobSource | None,
+        errors: dict[str, P2PError],
+    ) -> bytes | Path | None:
+        try:
+            return await self.fetch_blob(peer_id, blob_hash, (), store)
+        except P2PError as exc:
+            log.info("fetch %s from %s failed: %s", blob_hash.hex()[:12], peer_id, exc)
+            errors[str(peer_id)] = exc
+            return None
+
+    async def _fetch_via_dials(
+        self,
+        peers: Sequence[tuple[ID, Sequence[multiaddr.Multiaddr]]],
+        blob_hash: bytes,
+        store: DirectoryBlobSource | None,
+        errors: dict[str, P2PError],
+    ) -> bytes | Path | None:
+        limiter = trio.CapacityLimiter(self.config.max_concurrent_dials)
+        send, recv = trio.open_memory_channel[ID](len(peers))
+
+        async def dial(peer_id: ID, addrs: Sequence[multiaddr.Multiaddr]) -> None:
+            try:
+                async with limiter:
+                    await self.dialer.connect(peer_id, addrs, redial_failed=False)
+            except P2PError as exc:
+                errors[str(peer_id)] = exc
+                return
+            try:
+                send.send_nowait(peer_id)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass  # the blob already came from another peer
+
+        async def dial_all() -> None:
+            async with send, trio.open_nursery() as dials:
+                for peer_id, addrs in peers:
+                    dials.start_soon(dial, peer_id, addrs)
+
+        result: bytes | Path | None = None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(dial_all)
+            async for peer_id in recv:
+                result = await self._try_fetch(peer_id, blob_hash, store, errors)
+                if result is not None:
+                    break
+            nursery.cancel_scope.cancel()
+        recv.close()
+        return result

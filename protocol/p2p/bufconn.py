@@ -12,20 +12,34 @@ once and later reads are served from that buffer) and turns the session it retur
 `FastNoiseSession` on that same connection (noise_session.py: same wire, far fewer copies).
 Bytes, order and errors are unchanged; writes go straight through. Nothing in py-libp2p is
 patched.
+
+It is also the connection gate (DESIGN.md §8.1 rule 8): right after the handshake, which
+authenticates the remote's identity key, `admit(peer_id)` decides; a peer whose node key is
+not bound to an eligible account gets its raw connection closed and `PeerNotAdmitted`
+raised, so no muxer, stream, identify or pubsub ever runs on it (it never joins the mesh and
+nothing is forwarded to it). Both directions are gated: we never keep a connection we dialled
+to a peer that is not admitted either.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import Any
 
+import trio
 from libp2p.abc import IRawConnection, ISecureConn
 from libp2p.connection_types import ConnectionType
+from libp2p.exceptions import BaseLibp2pError
 from libp2p.peer.id import ID
 from libp2p.security.noise.transport import Transport as NoiseTransport
 from libp2p.security.secure_session import SecureSession
 from multiaddr import Multiaddr
 
+from protocol.p2p.errors import PeerNotAdmitted
 from protocol.p2p.noise_session import FastNoiseSession
+
+log = logging.getLogger(__name__)
 
 READ_AHEAD = 256 * 1024  # one recv; ~4 full Noise messages, well under loopback's socket buffer
 
@@ -77,16 +91,34 @@ class ReadAheadConnection(IRawConnection):
 
 
 class BufferedNoiseTransport(NoiseTransport):
-    """Noise whose handshake reads through a `ReadAheadConnection` and whose sessions are
-    `FastNoiseSession`s on that same connection (noise_session.py)."""
+    """Noise whose handshake reads through a `ReadAheadConnection`, whose sessions are
+    `FastNoiseSession`s on that same connection (noise_session.py), and which admits only
+    peers for which `admit(peer_id)` is true (see the module docstring)."""
+
+    def __init__(self, *args: Any, admit: Callable[[ID], bool], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.admit = admit
+        self.refused = 0  # connections dropped at the gate, for tests and metrics
 
     async def secure_inbound(self, conn: IRawConnection) -> ISecureConn:
         raw = ReadAheadConnection(conn)
-        return _fast(await super().secure_inbound(raw), raw)
+        return await self._gate(_fast(await super().secure_inbound(raw), raw))
 
     async def secure_outbound(self, conn: IRawConnection, peer_id: ID) -> ISecureConn:
         raw = ReadAheadConnection(conn)
-        return _fast(await super().secure_outbound(raw, peer_id), raw)
+        return await self._gate(_fast(await super().secure_outbound(raw, peer_id), raw))
+
+    async def _gate(self, session: ISecureConn) -> ISecureConn:
+        peer = session.get_remote_peer()
+        if self.admit(peer):
+            return session
+        self.refused += 1
+        log.info("dropping %s after the handshake: node key not bound to an eligible account", peer)
+        try:
+            await session.close()
+        except (OSError, BaseLibp2pError, trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # already gone: the point was to drop it
+        raise PeerNotAdmitted(f"{peer} is not bound to an account eligible in its role")
 
 
 def _fast(session: ISecureConn, raw: IRawConnection) -> ISecureConn:

@@ -21,6 +21,10 @@ class P2PConfig:
     close_timeout_s: float = 0.5  # closing/resetting a stream; the peer may be frozen
     transfer_timeout_s: float = 600.0  # a whole blob transfer, whatever the pacing
     dial_timeout_s: float = 5.0  # py-libp2p adds a fixed ~250 ms to every dial
+    # dials in flight at once (background redials, and the fan-out of one multi-peer fetch):
+    # unreachable registrations each hold a slot for at most dial_timeout_s, so 50 of them
+    # cost about two timeouts, not fifty; a few dozen sockets and tasks are cheap
+    max_concurrent_dials: int = 32
     reconnect_min_s: float = 0.5  # first retry after a failed dial
     reconnect_max_s: float = 30.0  # backoff cap
     maintain_interval_s: float = 1.0  # how often the dialer checks wanted peers
@@ -39,3 +43,5 @@ class P2PConfig:
             raise ConfigError("contract must be a 20-byte address")
         if self.max_blob_size <= 0 or self.read_timeout_s <= 0:
             raise ConfigError("max_blob_size and read_timeout_s must be positive")
+        if self.max_concurrent_dials < 1 or self.dial_timeout_s <= 0:
+            raise ConfigError("max_concurrent_dials must be >= 1 and dial_timeout_s positive")

@@ -7,6 +7,8 @@ status byte on the wire, so a client gets the same typed error the server decide
 
 from __future__ import annotations
 
+from libp2p.security.exceptions import HandshakeFailure
+
 from protocol.core.errors import VeritrainError
 
 # Message errors live next to the pydantic models (protocol/core/messages.py imports no libp2p);
@@ -43,6 +45,13 @@ class PeerUnavailable(P2PError):
 class PeerRefused(P2PError):
     """Raised when the remote refuses us because our node key is not in its registry view
     (and server-side when an unregistered peer asks for anything)."""
+
+
+class PeerNotAdmitted(PeerRefused, HandshakeFailure):
+    """Raised by our Noise transport right after the handshake when the remote's node key is
+    not bound to an account eligible in its role (DESIGN.md §8.1 rule 8): the connection is
+    closed before any muxer, stream or gossip runs on it. Also a `HandshakeFailure`, so
+    py-libp2p's swarm treats it as a failed security upgrade and drops the raw connection."""
 
 
 class RateLimited(P2PError):

@@ -7,6 +7,13 @@ docs/ARCHITECTURE.md §6 pitfalls handled here:
 - publishes are paced, because the per-peer outbound queue holds 32 RPCs and drops the rest;
 - the 32-slot subscription buffer is swapped for our own larger channel, read by one task;
 - messages are de-duplicated by (content-addressed) id before they reach the application.
+
+Admission (DESIGN.md §8.1 rule 8): a message whose originator (pubsub `from`) is not an
+eligible registry entry is dropped before any signature is checked: `AdmittingPubsub` asks
+the registry ahead of py-libp2p's StrictSign check, and the topic validator asks again (and
+charges the sender's rate budget) before our own ed25519 check. Unregistered or unstaked
+senders cost a dict lookup, never a signature verification. `signature_checks` counts our
+ed25519 verifications (tests, metrics).
 """
 
 from __future__ import annotations
@@ -100,6 +107,25 @@ class _Lru:
         return key in self._d
 
 
+class AdmittingPubsub(Pubsub):
+    """py-libp2p's Pubsub, but a message from a sender that `admit` refuses is dropped before
+    StrictSign (or anything else) looks at it. Our own publishes pass."""
+
+    def __init__(
+        self, *args: object, admit: Callable[[rpc_pb2.Message], bool], **kwargs: object
+    ) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.admit = admit
+        self.not_admitted = 0  # messages dropped at the gate, for tests and metrics
+
+    async def push_msg(self, msg_forwarder: ID, msg: rpc_pb2.Message) -> None:
+        if msg_forwarder != self.my_id and not self.admit(msg):
+            self.not_admitted += 1
+            log.info("gossip from %s dropped: originator not admitted", msg_forwarder)
+            return
+        await super().push_msg(msg_forwarder, msg)
+
+
 class GossipRules:
     """The checks every message passes before it is forwarded or delivered."""
 
@@ -115,6 +141,20 @@ class GossipRules:
         self.limiter = limiter
         self.current_round = current_round
         self.nonces = _Lru(config.seen_cache_size)  # sender||nonce -> msg id
+        self.signature_checks = 0  # ed25519 verifications run on gossip (tests, metrics)
+
+    def origin_entry(self, msg: rpc_pb2.Message) -> RegistryEntry | None:
+        """The eligible entry of a message's originator, or None. No signature is looked at."""
+        try:
+            origin = ID(msg.from_id)
+        except (TypeError, ValueError):
+            return None
+        return self.registry.admitted_peer(origin)
+
+    def decode(self, msg: rpc_pb2.Message) -> SignedGossip:
+        """Parse and verify the signed gossip (the one ed25519 check), counting it."""
+        self.signature_checks += 1
+        return decode_gossip(msg.data)
 
     def check(self, signed: SignedGossip, origin: ID, msg_id: bytes) -> RegistryEntry:
         """Raise MessageRejected unless `signed` (originated by `origin`) is acceptable."""
@@ -124,9 +164,9 @@ class GossipRules:
         now = self.current_round()
         if not now - self.config.round_window <= p.round <= now + 1:
             raise MessageRejected(f"round {p.round} outside window around {now}")
-        entry = self.registry.lookup_by_node_key(signed.sender_key)
+        entry = self.registry.admitted_key(signed.sender_key)
         if entry is None:
-            raise MessageRejected("sender node key is not registered")
+            raise MessageRejected("sender node key is not bound to an eligible account")
         if peer_id_of(signed.sender_key) != origin:
             raise MessageRejected("pubsub originator is not the signing node")
         if to_hex(entry.account) != claimed_account(p.body):
@@ -166,19 +206,34 @@ class Gossip:
             heartbeat_interval=config.gossip_heartbeat_s,
             spam_protection_enabled=False,
         )
-        self.pubsub = Pubsub(host, self.router, msg_id_constructor=message_id)
+        self.pubsub = AdmittingPubsub(
+            host, self.router, msg_id_constructor=message_id, admit=self._admit
+        )
         self._send, self._recv = trio.open_memory_channel[rpc_pb2.Message](config.delivery_buffer)
         self._delivered = _Lru(config.seen_cache_size)
         self._publish_lock = trio.Lock()
         self.rejected = 0  # counters for tests and metrics
         self.duplicates = 0
 
+    @property
+    def signature_checks(self) -> int:
+        """Our ed25519 verifications of received gossip (py-libp2p's StrictSign check, run
+        before ours, sees exactly the messages `AdmittingPubsub` let through)."""
+        return self.rules.signature_checks
+
+    def _admit(self, msg: rpc_pb2.Message) -> bool:
+        return self.rules.origin_entry(msg) is not None
+
     def _validate(self, forwarder: ID, msg: rpc_pb2.Message) -> bool:
         try:
-            signed = decode_gossip(msg.data)
-            entry = self.rules.check(signed, ID(msg.from_id), message_id(msg))
-            if forwarder != self.host.get_id() and not self.limiter.allow_gossip(entry):
+            # admission and the rate budget before any signature is checked
+            origin = self.rules.origin_entry(msg)
+            if origin is None:
+                raise MessageRejected("originator is not bound to an eligible account")
+            if forwarder != self.host.get_id() and not self.limiter.allow_gossip(origin):
                 raise MessageRejected("sender over its gossip rate limit")
+            signed = self.rules.decode(msg)
+            self.rules.check(signed, ID(msg.from_id), message_id(msg))
         except (MalformedMessage, MessageRejected) as exc:
             self.rejected += 1
             log.info("gossip rejected (via %s): %s", forwarder, exc)
@@ -224,7 +279,9 @@ class Gossip:
         try:
             # Re-check: pubsub's validation cache (300 s) outlives its seen cache (120 s),
             # so an old replay could otherwise skip the round window check.
-            signed = decode_gossip(msg.data)
+            if self.rules.origin_entry(msg) is None:
+                raise MessageRejected("originator is no longer bound to an eligible account")
+            signed = self.rules.decode(msg)
             self.rules.check(signed, ID(msg.from_id), mid)
         except (MalformedMessage, MessageRejected) as exc:
             self.rejected += 1

@@ -58,15 +58,42 @@ class P2PNode:
         self.identity = identity
         self.config = config
         self.registry = registry
-        self.host = build_host(identity)
+        # DESIGN.md §8.1 rule 8: only peers bound to an eligible account keep a connection
+        self.host = build_host(identity, admit=registry.admits)
         self.limiter = PeerLimiter(config.rate_policy)
         self.dialer = Dialer(
-            self.host, config.dial_timeout_s, config.reconnect_min_s, config.reconnect_max_s
+            self.host,
+            config.dial_timeout_s,
+            config.reconnect_min_s,
+            config.reconnect_max_s,
+            max_concurrent=config.max_concurrent_dials,
+            admit=registry.admits,
         )
         self.gossip = Gossip(self.host, identity, config, registry, self.limiter, current_round)
         self.server = BlobServer(config, registry, self.limiter, blobs, checkpoints)
         self.client = BlobClient(self.host, self.dialer, config)
         self.host.set_stream_handler(PROTOCOL, self.server.handle)
+        self._revoked: set[bytes] = set()
+        self._revoked_event = trio.Event()
+        registry.on_revoke(self._on_revoke)
+
+    def _on_revoke(self, node_key: bytes) -> None:
+        self._revoked.add(node_key)
+        self._revoked_event.set()
+
+    async def _drop_revoked(self) -> None:
+        """Forever: close every connection to a peer that stopped being admitted."""
+        while True:
+            await self._revoked_event.wait()
+            self._revoked_event = trio.Event()
+            keys, self._revoked = self._revoked, set()
+            for key in keys:
+                peer = peer_id_of(key)
+                if self.registry.admits(peer):
+                    continue  # eligible again (or re-registered) before we got here
+                log.info("dropping %s: no longer bound to an eligible account", peer)
+                with trio.move_on_after(self.config.close_timeout_s):
+                    await self.host.get_network().close_peer(peer)
 
     @property
     def peer_id(self) -> ID:
@@ -96,6 +123,7 @@ class P2PNode:
                             nursery.start_soon(
                                 self.dialer.maintain, self._wanted, self.config.maintain_interval_s
                             )
+                            nursery.start_soon(self._drop_revoked)
                             try:
                                 yield self
                             finally:
@@ -111,7 +139,11 @@ class P2PNode:
             log.debug("ignored a message that arrived during shutdown")
 
     def _wanted(self) -> dict[ID, list[multiaddr.Multiaddr]]:
-        pairs = [(e.node_key, e.multiaddr) for e in self.registry.entries() if e.multiaddr]
+        pairs = [
+            (e.node_key, e.multiaddr)
+            for e in self.registry.entries()
+            if e.multiaddr and e.eligible
+        ]
         return wanted_from(pairs, self.config.bootstrap, self.peer_id)
 
     def _addrs_of(self, node_key: bytes) -> tuple[ID, list[multiaddr.Multiaddr]]:
@@ -158,6 +190,10 @@ class P2PNode:
     ) -> bytes | Path:
         peers = [self._addrs_of(k) for k in node_keys]
         return await self.client.fetch_blob_any(peers, blob_hash, store)
+
+    def connected_peers(self) -> set[ID]:
+        """Peers with an open connection (every one of them passed the admission gate)."""
+        return {p for p, conns in self.host.get_network().connections.items() if conns}
 
     async def fetch_checkpoint(
         self, node_key: bytes, round_: int, trace_root: bytes, index: int

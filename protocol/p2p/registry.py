@@ -5,11 +5,17 @@ directly. It is the single source of truth for "is this peer allowed" and for pe
 rate limits. Rule (docs/PROTOCOL.md §4): an entry counts only if its binding signature
 verifies, and the first valid binding of a node key wins, because the contract cannot check
 ed25519 and so cannot stop a squatter from registering someone else's key.
+
+Admission (DESIGN.md §8.1 rule 8): a peer is *admitted* only while its entry is `eligible`,
+i.e. the chain's staking view says its account is eligible in its registered role
+(registered and staked at least the role's minimum). `admitted_peer` / `admitted_key` are
+what the connection gate, gossip and the blob server ask; `on_revoke` listeners hear of
+every node key that stops being admitted, so open connections to it can be dropped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -35,6 +41,9 @@ class RegistryEntry:
     reputation: int  # 0..65535, meaning 0..1
     multiaddr: str  # where the node listens, e.g. /ip4/127.0.0.1/tcp/4001
     binding_sig: bytes  # ed25519 over binding_message(chain_id, contract, account)
+    # the chain's staking view: eligible in `role` (staking.eligible_role(account) == role).
+    # Fail closed: an entry nobody marked eligible admits nothing.
+    eligible: bool = False
 
 
 def peer_id_of(node_key: bytes) -> ID:
@@ -66,7 +75,18 @@ class RegistryView:
         self._by_key: dict[bytes, RegistryEntry] = {}
         self._by_peer: dict[ID, bytes] = {}
         self._by_account: dict[bytes, bytes] = {}
+        self._revoke_listeners: list[Callable[[bytes], None]] = []
         self.version = 0  # bumped on every change, so dialers can notice new addresses
+
+    def on_revoke(self, listener: Callable[[bytes], None]) -> None:
+        """Call `listener(node_key)` whenever an admitted node key stops being admitted
+        (entry removed, moved to a new key, or no longer eligible). Listeners must not
+        block: they are called synchronously from `upsert` / `remove`."""
+        self._revoke_listeners.append(listener)
+
+    def _revoked(self, node_key: bytes) -> None:
+        for listener in list(self._revoke_listeners):
+            listener(node_key)
 
     def _check(self, entry: RegistryEntry) -> None:
         if len(entry.account) != 20:
@@ -95,13 +115,25 @@ class RegistryView:
         self._by_peer[peer_id_of(entry.node_key)] = entry.node_key
         self._by_account[entry.account] = entry.node_key
         self.version += 1
+        if current is not None and current.eligible and not entry.eligible:
+            self._revoked(entry.node_key)
 
-    def update_standing(self, node_key: bytes, stake: int, reputation: int) -> None:
-        """Apply a stake/reputation change from chain events to an existing entry."""
+    def update_standing(
+        self, node_key: bytes, stake: int, reputation: int, eligible: bool | None = None
+    ) -> None:
+        """Apply a stake/reputation (and, if given, eligibility) change to an existing entry."""
         entry = self._by_key.get(node_key)
         if entry is None:
             raise RegistryError("no entry for that node key")
-        self.upsert(replace(entry, stake=stake, reputation=reputation))
+        keep = entry.eligible if eligible is None else eligible
+        self.upsert(replace(entry, stake=stake, reputation=reputation, eligible=keep))
+
+    def set_eligible(self, node_key: bytes, eligible: bool) -> None:
+        """Mark an existing entry (in)eligible; an entry losing eligibility is revoked."""
+        entry = self._by_key.get(node_key)
+        if entry is None:
+            raise RegistryError("no entry for that node key")
+        self.upsert(replace(entry, eligible=eligible))
 
     def remove(self, node_key: bytes) -> None:
         entry = self._by_key.pop(node_key, None)
@@ -111,6 +143,8 @@ class RegistryView:
         if self._by_account.get(entry.account) == node_key:
             del self._by_account[entry.account]
         self.version += 1
+        if entry.eligible:
+            self._revoked(node_key)
 
     def lookup_by_node_key(self, node_key: bytes) -> RegistryEntry | None:
         return self._by_key.get(node_key)
@@ -122,6 +156,19 @@ class RegistryView:
     def lookup_by_account(self, account: bytes) -> RegistryEntry | None:
         key = self._by_account.get(account)
         return None if key is None else self._by_key.get(key)
+
+    def admitted_key(self, node_key: bytes) -> RegistryEntry | None:
+        """The entry of `node_key` if it may use the network (eligible), else None."""
+        entry = self._by_key.get(node_key)
+        return entry if entry is not None and entry.eligible else None
+
+    def admitted_peer(self, peer_id: ID) -> RegistryEntry | None:
+        """The entry behind `peer_id` if it may use the network (eligible), else None."""
+        entry = self.lookup_by_peer_id(peer_id)
+        return entry if entry is not None and entry.eligible else None
+
+    def admits(self, peer_id: ID) -> bool:
+        return self.admitted_peer(peer_id) is not None
 
     def entries(self) -> Iterator[RegistryEntry]:
         return iter(list(self._by_key.values()))

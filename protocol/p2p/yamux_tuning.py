@@ -1,4 +1,5 @@
-"""Let py-libp2p's yamux send DATA frames of up to 16 Noise messages (the one internal we patch).
+"""Let py-libp2p's yamux send DATA frames of up to 16 Noise messages, and reset any stream
+whose sender overruns our receive window (the two py-libp2p internals we patch).
 
 Why: a bulk transfer pays py-libp2p's per-frame cost (a Python-level header, window and lock
 dance per frame on the sender; a header parse, buffer append, event and wake-up per frame on
@@ -24,8 +25,14 @@ from it. tests/p2p/test_fastpath.py fails if the constant or the writer's use of
 
 from __future__ import annotations
 
+import logging
+
+import trio
+from libp2p.exceptions import BaseLibp2pError
 from libp2p.security.noise.io import MAX_PLAINTEXT_LENGTH
 from libp2p.stream_muxer.yamux import yamux
+
+log = logging.getLogger(__name__)
 
 NOISE_MESSAGES_PER_FRAME = 16
 FRAME_SIZE = NOISE_MESSAGES_PER_FRAME * MAX_PLAINTEXT_LENGTH  # header + payload, bytes
@@ -33,8 +40,58 @@ INITIAL_WINDOW = 256 * 1024  # yamux spec: every stream starts with this receive
 MAX_WINDOW = 16 * 1024 * 1024  # what go-yamux and py-libp2p auto-tune a receive window up to
 
 
+_STOCK_STREAM = yamux.YamuxStream
+overruns = 0  # streams reset for overrunning their receive window, this process
+
+
+class GuardedYamuxStream(_STOCK_STREAM):  # type: ignore[misc, valid-type]
+    """A yamux stream that is reset as soon as its sender overruns the receive window."""
+
+    _recv_window: int
+    _overrun = False
+
+    @property  # type: ignore[override]
+    def recv_window(self) -> int:
+        return self._recv_window
+
+    @recv_window.setter
+    def recv_window(self, value: int) -> None:
+        self._recv_window = value
+        if value < 0:
+            self._on_overrun(-value)
+
+    def _on_overrun(self, excess: int) -> None:
+        global overruns
+        buffered = self.conn.stream_buffers.get(self.stream_id)
+        if buffered is not None:
+            buffered.clear()  # never keep what the sender had no right to send
+        if self._overrun:
+            return
+        self._overrun = True
+        overruns += 1
+        log.warning(
+            "resetting stream %s of %s: sender overran the receive window by %d bytes",
+            self.stream_id, self.conn.peer_id, excess,
+        )
+        self.recv_closed = True
+        self.reset_received = True  # local readers see MuxedStreamReset
+        nursery = self.conn._nursery
+        if nursery is not None:
+            nursery.start_soon(self._send_reset)
+
+    async def _send_reset(self) -> None:
+        try:
+            await self.reset()
+        except (BaseLibp2pError, OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the connection is going anyway
+        event = self.conn.stream_events.get(self.stream_id)
+        if event is not None:
+            event.set()
+
+
 def apply() -> None:
     """Idempotent; called whenever a host is built."""
     yamux.MAX_MESSAGE_SIZE = FRAME_SIZE
+    yamux.YamuxStream = GuardedYamuxStream  # type: ignore[misc]
 
 

@@ -48,6 +48,7 @@ def entry_for(
     stake: int = STAKE,
     reputation: int = REPUTATION,
     ident: NodeIdentity | None = None,
+    eligible: bool = True,
 ) -> RegistryEntry:
     ident = ident or identity(i)
     acct = account(i)
@@ -60,6 +61,7 @@ def entry_for(
         reputation=reputation,
         multiaddr=multiaddr,
         binding_sig=sig,
+        eligible=eligible,
     )
 
 
@@ -205,3 +207,17 @@ class HandledLog:
                 await self._changed.wait()
         if scope.cancelled_caught:
             raise AssertionError(f"{len(want - self.handled)} of {len(want)} messages never handled")
+
+
+def noise_gate(node: P2PNode) -> Any:
+    """The node's Noise transport, which is also its admission gate (`refused` counts)."""
+    from protocol.p2p.bufconn import BufferedNoiseTransport
+
+    upgrader = node.host.get_network().upgrader  # type: ignore[attr-defined]
+    transports = upgrader.security_multistream.transports.values()
+    return next(t for t in transports if isinstance(t, BufferedNoiseTransport))
+
+
+def admit_all(_peer: Any) -> bool:
+    """An admission rule that lets every peer in: for tests of the transport alone."""
+    return True

@@ -18,24 +18,27 @@ from libp2p.stream_muxer.yamux.yamux import Yamux
 from libp2p.transport.exceptions import SecurityUpgradeFailure
 
 from protocol.p2p import RatePolicy
-from protocol.p2p.errors import P2PError, PeerRefused, RateLimited
+from protocol.p2p.errors import P2PError, PeerUnavailable, RateLimited
 from protocol.p2p.host import key_pair_from_seed
 
-from .conftest import STAKE, cluster, identity
+from .conftest import STAKE, cluster, identity, noise_gate
 
 MB = 1024 * 1024
 
 
 @pytest.mark.trio
-async def test_unregistered_peer_gets_a_typed_refusal(tmp_path):
+async def test_unregistered_peer_is_dropped_at_the_connection(tmp_path):
+    """Issue 13 rule 8: the server drops the stranger right after the Noise handshake (so
+    the stranger sees its dial fail, typed), while a registered member is served."""
     with trio.fail_after(30):
         async with cluster(tmp_path, 3, register=False) as c:
             server, member, stranger = c.nodes
             c.register_all([0, 1])
             h = c.stores[0].put(os.urandom(10_000))
-            with pytest.raises(PeerRefused):
+            with pytest.raises(PeerUnavailable):
                 await stranger.fetch_blob(server.identity.public_key, h)
-            assert server.server.refusals["REFUSED"] >= 1
+            assert server.host.get_network().get_connections(stranger.peer_id) == []
+            assert noise_gate(server).refused >= 1
             assert len(await member.fetch_blob(server.identity.public_key, h)) == 10_000
 
 

@@ -23,7 +23,7 @@ from protocol.p2p.config import CHUNK_SIZE
 from protocol.p2p.errors import TransferTimeout, TruncatedStream
 from protocol.p2p.host import build_host
 
-from .conftest import cluster, identity
+from .conftest import admit_all, cluster, identity
 
 
 class _FakeConn:
@@ -70,7 +70,7 @@ def test_noise_hooks_the_read_ahead_relies_on_still_exist():
     for name in ("secure_inbound", "secure_outbound"):
         params = list(inspect.signature(getattr(NoiseTransport, name)).parameters)
         assert params[:2] == ["self", "conn"], (name, params)
-    host = build_host(identity(0))
+    host = build_host(identity(0), admit=admit_all)
     secure = host.get_network().upgrader.security_multistream.transports  # type: ignore[attr-defined]
     assert [type(t) for t in secure.values()] == [BufferedNoiseTransport]
 
@@ -114,7 +114,7 @@ class _FrameSink:
 
 @pytest.mark.trio
 async def test_yamux_frame_patch_applies_and_the_writer_still_honours_the_send_window():
-    build_host(identity(0))  # applies the patch
+    build_host(identity(0), admit=admit_all)  # applies the patch
     assert yamux.MAX_MESSAGE_SIZE == yamux_tuning.FRAME_SIZE
     # the internals the patch relies on: the writer reads MAX_MESSAGE_SIZE at call time and
     # cuts each frame to min(send window, MAX_MESSAGE_SIZE - header, rest)

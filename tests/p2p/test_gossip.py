@@ -7,6 +7,7 @@ import trio
 
 from protocol.core.messages import make_gossip, to_hex
 from protocol.p2p import topic_for
+from protocol.p2p.errors import PeerUnavailable
 
 from .conftest import (
     CHAIN_ID,
@@ -89,8 +90,10 @@ async def test_bad_messages_are_rejected_and_node_stays_up(tmp_path):
         async with cluster(tmp_path, 4, register=False) as c:
             honest, victim, attacker, stranger = c.nodes
             c.register_all([0, 1, 2])  # node 3 is nobody's registered peer
-            for node in (honest, attacker, stranger):
+            for node in (honest, attacker):
                 await node.connect(victim.p2p_addr)
+            with pytest.raises(PeerUnavailable):  # dropped right after the Noise handshake
+                await stranger.connect(victim.p2p_addr)
             handled = HandledLog(victim)
             topic = topic_for(CHAIN_ID, CONTRACT)
 
@@ -105,8 +108,9 @@ async def test_bad_messages_are_rejected_and_node_stays_up(tmp_path):
                 (attacker, forged(honest, signed(honest, 3, announcement(0, 1)), 1)),
                 # 2. the attacker signs an announcement claiming to be the honest miner
                 (attacker, forged(attacker, signed(attacker, 5, announcement(0, 2)), 2)),
-                # 3. an unregistered node announces for itself
-                (stranger, forged(stranger, signed(stranger, 5, announcement(3)), 3)),
+                # 3. an unregistered node announces for itself (it cannot connect, so a
+                # registered peer forwards it): dropped before any signature check
+                (attacker, forged(stranger, signed(stranger, 5, announcement(3)), 3)),
                 # 4. another deployment's message
                 (attacker, forged(honest, signed(honest, 5, announcement(0, 4), CHAIN_ID + 1), 4)),
                 # 5. garbage bytes
@@ -124,7 +128,8 @@ async def test_bad_messages_are_rejected_and_node_stays_up(tmp_path):
                 msg = await victim.receive()
             assert msg.payload.body == announcement(0, 9)
             assert msg.payload.body.miner == to_hex(account(0))
-            assert victim.gossip.rejected == 5
+            assert victim.gossip.rejected == 4
+            assert victim.gossip.pubsub.not_admitted == 1
 
             # a same-round replay (same bytes, new seqno) is handled and dropped: the next
             # delivery is a later message, not the announcement a second time

@@ -31,7 +31,7 @@ from noise.exceptions import NoiseInvalidMessage
 from protocol.p2p.host import build_host, key_pair_from_seed
 from protocol.p2p.noise_session import FastNoiseSession
 
-from .conftest import identity
+from .conftest import admit_all, identity
 
 SIZES = [1, 12, 4096, MAX_PLAINTEXT_LENGTH, MAX_PLAINTEXT_LENGTH + 1, 1_048_292, 2_500_003]
 
@@ -176,7 +176,7 @@ ECHO = TProtocol("/veritrain-test/echo/1.0.0")
 @pytest.mark.trio
 @pytest.mark.parametrize("ours_dials", [True, False], ids=["ours-dials-stock", "stock-dials-ours"])
 async def test_our_host_and_a_stock_host_exchange_bytes_both_ways(ours_dials):
-    ours, stock = build_host(identity(40)), _stock_host(41)
+    ours, stock = build_host(identity(40), admit=admit_all), _stock_host(41)
     dialer, listener = (ours, stock) if ours_dials else (stock, ours)
     payload = os.urandom(3_000_001)
 

@@ -42,6 +42,7 @@ from .conftest import (
     STAKE,
     RoundClock,
     account,
+    admit_all,
     announcement,
     entry_for,
     identity,
@@ -107,9 +108,9 @@ def test_topic_and_message_id_are_stable_golden_values():
 
 
 def test_peer_id_is_stable_and_matches_libp2p():
-    host = build_host(identity(3))
+    host = build_host(identity(3), admit=admit_all)
     assert host.get_id() == peer_id_of(identity(3).public_key)
-    assert build_host(identity(3)).get_id() == host.get_id()
+    assert build_host(identity(3), admit=admit_all).get_id() == host.get_id()
     assert node_key_of(host.get_id()) == identity(3).public_key
 
 
