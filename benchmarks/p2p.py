@@ -79,6 +79,7 @@ def _entry(i: int, addr: str = "") -> RegistryEntry:
         reputation=65535,
         multiaddr=addr,
         binding_sig=ident.sign(binding_message(CHAIN_ID, CONTRACT, _account(i))),
+        eligible=True,  # staked at the role's minimum: admitted at the connection
     )
 
 
