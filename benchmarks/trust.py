@@ -381,12 +381,45 @@ def measure(p: Params, trials: int) -> dict[str, float]:
     return out
 
 
+
+def measure_audits(p: Params, trials: int) -> dict[str, float]:
+    """Share of `trials` rounds in which the v-1 honest auditors' samples (`witness.audit_picks`,
+    seeded by each auditor's real `make_audit_seed` signature) hit at least one of the claims a
+    lazy validator made up, times the report rule (the accused does not vote). A picked made-up
+    claim always fails its audit: its witness is not the replay's (`replay_witness` binds every
+    inner state), which `tests/core/test_witness.py` and the devnet's lazy validator show."""
+    from protocol.core.hashing import blake3_hash, u64
+    from protocol.core.signing import NodeIdentity
+    from protocol.core.witness import audit_picks, make_audit_seed
+
+    v, m = p.validators, p.miners
+    lazy = "0x" + "ee" * 20
+    miners = ["0x" + bytes([i + 1]).hex() * 20 for i in range(m)]
+    quorum = confirmed(v - 1, 0, v - 1)
+    out = {}
+    for attack, skipped in (("never-replaying validator", m), ("half-replaying validator", m // 2),
+                            ("validator skipping one miner", 1)):
+        fake = set(miners[:skipped])
+        caught = 0
+        for i in range(trials):
+            block = blake3_hash("trust-audit-block", u64(i))
+            for j in range(v - 1):
+                auditor = NodeIdentity(blake3_hash("trust-auditor", u64(i), u64(j)))
+                name = "0x" + bytes([0xA0 + j]).hex() * 20
+                picks = audit_picks(make_audit_seed(auditor, 1, block), {lazy: miners}, name, p.audit_sample)
+                if any(miner in fake for _, miner in picks):
+                    caught += 1
+                    break
+        out[attack] = caught / trials * quorum
+    return out
+
+
 def run(quick: bool, validators: int | None = None, miners: int | None = None,
         trials: int | None = None) -> dict[str, Any]:
     p = default_params(validators, miners)
     trials = trials or (8 if quick else 100)
     rows = exact_rows(p)
-    for attack, rate in measure(p, trials).items():
+    for attack, rate in {**measure(p, trials), **measure_audits(p, trials * 10)}.items():
         row = next(r for r in rows if r.attack == attack)
         row.p_detect_measured, row.trials = rate, trials
     fixes = {}
