@@ -17,6 +17,9 @@ def quiet_noisy_loggers() -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     # a dial to a peer that went away is routine (the p2p layer tries the next one)
     logging.getLogger("libp2p.transport.tcp").setLevel(logging.CRITICAL)
+    # so is a connection the admission gate drops after Noise (a peer not yet, or no longer,
+    # staked): py-libp2p logs each as an error in the muxer negotiation that follows
+    logging.getLogger("libp2p.protocol_muxer.multiselect_client").setLevel(logging.CRITICAL)
 
 
 def kv(**fields: Any) -> str:

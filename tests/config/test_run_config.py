@@ -13,7 +13,7 @@ def test_defaults_are_consistent():
     c = cfg.chain
     phases = c.commit_duration + c.score_duration + c.reveal_duration + c.audit_duration
     assert c.unbonding_delay > phases + c.challenge_window
-    assert (c.audit_duration, c.audit_sample) == (120, 2)
+    assert (c.audit_duration, c.audit_sample) == (120, 1)
 
 
 def test_hash_is_stable_and_covers_every_field(tmp_path):
