@@ -417,7 +417,7 @@ def measure_audits(p: Params, trials: int) -> dict[str, float]:
 def run(quick: bool, validators: int | None = None, miners: int | None = None,
         trials: int | None = None) -> dict[str, Any]:
     p = default_params(validators, miners)
-    trials = trials or (8 if quick else 100)
+    trials = trials or (3 if quick else 100)
     rows = exact_rows(p)
     for attack, rate in {**measure(p, trials), **measure_audits(p, trials * 10)}.items():
         row = next(r for r in rows if r.attack == attack)

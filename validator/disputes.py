@@ -73,7 +73,7 @@ class Disputes:
                 self._handled.add(rid)
                 continue
             still_open += 1
-            if now >= rep["deadline"]:
+            if now >= rep["deadline"] or await self._all_voted(rep):
                 if await port.try_send(client.resolve_fraud, rid):
                     self.ctx.log.info("report resolved %s", kv(report=rid))
                 continue
@@ -81,6 +81,12 @@ class Disputes:
                 self._voting.add(rid)
                 nursery.start_soon(self._vote_once, rid, rep)
         self._open = still_open
+
+    async def _all_voted(self, rep: dict) -> bool:
+        """Every validator who may vote did (the accused of a `lazy_validator` report may
+        not): the contract resolves it then, without waiting out the window."""
+        voters = len(await self.ctx.port(self.ctx.client.validators_of, rep["round"]))
+        return bool(rep["votes"] >= voters - (rep["kind"] == FraudKind.LAZY_VALIDATOR))
 
     async def _vote_once(self, rid: int, rep: dict) -> None:
         try:
