@@ -68,7 +68,7 @@ def claims_of(r: int, reveals: dict[str, dict]) -> dict[str, list[Claim]]:
 
 async def audit_round(ctx: NodeContext, r: int, seed_block: bytes, sample: int) -> list[tuple[Claim, AuditResult]]:
     """Audit this validator's seeded sample of the others' claims; returns the failed ones."""
-    reveals = await ctx.port(ctx.client.reveals, r)
+    reveals = await ctx.reveals(r)
     claims = claims_of(r, reveals)
     by_pair = {(c.validator, c.miner): c for cs in claims.values() for c in cs}
     if sample <= 0:

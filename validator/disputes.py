@@ -138,7 +138,7 @@ class Disputes:
 
     async def _judge_audit(self, rep: dict, seed: bytes, vote_by: float) -> tuple[Vote, str]:
         ctx, r = self.ctx, rep["round"]
-        reveal = (await ctx.port(ctx.client.reveals, r)).get(rep["miner"])
+        reveal = (await ctx.reveals(r)).get(rep["miner"])
         if reveal is None or rep["segment"] >= len(reveal["miners"]):
             return Vote.REJECT, "no such claim"
         i = rep["segment"]

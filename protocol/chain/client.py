@@ -206,19 +206,10 @@ class ChainClient:
         return int.from_bytes(bytes(out), "big") != 0
 
     def reveals(self, round_: int) -> dict[str, dict[str, Any]]:
-        """Every reveal of `round_`, from the `ScoresRevealed` events, keyed by checksum validator:
-        dict(miners, scores, witnesses, sigs), each a list in miners order."""
+        """Every reveal of `round_` (`reveals_from` over all `ScoresRevealed` events)."""
         from protocol.chain.events import read_events  # events imports this module
 
-        out: dict[str, dict[str, Any]] = {}
-        for row in read_events(self, "scores", "ScoresRevealed"):
-            if row["round"] != round_:
-                continue
-            out[Web3.to_checksum_address(row["validator"])] = {
-                "miners": [Web3.to_checksum_address(m) for m in row["miners"]], "scores": list(row["scores"]),
-                "witnesses": [bytes(w) for w in row["witnesses"]], "sigs": unpack_sigs(bytes(row["challenge_sigs"])),
-            }
-        return out
+        return reveals_from(read_events(self, "scores", "ScoresRevealed"), round_)
 
     def validators_of(self, round_: int) -> list[str]:
         return list(self.rounds.functions.validators_of(round_).call())
@@ -237,6 +228,20 @@ class ChainClient:
         fields = ("round", "miner", "reporter", "kind", "segment", "evidence_hash", "deadline", "status",
                   "confirm_weight", "reject_weight", "served_weight", "votes", "confirms_by_others", "rejects_by_others")
         return dict(zip(fields, self.disputes.functions.reports(report_id).call(), strict=True))
+
+
+def reveals_from(rows: list[dict[str, Any]], round_: int) -> dict[str, dict[str, Any]]:
+    """The reveals of `round_` among `ScoresRevealed` rows, keyed by checksum validator:
+    dict(miners, scores, witnesses, sigs), each a list in miners order."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row["round"] != round_:
+            continue
+        out[Web3.to_checksum_address(row["validator"])] = {
+            "miners": [Web3.to_checksum_address(m) for m in row["miners"]], "scores": list(row["scores"]),
+            "witnesses": [bytes(w) for w in row["witnesses"]], "sigs": unpack_sigs(bytes(row["challenge_sigs"])),
+        }
+    return out
 
 
 def _fee_fields(w3: Any) -> dict[str, int]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import trio
 
-from protocol.chain.client import ChainClient
+from protocol.chain.client import ChainClient, reveals_from
 from protocol.chain.events import EventLog
 from protocol.config.run_setup import Setup, load_dataset, resolve
 from protocol.core.errors import VeritrainError
@@ -66,6 +66,7 @@ class NodeContext:
         self.prestarted_worker: ProfileWorker | None = None  # the devnet starts them early
         self.commit_log = EventLog(client, "rounds", "UpdateCommitted")
         self.settle_log = EventLog(client, "rewards", "MinerSettled")
+        self.reveal_log = EventLog(client, "scores", "ScoresRevealed")
 
     async def run(self) -> None:
         """Start the worker, the p2p host, registry sync and gossip reading, then the role's
@@ -123,6 +124,10 @@ class NodeContext:
         rows = await self.port(self.commit_log.rows)
         rows = [r for r in rows if r["round"] == round_]
         return {r["miner"]: (bytes(r["update_hash"]), bytes(r["trace_root"]), i) for i, r in enumerate(rows)}
+
+    async def reveals(self, round_: int) -> dict[str, dict[str, Any]]:
+        """Every validator's reveal of `round_`, read incrementally (audits and votes ask often)."""
+        return reveals_from(await self.port(self.reveal_log.rows), round_)
 
     # ---- p2p helpers ------------------------------------------------------------------
     def node_key_of(self, account: str) -> bytes | None:
