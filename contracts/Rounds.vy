@@ -4,19 +4,21 @@
 @title veritrain rounds: the round clock, update commits and seeds
 @custom:contract-name rounds
 @license GNU Affero General Public License v3.0 only (builds on snekmate)
-@notice One round: miners commit `keccak(update_hash, trace_root)`; the commit
-        phase closes at its deadline or once every active miner committed, and the
-        hash of the closing block seeds the validators' challenges. This contract
-        keeps every phase of every round (commit, scoring, reveal, audit, finalize):
-        the scores contract reports score commits, reveals, finished audits and
-        finalize here, and the
-        attestation contract opens the next round here once validators holding a
-        stake majority attest its model. Phases close early once every participant
-        has acted. Revert strings keep the pre-split "settlement: " prefix.
+@notice One round: miners commit `keccak(update_hash, trace_root)`; the i-th
+        commit is column i of every score vector. The commit phase closes at its
+        deadline or once every active miner committed, and the hash of the closing
+        block seeds the validators' challenges. This contract keeps every phase of
+        every round (commit, scoring, reveal, audit, result): the scores contract
+        reports score commits, reveals and finished audits here, and the results
+        contract ends the round here once a result is final (or the round took the
+        fallback), which opens the next one. Phases close early once every
+        participant has acted. Nothing here loops over miners. Revert strings keep
+        the pre-split "settlement: " prefix.
 """
 
 from snekmate.utils import block_hash
 from . import constants
+from .interfaces import IBlsKeys
 from .interfaces import IRewards
 from .interfaces import IRounds
 from .interfaces import IStaking
@@ -48,24 +50,27 @@ deployer: immutable(address)
 
 scores: public(address)
 rewards: public(IRewards)
-attestation: public(address)
+results: public(address)
+keys: public(IBlsKeys)
 started: public(bool)
 current_round: public(uint256)
 model_hash: public(HashMap[uint256, bytes32])
 round_word: HashMap[uint256, uint256]
 round_seed: public(HashMap[uint256, bytes32])
 commit_slot: public(HashMap[uint256, HashMap[address, bytes32]])
+# 1 + the miner's column in `round` (its commit order); 0 when it did not commit
+commit_index: public(HashMap[uint256, HashMap[address, uint256]])
 
 round_validators: HashMap[uint256, DynArray[address, MAX_VALIDATORS]]
 validator_weight: public(HashMap[uint256, HashMap[address, uint256]])
 total_weight: public(HashMap[uint256, uint256])
+# keccak(abi_encode(validators_of(round))): the key of the cached aggregate BLS key
+validator_set_hash: public(HashMap[uint256, bytes32])
 
 score_commit_count: public(HashMap[uint256, uint256])
 score_closed_time: public(HashMap[uint256, uint256])
 reveal_count: HashMap[uint256, uint256]
 audit_count: HashMap[uint256, uint256]
-round_miners: HashMap[uint256, DynArray[address, MAX_MINERS]]
-round_miners_hash: HashMap[uint256, bytes32]
 finalized: public(HashMap[uint256, bool])
 
 
@@ -81,6 +86,7 @@ event UpdateCommitted:
     miner: indexed(address)
     update_hash: bytes32
     trace_root: bytes32
+    index: uint256
 
 event CommitClosed:
     round: indexed(uint256)
@@ -91,10 +97,16 @@ event SeedStored:
     round: indexed(uint256)
     seed: bytes32
 
+event RoundEnded:
+    round: indexed(uint256)
+    model_hash: bytes32
+    fallback: bool
+
 event Wired:
     scores: address
     rewards: address
-    attestation: address
+    results: address
+    keys: address
 
 
 @deploy
@@ -127,20 +139,23 @@ def __init__(
 
 
 @external
-def wire(scores_: address, rewards_: IRewards, attestation_: address):
+def wire(scores_: address, rewards_: IRewards, results_: address, keys_: IBlsKeys):
     """
-    @notice Names the scores, rewards and attestation contracts, once, by the deployer.
+    @notice Names the scores, rewards, results and BLS key contracts, once, by the deployer.
     @param scores_ The only caller of the score-phase hooks.
     @param rewards_ Asked at `start` whether the disputes contract is named.
-    @param attestation_ The only caller of `open_round`.
+    @param results_ The only caller of `end_round`.
+    @param keys_ Caches each round's aggregate BLS key when the round opens.
     """
     assert msg.sender == deployer, "settlement: only deployer"
     assert self.scores == empty(address), "settlement: already wired"
-    assert scores_ != empty(address) and rewards_.address != empty(address) and attestation_ != empty(address), "settlement: zero address"
+    assert scores_ != empty(address) and rewards_.address != empty(address), "settlement: zero address"
+    assert results_ != empty(address) and keys_.address != empty(address), "settlement: zero address"
     self.scores = scores_
     self.rewards = rewards_
-    self.attestation = attestation_
-    log Wired(scores=scores_, rewards=rewards_.address, attestation=attestation_)
+    self.results = results_
+    self.keys = keys_
+    log Wired(scores=scores_, rewards=rewards_.address, results=results_, keys=keys_.address)
 
 
 @external
@@ -159,17 +174,23 @@ def start():
 
 
 @external
-def open_round(round: uint256, model_hash_: bytes32):
+def end_round(round: uint256, next_model_hash: bytes32, fallback: bool):
     """
-    @notice Opens `round` on `model_hash_`, the model validators attested.
-    @dev Only the attestation contract may call this, once per round.
-    @param round The round to open.
-    @param model_hash_ The attested model the round trains on.
+    @notice Ends `round` (its result is final, or it took the fallback) and opens
+            the next round on `next_model_hash`.
+    @dev Only the results contract may call this, once per round, after the audit phase.
+    @param round The round that ends.
+    @param next_model_hash The model the next round trains on (the same model after a fallback).
+    @param fallback Whether the round took the fallback.
     """
-    assert msg.sender == self.attestation, "settlement: only attestation"
-    assert self.model_hash[round] == empty(bytes32), "settlement: round already open"
-    self.model_hash[round] = model_hash_
-    self._open_round(round)
+    assert msg.sender == self.results, "settlement: only results"
+    assert not self.finalized[round], "settlement: already finalized"
+    assert self._audit_closed(round), "settlement: audit phase open"
+    assert next_model_hash != empty(bytes32), "settlement: empty model hash"
+    self.finalized[round] = True
+    log RoundEnded(round=round, model_hash=next_model_hash, fallback=fallback)
+    self.model_hash[round + 1] = next_model_hash
+    self._open_round(round + 1)
 
 
 @external
@@ -182,8 +203,8 @@ def commit_update(round: uint256, update_hash: bytes32, trace_root: bytes32):
             the round opened may commit (its current eligibility began at or
             before the staking clock the round recorded), so accounts staked later
             neither commit nor count toward the early close; they take part from
-            the next round on. At most 256 miners commit per round (a reveal lists
-            them all); the phase closes early once min(active miners, 256) have
+            the next round on. At most MAX_MINERS miners commit per round (a reveal
+            scores them all); the phase closes early once min(active miners, MAX_MINERS) have
             committed, never when no miner was active at the round's opening (then
             its deadline closes it).
     @param round The open round.
@@ -202,12 +223,13 @@ def commit_update(round: uint256, update_hash: bytes32, trace_root: bytes32):
     count: uint256 = ((word >> COUNT_SHIFT) & MASK16) + 1
     assert count <= MAX_MINERS, "settlement: round is full"
     self.commit_slot[round][msg.sender] = keccak256(concat(update_hash, trace_root))
+    self.commit_index[round][msg.sender] = count
     word = (word & ~(MASK16 << COUNT_SHIFT)) | (count << COUNT_SHIFT)
     active: uint256 = (word >> ACTIVE_SHIFT) & MASK16
     if active != 0 and count >= min(active, MAX_MINERS):
         word = self._closed(word, round, count)
     self.round_word[round] = word
-    log UpdateCommitted(round=round, miner=msg.sender, update_hash=update_hash, trace_root=trace_root)
+    log UpdateCommitted(round=round, miner=msg.sender, update_hash=update_hash, trace_root=trace_root, index=count - 1)
 
 
 @external
@@ -265,46 +287,21 @@ def record_score_commit(round: uint256, validator: address):
 
 
 @external
-def record_reveal(round: uint256):
+def record_reveal(round: uint256) -> uint256:
     """
-    @notice Checks that `round` is in its reveal phase.
-    @dev Only the scores contract may call this, from `reveal_scores`. Stores the
-         round's seed first if it is due and nobody has.
+    @notice Checks that `round` is in its reveal phase and counts one reveal.
+    @dev Only the scores contract may call this, from `reveal_scores` (which
+         reverts as a whole when the reveal does not match its commitment).
+         Stores the round's seed first if it is due and nobody has.
     @param round The round being revealed.
+    @return The number of miners that committed in `round` (the columns of a score vector).
     """
     assert msg.sender == self.scores, "settlement: only scores"
     self._touch_seed(round)
     assert self._score_closed(round), "settlement: scoring phase open"
     assert block.timestamp < self._reveal_deadline(round), "settlement: reveal deadline passed"
-
-
-@external
-def accept_reveal(round: uint256, miners: DynArray[address, MAX_MINERS]):
-    """
-    @notice Checks that `miners` is every miner that committed in `round`, in
-            strictly ascending address order (the first reveal fixes the list,
-            later ones must match it), and counts the reveal.
-    @dev Only the scores contract may call this, from `reveal_scores`, after the
-         commitment matched.
-    @param round The round being revealed.
-    @param miners The revealed miner list.
-    """
-    assert msg.sender == self.scores, "settlement: only scores"
-    word: uint256 = self.round_word[round]
-    assert len(miners) == (word >> COUNT_SHIFT) & MASK16, "settlement: miners must be every committed miner"
-    list_hash: bytes32 = keccak256(abi_encode(miners))
-    stored: bytes32 = self.round_miners_hash[round]
-    if stored != empty(bytes32):
-        assert list_hash == stored, "settlement: miners must be every committed miner"
-    else:
-        previous: uint256 = 0
-        for m: address in miners:
-            assert convert(m, uint256) > previous, "settlement: miners not strictly ascending"
-            previous = convert(m, uint256)
-            assert self.commit_slot[round][m] != empty(bytes32), "settlement: miners must be every committed miner"
-        self.round_miners[round] = miners
-        self.round_miners_hash[round] = list_hash
     self.reveal_count[round] += 1
+    return (self.round_word[round] >> COUNT_SHIFT) & MASK16
 
 
 @external
@@ -322,25 +319,6 @@ def record_audit_done(round: uint256):
     self.audit_count[round] += 1
 
 
-@external
-def record_finalize(round: uint256) -> DynArray[address, MAX_MINERS]:
-    """
-    @notice Marks `round` finalized once its reveal and audit phases are over.
-    @dev Only the scores contract may call this, from `finalize` (which also
-         checks that no report of the round is open). Stores the round's seed
-         first if it is due and nobody has.
-    @param round The round to finalize.
-    @return The miners that committed in `round`, ascending (empty without a reveal).
-    """
-    assert msg.sender == self.scores, "settlement: only scores"
-    self._touch_seed(round)
-    assert not self.finalized[round], "settlement: already finalized"
-    assert self._reveal_closed(round), "settlement: reveal phase open"
-    assert self._audit_closed(round), "settlement: audit phase open"
-    self.finalized[round] = True
-    return self.round_miners[round]
-
-
 @view
 @external
 def round_info(round: uint256) -> (uint256, uint256, uint256, uint256, uint256, bytes32):
@@ -354,6 +332,18 @@ def round_info(round: uint256) -> (uint256, uint256, uint256, uint256, uint256, 
         word & MASK48, (word >> COUNT_SHIFT) & MASK16, (word >> ACTIVE_SHIFT) & MASK16,
         (word >> CLOSED_BLOCK_SHIFT) & MASK64, (word >> CLOSED_TIME_SHIFT) & MASK48, self.round_seed[round],
     )
+
+
+@view
+@external
+def audit_closed(round: uint256) -> bool:
+    """
+    @notice Whether the audit phase of `round` is over (a result may be posted
+            once its reports are resolved too).
+    @param round The round.
+    @return True once the audit phase closed.
+    """
+    return self._audit_closed(round)
 
 
 @view
@@ -374,7 +364,7 @@ def phase(round: uint256) -> uint8:
     """
     @notice The phase `round` is in.
     @param round The round.
-    @return 0 not open, 1 commit, 2 scoring, 3 reveal, 4 audit, 5 awaiting finalize, 6 finalized.
+    @return 0 not open, 1 commit, 2 scoring, 3 reveal, 4 audit, 5 result (posting and challenges), 6 ended.
     """
     if self.finalized[round]:
         return 6
@@ -437,17 +427,6 @@ def weights_of(round: uint256, accounts: DynArray[address, MAX_VALIDATORS]) -> D
 
 @view
 @external
-def miners_of(round: uint256) -> DynArray[address, MAX_MINERS]:
-    """
-    @notice Miners that committed in `round`, ascending (known after the first reveal).
-    @param round The round.
-    @return The miners.
-    """
-    return self.round_miners[round]
-
-
-@view
-@external
 def has_committed(round: uint256, miner: address) -> bool:
     """
     @notice Whether `miner` committed an update in `round`.
@@ -463,7 +442,7 @@ def has_committed(round: uint256, miner: address) -> bool:
 def reporting_open(round: uint256) -> bool:
     """
     @notice Whether reports of every kind for `round` may be filed: after the
-            commit phase closed, until the audit phase is over, before finalize.
+            commit phase closed, until the audit phase is over.
     @param round The round.
     @return True while reports are accepted.
     """
@@ -489,6 +468,8 @@ def _open_round(round: uint256):
         total += stakes[i]
     self.round_validators[round] = addrs
     self.total_weight[round] = total
+    # the aggregate BLS key of this set is computed once per distinct set and cached
+    self.validator_set_hash[round] = extcall self.keys.cache_aggregate(addrs)
     active: uint256 = min(staticcall staking.eligible_miner_count(), MASK16)
     clock: uint256 = min(staticcall staking.eligibility_clock(), MASK64)
     self.round_word[round] = block.timestamp | (active << ACTIVE_SHIFT) | (clock << CLOCK_SHIFT)

@@ -40,6 +40,7 @@ unbonding_delay: public(immutable(uint256))
 
 settlement: public(address)
 disputes: public(address)
+results: public(address)
 
 role: public(HashMap[address, uint8])
 node_key: public(HashMap[address, bytes32])
@@ -112,6 +113,7 @@ event ValidatorEvicted:
 event Wired:
     settlement: address
     disputes: address
+    results: address
 
 
 @deploy
@@ -138,19 +140,21 @@ def __init__(
 
 
 @external
-def wire(settlement_: address, disputes_: address):
+def wire(settlement_: address, disputes_: address, results_: address):
     """
-    @notice Names the settlement (rounds) and disputes contracts once, then renounces
-            ownership so the wiring can never change.
+    @notice Names the settlement (rounds), disputes and results contracts once, then
+            renounces ownership so the wiring can never change.
     @param settlement_ The rounds contract (reads eligibility and permits).
-    @param disputes_ The only caller of `slash`, `report_opened` and `report_closed`.
+    @param disputes_ The only caller of `report_opened` and `report_closed`; may `slash`.
+    @param results_ May `slash` the signers of a rejected result.
     """
     ownable._check_owner()
-    assert settlement_ != empty(address) and disputes_ != empty(address), "staking: zero address"
+    assert settlement_ != empty(address) and disputes_ != empty(address) and results_ != empty(address), "staking: zero address"
     self.settlement = settlement_
     self.disputes = disputes_
+    self.results = results_
     ownable._transfer_ownership(empty(address))
-    log Wired(settlement=settlement_, disputes=disputes_)
+    log Wired(settlement=settlement_, disputes=disputes_, results=results_)
 
 
 @external
@@ -237,14 +241,15 @@ def slash(account: address, fraction_bps: uint256, reporter: address, reporter_s
     """
     @notice Slashes `fraction_bps` of the account's stake, taking bonded stake
             first and queued stake after. The reporter gets its share; the rest is burned.
-    @dev Only the disputes contract may call this, after a confirmed report.
+    @dev Only the disputes contract (after a confirmed report) or the results
+         contract (a signer of a rejected result) may call this.
     @param account The slashed account.
     @param fraction_bps Share of its bonded plus queued stake to slash.
     @param reporter Receives its share of the slash.
     @param reporter_share_bps The reporter's share; the rest is burned.
     @return The total amount slashed.
     """
-    assert msg.sender == self.disputes, "staking: only disputes"
+    assert msg.sender == self.disputes or msg.sender == self.results, "staking: only disputes or results"
     assert fraction_bps <= BPS and reporter_share_bps <= BPS, "staking: bad fraction"
     bonded: uint256 = self.staked[account]
     queued: uint256 = self.unbonding[account]

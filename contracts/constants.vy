@@ -10,16 +10,19 @@
 
 # permitted validators per round (the K of top-K; also the bound of every validator list)
 MAX_VALIDATORS: constant(uint256) = 64
-# miners that may commit in one round (a reveal lists them all)
-MAX_MINERS: constant(uint256) = 256
-# 16 uint16 scores packed per storage word: MAX_MINERS // 16 words per reveal
-SCORE_WORDS: constant(uint256) = 16
+# miners that may commit in one round (a reveal scores them all)
+MAX_MINERS: constant(uint256) = 1024
+# a revealed score vector: 2 bytes big-endian per miner, in commit order
+SCORE_BYTES: constant(uint256) = 2 * MAX_MINERS
 # validators holding at least the validator minimum stake (the staking registry's bound)
 MAX_ELIGIBLE_VALIDATORS: constant(uint256) = 256
 # an ed25519 signature (node-key bindings, challenge seeds)
 ED25519_SIG_BYTES: constant(uint256) = 64
-# a reveal's challenge signatures: one 64-byte ed25519 signature per miner, concatenated
-REVEAL_SIG_BYTES: constant(uint256) = MAX_MINERS * ED25519_SIG_BYTES
+# EIP-2537 encodings: a G1 point (public key) and a G2 point (signature)
+BLS_G1_BYTES: constant(uint256) = 128
+BLS_G2_BYTES: constant(uint256) = 256
+# header words of a round's result (see Results.vy)
+HEADER_WORDS: constant(uint256) = 14
 # basis points: 10,000 = 100 %
 BPS: constant(uint256) = 10_000
 # 1.0 in 18-decimal fixed point (agreement factors)

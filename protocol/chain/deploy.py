@@ -1,4 +1,4 @@
-"""Deploy and wire the seven contracts; fund node accounts on dev chains."""
+"""Deploy and wire the nine contracts; fund node accounts on dev chains."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ Progress = Callable[[str], None]
 
 def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
            progress: Progress = lambda _msg: None) -> Deployment:
-    """Deploy Token, Staking, Rounds, Scores, Rewards, Attestation and Disputes, wire them and renounce ownership."""
+    """Deploy Token, Staking, BlsKeys, Rounds, Scores, Rewards, Results, Challenges and Disputes, wire them
+    and renounce ownership."""
     w3, sender = handle.w3, TxSender(handle.w3)
     if int(w3.eth.get_balance(deployer.address)) == 0:
         raise InsufficientFunds(f"deployer {deployer.address} has no gas money on chain {handle.chain_id}")
@@ -40,27 +41,30 @@ def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
     token = new("Token", holders, amounts)
     staking = new("Staking", token, chain.min_miner_stake * TOKEN_UNIT, chain.min_validator_stake * TOKEN_UNIT,
                   chain.max_validator_permits, chain.unbonding_delay)
+    keys = new("BlsKeys", staking)
     rounds = new("Rounds", staking, config.config_hash(), config.genesis_hash(),
                  chain.commit_duration, chain.score_duration, chain.reveal_duration, chain.audit_duration)
     scores = new("Scores", rounds)
-    rewards = new("Rewards", token, rounds, scores, chain.emission_per_round * TOKEN_UNIT, chain.miner_share_bps)
-    attestation = new("Attestation", rounds)
+    rewards = new("Rewards", token, chain.emission_per_round * TOKEN_UNIT, chain.miner_share_bps)
+    results = new("Results", rounds, rewards, keys, staking, chain.result_duration, chain.result_challenge_window,
+                  chain.signer_slash_bps, chain.reporter_share_bps)
+    challenges = new("Challenges", token, rounds, scores, rewards, results, chain.challenge_bond * TOKEN_UNIT)
     disputes = new("Disputes", token, staking, rounds, rewards, chain.report_bond * TOKEN_UNIT,
                    chain.challenge_window, chain.slash_bps, chain.reporter_share_bps)
     progress("wiring contracts and renouncing ownership")
     contract = lambda name, addr: w3.eth.contract(address=addr, abi=artifacts[name].abi)  # noqa: E731
     # staking's `settlement` is the rounds contract (it reads eligibility and permits)
-    sender.send(contract("Staking", staking).functions.wire(rounds, disputes), deployer)
-    sender.send(contract("Rounds", rounds).functions.wire(scores, rewards, attestation), deployer)
-    sender.send(contract("Scores", scores).functions.wire(rewards), deployer)
-    sender.send(contract("Rewards", rewards).functions.set_disputes(disputes), deployer)
+    sender.send(contract("Staking", staking).functions.wire(rounds, disputes, results), deployer)
+    sender.send(contract("Rounds", rounds).functions.wire(scores, rewards, results, keys), deployer)
+    sender.send(contract("Rewards", rewards).functions.wire(disputes, results), deployer)
+    sender.send(contract("Results", results).functions.wire(challenges, disputes), deployer)
     token_c = contract("Token", token)
     sender.send(token_c.functions.set_minter(rewards, True), deployer)
     sender.send(token_c.functions.renounce_ownership(), deployer)
     return Deployment(
         chain_id=handle.chain_id, deploy_block=start_block, deployer=deployer.address,
-        contracts=ContractAddresses(token=token, staking=staking, rounds=rounds, scores=scores, rewards=rewards,
-                                    attestation=attestation, disputes=disputes),
+        contracts=ContractAddresses(token=token, staking=staking, keys=keys, rounds=rounds, scores=scores,
+                                    rewards=rewards, results=results, challenges=challenges, disputes=disputes),
         run_config=config, run_config_hash=config.config_hash().hex(), sources_hash=sources_hash(),
     )
 

@@ -18,16 +18,18 @@ class ContractAddresses(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     token: str = Field(pattern=ADDRESS)
     staking: str = Field(pattern=ADDRESS)
+    keys: str = Field(pattern=ADDRESS)  # validators' BLS keys and the cached aggregate keys
     rounds: str = Field(pattern=ADDRESS)  # round clock and update commits (bound into update hashes)
-    scores: str = Field(pattern=ADDRESS)  # score commit-reveal and finalize (bound into score commitments)
-    rewards: str = Field(pattern=ADDRESS)  # emission, claims; the token's only minter
-    attestation: str = Field(pattern=ADDRESS)  # model attestations
+    scores: str = Field(pattern=ADDRESS)  # score vectors as calldata (bound into vector roots)
+    rewards: str = Field(pattern=ADDRESS)  # emission, Merkle cumulative claims; the token's only minter
+    results: str = Field(pattern=ADDRESS)  # BLS-certified round results (bound into result roots)
+    challenges: str = Field(pattern=ADDRESS)  # recomputes one value of a posted result from chain data
     disputes: str = Field(pattern=ADDRESS)
 
 
 class Deployment(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    schema_version: int = 1
+    schema_version: int = 2
     chain_id: int
     deploy_block: int  # event scans start here
     deployer: str = Field(pattern=ADDRESS)

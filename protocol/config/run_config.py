@@ -34,8 +34,12 @@ class ChainParams(_Strict):
     audit_duration: int = Field(120, gt=0)  # seconds after the reveal deadline to audit other validators' witnesses
     audit_sample: int = Field(1, gt=0)  # miners per other validator an auditor replays per round (off-chain only)
     challenge_window: int = Field(300, gt=0)  # seconds other validators have to vote on a report
-    unbonding_delay: int = Field(1800, gt=0)  # must exceed the four phases plus the window
-    emission_per_round: int = Field(1000, ge=0)  # tokens minted per finalized round
+    result_duration: int = Field(180, gt=0)  # seconds after the audit deadline to post a round's result
+    result_challenge_window: int = Field(120, gt=0)  # seconds a posted result may be challenged
+    challenge_bond: int = Field(10, ge=0)  # tokens a result challenger posts; burned if the value was right
+    signer_slash_bps: int = Field(5000, ge=0, le=10_000)  # stake slashed from each signer of a rejected result
+    unbonding_delay: int = Field(1800, gt=0)  # must exceed every phase and window of a round
+    emission_per_round: int = Field(1000, ge=0)  # tokens a round may mint at most
     miner_share_bps: int = Field(7000, ge=0, le=10_000)  # miners' share of emission; validators get the rest
     min_miner_stake: int = Field(100, gt=0)  # tokens a miner must stake to commit
     min_validator_stake: int = Field(200, gt=0)  # tokens a validator must stake for a permit
@@ -46,13 +50,18 @@ class ChainParams(_Strict):
 
     @model_validator(mode="after")
     def _unbonding_exceeds_round(self) -> ChainParams:
-        phases = self.commit_duration + self.score_duration + self.reveal_duration + self.audit_duration
-        if self.unbonding_delay <= phases + self.challenge_window:
+        if self.unbonding_delay <= self.round_span():
             raise ValueError(
-                f"unbonding_delay ({self.unbonding_delay}s) must exceed the round's phases (commit, score, "
-                f"reveal, audit) plus the challenge window ({phases + self.challenge_window}s)"
+                f"unbonding_delay ({self.unbonding_delay}s) must exceed all of a round's phases and windows "
+                f"(commit, score, reveal, audit, report votes, result posting and its challenge window: "
+                f"{self.round_span()}s), so no signer or reporter can leave before it can be slashed"
             )
         return self
+
+    def round_span(self) -> int:
+        """Seconds from a round's opening to the end of its result's challenge window, at most."""
+        phases = self.commit_duration + self.score_duration + self.reveal_duration + self.audit_duration
+        return phases + self.challenge_window + self.result_duration + self.result_challenge_window
 
 
 class GenesisAllocation(_Strict):

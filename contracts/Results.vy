@@ -1,0 +1,355 @@
+# pragma version ~=0.4.3
+# SPDX-License-Identifier: AGPL-3.0-only
+"""
+@title veritrain results: BLS-certified round results, challenge window, fallback
+@custom:contract-name results
+@license GNU Affero General Public License v3.0 only
+@notice A round's result (consensus, pay, reputation and cumulative earnings of
+        every account, the held-out loss, the next model) is computed off-chain by
+        a pure function of chain data and committed to by a 14-word header whose
+        hash, the result root, validators sign with BLS. Anyone posts the aggregate
+        signature once the round's audits closed and its reports resolved; it must
+        verify against the round's cached aggregate key minus the non-signers, who
+        hold less than 1/3 of the permitted stake. During the challenge window the
+        challenges contract recomputes any one value from chain data; a wrong value
+        rejects the root and makes its signers slashable (`slash_signer`, one call
+        each). Another root may be posted until the result deadline; a root that
+        survives its window becomes final, pays the round through the rewards
+        contract and opens the next round. Without a final root by the deadline the
+        round takes the fallback: nothing minted, the model unchanged. No function
+        here loops over miners.
+"""
+
+from . import bls
+from . import constants
+from .interfaces import IBlsKeys
+from .interfaces import IDisputes
+from .interfaces import IRewards
+from .interfaces import IRounds
+from .interfaces import IStaking
+
+MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
+HEADER_WORDS: constant(uint256) = constants.HEADER_WORDS
+G1_BYTES: constant(uint256) = constants.BLS_G1_BYTES
+G2_BYTES: constant(uint256) = constants.BLS_G2_BYTES
+BPS: constant(uint256) = constants.BPS
+RESULT_DOMAIN: constant(bytes32) = keccak256("veritrain/result/v1")
+# header word positions (see `result_root_of`)
+H_DOMAIN: constant(uint256) = 0
+H_CHAIN: constant(uint256) = 1
+H_CONTRACT: constant(uint256) = 2
+H_RUN: constant(uint256) = 3
+H_ROUND: constant(uint256) = 4
+H_MODEL: constant(uint256) = 5
+H_CLAIMS_ROOT: constant(uint256) = 8
+H_MINTED: constant(uint256) = 11
+H_LOSS: constant(uint256) = 12
+H_QUORUM: constant(uint256) = 13
+
+rounds: public(immutable(IRounds))
+rewards: public(immutable(IRewards))
+keys: public(immutable(IBlsKeys))
+staking: public(immutable(IStaking))
+run_config_hash: public(immutable(bytes32))
+result_duration: public(immutable(uint256))
+challenge_window: public(immutable(uint256))
+signer_slash_bps: public(immutable(uint256))
+challenger_share_bps: public(immutable(uint256))
+deployer: immutable(address)
+
+challenges: public(address)
+disputes: public(IDisputes)
+# keccak(abi_encode(result_root, non_signers_hash, posted_time, attempt)) of the pending attempt
+pending: public(HashMap[uint256, bytes32])
+rejected_count: public(HashMap[uint256, uint256])
+# per rejected attempt: the pending commitment it had, and who challenged it
+rejected_commit: public(HashMap[uint256, HashMap[uint256, bytes32]])
+rejected_by: public(HashMap[uint256, HashMap[uint256, address]])
+signer_slashed: public(HashMap[uint256, HashMap[address, bool]])
+final_root: public(HashMap[uint256, bytes32])
+heldout_loss: public(HashMap[uint256, uint256])
+fallback: public(HashMap[uint256, bool])
+
+
+event ResultPosted:
+    round: indexed(uint256)
+    attempt: uint256
+    result_root: bytes32
+    header: bytes32[HEADER_WORDS]
+    non_signers: DynArray[address, MAX_VALIDATORS]
+    posted_time: uint256
+    poster: indexed(address)
+
+event ResultRejected:
+    round: indexed(uint256)
+    attempt: uint256
+    challenger: indexed(address)
+
+event ResultFinal:
+    round: indexed(uint256)
+    result_root: bytes32
+    model_hash: bytes32
+    minted: uint256
+    heldout_loss: uint256
+
+event RoundFellBack:
+    round: indexed(uint256)
+
+event SignerSlashed:
+    round: indexed(uint256)
+    attempt: uint256
+    validator: indexed(address)
+    amount: uint256
+
+event Wired:
+    challenges: address
+    disputes: address
+
+
+@deploy
+def __init__(
+    rounds_: IRounds, rewards_: IRewards, keys_: IBlsKeys, staking_: IStaking,
+    result_duration_: uint256, challenge_window_: uint256, signer_slash_bps_: uint256, challenger_share_bps_: uint256,
+):
+    """
+    @notice Fixes the result timing and the signers' slash.
+    @param rounds_ The round clock (phases, validator snapshots, model hashes).
+    @param rewards_ Pays a final result.
+    @param keys_ The BLS key registry (cached aggregate keys).
+    @param staking_ Slashes the signers of a rejected result.
+    @param result_duration_ Seconds after the audit deadline during which a result may be posted.
+    @param challenge_window_ Seconds a posted result may be challenged.
+    @param signer_slash_bps_ Share of a signer's stake slashed per rejected result it signed.
+    @param challenger_share_bps_ The challenger's share of each such slash.
+    """
+    assert result_duration_ > 0 and challenge_window_ > 0, "results: zero duration"
+    assert signer_slash_bps_ <= BPS and challenger_share_bps_ <= BPS, "results: bad fraction"
+    rounds = rounds_
+    rewards = rewards_
+    keys = keys_
+    staking = staking_
+    run_config_hash = staticcall rounds_.run_config_hash()
+    result_duration = result_duration_
+    challenge_window = challenge_window_
+    signer_slash_bps = signer_slash_bps_
+    challenger_share_bps = challenger_share_bps_
+    deployer = msg.sender
+
+
+@external
+def wire(challenges_: address, disputes_: IDisputes):
+    """
+    @notice Names the challenges and disputes contracts, once, by the deployer.
+    @param challenges_ The only caller of `reject`.
+    @param disputes_ Asked whether a round's reports are all resolved.
+    """
+    assert msg.sender == deployer, "results: only deployer"
+    assert self.challenges == empty(address), "results: already wired"
+    assert challenges_ != empty(address) and disputes_.address != empty(address), "results: zero address"
+    self.challenges = challenges_
+    self.disputes = disputes_
+    log Wired(challenges=challenges_, disputes=disputes_.address)
+
+
+@external
+def post_result(
+    header: bytes32[HEADER_WORDS], signature: Bytes[G2_BYTES], non_signers: DynArray[address, MAX_VALIDATORS],
+    non_signer_keys: DynArray[Bytes[G1_BYTES], MAX_VALIDATORS],
+):
+    """
+    @notice Posts a round's result: its header and the aggregate BLS signature of
+            its root by every permitted validator of the round except `non_signers`,
+            who must hold less than 1/3 of the permitted stake. Allowed once the
+            round's audits closed and its reports resolved, before its result
+            deadline, while no other root of the round is pending.
+    @param header The 14 header words (`result_root_of` names them).
+    @param signature The aggregate signature (EIP-2537 G2 encoding) of the result root.
+    @param non_signers Permitted validators of the round that did not sign, ascending.
+    @param non_signer_keys Their registered BLS keys (empty for one without a key).
+    """
+    round: uint256 = convert(header[H_ROUND], uint256)
+    self._check_header(header, round)
+    assert not staticcall rounds.finalized(round), "results: round already ended"
+    assert staticcall rounds.audit_closed(round), "results: audit phase open"
+    assert staticcall self.disputes.open_in_round(round) == 0, "results: report open"
+    assert block.timestamp < self._deadline(round), "results: result deadline passed"
+    assert self.pending[round] == empty(bytes32), "results: a result is pending"
+    assert len(non_signers) == len(non_signer_keys), "results: one key per non-signer"
+    root: bytes32 = keccak256(abi_encode(header))
+    key: Bytes[G1_BYTES] = self._signing_key(round, non_signers, non_signer_keys)
+    assert bls._verify(key, root, signature), "results: invalid aggregate signature"
+    attempt: uint256 = self.rejected_count[round] + 1
+    self.pending[round] = keccak256(abi_encode(root, keccak256(abi_encode(non_signers)), block.timestamp, attempt))
+    log ResultPosted(round=round, attempt=attempt, result_root=root, header=header, non_signers=non_signers, posted_time=block.timestamp, poster=msg.sender)
+
+
+@external
+def finalize_result(header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256):
+    """
+    @notice Makes the pending result final once its challenge window passed
+            unchallenged: pays the round and opens the next one on its model.
+    @param header The pending result's header.
+    @param non_signers_hash keccak256(abi_encode(non_signers)) of its post.
+    @param posted_time When it was posted.
+    @param attempt Its attempt number.
+    """
+    round: uint256 = convert(header[H_ROUND], uint256)
+    root: bytes32 = keccak256(abi_encode(header))
+    assert self.pending[round] == keccak256(abi_encode(root, non_signers_hash, posted_time, attempt)), "results: not the pending result"
+    assert block.timestamp >= posted_time + challenge_window, "results: challenge window open"
+    self.pending[round] = empty(bytes32)
+    self.final_root[round] = root
+    loss: uint256 = convert(header[H_LOSS], uint256)
+    self.heldout_loss[round] = loss
+    minted: uint256 = convert(header[H_MINTED], uint256)
+    extcall rewards.pay_round(round, minted, header[H_CLAIMS_ROOT])
+    log ResultFinal(round=round, result_root=root, model_hash=header[H_MODEL], minted=minted, heldout_loss=loss)
+    extcall rounds.end_round(round, header[H_MODEL], False)
+
+
+@external
+def fall_back(round: uint256):
+    """
+    @notice Ends `round` without a result once its result deadline passed with no
+            result final or pending: nothing is minted and the next round opens on
+            the same model, so the chain never halts. Anyone may call it.
+    @param round The round.
+    """
+    assert not staticcall rounds.finalized(round), "results: round already ended"
+    assert staticcall rounds.audit_closed(round), "results: audit phase open"
+    assert block.timestamp >= self._deadline(round), "results: result deadline not reached"
+    assert self.pending[round] == empty(bytes32), "results: a result is pending"
+    self.fallback[round] = True
+    log RoundFellBack(round=round)
+    extcall rounds.end_round(round, staticcall rounds.model_hash(round), True)
+
+
+@external
+def reject(round: uint256, challenger: address):
+    """
+    @notice Rejects the pending result of `round`; its signers become slashable.
+    @dev Only the challenges contract may call this, after a challenge showed a
+         wrong value (it checked the pending commitment and the window).
+    @param round The round.
+    @param challenger Who showed it; receives a share of every signer slash.
+    """
+    assert msg.sender == self.challenges, "results: only challenges"
+    commit: bytes32 = self.pending[round]
+    assert commit != empty(bytes32), "results: no pending result"
+    attempt: uint256 = self.rejected_count[round] + 1
+    self.rejected_count[round] = attempt
+    self.rejected_commit[round][attempt] = commit
+    self.rejected_by[round][attempt] = challenger
+    self.pending[round] = empty(bytes32)
+    log ResultRejected(round=round, attempt=attempt, challenger=challenger)
+
+
+@external
+def slash_signer(round: uint256, attempt: uint256, root: bytes32, non_signers: DynArray[address, MAX_VALIDATORS], posted_time: uint256, validator: address) -> uint256:
+    """
+    @notice Slashes one signer of a rejected result (once per round per validator):
+            a permitted validator of the round not among its non-signers. Anyone may call it.
+    @param round The round.
+    @param attempt The rejected attempt.
+    @param root Its result root.
+    @param non_signers Its non-signers, as posted.
+    @param posted_time When it was posted.
+    @param validator The signer to slash.
+    @return The amount slashed.
+    """
+    commit: bytes32 = keccak256(abi_encode(root, keccak256(abi_encode(non_signers)), posted_time, attempt))
+    assert commit != empty(bytes32) and self.rejected_commit[round][attempt] == commit, "results: not a rejected result"
+    assert staticcall rounds.validator_weight(round, validator) > 0, "results: not a permitted validator"
+    assert validator not in non_signers, "results: did not sign"
+    assert not self.signer_slashed[round][validator], "results: already slashed"
+    self.signer_slashed[round][validator] = True
+    amount: uint256 = extcall staking.slash(validator, signer_slash_bps, self.rejected_by[round][attempt], challenger_share_bps)
+    log SignerSlashed(round=round, attempt=attempt, validator=validator, amount=amount)
+    return amount
+
+
+@view
+@external
+def result_deadline(round: uint256) -> uint256:
+    """
+    @notice Until when a result of `round` may be posted (0 before its commit phase closed).
+    @param round The round.
+    @return The deadline timestamp.
+    """
+    if (staticcall rounds.deadlines(round))[3] == 0:
+        return 0
+    return self._deadline(round)
+
+
+@view
+@external
+def result_root_of(header: bytes32[HEADER_WORDS]) -> bytes32:
+    """
+    @notice The root validators sign: keccak(abi_encode(header)). The header words
+            are: domain, chain id, this contract, run config hash, round, next
+            model hash, column tree root, validator entries hash, claims root,
+            claims list hash, columns, minted, held-out loss (1e6 = 1.0), quorum.
+    @param header The header words.
+    @return The result root.
+    """
+    return keccak256(abi_encode(header))
+
+
+@view
+@internal
+def _check_header(header: bytes32[HEADER_WORDS], round: uint256):
+    """
+    @dev The words that bind a signature to this run, chain, contract and round, and
+         the two any reader can check without chain data.
+    """
+    assert header[H_DOMAIN] == RESULT_DOMAIN, "results: wrong domain"
+    assert convert(header[H_CHAIN], uint256) == chain.id, "results: wrong chain"
+    assert convert(header[H_CONTRACT], uint256) == convert(self, uint256), "results: wrong contract"
+    assert header[H_RUN] == run_config_hash, "results: wrong run"
+    assert header[H_MODEL] != empty(bytes32), "results: empty model hash"
+    assert convert(header[H_QUORUM], uint256) <= 1, "results: bad quorum flag"
+    assert convert(header[H_MINTED], uint256) <= staticcall rewards.emission_per_round(), "results: payout above the emission"
+
+
+@view
+@internal
+def _signing_key(round: uint256, non_signers: DynArray[address, MAX_VALIDATORS], non_signer_keys: DynArray[Bytes[G1_BYTES], MAX_VALIDATORS]) -> Bytes[G1_BYTES]:
+    """
+    @dev The round's cached aggregate key minus the non-signers' keys, after checking
+         that the signers hold more than 2/3 of the permitted stake.
+    """
+    missing: uint256 = 0
+    previous: uint256 = 0
+    removed: Bytes[G1_BYTES] = b""
+    for i: uint256 in range(len(non_signers), bound=MAX_VALIDATORS):
+        a: address = non_signers[i]
+        assert convert(a, uint256) > previous, "results: non-signers not strictly ascending"
+        previous = convert(a, uint256)
+        w: uint256 = staticcall rounds.validator_weight(round, a)
+        assert w > 0, "results: non-signer not a permitted validator"
+        missing += w
+        registered: bytes32 = staticcall keys.key_hash(a)
+        if registered == empty(bytes32):
+            assert len(non_signer_keys[i]) == 0, "results: key of a keyless validator"
+            continue
+        assert keccak256(non_signer_keys[i]) == registered, "results: wrong non-signer key"
+        if len(removed) == 0:
+            removed = non_signer_keys[i]
+        else:
+            removed = bls._g1_add(removed, non_signer_keys[i])
+    total: uint256 = staticcall rounds.total_weight(round)
+    assert (total - missing) * 3 > total * 2, "results: signers hold 2/3 of the stake or less"
+    key: Bytes[G1_BYTES] = staticcall keys.aggregate_of(staticcall rounds.validator_set_hash(round))
+    if len(removed) > 0:
+        key = bls._g1_add(key, bls._g1_neg(removed))
+    return key
+
+
+@view
+@internal
+def _deadline(round: uint256) -> uint256:
+    """
+    @dev The result deadline: a fixed time after the audit deadline, so early phase
+         closes only ever give more time.
+    """
+    return (staticcall rounds.deadlines(round))[3] + result_duration
