@@ -128,7 +128,7 @@ def claim(round: uint256, cumulative: uint256, proof: DynArray[bytes32, PROOF_DE
     """
     root: bytes32 = self.claims_root[round]
     assert root != empty(bytes32), "settlement: round not paid"
-    leaf: bytes32 = keccak256(concat(keccak256(abi_encode(msg.sender, cumulative))))
+    leaf: bytes32 = keccak256(abi_encode(keccak256(abi_encode(msg.sender, cumulative))))
     assert merkle_proof_verification._verify(proof, root, leaf), "settlement: invalid claim proof"
     before: uint256 = self.claimed[msg.sender]
     assert cumulative > before, "settlement: nothing to claim"

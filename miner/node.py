@@ -122,15 +122,15 @@ class MinerNode(NodeContext):
         return work
 
     async def _next_state_early(self, r: int) -> None:
-        """Aggregate θ_{r+1} as soon as round r is finalized, while validators attest it, so
-        the next round's training starts when it opens. It is checked against the attested
-        hash then (`state_for`), and fetched from peers if it differs."""
+        """Aggregate θ_{r+1} as soon as round r's result is final, so the next round's training
+        starts at once. It is checked against the certified hash then (`state_for`), and
+        fetched from peers if it differs."""
         while not await self.port.view("rounds", "finalized", r):
             if await self.port(self.client.current_round) > r:  # someone else was faster
                 return
             await trio.sleep(self.config.poll_s)
         try:
-            blob, got, _ = await self.compute_next(r)
+            blob, got = await self.compute_next(r)
         except StateMismatch as exc:  # an update is unavailable: state_for fetches θ_{r+1}
             self.log.info("next model not computed ahead %s", kv(round=r + 1, reason=exc))
             return

@@ -1,10 +1,11 @@
 """The validator role. Per round:
 
-    close commits → seed → check every miner → report fraud → commit scores → reveal
-    (scores, witnesses, σ) → audit others' witnesses → finalize → aggregate → attest θ_{r+1}
+    close commits → seed → check every miner → report fraud → commit scores → reveal the
+    vector (scores, witness root, held-out loss) → audit others' witnesses → compute the
+    result from chain data, aggregate θ_{r+1}, sign both with BLS → post / finalize (result_flow)
 Votes on other validators' reports and resolution run alongside (validator/disputes.py).
-Salts, scores and witnesses are journaled before `commit_scores`, so a restarted validator
-reveals what it committed; the chain says which transactions already landed.
+Salts, scores, the witness bundle and the loss are journaled before `commit_scores`, so a
+restarted validator reveals what it committed; the chain says which transactions already landed.
 """
 
 from __future__ import annotations
@@ -15,17 +16,21 @@ from typing import Any
 import trio
 
 from protocol.chain.client import Phase
-from protocol.chain.commitments import score_commitment, sort_miners
-from protocol.core.errors import ContractRevert
+from protocol.core.errors import ConfigError, ContractRevert
 from protocol.core.fraud import FraudKind
 from protocol.core.hashing import blake3_hash
-from protocol.core.messages import ModelAttested
+from protocol.core.messages import SignedGossip
+from protocol.core.score_vector import pack_scores, score_commitment, vector_root
+from protocol.core.witness import NO_WITNESS
+from protocol.core.witness_bundle import SIG_BYTES, bundle_root, encode_bundle
 from protocol.node.context import NodeContext, StateMismatch
+from protocol.node.global_model import state_heldout_loss
 from protocol.node.logs import kv
 from validator.audits import audit_round, witness_of
 from validator.cheat import ValidatorCheat
 from validator.checks import MinerCheck, check_all, fetch_submissions
 from validator.disputes import Disputes
+from validator.result_flow import ResultFlow
 from validator.scoring import Usefulness
 from validator.work import ScoreJob, score_miners, usefulness_by_miner
 
@@ -36,6 +41,12 @@ class ValidatorNode(NodeContext):
     def __init__(self, *args: Any, cheat: ValidatorCheat | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.cheat = cheat  # devnet and tests only; None for every production validator
+        if self.keys.bls is None:
+            raise ConfigError("a validator needs a BLS key: create one with `veritrain keys new`")
+        self.results = ResultFlow(self, self.keys.bls)
+
+    def on_gossip(self, message: SignedGossip) -> None:
+        self.results.on_share(message)
 
     async def main(self, nursery: trio.Nursery) -> None:
         disputes = Disputes(self)
@@ -88,8 +99,7 @@ class ValidatorNode(NodeContext):
         await self._reveal(r)
         await self._wait_phase(r, Phase.AUDIT)
         await self._audit(r, seed_block)
-        await self._finalize(r)
-        await self._attest(r)
+        await self.results.settle(r)
         await self._prune(r)
 
     async def _close_commits(self, r: int) -> bytes:
@@ -133,14 +143,6 @@ class ValidatorNode(NodeContext):
                 await self._file(r, claim.validator, FraudKind.LAZY_VALIDATOR, claim.index, bytes(evidence), claim.sig)
             await self.port.try_send(self.client.audits_done, r)
 
-    async def _finalize(self, r: int) -> None:
-        """Finalize once the audit is over and the round's reports are resolved (Disputes
-        resolves them as their windows close)."""
-        while (phase := await self.port.phase(r)) < Phase.FINALIZED:
-            if phase == Phase.AWAITING_FINALIZE and not await self.port.view("disputes", "open_in_round", r):
-                await self.port.try_send(self.client.finalize, r)
-            await trio.sleep(self.config.poll_s)
-
     async def _prune(self, r: int) -> None:
         """Free the checkpoints kept for voters and auditors of finalized rounds."""
         for q in self.data.state.checkpoint_rounds():
@@ -164,47 +166,26 @@ class ValidatorNode(NodeContext):
                                   [(c.miner, c.order, c.envelope, c.outcome.kind is None) for c in checks])
             scores = await self._work(score_miners, job, useful) if checks else {}
             by_miner = {c.miner: c for c in checks}
-            miners = sort_miners(list(scores))
-            entry = {"miners": miners, "scores": [scores[m] for m in miners], "salt": os.urandom(32).hex(),
-                     "witnesses": [witness_of(self, r, by_miner[m]).hex() for m in miners],
-                     "sigs": [by_miner[m].challenge.signature.hex() for m in miners]}
+            columns = await self.columns(r)
+            bundle = encode_bundle([(witness_of(self, r, by_miner[m]), by_miner[m].challenge.signature)
+                                    if m in by_miner else (NO_WITNESS, bytes(SIG_BYTES)) for m in columns])
+            loss = await self._work(state_heldout_loss, self.setup.spec, self.setup.run_seed, state[0], state[1])
+            entry = {"miners": columns, "scores": [scores.get(m, 0) for m in columns], "salt": os.urandom(32).hex(),
+                     "witness_root": (await self.put_blob(bundle)).hex(), "loss": int(round(loss * LOSS_SCALE))}
+            assert bytes.fromhex(entry["witness_root"]) == bundle_root(bundle)
             self.data.state.record(r, "scores", entry)  # before the commitment: a restart must reveal it
-        commitment = score_commitment(self.client.handle.chain_id, self.client.scores.address, self.address, r,
-                                      entry["miners"], entry["scores"], *_proofs(entry), bytes.fromhex(entry["salt"]))
-        if await self.port.try_send(self.client.commit_scores, r, commitment):
+        root = vector_root(self.client.handle.chain_id, self.client.scores.address, self.address, r, entry["scores"],
+                           bytes.fromhex(entry["witness_root"]), entry["loss"])
+        if await self.port.try_send(self.client.commit_scores, r, score_commitment(root, bytes.fromhex(entry["salt"]))):
             self.log.info("scores committed %s", kv(round=r, scores=dict(zip(entry["miners"], entry["scores"], strict=True))))
 
     async def _reveal(self, r: int) -> None:
         entry = self.data.state.recall(r, "scores")
         if entry is None or await self.port.view("scores", "revealed", r, self.address):
             return
-        await self.port.try_send(self.client.reveal_scores, r, entry["miners"], entry["scores"], *_proofs(entry),
-                                 bytes.fromhex(entry["salt"]))
+        await self.port.try_send(self.client.reveal_scores, r, pack_scores(entry["scores"]),
+                                 bytes.fromhex(entry["witness_root"]), entry["loss"], bytes.fromhex(entry["salt"]))
 
     async def _wait_phase(self, r: int, phase: Phase) -> None:
         while await self.port.phase(r) < phase:
             await trio.sleep(self.config.poll_s)
-
-    async def _attest(self, r: int) -> None:
-        if await self.port.view("attestation", "attested_by", r + 1, self.address):
-            return
-        try:
-            blob, model_hash, loss = await self.compute_next(r, with_loss=True)
-        except StateMismatch as exc:
-            # an aggregated update is unavailable right now: the others attest, and this node
-            # fetches the attested state from them when the next round opens
-            self.log.warning("cannot compute the next model, not attesting %s", kv(round=r + 1, reason=exc))
-            return
-        await self._keep_state(r + 1, model_hash, blob)  # served to peers by its hash from now on
-        assert loss is not None
-        if not await self.port.try_send(self.client.attest_model, r + 1, model_hash, int(loss * LOSS_SCALE)):
-            self.log.warning("attestation refused %s", kv(round=r + 1))
-            return
-        self.log.info("attested %s", kv(round=r + 1, model=model_hash.hex()[:12], heldout_loss=f"{loss:.4f}"))
-        await self.p2p.publish(r, ModelAttested(validator=self.address.lower(), model_hash="0x" + model_hash.hex(),
-                                                heldout_loss=loss))
-
-
-def _proofs(entry: dict) -> tuple[list[bytes], list[bytes]]:
-    """The journaled witnesses and challenge signatures, as the chain takes them."""
-    return [bytes.fromhex(w) for w in entry["witnesses"]], [bytes.fromhex(g) for g in entry["sigs"]]

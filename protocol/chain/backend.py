@@ -94,3 +94,15 @@ def dev_account(handle: ChainHandle) -> LocalAccount:
         backend = handle.tester.backend  # type: ignore[attr-defined]
         return Account.from_key(backend.account_keys[0].to_bytes())
     return Account.from_key(ANVIL_DEV_KEY)
+
+
+def advance_time(handle: ChainHandle, seconds: int) -> None:
+    """Move a dev chain's clock `seconds` ahead and mine a block there (benchmarks and the
+    scripted round wait out challenge windows this way; never on a real chain)."""
+    if handle.embedded:
+        tester: Any = handle.tester
+        latest = int(tester.get_block_by_number("latest")["timestamp"])
+        tester.time_travel(latest + seconds)
+        return
+    handle.w3.provider.make_request("evm_increaseTime", [seconds])  # type: ignore[arg-type]
+    handle.w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""Typed client for the four contracts. The only place (with deploy.py) that calls them."""
+"""Typed client for the settlement contracts. The only place (with deploy.py) that calls them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from web3 import Web3
 
 from contracts.build import compile_all
 from protocol.chain.backend import ChainHandle
-from protocol.chain.commitments import pack_sigs, unpack_sigs
 from protocol.chain.deployment import Deployment
 from protocol.chain.tx import TxSender
 from protocol.core.errors import ConfigError
@@ -37,8 +36,8 @@ class Phase(IntEnum):
     SCORING = 2
     REVEAL = 3
     AUDIT = 4  # validators replay a sample of each other's witnesses; reports may still be filed
-    AWAITING_FINALIZE = 5
-    FINALIZED = 6
+    RESULT = 5  # the result is posted with its BLS certificate and may be challenged
+    ENDED = 6  # its result is final (or the round fell back) and the next round is open
 
 
 class ReportStatus(IntEnum):
@@ -61,14 +60,16 @@ class ChainClient:
         at = Web3.to_checksum_address
         self.token = self.w3.eth.contract(address=at(addrs.token), abi=artifacts["Token"].abi)
         self.staking = self.w3.eth.contract(address=at(addrs.staking), abi=artifacts["Staking"].abi)
-        # the round settlement is four contracts; `call(name, ...)` and events name one of them:
-        # rounds (round clock, update commits, seeds, validator snapshots, phases, model hashes),
-        # scores (score commit-reveal, consensus, finalize), rewards (emission, reputation,
-        # held rewards, claims) and attestation (model attestations, held-out losses)
+        # `call(name, ...)` and events name one contract: keys (BLS keys), rounds (round clock,
+        # update commits, seeds, validator snapshots, phases, model hashes), scores (score vectors
+        # as calldata), results (certified results, challenge window, fallback), challenges,
+        # rewards (emission, forfeits, cumulative claims) and disputes
+        self.keys = self.w3.eth.contract(address=at(addrs.keys), abi=artifacts["BlsKeys"].abi)
         self.rounds = self.w3.eth.contract(address=at(addrs.rounds), abi=artifacts["Rounds"].abi)
         self.scores = self.w3.eth.contract(address=at(addrs.scores), abi=artifacts["Scores"].abi)
         self.rewards = self.w3.eth.contract(address=at(addrs.rewards), abi=artifacts["Rewards"].abi)
-        self.attestation = self.w3.eth.contract(address=at(addrs.attestation), abi=artifacts["Attestation"].abi)
+        self.results = self.w3.eth.contract(address=at(addrs.results), abi=artifacts["Results"].abi)
+        self.challenges = self.w3.eth.contract(address=at(addrs.challenges), abi=artifacts["Challenges"].abi)
         self.disputes = self.w3.eth.contract(address=at(addrs.disputes), abi=artifacts["Disputes"].abi)
 
     def with_account(self, account: LocalAccount) -> ChainClient:
@@ -84,7 +85,7 @@ class ChainClient:
         chain_id = self.handle.chain_id
         if chain_id != self.deployment.chain_id:
             raise ConfigError(f"chain id mismatch: node reports {chain_id}, deployment file says {self.deployment.chain_id}")
-        for name in ("rounds", "scores", "rewards", "attestation"):
+        for name in ("keys", "rounds", "scores", "rewards", "results", "challenges", "disputes"):
             if not self.w3.eth.get_code(Web3.to_checksum_address(getattr(self.deployment.contracts, name))):
                 raise ConfigError(f"no {name} contract at the deployment file's address on this chain")
         on_chain = self.rounds.functions.run_config_hash().call().hex()
@@ -142,24 +143,33 @@ class ChainClient:
     def commit_scores(self, round_: int, commitment: bytes) -> dict:
         return self._send(self.scores.functions.commit_scores(round_, commitment))
 
-    def reveal_scores(self, round_: int, miners: list[str], scores: list[int], witnesses: list[bytes],
-                      sigs: list[bytes], salt: bytes) -> dict:
-        """Reveal scores with one 32-byte replay witness and one 64-byte challenge signature per miner."""
+    def reveal_scores(self, round_: int, packed_scores: bytes, witness_root: bytes, heldout_loss_micro: int,
+                      salt: bytes) -> dict:
+        """Reveal a score vector (2 bytes per miner in commit order), its witness root and held-out loss."""
         return self._send(self.scores.functions.reveal_scores(
-            round_, miners, scores, [bytes(w) for w in witnesses], pack_sigs(sigs), salt))
+            round_, packed_scores, witness_root, heldout_loss_micro, salt))
+
+    def register_bls(self, public_key_eip2537: bytes, pop_eip2537: bytes) -> dict:
+        """Register this validator's BLS key (EIP-2537 G1) with its proof of possession (G2)."""
+        return self._send(self.keys.functions.register(public_key_eip2537, pop_eip2537))
 
     def audits_done(self, round_: int) -> dict:
         """Say this validator finished its witness audits of `round_` (during the audit phase, once)."""
         return self._send(self.scores.functions.audits_done(round_))
 
-    def finalize(self, round_: int) -> dict:
-        return self._send(self.scores.functions.finalize(round_))
+    def post_result(self, header: list[bytes], signature: bytes, non_signers: list[str],
+                    non_signer_keys: list[bytes]) -> dict:
+        """Post a round's result header with the aggregate BLS signature of its root."""
+        return self._send(self.results.functions.post_result(header, signature, non_signers, non_signer_keys))
 
-    def attest_model(self, round_: int, model_hash: bytes, heldout_loss_micro: int) -> dict:
-        return self._send(self.attestation.functions.attest_model(round_, model_hash, heldout_loss_micro))
+    def finalize_result(self, header: list[bytes], non_signers_hash: bytes, posted_time: int, attempt: int) -> dict:
+        return self._send(self.results.functions.finalize_result(header, non_signers_hash, posted_time, attempt))
 
-    def claim(self) -> dict:
-        return self._send(self.rewards.functions.claim())
+    def fall_back(self, round_: int) -> dict:
+        return self._send(self.results.functions.fall_back(round_))
+
+    def claim(self, round_: int, cumulative: int, proof: list[bytes]) -> dict:
+        return self._send(self.rewards.functions.claim(round_, cumulative, proof))
 
     def report_fraud(self, round_: int, miner: str, kind: FraudKind, segment: int, evidence_hash: bytes,
                      challenge_sig: bytes) -> int:
@@ -199,10 +209,10 @@ class ChainClient:
                 "score_deadline": score_dl, "reveal_deadline": reveal_dl, "audit_deadline": audit_dl}
 
     def fallback(self, round_: int) -> bool:
-        """Whether `round_` was finalized without the reveal quorum (consensus 0, no miner emission).
+        """Whether `round_` ended without a final result (nothing minted, the model unchanged).
         A raw eth_call: web3 treats a function named `fallback` as the contract's fallback."""
         data = Web3.keccak(text="fallback(uint256)")[:4] + round_.to_bytes(32, "big")
-        out = self.w3.eth.call({"to": self.scores.address, "data": HexStr("0x" + data.hex())})
+        out = self.w3.eth.call({"to": self.results.address, "data": HexStr("0x" + data.hex())})
         return int.from_bytes(bytes(out), "big") != 0
 
     def reveals(self, round_: int) -> dict[str, dict[str, Any]]:
@@ -215,7 +225,10 @@ class ChainClient:
         return list(self.rounds.functions.validators_of(round_).call())
 
     def miners_of(self, round_: int) -> list[str]:
-        return list(self.rounds.functions.miners_of(round_).call())
+        """The miners that committed in `round_`, in commit (column) order, from `UpdateCommitted`."""
+        from protocol.chain.events import read_events  # events imports this module
+
+        return miners_from(read_events(self, "rounds", "UpdateCommitted"), round_)
 
     def call(self, contract: str, fn: str, *args: Any) -> Any:
         """Read any public getter, e.g. call("staking", "staked", addr)."""
@@ -232,16 +245,23 @@ class ChainClient:
 
 def reveals_from(rows: list[dict[str, Any]], round_: int) -> dict[str, dict[str, Any]]:
     """The reveals of `round_` among `ScoresRevealed` rows, keyed by checksum validator:
-    dict(miners, scores, witnesses, sigs), each a list in miners order."""
+    dict(scores (one int per column, commit order), witness_root, heldout_loss)."""
     out: dict[str, dict[str, Any]] = {}
     for row in rows:
         if row["round"] != round_:
             continue
+        packed = bytes(row["scores"])
         out[Web3.to_checksum_address(row["validator"])] = {
-            "miners": [Web3.to_checksum_address(m) for m in row["miners"]], "scores": list(row["scores"]),
-            "witnesses": [bytes(w) for w in row["witnesses"]], "sigs": unpack_sigs(bytes(row["challenge_sigs"])),
+            "scores": [int.from_bytes(packed[i:i + 2], "big") for i in range(0, len(packed), 2)],
+            "witness_root": bytes(row["witness_root"]), "heldout_loss": int(row["heldout_loss"]),
         }
     return out
+
+
+def miners_from(rows: list[dict[str, Any]], round_: int) -> list[str]:
+    """The miners of `round_` among `UpdateCommitted` rows, in column (commit) order."""
+    found = sorted((int(row["index"]), Web3.to_checksum_address(row["miner"])) for row in rows if row["round"] == round_)
+    return [miner for _, miner in found]
 
 
 def _fee_fields(w3: Any) -> dict[str, int]:

@@ -1,9 +1,10 @@
 """A scripted settlement round: real contracts, real transactions, synthetic commitments.
 
-Used by the temporary `veritrain devnet` (until the training nodes exist) and by the
-anvil integration test. Miners commit hashes that stand for updates; validators score
-them, one miner is reported for a replay mismatch, confirmed by the second validator
-and slashed; everyone claims.
+Used by the gas benchmark and the anvil integration test. Miners commit hashes that stand
+for updates; validators score them, one miner is reported for a replay mismatch, confirmed
+by the other validators and slashed; the result is computed from chain data, signed with
+BLS by every validator, posted, left unchallenged through its window and made final;
+everyone claims with a Merkle proof built from chain data.
 """
 
 from __future__ import annotations
@@ -15,14 +16,19 @@ from dataclasses import dataclass, field
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
+from protocol.chain.backend import advance_time
 from protocol.chain.client import ChainClient, Role, Vote
-from protocol.chain.commitments import NO_WITNESS, score_commitment, sort_miners
+from protocol.chain.settlement_history import SettlementHistory
 from protocol.config.run_config import TOKEN_UNIT
+from protocol.core.abi_words import list_hash
+from protocol.core.bls import bls_aggregate, bls_keygen, bls_pop_prove, bls_public_key, bls_sign, g1_to_eip2537, g2_to_eip2537
 from protocol.core.fraud import FraudKind
+from protocol.core.score_vector import pack_scores, score_commitment, vector_root
 from protocol.core.signing import NodeIdentity, binding_message
 
 Progress = Callable[[str], None]
 GAS_FUNDING_WEI = 10**18  # 1 ETH of gas money per node on dev chains
+LOSS_MICRO = 2_500_000  # a scripted held-out loss, 1e6 = 1.0
 
 
 @dataclass
@@ -30,6 +36,7 @@ class Participant:
     account: LocalAccount
     identity: NodeIdentity
     client: ChainClient
+    bls_secret: int | None = None  # validators only
 
     @property
     def address(self) -> str:
@@ -42,12 +49,17 @@ class ScriptedNetwork:
     validators: list[Participant] = field(default_factory=list)
     cheater: str | None = None
     reports: list[int] = field(default_factory=list)
+    gas: dict[str, list[int]] = field(default_factory=dict)  # action -> gas of each transaction
+
+    def record(self, action: str, receipt: dict) -> dict:
+        self.gas.setdefault(action, []).append(int(receipt["gasUsed"]))
+        return receipt
 
 
 def join_network(deployer: ChainClient, n_miners: int, n_validators: int, progress: Progress,
                  funded: list[LocalAccount] | None = None) -> ScriptedNetwork:
-    """Register and stake miner then validator accounts: `funded` ones (already holding gas
-    and tokens, miners first), or fresh accounts the deployer funds."""
+    """Register and stake miner then validator accounts (validators also register a BLS key):
+    `funded` ones (already holding gas and tokens, miners first), or fresh accounts the deployer funds."""
     cfg = deployer.deployment.run_config.chain
     net = ScriptedNetwork()
     pool = list(funded or [])
@@ -57,75 +69,99 @@ def join_network(deployer: ChainClient, n_miners: int, n_validators: int, progre
             amount = (stake + 50 * (i + 1)) * TOKEN_UNIT  # distinct stakes give distinct weights
             if funded is None:
                 deployer.send_eth(account.address, GAS_FUNDING_WEI)
-                deployer.transfer_tokens(account.address, amount + cfg.report_bond * TOKEN_UNIT)
+                deployer.transfer_tokens(account.address, amount + max(cfg.report_bond, cfg.challenge_bond) * TOKEN_UNIT)
             client = deployer.with_account(account)
             sig = identity.sign(binding_message(deployer.handle.chain_id, bytes.fromhex(deployer.staking.address[2:]),
                                                 bytes.fromhex(account.address[2:])))
             client.register(role, identity.public_key, f"/ip4/127.0.0.1/tcp/{4100 + len(net.miners) + len(net.validators)}", sig)
             client.stake(amount)
-            (net.miners if role == Role.MINER else net.validators).append(Participant(account, identity, client))
+            member = Participant(account, identity, client)
+            if role == Role.VALIDATOR:
+                member.bls_secret = bls_keygen(identity.seed + b"/bls")
+                net.record("register_bls", client.register_bls(
+                    g1_to_eip2537(bls_public_key(member.bls_secret)), g2_to_eip2537(bls_pop_prove(member.bls_secret))))
+            (net.miners if role == Role.MINER else net.validators).append(member)
             progress(f"{role.name.lower()} {account.address} registered, staked {amount // TOKEN_UNIT}")
     return net
 
 
-def play_round(deployer: ChainClient, net: ScriptedNetwork, progress: Progress, cheat: bool = True) -> int:
-    """Commit, seed, score, report, reveal, finalize, resolve, attest. Returns the round played."""
+def play_round(deployer: ChainClient, net: ScriptedNetwork, progress: Progress, cheat: bool = True,
+               signers: int | None = None) -> int:
+    """Commit, seed, score, report, reveal, audit, resolve, post the result signed by the first
+    `signers` validators (all by default), wait out its window and make it final."""
     if not deployer.started():
         deployer.start()
     r = deployer.current_round()
     for m in net.miners:
         digest = hashlib.sha256(f"{m.address}/{r}".encode()).digest()
-        m.client.commit_update(r, digest, hashlib.sha256(digest).digest())
+        net.record("commit_update", m.client.commit_update(r, digest, hashlib.sha256(digest).digest()))
     progress(f"round {r}: {len(net.miners)} miners committed")
     v0 = net.validators[0].client
     if deployer.round_info(r)["seed"] == b"\x00" * 32:
-        v0.store_seed(r)
-    miners = sort_miners([m.address for m in net.miners])
-    net.cheater = miners[-1] if cheat else None
-    scores = {m: (0 if m == net.cheater else 40000 + 5000 * i) for i, m in enumerate(miners)}
-    salts, proofs = {}, {}
+        net.record("store_seed", v0.store_seed(r))
+    columns = [m.address for m in net.miners]  # commit order
+    net.cheater = columns[-1] if cheat else None
+    scores = {m: (0 if m == net.cheater else 40000 + 5000 * i) % 65536 for i, m in enumerate(columns)}
+    reveals = {}
     for i, v in enumerate(net.validators):
-        own = [max(0, scores[m] - 1000 * i) if scores[m] else 0 for m in miners]
-        salts[v.address] = (hashlib.sha256(f"{v.address}/{r}".encode()).digest(), own)
-        proofs[v.address] = _proofs(v, r, miners, scores)
-        v.client.commit_scores(r, score_commitment(deployer.handle.chain_id, deployer.scores.address, v.address, r,
-                                                   miners, own, *proofs[v.address], salts[v.address][0]))
+        own = [max(0, scores[m] - 1000 * i) if scores[m] else 0 for m in columns]
+        salt = hashlib.sha256(f"{v.address}/{r}".encode()).digest()
+        witness_root = hashlib.sha256(f"witnesses/{v.address}/{r}".encode()).digest()
+        loss = LOSS_MICRO - 10_000 * r + 1000 * i
+        root = vector_root(deployer.handle.chain_id, deployer.scores.address, v.address, r, own, witness_root, loss)
+        net.record("commit_scores", v.client.commit_scores(r, score_commitment(root, salt)))
+        reveals[v.address] = (pack_scores(own), witness_root, loss, salt)
     progress(f"round {r}: {len(net.validators)} validators committed scores")
     if net.cheater is not None:
         sig = net.validators[0].identity.sign(b"veritrain/challenge/v1" + r.to_bytes(8, "big"))
         rid = v0.report_fraud(r, net.cheater, FraudKind.REPLAY, 3, hashlib.sha256(b"evidence").digest(), sig)
         for v in net.validators[1:]:
-            v.client.vote_fraud(rid, Vote.CONFIRM)
+            net.record("vote_fraud", v.client.vote_fraud(rid, Vote.CONFIRM))
         net.reports.append(rid)
         progress(f"round {r}: report {rid} against {net.cheater} filed and confirmed by peers")
     for v in net.validators:
-        v.client.reveal_scores(r, miners, salts[v.address][1], *proofs[v.address], salts[v.address][0])
+        net.record("reveal_scores", v.client.reveal_scores(r, *reveals[v.address]))
     for v in net.validators:
-        v.client.audits_done(r)
+        net.record("audits_done", v.client.audits_done(r))
     progress(f"round {r}: scores revealed, audits done")
     if net.cheater is not None:
-        deployer.resolve_fraud(net.reports[-1])  # finalize waits for every report of the round
+        net.record("resolve_fraud", deployer.resolve_fraud(net.reports[-1]))  # results wait for every report
         progress(f"round {r}: report resolved")
-    deployer.finalize(r)
-    progress(f"round {r}: finalized")
-    model = hashlib.sha256(f"model/{r + 1}".encode()).digest()
-    for i, v in enumerate(net.validators):
-        v.client.attest_model(r + 1, model, 2_500_000 - 10_000 * r + 1000 * i)
-    progress(f"round {r + 1}: model attested, round opened")
+    post_and_finalize(deployer, net, r, hashlib.sha256(f"model/{r + 1}".encode()).digest(), signers)
+    progress(f"round {r}: result final, round {r + 1} open")
     return r
 
 
-def _proofs(v: Participant, r: int, miners: list[str], scores: dict[str, int]) -> tuple[list[bytes], list[bytes]]:
-    """Scripted replay witnesses (none for a miner scored 0) and challenge signatures, one per miner."""
-    witnesses, sigs = [], []
-    for m in miners:
-        tag = f"{v.address}/{r}/{m}".encode()
-        witnesses.append(hashlib.sha256(b"witness/" + tag).digest() if scores[m] else NO_WITNESS)
-        sigs.append(v.identity.sign(b"veritrain/challenge/v1" + tag))
-    return witnesses, sigs
+def post_and_finalize(deployer: ChainClient, net: ScriptedNetwork, r: int, model_hash: bytes,
+                      signers: int | None = None) -> None:
+    """Compute round `r`'s result from chain data, post it signed by the first `signers`
+    validators, wait out the challenge window and make it final."""
+    history = SettlementHistory(deployer)
+    settled = history.settle(r, model_hash)
+    if not settled.result.quorum:  # without the quorum the model stays as it was
+        settled = history.settle(r, bytes(deployer.call("rounds", "model_hash", r)))
+    root = settled.header.result_root()
+    signing = net.validators[:signers] if signers is not None else net.validators
+    signature = bls_aggregate([bls_sign(v.bls_secret, root) for v in signing if v.bls_secret is not None])
+    absent = sorted((v for v in net.validators if v not in signing), key=lambda v: int(v.address, 16))
+    non_signers = [v.address for v in absent]
+    keys = [bytes(deployer.call("keys", "key_of", a)) for a in non_signers]
+    poster = net.validators[0].client
+    receipt = net.record("post_result", poster.post_result(list(settled.header.words()), g2_to_eip2537(signature), non_signers, keys))
+    posted_time = int(deployer.w3.eth.get_block(receipt["blockNumber"])["timestamp"])
+    attempt = int(deployer.call("results", "rejected_count", r)) + 1
+    advance_time(deployer.handle, deployer.deployment.run_config.chain.result_challenge_window)
+    net.record("finalize_result", deployer.finalize_result(list(settled.header.words()), list_hash(non_signers), posted_time, attempt))
 
 
 def claim_all(net: ScriptedNetwork) -> None:
+    """Every participant claims everything it earned, with a proof built from chain data."""
+    history = SettlementHistory(net.validators[0].client)
     for p in [*net.miners, *net.validators]:
-        if p.client.call("rewards", "claimable", p.address) > 0:
-            p.client.claim()
+        found = history.latest_entry(p.address)
+        if found is None:
+            continue
+        round_, settled = found
+        claim = settled.claim_of(p.address)
+        if claim.amount > int(p.client.call("rewards", "claimed", p.address)):
+            net.record("claim", p.client.claim(round_, claim.amount, list(claim.proof)))

@@ -49,6 +49,7 @@ Hex32 = Annotated[str, StringConstraints(pattern=r"^0x[0-9a-f]{64}$")]
 Nonce = Annotated[str, StringConstraints(pattern=r"^0x[0-9a-f]{32}$")]
 Address = Annotated[str, StringConstraints(pattern=r"^0x[0-9a-f]{40}$")]
 SigHex = Annotated[str, StringConstraints(pattern=r"^0x[0-9a-f]{128}$")]
+BlsSigHex = Annotated[str, StringConstraints(pattern=r"^0x[0-9a-f]{192}$")]
 Round = Annotated[int, Field(ge=0, lt=2**63)]
 
 
@@ -67,13 +68,14 @@ class UpdateAnnounced(_Strict):
     multiaddr: str = Field(min_length=1, max_length=MAX_MULTIADDR_LEN)
 
 
-class ModelAttested(_Strict):
-    """A validator computed the next global model and posted `attest_model` for it."""
+class ResultSigned(_Strict):
+    """A validator's BLS signature (its share of the certificate) of a round's result root."""
 
-    kind: Literal["model_attested"] = "model_attested"
+    kind: Literal["result_signed"] = "result_signed"
     validator: Address
-    model_hash: Hex32
-    heldout_loss: float = Field(ge=0.0, allow_inf_nan=False)
+    result_root: Hex32
+    model_hash: Hex32  # the next model the result names, so peers can fetch it early
+    signature: BlsSigHex  # 96-byte compressed G2 point (py-ecc / ZCash encoding)
 
 
 # on the wire as the kind's lowercase name (replay | derivation | unavailable)
@@ -94,7 +96,7 @@ class FraudReported(_Strict):
     sigma: SigHex  # the challenge-seed signature, so voters can re-derive the seed
 
 
-Body = Annotated[UpdateAnnounced | ModelAttested | FraudReported, Field(discriminator="kind")]
+Body = Annotated[UpdateAnnounced | ResultSigned | FraudReported, Field(discriminator="kind")]
 
 
 class GossipPayload(_Strict):

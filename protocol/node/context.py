@@ -13,8 +13,13 @@ import trio
 
 from protocol.chain.client import ChainClient, reveals_from
 from protocol.chain.events import EventLog
+from protocol.chain.settlement_history import SettlementHistory
 from protocol.config.run_setup import Setup, load_dataset, resolve
 from protocol.core.errors import VeritrainError
+from protocol.core.messages import SignedGossip
+from protocol.core.result import compute_result
+from protocol.core.witness import NO_WITNESS
+from protocol.core.witness_bundle import SIG_BYTES, WitnessBundleError, decode_bundle
 from protocol.node.chain_port import ChainPort
 from protocol.node.global_model import genesis_blob, next_state, select_updates
 from protocol.node.keys import NodeKeys
@@ -65,8 +70,9 @@ class NodeContext:
         self.worker: AsyncWorker | None = None
         self.prestarted_worker: ProfileWorker | None = None  # the devnet starts them early
         self.commit_log = EventLog(client, "rounds", "UpdateCommitted")
-        self.settle_log = EventLog(client, "rewards", "MinerSettled")
         self.reveal_log = EventLog(client, "scores", "ScoresRevealed")
+        self.history = SettlementHistory(client)  # every round's result, rebuilt from chain data
+        self._bundles: dict[tuple[int, str], list[tuple[bytes, bytes]]] = {}
 
     async def run(self) -> None:
         """Start the worker, the p2p host, registry sync and gossip reading, then the role's
@@ -97,7 +103,10 @@ class NodeContext:
     async def _drain_gossip(self) -> None:
         # read promptly: py-libp2p drops messages when the subscription buffer fills
         while True:
-            await self.p2p.receive()
+            self.on_gossip(await self.p2p.receive())
+
+    def on_gossip(self, message: SignedGossip) -> None:
+        """A validated message from another node; roles that act on gossip override this."""
 
     # ---- chain helpers ----------------------------------------------------------------
     async def chain_time(self) -> int:
@@ -120,14 +129,44 @@ class NodeContext:
         return bytes(await self.port.view("rounds", "model_hash", round_))
 
     async def commits(self, round_: int) -> dict[str, tuple[bytes, bytes, int]]:
-        """miner -> (update hash, trace root, commit order) for `round_`."""
+        """miner -> (update hash, trace root, column: its commit order) for `round_`."""
         rows = await self.port(self.commit_log.rows)
-        rows = [r for r in rows if r["round"] == round_]
-        return {r["miner"]: (bytes(r["update_hash"]), bytes(r["trace_root"]), i) for i, r in enumerate(rows)}
+        return {r["miner"]: (bytes(r["update_hash"]), bytes(r["trace_root"]), int(r["index"]))
+                for r in rows if r["round"] == round_}
+
+    async def columns(self, round_: int) -> list[str]:
+        """The miners of `round_` in column (commit) order."""
+        commits = await self.commits(round_)
+        return sorted(commits, key=lambda m: commits[m][2])
 
     async def reveals(self, round_: int) -> dict[str, dict[str, Any]]:
-        """Every validator's reveal of `round_`, read incrementally (audits and votes ask often)."""
-        return reveals_from(await self.port(self.reveal_log.rows), round_)
+        """Every validator's reveal of `round_` with its witness bundle: dict(miners, scores,
+        witnesses, sigs, served), each list in column order. Reveals are read incrementally
+        (audits and votes ask often); a bundle is fetched from the validator or any peer by its
+        revealed content hash, and until it is, its witnesses read as NO_WITNESS (`served` False)."""
+        columns = await self.columns(round_)
+        out = {}
+        for v, rev in reveals_from(await self.port(self.reveal_log.rows), round_).items():
+            bundle = await self._bundle(round_, v, rev["witness_root"], len(columns))
+            entries = bundle or [(NO_WITNESS, bytes(SIG_BYTES))] * len(columns)
+            out[v] = {"miners": columns, "scores": rev["scores"], "witnesses": [w for w, _ in entries],
+                      "sigs": [g for _, g in entries], "served": bundle is not None,
+                      "heldout_loss": rev["heldout_loss"]}
+        return out
+
+    async def _bundle(self, round_: int, validator: str, root: bytes, columns: int) -> list[tuple[bytes, bytes]] | None:
+        if (round_, validator) in self._bundles:
+            return self._bundles[(round_, validator)]
+        data = await self.fetch_blob(root, first=validator)  # content-addressed: checked against the root
+        if data is None:
+            return None
+        try:
+            entries = decode_bundle(data, columns)
+        except WitnessBundleError as exc:
+            self.log.warning("malformed witness bundle %s", kv(round=round_, validator=validator, reason=exc))
+            entries = [(NO_WITNESS, bytes(SIG_BYTES))] * columns  # auditors report it as unwitnessed
+        self._bundles[(round_, validator)] = entries
+        return entries
 
     # ---- p2p helpers ------------------------------------------------------------------
     def node_key_of(self, account: str) -> bytes | None:
@@ -220,16 +259,26 @@ class NodeContext:
     async def _compute_state(self, round_: int) -> tuple[bytes, bytes]:
         if round_ == 0:
             return await self._work(genesis_blob, self.setup.spec)  # type: ignore[no-any-return]
-        blob, got, _ = await self.compute_next(round_ - 1)
-        return blob, got
+        return await self.compute_next(round_ - 1)  # type: ignore[no-any-return]
 
-    async def compute_next(self, round_: int, with_loss: bool = False) -> tuple[bytes, bytes, float | None]:
-        """θ_{round+1} from round `round_`'s finalized settlement: (blob, hash, held-out loss
-        if `with_loss`, else None)."""
+    async def consensus(self, round_: int) -> dict[str, int] | None:
+        """Each miner's consensus score in `round_`, computed from chain data (the revealed
+        vectors, once the round's reports resolved); None without the reveal quorum or after a
+        fallback, when the model stays as it was."""
+        if await self.port.view("rounds", "finalized", round_) and await self.port(self.client.fallback, round_):
+            return None
+        inputs = await self.port(self.history.inputs, round_)
+        result = compute_result(inputs)
+        return dict(zip(inputs.miners, result.consensus, strict=True)) if result.quorum else None
+
+    async def compute_next(self, round_: int) -> tuple[bytes, bytes]:
+        """θ_{round+1} from round `round_`'s result: (blob, hash). Without the quorum (or
+        after a fallback) it is θ_round itself."""
         state_blob, state_hash = await self.state_for(round_)
-        settled = await self.port(self.settle_log.rows)
-        rows = [(r["miner"], int(r["consensus"]), bool(r["held"])) for r in settled if r["round"] == round_]
-        chosen = select_updates(rows, self.config.top_g)
+        consensus = await self.consensus(round_)
+        if consensus is None:
+            return state_blob, state_hash
+        chosen = select_updates([(m, c, False) for m, c in consensus.items()], self.config.top_g)
         commits = await self.commits(round_)
         envelopes = []
         for miner in chosen:
@@ -238,8 +287,9 @@ class NodeContext:
                 raise StateMismatch(f"round {round_}: update of {miner} is unavailable from every peer")
             envelopes.append(blob)
         spec, seed = self.setup.spec, self.setup.run_seed
-        return await self._work(next_state, spec, seed, state_blob, state_hash, envelopes, self.config.max_blob_bytes,
-                                with_loss)
+        blob, new_hash, _ = await self._work(next_state, spec, seed, state_blob, state_hash, envelopes,
+                                             self.config.max_blob_bytes, False)
+        return blob, new_hash
 
     async def _work(self, fn: Any, *args: Any) -> Any:
         assert self.worker is not None, "worker not started"

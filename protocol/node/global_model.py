@@ -1,8 +1,8 @@
 """The next global state, as every node computes it (run in the profile worker).
 
 Which updates count is decided from chain data only, so all nodes agree: the round's
-miners with a positive consensus score whose reward was not held back by an open report
-at finalize, top `top_g` by consensus (ties by address).
+miners with a positive consensus score in its result (a confirmed cheat has consensus 0),
+top `top_g` by consensus (ties by address).
 """
 
 from __future__ import annotations
@@ -53,6 +53,12 @@ def next_state(spec: TrainingSpec, run_seed: bytes, state_blob: bytes, state_has
     new = aggregate(state, updates, setup.model, setup.compute)
     blob, new_hash = encoded_state(new, setup.model)
     return blob, bytes(new_hash), heldout_loss(spec, run_seed, new.params) if with_loss else None
+
+
+def state_heldout_loss(spec: TrainingSpec, run_seed: bytes, state_blob: bytes, state_hash: bytes) -> float:
+    """The held-out loss of a round's starting state: what a validator reveals with its scores."""
+    setup = Setup(spec, run_seed)
+    return heldout_loss(spec, run_seed, decode_state(state_blob, setup.model, state_hash).params)
 
 
 def genesis_blob(spec: TrainingSpec) -> tuple[bytes, bytes]:

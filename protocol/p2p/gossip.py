@@ -36,7 +36,7 @@ from protocol.core.messages import (
     FraudReported,
     MalformedMessage,
     MessageRejected,
-    ModelAttested,
+    ResultSigned,
     SignedGossip,
     UpdateAnnounced,
     decode_gossip,
@@ -81,7 +81,7 @@ def claimed_account(body: Body) -> str:
     """The account a message claims to come from."""
     if isinstance(body, UpdateAnnounced):
         return body.miner
-    if isinstance(body, ModelAttested):
+    if isinstance(body, ResultSigned):
         return body.validator
     assert isinstance(body, FraudReported)
     return body.reporter

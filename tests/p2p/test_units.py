@@ -15,7 +15,7 @@ from protocol.core.messages import (
     GossipPayload,
     MalformedMessage,
     MessageRejected,
-    ModelAttested,
+    ResultSigned,
     decode_gossip,
     encode_gossip,
     make_gossip,
@@ -80,7 +80,8 @@ def test_malformed_gossip_is_typed(mutate):
 
 
 def test_payload_is_frozen_and_sender_must_sign():
-    body = ModelAttested(validator=to_hex(account(1)), model_hash="0x" + "ab" * 32, heldout_loss=2.5)
+    body = ResultSigned(validator=to_hex(account(1)), result_root="0x" + "cd" * 32, model_hash="0x" + "ab" * 32,
+                        signature="0x" + "ef" * 96)
     payload = GossipPayload(
         chain_id=CHAIN_ID,
         contract=to_hex(CONTRACT),

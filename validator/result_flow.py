@@ -1,0 +1,176 @@
+"""The result phase of a round (docs/PROTOCOL.md, results): compute, sign, certify, finalize.
+
+Once a round's audits closed and its reports resolved, every validator computes the round's
+result from chain data alone (`SettlementHistory`), aggregates the next model from it and
+signs the result root with its BLS key; the signature is gossiped. Whoever holds signatures of
+more than 2/3 of the permitted stake posts the aggregate (validators take turns by rank so
+that usually one transaction is sent). A posted root that differs from this validator's own
+is logged for a challenge. After the challenge window anyone makes the pending root final;
+without a final root by the result deadline anyone ends the round with the fallback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import trio
+
+from protocol.chain.events import EventLog
+from protocol.core.abi_words import list_hash
+from protocol.core.bls import bls_aggregate, bls_sign, bls_verify, g1_from_eip2537, g2_to_eip2537
+from protocol.core.errors import BlsError
+from protocol.core.messages import ResultSigned, SignedGossip
+from protocol.core.result_header import SettledRound
+from protocol.node.context import NodeContext, StateMismatch
+from protocol.node.logs import kv
+
+POST_STAGGER_S = 3.0  # seconds between validators' turns to post the certificate
+RESIGN_EVERY_S = 5.0  # a share is gossiped again this often until the round ends (gossip may drop it)
+ZERO32 = b"\x00" * 32
+
+
+@dataclass
+class Shares:
+    """Signature shares seen per (round, result root): validator -> 96-byte compressed signature."""
+
+    by_root: dict[tuple[int, bytes], dict[str, bytes]] = field(default_factory=dict)
+
+    def add(self, round_: int, root: bytes, validator: str, signature: bytes) -> None:
+        self.by_root.setdefault((round_, root), {})[validator] = signature
+
+    def of(self, round_: int, root: bytes) -> dict[str, bytes]:
+        return dict(self.by_root.get((round_, root), {}))
+
+    def forget_before(self, round_: int) -> None:
+        for key in [k for k in self.by_root if k[0] < round_]:
+            del self.by_root[key]
+
+
+class ResultFlow:
+    def __init__(self, ctx: NodeContext, bls_secret: int) -> None:
+        self.ctx, self.secret = ctx, bls_secret
+        self.shares = Shares()
+        self.posts = EventLog(ctx.client, "results", "ResultPosted")
+        self._verified: set[tuple[bytes, str, bytes]] = set()  # (root, validator, signature) that verified
+
+    def on_share(self, message: SignedGossip) -> None:
+        body = message.payload.body
+        if isinstance(body, ResultSigned):  # the signature is checked in the aggregate before posting
+            self.shares.add(message.payload.round, bytes.fromhex(body.result_root[2:]), body.validator,
+                            bytes.fromhex(body.signature[2:]))
+
+    async def settle(self, r: int) -> None:
+        """From the end of the audit phase until round `r` ended (final or fallback)."""
+        ctx = self.ctx
+        await self._wait_postable(r)
+        settled = await self._own_result(r)
+        root = settled.header.result_root() if settled else None
+        next_share = 0.0
+        while not await ctx.port.view("rounds", "finalized", r):
+            if settled is not None and trio.current_time() >= next_share:
+                await self._share(r, settled)
+                next_share = trio.current_time() + RESIGN_EVERY_S
+            pending = await self._pending_post(r)
+            if pending is not None:
+                await self._watch_pending(r, pending, root)
+            elif await ctx.next_block_time() >= int(await ctx.port.view("results", "result_deadline", r)):
+                if await ctx.port.try_send(ctx.client.fall_back, r):
+                    ctx.log.warning("round fell back: no result was final by the deadline %s", kv(round=r))
+            elif settled is not None:
+                await self._maybe_post(r, settled)
+            await trio.sleep(ctx.config.poll_s)
+        self.shares.forget_before(r)
+
+    async def _wait_postable(self, r: int) -> None:
+        ctx = self.ctx
+        while not (await ctx.port.view("rounds", "audit_closed", r)
+                   and not await ctx.port.view("disputes", "open_in_round", r)):
+            if await ctx.port.view("rounds", "finalized", r):
+                return
+            await trio.sleep(ctx.config.poll_s)
+
+    async def _own_result(self, r: int) -> SettledRound | None:
+        ctx = self.ctx
+        try:
+            blob, model_hash = await ctx.compute_next(r)
+        except StateMismatch as exc:
+            # an aggregated update is unavailable right now: the others certify, and this node
+            # fetches the certified state from them when the next round opens
+            ctx.log.warning("cannot compute the next model, not signing %s", kv(round=r, reason=exc))
+            return None
+        await ctx._keep_state(r + 1, model_hash, blob)  # served to peers by its hash from now on
+        settled = await ctx.port(ctx.history.settle, r, model_hash)
+        ctx.log.info("result computed %s", kv(round=r, root=settled.header.result_root().hex()[:12],
+                                              minted=settled.result.minted, quorum=settled.result.quorum,
+                                              model=model_hash.hex()[:12]))
+        return settled
+
+    async def _share(self, r: int, settled: SettledRound) -> None:
+        root = settled.header.result_root()
+        signature = await trio.to_thread.run_sync(bls_sign, self.secret, root)
+        self.shares.add(r, root, self.ctx.address.lower(), signature)
+        await self.ctx.p2p.publish(r, ResultSigned(
+            validator=self.ctx.address.lower(), result_root="0x" + root.hex(),
+            model_hash="0x" + settled.header.model_hash.hex(), signature="0x" + signature.hex()))
+
+    async def _maybe_post(self, r: int, settled: SettledRound) -> None:
+        ctx = self.ctx
+        root = settled.header.result_root()
+        validators = {v.lower(): v for v in settled.inputs.validators}
+        weights = dict(zip(settled.inputs.validators, settled.inputs.weights, strict=True))
+        shares = {validators[v]: g for v, g in self.shares.of(r, root).items() if v in validators}
+        if sum(weights[v] for v in shares) * 3 <= sum(weights.values()) * 2:
+            return  # not enough shares yet: cheap to ask before any signature is checked
+        shares = {v: g for v, g in shares.items() if await self._share_holds(root, v, g)}
+        if sum(weights[v] for v in shares) * 3 <= sum(weights.values()) * 2:
+            return
+        rank = sorted(weights, key=lambda a: int(a, 16)).index(ctx.address)
+        audit_deadline = (await ctx.port(ctx.client.round_info, r))["audit_deadline"]
+        if rank > 0 and await ctx.next_block_time() < audit_deadline + rank * POST_STAGGER_S:
+            return  # a higher-ranked validator posts first; later ranks step in if it does not
+        non_signers = sorted((v for v in weights if v not in shares), key=lambda a: int(a, 16))
+        keys = [bytes(await ctx.port.view("keys", "key_of", a)) for a in non_signers]
+        aggregate = await trio.to_thread.run_sync(bls_aggregate, list(shares.values()))
+        if await ctx.port.try_send(ctx.client.post_result, list(settled.header.words()), g2_to_eip2537(aggregate),
+                                   non_signers, keys):
+            ctx.log.info("result posted %s", kv(round=r, root=root.hex()[:12], signers=len(shares),
+                                                non_signers=len(non_signers)))
+
+    async def _share_holds(self, root: bytes, validator: str, signature: bytes) -> bool:
+        """Whether `signature` is `validator`'s signature of `root` under its registered key
+        (a bad share would make the whole certificate fail on chain)."""
+        if (root, validator, signature) in self._verified:
+            return True
+        key = bytes(await self.ctx.port.view("keys", "key_of", validator))
+        if not key:
+            return False
+        try:
+            holds = await trio.to_thread.run_sync(bls_verify, g1_from_eip2537(key), root, signature)
+        except BlsError:
+            holds = False
+        if holds:
+            self._verified.add((root, validator, signature))
+        else:
+            self.ctx.log.warning("bad result signature share %s", kv(validator=validator, root=root.hex()[:12]))
+        return holds
+
+    async def _pending_post(self, r: int) -> dict | None:
+        ctx = self.ctx
+        if await ctx.port.view("results", "pending", r) == ZERO32:
+            return None
+        rows = [row for row in await ctx.port(self.posts.rows) if row["round"] == r]
+        return rows[-1] if rows else None
+
+    async def _watch_pending(self, r: int, post: dict, own_root: bytes | None) -> None:
+        ctx = self.ctx
+        if own_root is not None and bytes(post["result_root"]) != own_root:
+            ctx.log.warning("posted result differs from this validator's %s",
+                            kv(round=r, posted=bytes(post["result_root"]).hex()[:12], own=own_root.hex()[:12]))
+            return  # never make a root this node disagrees with final
+        window = int(await ctx.port.view("results", "challenge_window"))
+        if await ctx.next_block_time() < int(post["posted_time"]) + window:
+            return
+        non_signers = [str(a) for a in post["non_signers"]]
+        if await ctx.port.try_send(ctx.client.finalize_result, [bytes(w) for w in post["header"]], list_hash(non_signers),
+                                   int(post["posted_time"]), int(post["attempt"])):
+            ctx.log.info("result final %s", kv(round=r, root=bytes(post["result_root"]).hex()[:12]))
