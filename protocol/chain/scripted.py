@@ -17,6 +17,7 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from protocol.chain.backend import advance_time
+from protocol.chain.claims import claim_owed
 from protocol.chain.client import ChainClient, Role, Vote
 from protocol.chain.settlement_history import SettlementHistory
 from protocol.config.run_config import TOKEN_UNIT
@@ -158,10 +159,6 @@ def claim_all(net: ScriptedNetwork) -> None:
     """Every participant claims everything it earned, with a proof built from chain data."""
     history = SettlementHistory(net.validators[0].client)
     for p in [*net.miners, *net.validators]:
-        found = history.latest_entry(p.address)
-        if found is None:
-            continue
-        round_, settled = found
-        claim = settled.claim_of(p.address)
-        if claim.amount > int(p.client.call("rewards", "claimed", p.address)):
-            net.record("claim", p.client.claim(round_, claim.amount, list(claim.proof)))
+        claimed = claim_owed(p.client, history)
+        if claimed is not None:
+            net.record("claim", claimed[1])

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.chain.client import ChainClient, Phase, ReportStatus, Role
+from protocol.chain.client import ChainClient, Phase, ReportStatus, Role, reveals_from
 from protocol.chain.events import read_events
+from protocol.chain.settlement_history import SettlementHistory
+from protocol.core.errors import ConfigError
 from protocol.core.fraud import FraudKind
 
-LOSS_SCALE = 1_000_000  # attested held-out losses are fixed point
+LOSS_SCALE = 1_000_000  # revealed held-out losses are fixed point
 
 
 def _hex(value: bytes) -> str:
@@ -22,7 +24,7 @@ def summary(client: ChainClient) -> dict[str, Any]:
     return {
         "chain_id": dep.chain_id,
         "contracts": dep.contracts.model_dump(),
-        "run_config_hash": dep.run_config_hash,
+        "run_config_hash": "0x" + dep.run_config_hash.removeprefix("0x"),
         "started": client.started(),
         "current_round": client.current_round(),
         "miners": sum(1 for r in roles.values() if r == Role.MINER),
@@ -31,14 +33,13 @@ def summary(client: ChainClient) -> dict[str, Any]:
         "token": {
             "total_supply": call("token", "totalSupply"),
             "minted": call("rewards", "total_minted"),
-            "forfeited_burned": call("rewards", "total_burned"),
             "slashed": call("staking", "total_slashed"),
         },
         "totals": {
             "staked": call("staking", "total_staked"),
             "unbonding": call("staking", "total_unbonding"),
-            "claimable": call("rewards", "total_claimable"),
-            "held": call("rewards", "total_held"),
+            "claimed": call("rewards", "total_claimed"),
+            "unclaimed": call("rewards", "total_minted") - call("rewards", "total_claimed"),
             "report_bonds": call("disputes", "total_bonds"),
         },
     }
@@ -47,11 +48,12 @@ def summary(client: ChainClient) -> dict[str, Any]:
 def rounds(client: ChainClient) -> list[dict[str, Any]]:
     if not client.started():
         return []
-    finalized = {row["round"]: row for row in read_events(client, "scores", "Finalized")}
+    history = SettlementHistory(client)
+    posts = _posts_by_round(client)
     out = []
     for r in range(client.current_round() + 1):
         info = client.round_info(r)
-        fin = finalized.get(r)
+        settled = history.final(r)
         out.append({
             "round": r,
             "phase": Phase(client.phase(r)).name.lower(),
@@ -59,41 +61,54 @@ def rounds(client: ChainClient) -> list[dict[str, Any]]:
             "commits": info["commits"],
             "active_miners": info["active_miners"],
             "model_hash": _hex(client.call("rounds", "model_hash", r)),
-            "heldout_loss": client.call("attestation", "heldout_loss", r) / LOSS_SCALE if r > 0 else None,
-            "minted": fin["minted"] if fin else None,
-            "fallback": fin["fallback"] if fin else None,  # finalized without the reveal quorum
-            "validators_revealed": fin["validators"] if fin else len(client.call("scores", "revealed_validators_of", r)),
+            "result": _result_status(client, r, posts.get(r, [])),
+            "heldout_loss": settled.result.heldout_loss / LOSS_SCALE if settled else None,
+            "minted": settled.result.minted if settled else None,
+            "quorum": settled.result.quorum if settled else None,
+            "fallback": client.fallback(r),  # ended without a final result: nothing minted, model unchanged
+            "validators_revealed": sum(1 for v in client.validators_of(r) if client.call("scores", "revealed", r, v))
+            if info["start_time"] else 0,
         })
     return out
 
 
 def round_detail(client: ChainClient, round_: int) -> dict[str, Any]:
+    if not client.started() or round_ > client.current_round():
+        raise ConfigError(f"round {round_} does not exist (current round: {client.current_round() if client.started() else 'none'})")
     info = client.round_info(round_)
-    settled = {row["miner"]: row for row in read_events(client, "rewards", "MinerSettled") if row["round"] == round_}
-    paid = {row["validator"]: row for row in read_events(client, "rewards", "ValidatorSettled") if row["round"] == round_}
-    commits = [row for row in read_events(client, "rounds", "UpdateCommitted") if row["round"] == round_]
+    history = SettlementHistory(client)
+    settled = history.final(round_)
+    commits = sorted((row for row in read_events(client, "rounds", "UpdateCommitted") if row["round"] == round_),
+                     key=lambda row: row["index"])
     miners = []
     for row in commits:
-        m = row["miner"]
-        s = settled.get(m)
-        miners.append({"address": m, "update_hash": _hex(row["update_hash"]), "trace_root": _hex(row["trace_root"]),
-                       "consensus": s["consensus"] if s else None, "reward": s["reward"] if s else None,
-                       "held": s["held"] if s else None, "reputation": s["reputation"] if s else None})
+        i = int(row["index"])
+        res = settled.result if settled else None
+        miners.append({"address": row["miner"], "column": i, "update_hash": _hex(row["update_hash"]),
+                       "trace_root": _hex(row["trace_root"]),
+                       "consensus": res.consensus[i] if res else None, "reward": res.pay[i] if res else None,
+                       "reputation": res.reputation[i] if res else None,
+                       "cumulative": res.cumulative[i] if res else None})
+    reveals = reveals_from(read_events(client, "scores", "ScoresRevealed"), round_)
     validators = []
-    for v in client.validators_of(round_) if info["start_time"] else []:
-        p = paid.get(v)
+    for j, v in enumerate(client.validators_of(round_) if info["start_time"] else []):
+        rev = reveals.get(v)
         validators.append({"address": v, "weight": client.call("rounds", "validator_weight", round_, v),
-                           "revealed": client.call("scores", "revealed", round_, v),
-                           "agreement": p["agreement"] / 10**18 if p else None, "reward": p["reward"] if p else None,
-                           "scores": list(client.call("scores", "scores_of", round_, v))})
+                           "revealed": rev is not None, "scores": rev["scores"] if rev else [],
+                           "heldout_loss": rev["heldout_loss"] / LOSS_SCALE if rev else None,
+                           "witness_root": _hex(rev["witness_root"]) if rev else None,
+                           "reward": settled.result.validator_credit[j] if settled else None,
+                           "cumulative": settled.result.validator_cumulative[j] if settled else None})
     return {
         "round": round_, "phase": Phase(client.phase(round_)).name.lower(),
         "seed": _hex(info["seed"]), "commit_deadline": info["commit_deadline"],
         "score_deadline": info["score_deadline"], "reveal_deadline": info["reveal_deadline"],
         "audit_deadline": info["audit_deadline"],
+        "result_deadline": client.call("results", "result_deadline", round_),
         "model_hash": _hex(client.call("rounds", "model_hash", round_)),
         "next_model_hash": _hex(client.call("rounds", "model_hash", round_ + 1)),
-        "next_heldout_loss": client.call("attestation", "heldout_loss", round_ + 1) / LOSS_SCALE,
+        "result": _result_status(client, round_, _posts_by_round(client).get(round_, [])),
+        "heldout_loss": settled.result.heldout_loss / LOSS_SCALE if settled else None,
         "miners": miners, "validators": validators,
         "reports": [d for d in disputes(client) if d["round"] == round_],
     }
@@ -105,26 +120,64 @@ def node(client: ChainClient, address: str) -> dict[str, Any]:
     role = call("staking", "role", address)
     slashes = [{"amount": row["amount"], "reporter": row["reporter"], "burned": row["burned"], "block": row["_block"]}
                for row in read_events(client, "staking", "Slashed") if row["account"] == address]
-    history = [{"round": row["round"], "consensus": row["consensus"], "reward": row["reward"], "held": row["held"]}
-               for row in read_events(client, "rewards", "MinerSettled") if row["miner"] == address]
+    history = SettlementHistory(client)
+    latest = history.latest_entry(address)
+    earned = latest[1].claim_of(address).amount if latest else 0
+    rows = []
+    for r in range(client.current_round() if client.started() else 0):
+        settled = history.final(r)
+        entry = settled.entry_of(address) if settled else None
+        if settled is None or entry is None:
+            continue
+        if address in settled.inputs.miners:
+            rows.append({"round": r, "consensus": settled.result.consensus[entry.index],
+                         "reward": settled.result.pay[entry.index], "cumulative": entry.cumulative})
+        else:
+            rows.append({"round": r, "reward": settled.result.validator_credit[entry.index],
+                         "cumulative": entry.cumulative})
     return {
         "address": address,
         "role": Role(role).name.lower() if role else None,
         "node_key": _hex(call("staking", "node_key", address)),
+        "bls_key": _hex(call("keys", "key_of", address)) if call("keys", "key_hash", address) != bytes(32) else None,
         "multiaddr": call("staking", "multiaddr", address),
         "token_balance": client.token_balance(address),
         "staked": call("staking", "staked", address),
         "unbonding": call("staking", "unbonding", address),
         "unbond_release_time": call("staking", "unbond_release_time", address),
         "eligible": call("staking", "eligible_role", address) != 0,
-        "reputation": call("rewards", "reputation", address),
-        "claimable": call("rewards", "claimable", address),
+        "reputation": latest[1].entry_of(address).reputation if latest else 0,  # type: ignore[union-attr]
+        "cumulative_earned": earned,
         "claimed": call("rewards", "claimed", address),
+        "claimable": earned - call("rewards", "claimed", address),
         "open_reports": call("staking", "open_reports", address),
         "slashed": sum(s["amount"] for s in slashes),
         "slashes": slashes,
-        "rounds": history,
+        "rounds": rows,
     }
+
+
+def _posts_by_round(client: ChainClient) -> dict[int, list[dict[str, Any]]]:
+    out: dict[int, list[dict[str, Any]]] = {}
+    for row in read_events(client, "results", "ResultPosted"):
+        out.setdefault(int(row["round"]), []).append(row)
+    return out
+
+
+def _result_status(client: ChainClient, round_: int, posts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every posted root of the round with its status (pending, rejected, final) and its challenges."""
+    final = bytes(client.call("results", "final_root", round_))
+    rejected = int(client.call("results", "rejected_count", round_))
+    challenges = [row for row in read_events(client, "challenges", "ChallengeUpheld") if int(row["round"]) == round_]
+    failed = [row for row in read_events(client, "challenges", "ChallengeFailed") if int(row["round"]) == round_]
+    roots = []
+    for row in posts:
+        attempt, root = int(row["attempt"]), bytes(row["result_root"])
+        status = "final" if root == final else "rejected" if attempt <= rejected else "pending"
+        roots.append({"attempt": attempt, "root": _hex(root), "status": status, "posted_time": row["posted_time"],
+                      "non_signers": list(row["non_signers"]), "poster": row["poster"]})
+    return {"roots": roots, "final_root": _hex(final) if final != bytes(32) else None,
+            "challenges_upheld": len(challenges), "challenges_failed": len(failed)}
 
 
 def disputes(client: ChainClient) -> list[dict[str, Any]]:

@@ -116,11 +116,22 @@ def withdraw(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt) -> None:
 
 
 def claim(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt) -> None:
-    """Claim accrued rewards."""
+    """Claim everything this account earned up to the latest final round, with a Merkle proof
+    built from chain data and checked against the on-chain root before it is sent."""
+    from protocol.chain.claims import claim_owed
+
     client, _ = node_client(rpc, deployment, keys)
-    amount = client.call("rewards", "claimable", client.address)
-    client.claim()
-    typer.echo(f"claimed {amount / 10**18:g}")
+    claimed = claim_owed(client)
+    if claimed is None:
+        raise ConfigError(f"nothing to claim for {client.address}")
+    owed = claimed[0]
+    typer.echo(f"claimed {format_tokens(owed.owed)} (everything earned up to round {owed.round})")
+
+
+def format_tokens(wei: int) -> str:
+    """An exact token amount: whole tokens, then the significant decimals of 18."""
+    whole, frac = divmod(wei, 10**18)
+    return f"{whole}" if frac == 0 else f"{whole}.{frac:018d}".rstrip("0")
 
 
 def install(app: typer.Typer, wrap: Any) -> None:

@@ -93,6 +93,12 @@ def prepare_node(role: str, rpc: str, deployment: Path, keys: Path, listen: str,
         msg = binding_message(client.handle.chain_id, bytes.fromhex(client.staking.address[2:]),
                               bytes.fromhex(client.address[2:]))
         client.register(want, node_keys.identity.public_key, listen, node_keys.identity.sign(msg))
+    if want == Role.VALIDATOR:
+        from protocol.chain.bls_registration import ensure_bls_key
+
+        if node_keys.bls is None:
+            raise ConfigError(f"{keys} holds no BLS key; a validator signs results with one (veritrain keys new)")
+        ensure_bls_key(client, node_keys.bls)
     if stake is not None:
         missing = parse_tokens(stake) - client.call("staking", "staked", client.address)
         if missing > 0:

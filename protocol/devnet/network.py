@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import socket
 import tempfile
 import threading
@@ -20,11 +21,14 @@ from pathlib import Path
 import trio
 
 from miner.node import MinerNode
+from protocol.chain.bls_registration import ensure_bls_key
+from protocol.chain.claims import claim_owed
 from protocol.chain.client import ChainClient, Role
 from protocol.chain.deploy import deploy
 from protocol.chain.devchain import DevChain
 from protocol.config.run_config import TOKEN_UNIT, ChainParams, GenesisAllocation, RunConfig
 from protocol.config.run_setup import resolve
+from protocol.core.bls import bls_keygen
 from protocol.core.errors import ConfigError, VeritrainError
 from protocol.core.signing import NodeIdentity, binding_message
 from protocol.devnet.cheats import CHEATS, MinerCheat
@@ -104,7 +108,8 @@ def run_config_for(opts: DevnetOptions, accounts: list[LocalAccount]) -> RunConf
     # generous deadlines cost nothing while every node keeps up (phases close early once all
     # have acted) and keep a busy laptop from missing a phase; the challenge window is waited out
     chain = {"commit_duration": 300, "score_duration": 300, "reveal_duration": 60, "audit_duration": 60, "challenge_window": 60,
-             "unbonding_delay": 900, "emission_per_round": 1000, **opts.chain}
+             "result_duration": 60, "result_challenge_window": 8, "unbonding_delay": 900, "emission_per_round": 1000,
+             **opts.chain}
     training = {"preset": opts.preset, **opts.training}
     genesis = [GenesisAllocation(address=a.address, amount=10_000) for a in accounts]
     return RunConfig(run_name="devnet", chain=ChainParams(**chain), training=training, genesis=genesis)
@@ -115,6 +120,8 @@ def _register(member: Member, stake_tokens: int) -> None:
     message = binding_message(client.handle.chain_id, bytes.fromhex(client.staking.address[2:]),
                               bytes.fromhex(member.address[2:]))
     client.register(member.role, identity.public_key, member.listen, identity.sign(message))
+    if member.keys.bls is not None:
+        ensure_bls_key(client, member.keys.bls)
     client.stake(stake_tokens * TOKEN_UNIT)
 
 
@@ -137,7 +144,8 @@ def setup_network(opts: DevnetOptions, progress: Progress,
     members = [Member(Role.MINER, kind, NodeKeys(a, NodeIdentity.generate()), admin.with_account(a))
                for kind, a in zip(kinds, accounts[:n_miners], strict=True)]
     v_kinds = ["honest"] * (opts.validators - opts.lazy_validators) + ["lazy-validator"] * opts.lazy_validators
-    members += [Member(Role.VALIDATOR, kind, NodeKeys(a, NodeIdentity.generate()), admin.with_account(a))
+    members += [Member(Role.VALIDATOR, kind, NodeKeys(a, NodeIdentity.generate(), bls_keygen(os.urandom(32))),
+                       admin.with_account(a))
                 for kind, a in zip(v_kinds, accounts[n_miners:], strict=True)]
     chain.start()
     return chain, admin, members
@@ -253,8 +261,7 @@ def run_devnet(opts: DevnetOptions, progress: Progress) -> tuple[ChainClient, li
             except trio.TooSlowError as exc:
                 raise DevnetIncomplete(f"the devnet did not finish {opts.rounds} rounds in {opts.timeout_s:.0f}s") from exc
             progress("claiming rewards")
-            _in_parallel([m.client.claim for m in members
-                          if m.name not in crashed and m.client.call("rewards", "claimable", m.address) > 0])
+            _in_parallel([functools.partial(claim_owed, m.client) for m in members if m.name not in crashed])
     finally:
         chain.stop()
         _in_parallel([w.close for w in workers])  # nodes close theirs; these are the ones that never ran

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from protocol.chain.client import ChainClient, ReportStatus, Role
 from protocol.chain.events import read_many
+from protocol.chain.settlement_history import SettlementHistory
 from protocol.config.run_config import TOKEN_UNIT
 from protocol.core.fraud import FraudKind
 
@@ -23,38 +24,45 @@ def _tokens(amount: int) -> float:
 
 
 def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any], rounds: int) -> dict[str, Any]:
-    logs = read_many(admin, [("rewards", "MinerSettled"), ("disputes", "FraudResolved"), ("staking", "Slashed")])
-    settled = logs[("rewards", "MinerSettled")]
+    logs = read_many(admin, [("disputes", "FraudResolved"), ("staking", "Slashed")])
     resolved = {row["report_id"]: row for row in logs[("disputes", "FraudResolved")]}
     reports = [admin.report(rid) | {"id": rid} for rid in range(1, admin.call("disputes", "report_count") + 1)]
+    history = SettlementHistory(admin)  # every figure below is rebuilt from chain data
     out_rounds = []
     for r in range(rounds):
-        rows = {row["miner"]: row for row in settled if row["round"] == r}
+        settled = history.final(r)
         miners = []
         for m in (m for m in members if m.role == Role.MINER):
             committed = bool(admin.call("rounds", "has_committed", r, m.address))
             against = [rep for rep in reports if rep["round"] == r and rep["miner"] == m.address]
             confirmed = [rep for rep in against if rep["status"] == 2]
-            row = rows.get(m.address)
+            column = settled.inputs.miners.index(m.address) if settled and m.address in settled.inputs.miners else None
             miners.append({
                 "address": m.address, "kind": m.kind, "committed": committed,
                 # verified: its proof held (no report against it was confirmed); null: nothing committed
                 "verified": (not confirmed) if committed else None,
-                "score": (row["consensus"] / SCORE_SCALE) if row else 0.0,
-                "reward": _tokens(row["reward"]) if row and not confirmed else 0.0,
+                "score": settled.result.consensus[column] / SCORE_SCALE if column is not None else 0.0,
+                "reward": _tokens(settled.result.pay[column]) if column is not None else 0.0,
                 "slashed": _tokens(sum(resolved[rep["id"]]["slashed"] for rep in confirmed if rep["id"] in resolved)),
             })
-        out_rounds.append({"round": r, "heldout_loss": admin.call("attestation", "heldout_loss", r + 1) / LOSS_SCALE,
+        out_rounds.append({"round": r, "fallback": admin.fallback(r),
+                           # the median of the losses validators revealed for the model round r trained
+                           "heldout_loss": settled.result.heldout_loss / LOSS_SCALE if settled else None,
                            "model_hash": "0x" + admin.call("rounds", "model_hash", r + 1).hex(), "miners": miners})
     slashes = logs[("staking", "Slashed")]
     final = []
     for m in members:
+        latest = history.latest_entry(m.address)
+        entry = latest[1].entry_of(m.address) if latest else None
+        earned = entry.cumulative if entry else 0
+        claimed = admin.call("rewards", "claimed", m.address)
         final.append({
             "address": m.address, "role": m.role.name.lower(), "kind": m.kind,
             "stake": _tokens(admin.call("staking", "staked", m.address) + admin.call("staking", "unbonding", m.address)),
-            "reputation": admin.call("rewards", "reputation", m.address) / SCORE_SCALE,
-            "claimable": _tokens(admin.call("rewards", "claimable", m.address)),
-            "claimed": _tokens(admin.call("rewards", "claimed", m.address)),
+            "reputation": (entry.reputation if entry else 0) / SCORE_SCALE,
+            "earned": _tokens(earned),
+            "claimable": _tokens(earned - claimed),
+            "claimed": _tokens(claimed),
             "slashed": _tokens(sum(s["amount"] for s in slashes if s["account"] == m.address)),
         })
     return {"config": config, "rounds": out_rounds, "final": final, "reports": _reports(reports, resolved)}
@@ -85,8 +93,9 @@ def _plots(report: dict[str, Any], out: Path) -> list[Path]:
 
     rounds = [r["round"] for r in report["rounds"]]
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(rounds, [r["heldout_loss"] for r in report["rounds"]], marker="o")
-    ax.set(xlabel="round", ylabel="attested held-out loss", title="global model quality per round")
+    ax.plot(rounds, [r["heldout_loss"] if r["heldout_loss"] is not None else float("nan") for r in report["rounds"]],
+            marker="o")
+    ax.set(xlabel="round", ylabel="held-out loss (median revealed)", title="global model quality per round")
     fig.tight_layout()
     fig.savefig(out / "heldout_loss.png", dpi=110)
     plt.close(fig)
@@ -111,7 +120,7 @@ def render_settlement(console: Console, report: dict[str, Any]) -> None:
         losses.add_column(col)
     for r in report["rounds"]:
         ms = r["miners"]
-        losses.add_row(str(r["round"]), f"{r['heldout_loss']:.4f}", r["model_hash"][:12],
+        losses.add_row(str(r["round"]), f"{r['heldout_loss']:.4f}" if r["heldout_loss"] is not None else "-", r["model_hash"][:12],
                        str(sum(m["committed"] for m in ms)), str(sum(bool(m["verified"]) for m in ms)),
                        f"{sum(m['reward'] for m in ms):,.2f}")
     console.print(losses)

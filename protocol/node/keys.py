@@ -26,6 +26,7 @@ KDF_ITERATIONS = 262_144  # eth-account's default scrypt/pbkdf2 work factor
 class NodeKeys:
     account: LocalAccount
     identity: NodeIdentity
+    bls: int | None = None  # the BLS12-381 secret validators sign results with
 
 
 def new_keys(directory: Path, password: str, kdf_iterations: int = KDF_ITERATIONS) -> tuple[str, bytes]:
