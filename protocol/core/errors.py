@@ -20,6 +20,11 @@ class SignatureError(VeritrainError):
     """Raised when an ed25519 signature or public key is malformed or does not verify."""
 
 
+class BlsError(VeritrainError):
+    """Raised when a BLS12-381 secret, public key or signature is malformed (wrong length,
+    not a curve point, outside the prime-order subgroup, or the point at infinity as a key)."""
+
+
 class ChainError(VeritrainError):
     """Raised when the chain cannot be reached or answers something unexpected."""
 

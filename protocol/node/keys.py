@@ -65,6 +65,25 @@ def load_keys(directory: Path, password: str) -> NodeKeys:
 def load_keystore(path: Path, password: str, hint: str | None = None) -> LocalAccount:
     """Decrypt an eth-account keystore file (a node's, or a deployer's `--key`); every
     failure is a ConfigError that names the file."""
+    secret = decrypt_secret(path, password, hint)
+    try:
+        return Account.from_key(secret)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"cannot decrypt {path}: wrong password or corrupt keystore") from exc
+
+
+def encrypt_secret(secret: bytes, password: str, kdf_iterations: int = KDF_ITERATIONS) -> dict:
+    """A v3 keystore (scrypt) of a 32-byte secret that is not an account key (a BLS secret):
+    eth-account's format, less the address it would derive from the secret as if it were one."""
+    if not password:
+        raise ConfigError("refusing to write a keystore with an empty password")
+    keystore = dict(Account.encrypt(secret, password, kdf="scrypt", iterations=kdf_iterations))
+    keystore.pop("address", None)
+    return keystore
+
+
+def decrypt_secret(path: Path, password: str, hint: str | None = None) -> bytes:
+    """The secret in keystore file `path`; every failure is a ConfigError that names the file."""
     path = Path(path)
     try:
         keystore = json.loads(path.read_text())
@@ -73,7 +92,7 @@ def load_keystore(path: Path, password: str, hint: str | None = None) -> LocalAc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path} is not a JSON keystore") from exc
     try:
-        return Account.from_key(Account.decrypt(keystore, password))
+        return bytes(Account.decrypt(keystore, password))
     except (ValueError, TypeError, KeyError) as exc:
         raise ConfigError(f"cannot decrypt {path}: wrong password or corrupt keystore") from exc
 

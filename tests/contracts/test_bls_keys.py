@@ -1,0 +1,148 @@
+"""BlsKeys and the bls module on the EIP-2537 precompiles (boa runs py-evm's Prague VM).
+
+Every on-chain BLS check is a pairing plus a hash to G2, seconds in py-evm, so the tests
+are few and each one checks several things.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import boa
+from conftest import MINER, VALIDATOR, deploy_stack, join, last_logs, partial
+from eth_utils import keccak
+
+from protocol.core.bls import (
+    DST_SIG,
+    bls_aggregate,
+    bls_aggregate_public_keys,
+    bls_keygen,
+    bls_pop_prove,
+    bls_public_key,
+    bls_sign,
+    g1_to_eip2537,
+    g2_to_eip2537,
+)
+
+HARNESS = Path(__file__).parent / "mocks" / "BlsHarness.vy"
+ROOT = b"\x42" * 32  # a result root
+INFINITY_G1 = bytes(128)
+# gas the bls module may spend (boa counts execution, not the 21000 + calldata of a transaction)
+MAX_VERIFY_GAS = 200_000
+MAX_REGISTER_GAS = 340_000  # the check above plus seven fresh storage slots
+
+
+@functools.cache
+def validator_key(i: int) -> tuple[int, bytes, bytes, bytes]:
+    """(secret, compressed key, EIP-2537 key, EIP-2537 proof of possession) of validator i."""
+    sk = bls_keygen(keccak(b"bls-test-%d" % i))
+    pk = bls_public_key(sk)
+    return sk, pk, g1_to_eip2537(pk), g2_to_eip2537(bls_pop_prove(sk))
+
+
+def registry():
+    stack = deploy_stack()
+    return stack, partial("BlsKeys").deploy(stack.staking.address)
+
+
+def registered(stack, keys, i: int) -> str:
+    account = join(stack, VALIDATOR, 0)
+    _, _, key, pop = validator_key(i)
+    keys.register(key, pop, sender=account)
+    return account
+
+
+def test_register_stores_the_key_once():
+    stack, keys = registry()
+    account = join(stack, VALIDATOR, 0)
+    _, _, key, pop = validator_key(0)
+    keys.register(key, pop, sender=account)
+    gas = keys._computation.get_gas_used()
+    (event,) = last_logs(keys, "BlsKeyRegistered")
+    print(f"register: {gas} gas")
+    assert gas < MAX_REGISTER_GAS
+    assert keys.key_of(account) == key and keys.key_hash(account) == keccak(key)
+    assert keys.key_owner(keccak(key)) == account
+    assert (event.account, event.pubkey) == (account, key)
+    assert keys.key_hash(boa.env.generate_address()) == b"\x00" * 32
+    with boa.reverts("bls: key already registered"):
+        keys.register(validator_key(1)[2], validator_key(1)[3], sender=account)
+    with boa.reverts("bls: key taken"):
+        keys.register(key, pop, sender=join(stack, VALIDATOR, 0))
+
+
+def test_register_refuses_bad_proofs_infinity_and_non_validators():
+    stack, keys = registry()
+    account = join(stack, VALIDATOR, 0)
+    _, _, key, pop = validator_key(0)
+    with boa.reverts("bls: invalid proof of possession"):
+        keys.register(key, validator_key(1)[3], sender=account)  # another key's proof
+    with boa.reverts("bls: invalid proof of possession"):
+        keys.register(key, b"\x01" * 256, sender=account)  # not a G2 point
+    with boa.reverts("bls: invalid proof of possession"):
+        keys.register(key, g2_to_eip2537(bls_sign(validator_key(0)[0], validator_key(0)[1])), sender=account)  # DST_SIG
+    with boa.reverts("bls: key is the point at infinity"):
+        keys.register(INFINITY_G1, bytes(256), sender=account)
+    with boa.reverts("bls: not a validator"):
+        keys.register(key, pop, sender=join(stack, MINER, 0))
+    with boa.reverts("bls: not a validator"):
+        keys.register(key, pop, sender=boa.env.generate_address())
+    assert keys.key_hash(account) == b"\x00" * 32
+
+
+def test_verify_accepts_py_ecc_signatures_only():
+    _, keys = registry()
+    sk, _, key, _ = validator_key(0)
+    sig = g2_to_eip2537(bls_sign(sk, ROOT))
+    assert keys.verify(key, ROOT, sig)
+    gas = keys._computation.get_gas_used()
+    print(f"verify: {gas} gas")
+    assert gas < MAX_VERIFY_GAS
+    assert not keys.verify(key, b"\x43" * 32, sig)
+    assert not keys.verify(validator_key(1)[2], ROOT, sig)
+    assert not keys.verify(key, ROOT, b"\x01" * 256)  # garbage: False, not a revert
+    assert not keys.verify(INFINITY_G1, ROOT, bytes(256))  # infinity verifies anything: refused
+
+
+def test_cache_aggregate_sums_keyed_validators_once():
+    stack, keys = registry()
+    accounts = [registered(stack, keys, i) for i in range(3)]
+    keyless = join(stack, VALIDATOR, 0)
+    members = [accounts[0], keyless, accounts[1], accounts[2]]
+    set_hash = keys.cache_aggregate(members)
+    print(f"cache_aggregate of 3 keys (+1 keyless): {keys._computation.get_gas_used()} gas")
+    (event,) = last_logs(keys, "AggregateCached")
+    pks = [validator_key(i)[1] for i in range(3)]
+    aggregate = g1_to_eip2537(bls_aggregate_public_keys(pks))
+    assert set_hash == keccak(b"".join(x.to_bytes(32, "big") for x in (32, 4)) +
+                              b"".join(bytes(12) + bytes.fromhex(str(a)[2:]) for a in members))
+    assert keys.aggregate_of(set_hash) == aggregate
+    assert (event.set_hash, event.aggregate, event.keyed) == (set_hash, aggregate, 3)
+    # the cache is final, and a same-message aggregate signature verifies against it
+    assert keys.cache_aggregate(members) == set_hash and not last_logs(keys, "AggregateCached")
+    sig = bls_aggregate([bls_sign(validator_key(i)[0], ROOT) for i in range(3)])
+    assert keys.verify(keys.aggregate_of(set_hash), ROOT, g2_to_eip2537(sig))
+    assert keys.aggregate_of(keys.cache_aggregate([keyless])) == INFINITY_G1
+    assert keys.aggregate_of(b"\x00" * 32) == b""
+
+
+def test_module_points_and_hash_to_curve_match_py_ecc():
+    from hashlib import sha256
+
+    from py_ecc.bls.hash_to_curve import hash_to_G2
+    from py_ecc.optimized_bls12_381 import normalize
+
+    harness = boa.load_partial(str(HARNESS)).deploy()
+    x, y = normalize(hash_to_G2(b"veritrain", DST_SIG, sha256))
+    assert harness.hash_to_g2(b"veritrain", DST_SIG) == b"".join(
+        int(c).to_bytes(64, "big") for c in (*x.coeffs, *y.coeffs))
+    flags = set()
+    for i in range(4):
+        _, pk, key, _ = validator_key(i)
+        assert harness.compress_g1(key) == pk
+        flags.add(pk[0] & 0x20)
+        assert harness.g1_add(key, harness.g1_neg(key)) == INFINITY_G1
+    assert flags == {0, 0x20}  # both signs of y were compressed
+    assert harness.compress_g1(INFINITY_G1) == b"\xc0" + bytes(47)
+    assert harness.g1_neg(INFINITY_G1) == INFINITY_G1
