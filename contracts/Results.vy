@@ -57,7 +57,9 @@ signer_slash_bps: public(immutable(uint256))
 challenger_share_bps: public(immutable(uint256))
 deployer: immutable(address)
 
-challenges: public(address)
+# the two contracts that recompute a posted value from chain data (split for EIP-170)
+column_challenges: public(address)
+account_challenges: public(address)
 disputes: public(IDisputes)
 # keccak(abi_encode(result_root, non_signers_hash, posted_time, attempt)) of the pending attempt
 pending: public(HashMap[uint256, bytes32])
@@ -102,7 +104,8 @@ event SignerSlashed:
     amount: uint256
 
 event Wired:
-    challenges: address
+    column_challenges: address
+    account_challenges: address
     disputes: address
 
 
@@ -137,18 +140,21 @@ def __init__(
 
 
 @external
-def wire(challenges_: address, disputes_: IDisputes):
+def wire(column_challenges_: address, account_challenges_: address, disputes_: IDisputes):
     """
-    @notice Names the challenges and disputes contracts, once, by the deployer.
-    @param challenges_ The only caller of `reject`.
+    @notice Names the challenge and disputes contracts, once, by the deployer.
+    @param column_challenges_ May `reject` (columns, sum-tree nodes, the header).
+    @param account_challenges_ May `reject` (histories, validator entries, claims).
     @param disputes_ Asked whether a round's reports are all resolved.
     """
     assert msg.sender == deployer, "results: only deployer"
-    assert self.challenges == empty(address), "results: already wired"
-    assert challenges_ != empty(address) and disputes_.address != empty(address), "results: zero address"
-    self.challenges = challenges_
+    assert self.column_challenges == empty(address), "results: already wired"
+    assert column_challenges_ != empty(address) and account_challenges_ != empty(address), "results: zero address"
+    assert disputes_.address != empty(address), "results: zero address"
+    self.column_challenges = column_challenges_
+    self.account_challenges = account_challenges_
     self.disputes = disputes_
-    log Wired(challenges=challenges_, disputes=disputes_.address)
+    log Wired(column_challenges=column_challenges_, account_challenges=account_challenges_, disputes=disputes_.address)
 
 
 @external
@@ -177,7 +183,7 @@ def post_result(
     assert len(non_signers) == len(non_signer_keys), "results: one key per non-signer"
     root: bytes32 = keccak256(abi_encode(header))
     key: Bytes[G1_BYTES] = self._signing_key(round, non_signers, non_signer_keys)
-    assert bls._verify(key, root, signature), "results: invalid aggregate signature"
+    assert bls._verify(key, concat(root, b""), signature, bls.DST_SIG), "results: invalid aggregate signature"
     attempt: uint256 = self.rejected_count[round] + 1
     self.pending[round] = keccak256(abi_encode(root, keccak256(abi_encode(non_signers)), block.timestamp, attempt))
     log ResultPosted(round=round, attempt=attempt, result_root=root, header=header, non_signers=non_signers, posted_time=block.timestamp, poster=msg.sender)
@@ -228,12 +234,12 @@ def fall_back(round: uint256):
 def reject(round: uint256, challenger: address):
     """
     @notice Rejects the pending result of `round`; its signers become slashable.
-    @dev Only the challenges contract may call this, after a challenge showed a
+    @dev Only a challenge contract may call this, after a challenge showed a
          wrong value (it checked the pending commitment and the window).
     @param round The round.
     @param challenger Who showed it; receives a share of every signer slash.
     """
-    assert msg.sender == self.challenges, "results: only challenges"
+    assert msg.sender == self.column_challenges or msg.sender == self.account_challenges, "results: only challenges"
     commit: bytes32 = self.pending[round]
     assert commit != empty(bytes32), "results: no pending result"
     attempt: uint256 = self.rejected_count[round] + 1
