@@ -1,0 +1,360 @@
+# pragma version ~=0.4.3
+# SPDX-License-Identifier: AGPL-3.0-only
+"""
+@title veritrain account challenges: history, validator entries and claims
+@custom:contract-name account_challenges
+@license GNU Affero General Public License v3.0 only
+@notice During a posted result's challenge window anyone may dispute here an
+        account's history (a miner leaf's or validator entry's prev pointer,
+        reputation and cumulative against its entry in an earlier final round,
+        or a newer final entry its pointer skips), the validator entries
+        (accounts, credits against the root's sums, first cumulatives) or the
+        claims (the list's root, or one claim against its leaf or entry). The
+        contract recomputes the value (spec/settlement.md §4-§7): a wrong one
+        rejects the attempt through the results contract and returns the bond;
+        a right one burns it. Columns, shape and header are disputed in the
+        column challenges contract.
+"""
+
+from ethereum.ercs import IERC20
+from . import challenge_base
+from . import result_math
+from .interfaces import IChainFacts
+from .interfaces import IForfeits
+from .interfaces import IResults
+from .interfaces import IVectorRoots
+
+initializes: challenge_base
+
+exports: (
+    challenge_base.token,
+    challenge_base.rounds,
+    challenge_base.scores,
+    challenge_base.rewards,
+    challenge_base.results,
+    challenge_base.challenge_bond,
+)
+
+MAX_VALIDATORS: constant(uint256) = result_math.MAX_VALIDATORS
+MAX_SUMS: constant(uint256) = result_math.MAX_SUMS
+MAX_CLAIMS: constant(uint256) = result_math.MAX_CLAIMS
+HEADER_WORDS: constant(uint256) = challenge_base.HEADER_WORDS
+H_TREE_ROOT: constant(uint256) = challenge_base.H_TREE_ROOT
+H_VALIDATORS: constant(uint256) = challenge_base.H_VALIDATORS
+H_N: constant(uint256) = challenge_base.H_N
+MAX_REPUTATION: constant(uint256) = 2**16 - 1
+
+KIND_MINER_HISTORY: constant(uint256) = 6
+KIND_MINER_STALE: constant(uint256) = 7
+KIND_VALIDATORS: constant(uint256) = 8
+KIND_VALIDATOR_HISTORY: constant(uint256) = 9
+KIND_VALIDATOR_STALE: constant(uint256) = 10
+KIND_CLAIMS_ROOT: constant(uint256) = 11
+KIND_MINER_CLAIM: constant(uint256) = 12
+KIND_VALIDATOR_CLAIM: constant(uint256) = 13
+
+
+@deploy
+def __init__(
+    token_: IERC20, rounds_: IChainFacts, scores_: IVectorRoots, rewards_: IForfeits, results_: IResults,
+    challenge_bond_: uint256,
+):
+    """
+    @notice Binds the challenges to one settlement stack.
+    @param token_ The token bonds are paid (and burned) in.
+    @param rounds_ The rounds contract (commits, validators).
+    @param scores_ The scores contract (unused here; kept for one constructor shape).
+    @param rewards_ The rewards contract (unused here; kept for one constructor shape).
+    @param results_ The results contract (pending attempts, final roots, rejects).
+    @param challenge_bond_ The bond a challenge posts.
+    """
+    challenge_base.__init__(token_, rounds_, scores_, rewards_, results_, challenge_bond_)
+
+
+@external
+def challenge_miner_history(
+    round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
+    leaf: challenge_base.Column, sums: DynArray[uint256, MAX_SUMS], path: challenge_base.Path,
+    prev_header: bytes32[HEADER_WORDS], prev_leaf: challenge_base.Column, prev_sums: DynArray[uint256, MAX_SUMS],
+    prev_path: challenge_base.Path,
+):
+    """
+    @notice Disputes a miner leaf's link to its previous entry (prev != 0): the
+            round it names must be earlier and final, hold this miner at
+            prev_index, and give reputation = (9 rep_prev + c) // 10 and
+            cumulative = cumulative_prev + pay.
+    @param round The round.
+    @param header The pending attempt's header words.
+    @param non_signers_hash The pending attempt's non-signers hash.
+    @param posted_time When the attempt was posted.
+    @param attempt The attempt number.
+    @param leaf The column leaf's fields.
+    @param sums The column leaf's sums.
+    @param path The leaf's inclusion path.
+    @param prev_header The final header of round prev - 1 (ignored when it is not final or not earlier).
+    @param prev_leaf The leaf at prev_index in that round (ignored when out of its range).
+    @param prev_sums That leaf's sums.
+    @param prev_path That leaf's inclusion path in that round's tree.
+    """
+    challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
+    challenge_base._check_leaf(header[H_TREE_ROOT], challenge_base._commits(round), leaf.index, leaf, sums, path)
+    assert leaf.prev != 0, "challenges: no previous entry"
+    upheld: bool = challenge_base._bad_prev(round, leaf.prev)
+    if not upheld:
+        challenge_base._final_header(leaf.prev - 1, prev_header)
+        prev_n: uint256 = convert(prev_header[H_N], uint256)
+        upheld = leaf.prev_index >= prev_n or len(sums) < 2 or sums[0] > MAX_REPUTATION
+        if not upheld:
+            challenge_base._check_leaf(prev_header[H_TREE_ROOT], prev_n, leaf.prev_index, prev_leaf, prev_sums, prev_path)
+            upheld = prev_leaf.miner != leaf.miner or not self._follows(
+                leaf.cumulative, prev_leaf.cumulative, sums[1]
+            ) or leaf.reputation != (9 * prev_leaf.reputation + sums[0]) // 10
+    challenge_base._settle(round, attempt, upheld, KIND_MINER_HISTORY)
+
+
+@external
+def challenge_miner_stale(
+    round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
+    leaf: challenge_base.Column, sums: DynArray[uint256, MAX_SUMS], path: challenge_base.Path,
+    other_round: uint256, other_header: bytes32[HEADER_WORDS], other_position: uint256,
+    other_leaf: challenge_base.Column, other_sums: DynArray[uint256, MAX_SUMS], other_path: challenge_base.Path,
+):
+    """
+    @notice Disputes a miner leaf's prev pointer with a newer entry it skips: a
+            leaf of the same miner in a final round between prev - 1 and this
+            round (any earlier final round when prev = 0).
+    @param round The round.
+    @param header The pending attempt's header words.
+    @param non_signers_hash The pending attempt's non-signers hash.
+    @param posted_time When the attempt was posted.
+    @param attempt The attempt number.
+    @param leaf The column leaf's fields.
+    @param sums The column leaf's sums.
+    @param path The leaf's inclusion path.
+    @param other_round The earlier final round holding the miner.
+    @param other_header Its final header.
+    @param other_position The miner's column there.
+    @param other_leaf The miner's leaf there.
+    @param other_sums That leaf's sums.
+    @param other_path That leaf's inclusion path in that round's tree.
+    """
+    challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
+    challenge_base._check_leaf(header[H_TREE_ROOT], challenge_base._commits(round), leaf.index, leaf, sums, path)
+    assert other_round < round, "challenges: not an earlier round"
+    challenge_base._final_header(other_round, other_header)
+    challenge_base._check_leaf(
+        other_header[H_TREE_ROOT], convert(other_header[H_N], uint256), other_position, other_leaf, other_sums, other_path
+    )
+    assert other_leaf.miner == leaf.miner, "challenges: another account"
+    challenge_base._settle(round, attempt, leaf.prev == 0 or other_round > leaf.prev - 1, KIND_MINER_STALE)
+
+
+@external
+def challenge_validators(
+    round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
+    entries: DynArray[challenge_base.Entry, MAX_VALIDATORS], root: challenge_base.Node,
+):
+    """
+    @notice Disputes the validator entries: one per round validator, in
+            `validators_of` order, each crediting sums[2 + j] of the root, with
+            cumulative = credit when it has no earlier entry and a prev pointer
+            to an earlier final round when it has one.
+    @param round The round.
+    @param header The pending attempt's header words.
+    @param non_signers_hash The pending attempt's non-signers hash.
+    @param posted_time When the attempt was posted.
+    @param attempt The attempt number.
+    @param entries Every entry of the result's validators list.
+    @param root The tree root's preimage; empty for an empty tree.
+    """
+    challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
+    self._check_entries(header, entries)
+    vals: DynArray[address, MAX_VALIDATORS] = staticcall challenge_base.rounds.validators_of(round)
+    root_sums: DynArray[uint256, MAX_SUMS] = challenge_base._root_sums(header[H_TREE_ROOT], root, len(vals))
+    upheld: bool = len(entries) != len(vals) or len(root_sums) != len(vals) + 2
+    if not upheld:
+        for j: uint256 in range(len(entries), bound=MAX_VALIDATORS):
+            e: challenge_base.Entry = entries[j]
+            if e.index != j or e.account != convert(convert(vals[j], uint160), uint256) or e.credit != root_sums[2 + j]:
+                upheld = True
+            elif e.prev == 0 and e.cumulative != e.credit:
+                upheld = True
+            elif challenge_base._bad_prev(round, e.prev):
+                upheld = True
+            if upheld:
+                break
+    challenge_base._settle(round, attempt, upheld, KIND_VALIDATORS)
+
+
+@external
+def challenge_validator_history(
+    round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
+    entries: DynArray[challenge_base.Entry, MAX_VALIDATORS], j: uint256,
+    prev_header: bytes32[HEADER_WORDS], prev_entries: DynArray[challenge_base.Entry, MAX_VALIDATORS],
+):
+    """
+    @notice Disputes validator entry j's link to its previous entry (prev != 0):
+            the round it names must be earlier and final, hold this validator
+            at prev_index, and give cumulative = cumulative_prev + credit.
+    @param round The round.
+    @param header The pending attempt's header words.
+    @param non_signers_hash The pending attempt's non-signers hash.
+    @param posted_time When the attempt was posted.
+    @param attempt The attempt number.
+    @param entries Every entry of the result's validators list.
+    @param j The disputed entry.
+    @param prev_header The final header of round prev - 1 (ignored when it is not final or not earlier).
+    @param prev_entries Every entry of that round's validators list.
+    """
+    challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
+    self._check_entries(header, entries)
+    assert j < len(entries), "challenges: entry out of range"
+    e: challenge_base.Entry = entries[j]
+    assert e.prev != 0, "challenges: no previous entry"
+    upheld: bool = challenge_base._bad_prev(round, e.prev)
+    if not upheld:
+        challenge_base._final_header(e.prev - 1, prev_header)
+        self._check_entries(prev_header, prev_entries)
+        upheld = e.prev_index >= len(prev_entries)
+        if not upheld:
+            p: challenge_base.Entry = prev_entries[e.prev_index]
+            upheld = p.account != e.account or not self._follows(e.cumulative, p.cumulative, e.credit)
+    challenge_base._settle(round, attempt, upheld, KIND_VALIDATOR_HISTORY)
+
+
+@external
+def challenge_validator_stale(
+    round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
+    entries: DynArray[challenge_base.Entry, MAX_VALIDATORS], j: uint256,
+    other_round: uint256, other_header: bytes32[HEADER_WORDS],
+    other_entries: DynArray[challenge_base.Entry, MAX_VALIDATORS], k: uint256,
+):
+    """
+    @notice Disputes validator entry j's prev pointer with a newer entry it
+            skips: entry k of a final round between prev - 1 and this round
+            (any earlier final round when prev = 0) for the same validator.
+    @param round The round.
+    @param header The pending attempt's header words.
+    @param non_signers_hash The pending attempt's non-signers hash.
+    @param posted_time When the attempt was posted.
+    @param attempt The attempt number.
+    @param entries Every entry of the result's validators list.
+    @param j The disputed entry.
+    @param other_round The earlier final round holding the validator.
+    @param other_header Its final header.
+    @param other_entries Every entry of that round's validators list.
+    @param k The validator's entry there.
+    """
+    challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
+    self._check_entries(header, entries)
+    assert j < len(entries), "challenges: entry out of range"
+    assert other_round < round, "challenges: not an earlier round"
+    challenge_base._final_header(other_round, other_header)
+    self._check_entries(other_header, other_entries)
+    assert k < len(other_entries), "challenges: entry out of range"
+    e: challenge_base.Entry = entries[j]
+    assert other_entries[k].account == e.account, "challenges: another account"
+    challenge_base._settle(round, attempt, e.prev == 0 or other_round > e.prev - 1, KIND_VALIDATOR_STALE)
+
+
+@external
+def challenge_claims_root(
+    round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
+    claims: DynArray[bytes32, MAX_CLAIMS],
+):
+    """
+    @notice Disputes the claims root: the claims list must have n + V leaves
+            and claims_root must be its tree's root.
+    @param round The round.
+    @param header The pending attempt's header words.
+    @param non_signers_hash The pending attempt's non-signers hash.
+    @param posted_time When the attempt was posted.
+    @param attempt The attempt number.
+    @param claims The claims list (checked against claims_list_hash).
+    """
+    challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
+    upheld: bool = self._claims_count_wrong(round, header, claims)
+    if not upheld:
+        upheld = result_math._claims_root(claims) != header[challenge_base.H_CLAIMS_ROOT]
+    challenge_base._settle(round, attempt, upheld, KIND_CLAIMS_ROOT)
+
+
+@external
+def challenge_miner_claim(
+    round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
+    claims: DynArray[bytes32, MAX_CLAIMS], leaf: challenge_base.Column, sums: DynArray[uint256, MAX_SUMS],
+    path: challenge_base.Path,
+):
+    """
+    @notice Disputes claim i: it must be claim_leaf(miner, cumulative) of column leaf i.
+    @param round The round.
+    @param header The pending attempt's header words.
+    @param non_signers_hash The pending attempt's non-signers hash.
+    @param posted_time When the attempt was posted.
+    @param attempt The attempt number.
+    @param claims The claims list (checked against claims_list_hash).
+    @param leaf The column leaf's fields.
+    @param sums The column leaf's sums.
+    @param path The leaf's inclusion path.
+    """
+    challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
+    challenge_base._check_leaf(header[H_TREE_ROOT], challenge_base._commits(round), leaf.index, leaf, sums, path)
+    upheld: bool = self._claims_count_wrong(round, header, claims)
+    if not upheld:
+        upheld = claims[leaf.index] != result_math._claim_leaf(leaf.miner, leaf.cumulative)
+    challenge_base._settle(round, attempt, upheld, KIND_MINER_CLAIM)
+
+
+@external
+def challenge_validator_claim(
+    round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
+    claims: DynArray[bytes32, MAX_CLAIMS], entries: DynArray[challenge_base.Entry, MAX_VALIDATORS], j: uint256,
+):
+    """
+    @notice Disputes claim n + j: it must be claim_leaf(account, cumulative) of validator entry j.
+    @param round The round.
+    @param header The pending attempt's header words.
+    @param non_signers_hash The pending attempt's non-signers hash.
+    @param posted_time When the attempt was posted.
+    @param attempt The attempt number.
+    @param claims The claims list (checked against claims_list_hash).
+    @param entries Every entry of the result's validators list.
+    @param j The entry.
+    """
+    challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
+    self._check_entries(header, entries)
+    assert j < len(entries), "challenges: entry out of range"
+    n: uint256 = challenge_base._commits(round)
+    upheld: bool = self._claims_count_wrong(round, header, claims) or len(entries) != len(claims) - n
+    if not upheld:
+        e: challenge_base.Entry = entries[j]
+        upheld = claims[n + j] != result_math._claim_leaf(e.account, e.cumulative)
+    challenge_base._settle(round, attempt, upheld, KIND_VALIDATOR_CLAIM)
+
+
+@pure
+@internal
+def _follows(cumulative: uint256, prev_cumulative: uint256, earned: uint256) -> bool:
+    """
+    @dev cumulative == prev_cumulative + earned, without overflowing on a wrong tree's words.
+    """
+    return cumulative >= prev_cumulative and cumulative - prev_cumulative == earned
+
+
+@pure
+@internal
+def _check_entries(header: bytes32[HEADER_WORDS], entries: DynArray[challenge_base.Entry, MAX_VALIDATORS]):
+    """
+    @dev Reverts unless `entries` are the validators list `header` commits to.
+    """
+    assert challenge_base._entry_hashes(entries) == header[H_VALIDATORS], "challenges: entries do not match validators_hash"
+
+
+@view
+@internal
+def _claims_count_wrong(round: uint256, header: bytes32[HEADER_WORDS], claims: DynArray[bytes32, MAX_CLAIMS]) -> bool:
+    """
+    @dev Checks `claims` against claims_list_hash; whether it lacks one claim per column and validator.
+    """
+    assert result_math._list_hash32(claims) == header[challenge_base.H_CLAIMS_LIST], "challenges: claims do not match claims_list_hash"
+    return len(claims) != challenge_base._commits(round) + len(staticcall challenge_base.rounds.validators_of(round))

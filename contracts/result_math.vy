@@ -1,0 +1,298 @@
+# pragma version ~=0.4.3
+# SPDX-License-Identifier: AGPL-3.0-only
+"""
+@title veritrain result math: the round result, recomputed piece by piece
+@custom:contract-name result_math
+@license GNU Affero General Public License v3.0 only
+@notice Pure functions of the settlement v2 spec (docs: spec/settlement.md):
+        one column's consensus, pay and validator credits (§3), the positional
+        sum tree's node hashes and inclusion paths (§4), the field hashes of a
+        column leaf and a validator entry (§4, §6), the OpenZeppelin-compatible
+        claims tree (§7) and the lower median of the held-out losses (§3). The
+        challenge contracts use them to recompute one disputed value from chain
+        data; nothing here reads state.
+"""
+
+# caps of the spec (constants.MAX_MINERS becomes MAX_COLUMNS with settlement v2)
+MAX_COLUMNS: constant(uint256) = 1024
+MAX_VALIDATORS: constant(uint256) = 64
+# a node's sums: consensus, pay, then one credit per round validator
+MAX_SUMS: constant(uint256) = 2 + MAX_VALIDATORS
+# ceil(log2(MAX_COLUMNS)): the longest inclusion path
+MAX_DEPTH: constant(uint256) = 10
+# every miner leaf and every validator entry has one claim
+MAX_CLAIMS: constant(uint256) = MAX_COLUMNS + MAX_VALIDATORS
+# 2 bytes per column
+MAX_SCORE_BYTES: constant(uint256) = 2 * MAX_COLUMNS
+ONE: constant(uint256) = 10**18
+
+COLUMN_TAG: constant(bytes32) = keccak256("veritrain/column/v1")
+VALIDATOR_TAG: constant(bytes32) = keccak256("veritrain/validator/v1")
+VECTOR_TAG: constant(bytes32) = keccak256("veritrain/vector/v1")
+RESULT_TAG: constant(bytes32) = keccak256("veritrain/result/v1")
+
+
+@pure
+@internal
+def _weighted_median(
+    scores: DynArray[uint16, MAX_VALIDATORS], weights: DynArray[uint256, MAX_VALIDATORS], revealed_weight: uint256,
+) -> uint16:
+    """
+    @dev The largest score x with 2 * (weight of the scores >= x) > `revealed_weight`;
+         0 when none. The caller passes the revealed validators only.
+    """
+    best: uint16 = 0
+    for x: uint16 in scores:
+        # support only shrinks as x grows: a candidate at or below the best cannot win
+        if x <= best:
+            continue
+        support: uint256 = 0
+        for j: uint256 in range(len(scores), bound=MAX_VALIDATORS):
+            if scores[j] >= x:
+                support += weights[j]
+        # strict: exactly half the revealed weight is not a majority
+        if support * 2 > revealed_weight:
+            best = x
+    return best
+
+
+@pure
+@internal
+def _agreement(score: uint16, consensus: uint16) -> uint256:
+    """
+    @dev min/max of a score and the consensus in 1e18 fixed point (ONE when both are 0).
+    """
+    hi: uint256 = convert(max(score, consensus), uint256)
+    if hi == 0:
+        return ONE
+    return ONE * convert(min(score, consensus), uint256) // hi
+
+
+@pure
+@internal
+def _column(
+    scores: DynArray[uint16, MAX_VALIDATORS], weights: DynArray[uint256, MAX_VALIDATORS],
+    revealed: DynArray[bool, MAX_VALIDATORS], forfeited: DynArray[bool, MAX_VALIDATORS],
+    quorum: bool, miner_forfeited: bool, consensus_total: uint256, miner_pool: uint256,
+    validator_pool: uint256, n: uint256,
+) -> (uint16, uint256, DynArray[uint256, MAX_VALIDATORS]):
+    """
+    @dev One column (§3): its consensus, its miner's pay and each round validator's
+         credit. `scores[j]` is validator j's score of the column (ignored when j did
+         not reveal), `consensus_total` is C (the root's sums[0]), `n` > 0.
+    """
+    revealed_scores: DynArray[uint16, MAX_VALIDATORS] = []
+    revealed_weights: DynArray[uint256, MAX_VALIDATORS] = []
+    revealed_weight: uint256 = 0
+    for j: uint256 in range(len(weights), bound=MAX_VALIDATORS):
+        if revealed[j]:
+            revealed_scores.append(scores[j])
+            revealed_weights.append(weights[j])
+            revealed_weight += weights[j]
+    consensus: uint16 = 0
+    if quorum and not miner_forfeited:
+        consensus = self._weighted_median(revealed_scores, revealed_weights, revealed_weight)
+    pay: uint256 = 0
+    if consensus_total > 0:
+        pay = miner_pool * convert(consensus, uint256) // consensus_total
+    # agreement-weighted shares of this column's slice of the validator pool
+    shares: DynArray[uint256, MAX_VALIDATORS] = []
+    total_share: uint256 = 0
+    for j: uint256 in range(len(weights), bound=MAX_VALIDATORS):
+        agreement: uint256 = 0
+        if revealed[j] and not forfeited[j]:
+            agreement = ONE
+            if quorum:
+                agreement = self._agreement(scores[j], consensus)
+        shares.append(weights[j] * agreement)
+        total_share += weights[j] * agreement
+    column_pool: uint256 = validator_pool // n
+    credits: DynArray[uint256, MAX_VALIDATORS] = []
+    for share: uint256 in shares:
+        credit: uint256 = 0
+        if total_share > 0:
+            credit = column_pool * share // total_share
+        credits.append(credit)
+    return consensus, pay, credits
+
+
+@pure
+@internal
+def _lower_median(xs: DynArray[uint256, MAX_VALIDATORS]) -> uint256:
+    """
+    @dev Element (k - 1) // 2 of `xs` sorted ascending (k = len(xs)); 0 when empty.
+    """
+    k: uint256 = len(xs)
+    if k == 0:
+        return 0
+    ys: DynArray[uint256, MAX_VALIDATORS] = xs
+    # insertion sort: at most 64 elements
+    for a: uint256 in range(1, MAX_VALIDATORS):
+        if a >= k:
+            break
+        x: uint256 = ys[a]
+        b: uint256 = a
+        for _: uint256 in range(MAX_VALIDATORS):
+            if b == 0 or ys[b - 1] <= x:
+                break
+            ys[b] = ys[b - 1]
+            b -= 1
+        ys[b] = x
+    return ys[(k - 1) // 2]
+
+
+@pure
+@internal
+def _list_hash(xs: DynArray[uint256, MAX_SUMS]) -> bytes32:
+    """
+    @dev keccak256(abi_encode(xs)) of a list of words (a node's sums).
+    """
+    return keccak256(abi_encode(xs))
+
+
+@pure
+@internal
+def _list_hash32(xs: DynArray[bytes32, MAX_CLAIMS]) -> bytes32:
+    """
+    @dev keccak256(abi_encode(xs)) of a list of hashes (validator entries, claims).
+    """
+    return keccak256(abi_encode(xs))
+
+
+@pure
+@internal
+def _node_hash(body: bytes32, sums: DynArray[uint256, MAX_SUMS]) -> bytes32:
+    """
+    @dev H(enc(body, list_hash(sums))): body is a leaf's fields hash or H(enc(left, right)).
+    """
+    return keccak256(abi_encode(body, self._list_hash(sums)))
+
+
+@pure
+@internal
+def _depth(n: uint256) -> uint256:
+    """
+    @dev ceil(log2(n)), 0 for n <= 1: the levels above the leaves.
+    """
+    d: uint256 = 0
+    for _: uint256 in range(MAX_DEPTH + 1):
+        if (1 << d) >= n:
+            break
+        d += 1
+    return d
+
+
+@pure
+@internal
+def _verify_path(
+    node: bytes32, level: uint256, index: uint256, siblings: DynArray[bytes32, MAX_DEPTH],
+    sums_hashes: DynArray[bytes32, MAX_DEPTH], depth: uint256, root: bytes32,
+) -> bool:
+    """
+    @dev Whether the node at (`level`, `index`) hashes up to `root`: one (sibling
+         hash, parent sums hash) per level from `level` to `depth` - 1. Two empty
+         children make an empty parent, so an empty node's path is a proof too.
+    """
+    if level > depth or index >> (depth - level) != 0:
+        return False
+    if len(siblings) != depth - level or len(sums_hashes) != depth - level:
+        return False
+    current: bytes32 = node
+    p: uint256 = index
+    for k: uint256 in range(len(siblings), bound=MAX_DEPTH):
+        sibling: bytes32 = siblings[k]
+        if current == empty(bytes32) and sibling == empty(bytes32):
+            current = empty(bytes32)
+        elif p & 1 == 0:
+            current = keccak256(abi_encode(keccak256(abi_encode(current, sibling)), sums_hashes[k]))
+        else:
+            current = keccak256(abi_encode(keccak256(abi_encode(sibling, current)), sums_hashes[k]))
+        p = p >> 1
+    return current == root
+
+
+@pure
+@internal
+def _hash_pair(a: bytes32, b: bytes32) -> bytes32:
+    """
+    @dev OpenZeppelin's commutative pair hash: the smaller word first.
+    """
+    if convert(a, uint256) < convert(b, uint256):
+        return keccak256(concat(a, b))
+    return keccak256(concat(b, a))
+
+
+@pure
+@internal
+def _claims_root(leaves: DynArray[bytes32, MAX_CLAIMS]) -> bytes32:
+    """
+    @dev The claims tree of §7: pair up each level left to right, promote an odd
+         last node; one leaf is its own root, no leaf gives 0.
+    """
+    m: uint256 = len(leaves)
+    if m == 0:
+        return empty(bytes32)
+    level: DynArray[bytes32, MAX_CLAIMS] = leaves
+    # ceil(log2(1088)) = 11 levels at most
+    for _: uint256 in range(11):
+        if m == 1:
+            break
+        for k: uint256 in range(m // 2, bound=MAX_CLAIMS // 2):
+            level[k] = self._hash_pair(level[2 * k], level[2 * k + 1])
+        if m % 2 == 1:
+            level[m // 2] = level[m - 1]
+        m = (m + 1) // 2
+    return level[0]
+
+
+@pure
+@internal
+def _column_fields_hash(
+    index: uint256, miner: uint256, reputation: uint256, cumulative: uint256, prev: uint256, prev_index: uint256,
+) -> bytes32:
+    """
+    @dev A column leaf's body (§4). Words, not typed values: a challenge must be
+         able to name whatever a wrong root committed to.
+    """
+    return keccak256(abi_encode(COLUMN_TAG, index, miner, reputation, cumulative, prev, prev_index))
+
+
+@pure
+@internal
+def _entry_hash(
+    index: uint256, account: uint256, credit: uint256, cumulative: uint256, prev: uint256, prev_index: uint256,
+) -> bytes32:
+    """
+    @dev A validator entry's hash (§6).
+    """
+    return keccak256(abi_encode(VALIDATOR_TAG, index, account, credit, cumulative, prev, prev_index))
+
+
+@pure
+@internal
+def _claim_leaf(account: uint256, amount: uint256) -> bytes32:
+    """
+    @dev OpenZeppelin's standard leaf: H(H(enc(account, amount))).
+    """
+    return keccak256(keccak256(abi_encode(account, amount)))
+
+
+@pure
+@internal
+def _score_at(scores: Bytes[MAX_SCORE_BYTES], i: uint256) -> uint16:
+    """
+    @dev Column `i`'s score: 2 bytes big-endian at offset 2i.
+    """
+    return convert(convert(slice(scores, 2 * i, 2), bytes2), uint16)
+
+
+@pure
+@internal
+def _vector_root(
+    chain_id: uint256, scores_contract: address, validator: address, round: uint256,
+    scores_hash: bytes32, witness_root: bytes32, heldout_loss: uint256,
+) -> bytes32:
+    """
+    @dev What the scores contract stores for a reveal (§1).
+    """
+    return keccak256(abi_encode(VECTOR_TAG, chain_id, scores_contract, validator, round, scores_hash, witness_root, heldout_loss))

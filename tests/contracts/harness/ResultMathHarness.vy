@@ -1,0 +1,101 @@
+# pragma version ~=0.4.3
+# SPDX-License-Identifier: AGPL-3.0-only
+"""
+@title result_math test harness
+@notice Test only: the result_math module's functions as external views, so
+        property tests call them without a transaction.
+"""
+
+from contracts import result_math
+
+MAX_VALIDATORS: constant(uint256) = result_math.MAX_VALIDATORS
+MAX_SUMS: constant(uint256) = result_math.MAX_SUMS
+MAX_DEPTH: constant(uint256) = result_math.MAX_DEPTH
+MAX_CLAIMS: constant(uint256) = result_math.MAX_CLAIMS
+MAX_SCORE_BYTES: constant(uint256) = result_math.MAX_SCORE_BYTES
+
+
+@pure
+@external
+def weighted_median(scores: DynArray[uint16, MAX_VALIDATORS], weights: DynArray[uint256, MAX_VALIDATORS], revealed_weight: uint256) -> uint16:
+    return result_math._weighted_median(scores, weights, revealed_weight)
+
+
+@pure
+@external
+def column(
+    scores: DynArray[uint16, MAX_VALIDATORS], weights: DynArray[uint256, MAX_VALIDATORS],
+    revealed: DynArray[bool, MAX_VALIDATORS], forfeited: DynArray[bool, MAX_VALIDATORS],
+    quorum: bool, miner_forfeited: bool, consensus_total: uint256, miner_pool: uint256,
+    validator_pool: uint256, n: uint256,
+) -> (uint16, uint256, DynArray[uint256, MAX_VALIDATORS]):
+    return result_math._column(scores, weights, revealed, forfeited, quorum, miner_forfeited, consensus_total, miner_pool, validator_pool, n)
+
+
+@pure
+@external
+def lower_median(xs: DynArray[uint256, MAX_VALIDATORS]) -> uint256:
+    return result_math._lower_median(xs)
+
+
+@pure
+@external
+def list_hash(xs: DynArray[uint256, MAX_SUMS]) -> bytes32:
+    return result_math._list_hash(xs)
+
+
+@pure
+@external
+def list_hash32(xs: DynArray[bytes32, MAX_CLAIMS]) -> bytes32:
+    return result_math._list_hash32(xs)
+
+
+@pure
+@external
+def node_hash(body: bytes32, sums: DynArray[uint256, MAX_SUMS]) -> bytes32:
+    return result_math._node_hash(body, sums)
+
+
+@pure
+@external
+def depth(n: uint256) -> uint256:
+    return result_math._depth(n)
+
+
+@pure
+@external
+def verify_path(
+    node: bytes32, level: uint256, index: uint256, siblings: DynArray[bytes32, MAX_DEPTH],
+    sums_hashes: DynArray[bytes32, MAX_DEPTH], depth: uint256, root: bytes32,
+) -> bool:
+    return result_math._verify_path(node, level, index, siblings, sums_hashes, depth, root)
+
+
+@pure
+@external
+def claims_root(leaves: DynArray[bytes32, MAX_CLAIMS]) -> bytes32:
+    return result_math._claims_root(leaves)
+
+
+@pure
+@external
+def column_fields_hash(index: uint256, miner: uint256, reputation: uint256, cumulative: uint256, prev: uint256, prev_index: uint256) -> bytes32:
+    return result_math._column_fields_hash(index, miner, reputation, cumulative, prev, prev_index)
+
+
+@pure
+@external
+def entry_hash(index: uint256, account: uint256, credit: uint256, cumulative: uint256, prev: uint256, prev_index: uint256) -> bytes32:
+    return result_math._entry_hash(index, account, credit, cumulative, prev, prev_index)
+
+
+@pure
+@external
+def claim_leaf(account: uint256, amount: uint256) -> bytes32:
+    return result_math._claim_leaf(account, amount)
+
+
+@pure
+@external
+def score_at(scores: Bytes[MAX_SCORE_BYTES], i: uint256) -> uint16:
+    return result_math._score_at(scores, i)
