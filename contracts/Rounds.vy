@@ -57,9 +57,9 @@ current_round: public(uint256)
 model_hash: public(HashMap[uint256, bytes32])
 round_word: HashMap[uint256, uint256]
 round_seed: public(HashMap[uint256, bytes32])
+# per miner: keccak(update_hash, trace_root) with its low 16 bits replaced by 1 + the
+# miner's column (its commit order), so a commit costs one storage slot; 0 = no commit
 commit_slot: public(HashMap[uint256, HashMap[address, bytes32]])
-# 1 + the miner's column in `round` (its commit order); 0 when it did not commit
-commit_index: public(HashMap[uint256, HashMap[address, uint256]])
 
 round_validators: HashMap[uint256, DynArray[address, MAX_VALIDATORS]]
 validator_weight: public(HashMap[uint256, HashMap[address, uint256]])
@@ -222,8 +222,8 @@ def commit_update(round: uint256, update_hash: bytes32, trace_root: bytes32):
     assert self.commit_slot[round][msg.sender] == empty(bytes32), "settlement: already committed"
     count: uint256 = ((word >> COUNT_SHIFT) & MASK16) + 1
     assert count <= MAX_MINERS, "settlement: round is full"
-    self.commit_slot[round][msg.sender] = keccak256(concat(update_hash, trace_root))
-    self.commit_index[round][msg.sender] = count
+    digest: uint256 = convert(keccak256(concat(update_hash, trace_root)), uint256)
+    self.commit_slot[round][msg.sender] = convert((digest & ~MASK16) | count, bytes32)
     word = (word & ~(MASK16 << COUNT_SHIFT)) | (count << COUNT_SHIFT)
     active: uint256 = (word >> ACTIVE_SHIFT) & MASK16
     if active != 0 and count >= min(active, MAX_MINERS):
@@ -423,6 +423,18 @@ def weights_of(round: uint256, accounts: DynArray[address, MAX_VALIDATORS]) -> D
     for a: address in accounts:
         out.append(self.validator_weight[round][a])
     return out
+
+
+@view
+@external
+def commit_index(round: uint256, miner: address) -> uint256:
+    """
+    @notice 1 + `miner`'s column in `round` (its commit order); 0 when it did not commit.
+    @param round The round.
+    @param miner The miner.
+    @return The column plus one.
+    """
+    return convert(self.commit_slot[round][miner], uint256) & MASK16
 
 
 @view

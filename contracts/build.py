@@ -18,7 +18,7 @@ from pathlib import Path
 
 CONTRACTS_DIR = Path(__file__).resolve().parent
 # deploy order: each contract's constructor names only contracts before it
-CONTRACT_NAMES = ("Token", "Staking", "BlsKeys", "Rounds", "Scores", "Rewards", "Results", "Challenges", "Disputes")
+CONTRACT_NAMES = ("Token", "Staking", "BlsKeys", "Rounds", "Scores", "Rewards", "Results", "ColumnChallenges", "AccountChallenges", "Disputes")
 EIP170_LIMIT = 24_576  # bytes of runtime code a contract may have (EIP-170)
 
 

@@ -62,14 +62,17 @@ class ChainClient:
         self.staking = self.w3.eth.contract(address=at(addrs.staking), abi=artifacts["Staking"].abi)
         # `call(name, ...)` and events name one contract: keys (BLS keys), rounds (round clock,
         # update commits, seeds, validator snapshots, phases, model hashes), scores (score vectors
-        # as calldata), results (certified results, challenge window, fallback), challenges,
+        # as calldata), results (certified results, challenge window, fallback), the two challenge contracts,
         # rewards (emission, forfeits, cumulative claims) and disputes
         self.keys = self.w3.eth.contract(address=at(addrs.keys), abi=artifacts["BlsKeys"].abi)
         self.rounds = self.w3.eth.contract(address=at(addrs.rounds), abi=artifacts["Rounds"].abi)
         self.scores = self.w3.eth.contract(address=at(addrs.scores), abi=artifacts["Scores"].abi)
         self.rewards = self.w3.eth.contract(address=at(addrs.rewards), abi=artifacts["Rewards"].abi)
         self.results = self.w3.eth.contract(address=at(addrs.results), abi=artifacts["Results"].abi)
-        self.challenges = self.w3.eth.contract(address=at(addrs.challenges), abi=artifacts["Challenges"].abi)
+        self.column_challenges = self.w3.eth.contract(address=at(addrs.column_challenges),
+                                                      abi=artifacts["ColumnChallenges"].abi)
+        self.account_challenges = self.w3.eth.contract(address=at(addrs.account_challenges),
+                                                       abi=artifacts["AccountChallenges"].abi)
         self.disputes = self.w3.eth.contract(address=at(addrs.disputes), abi=artifacts["Disputes"].abi)
 
     def with_account(self, account: LocalAccount) -> ChainClient:
@@ -85,7 +88,8 @@ class ChainClient:
         chain_id = self.handle.chain_id
         if chain_id != self.deployment.chain_id:
             raise ConfigError(f"chain id mismatch: node reports {chain_id}, deployment file says {self.deployment.chain_id}")
-        for name in ("keys", "rounds", "scores", "rewards", "results", "challenges", "disputes"):
+        for name in ("keys", "rounds", "scores", "rewards", "results", "column_challenges", "account_challenges",
+                     "disputes"):
             if not self.w3.eth.get_code(Web3.to_checksum_address(getattr(self.deployment.contracts, name))):
                 raise ConfigError(f"no {name} contract at the deployment file's address on this chain")
         on_chain = self.rounds.functions.run_config_hash().call().hex()

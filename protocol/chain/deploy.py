@@ -1,4 +1,4 @@
-"""Deploy and wire the nine contracts; fund node accounts on dev chains."""
+"""Deploy and wire the ten contracts; fund node accounts on dev chains."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ Progress = Callable[[str], None]
 
 def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
            progress: Progress = lambda _msg: None) -> Deployment:
-    """Deploy Token, Staking, BlsKeys, Rounds, Scores, Rewards, Results, Challenges and Disputes, wire them
+    """Deploy Token, Staking, BlsKeys, Rounds, Scores, Rewards, Results, ColumnChallenges, AccountChallenges and Disputes, wire them
     and renounce ownership."""
     w3, sender = handle.w3, TxSender(handle.w3)
     if int(w3.eth.get_balance(deployer.address)) == 0:
@@ -48,7 +48,9 @@ def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
     rewards = new("Rewards", token, chain.emission_per_round * TOKEN_UNIT, chain.miner_share_bps)
     results = new("Results", rounds, rewards, keys, staking, chain.result_duration, chain.result_challenge_window,
                   chain.signer_slash_bps, chain.reporter_share_bps)
-    challenges = new("Challenges", token, rounds, scores, rewards, results, chain.challenge_bond * TOKEN_UNIT)
+    bond = chain.challenge_bond * TOKEN_UNIT
+    column_challenges = new("ColumnChallenges", token, rounds, scores, rewards, results, bond)
+    account_challenges = new("AccountChallenges", token, rounds, scores, rewards, results, bond)
     disputes = new("Disputes", token, staking, rounds, rewards, chain.report_bond * TOKEN_UNIT,
                    chain.challenge_window, chain.slash_bps, chain.reporter_share_bps)
     progress("wiring contracts and renouncing ownership")
@@ -57,14 +59,15 @@ def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
     sender.send(contract("Staking", staking).functions.wire(rounds, disputes, results), deployer)
     sender.send(contract("Rounds", rounds).functions.wire(scores, rewards, results, keys), deployer)
     sender.send(contract("Rewards", rewards).functions.wire(disputes, results), deployer)
-    sender.send(contract("Results", results).functions.wire(challenges, disputes), deployer)
+    sender.send(contract("Results", results).functions.wire(column_challenges, account_challenges, disputes), deployer)
     token_c = contract("Token", token)
     sender.send(token_c.functions.set_minter(rewards, True), deployer)
     sender.send(token_c.functions.renounce_ownership(), deployer)
     return Deployment(
         chain_id=handle.chain_id, deploy_block=start_block, deployer=deployer.address,
         contracts=ContractAddresses(token=token, staking=staking, keys=keys, rounds=rounds, scores=scores,
-                                    rewards=rewards, results=results, challenges=challenges, disputes=disputes),
+                                    rewards=rewards, results=results, column_challenges=column_challenges,
+                                    account_challenges=account_challenges, disputes=disputes),
         run_config=config, run_config_hash=config.config_hash().hex(), sources_hash=sources_hash(),
     )
 

@@ -23,7 +23,8 @@ class ContractAddresses(BaseModel):
     scores: str = Field(pattern=ADDRESS)  # score vectors as calldata (bound into vector roots)
     rewards: str = Field(pattern=ADDRESS)  # emission, Merkle cumulative claims; the token's only minter
     results: str = Field(pattern=ADDRESS)  # BLS-certified round results (bound into result roots)
-    challenges: str = Field(pattern=ADDRESS)  # recomputes one value of a posted result from chain data
+    column_challenges: str = Field(pattern=ADDRESS)  # recompute a column, sum-tree node or header value
+    account_challenges: str = Field(pattern=ADDRESS)  # recompute an account's history, entry or claim leaf
     disputes: str = Field(pattern=ADDRESS)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from protocol.chain.client import ChainClient, Phase, ReportStatus, Role, reveals_from
-from protocol.chain.events import read_events
+from protocol.chain.events import read_events, read_many
 from protocol.chain.settlement_history import SettlementHistory
 from protocol.core.errors import ConfigError
 from protocol.core.fraud import FraudKind
@@ -168,8 +168,10 @@ def _result_status(client: ChainClient, round_: int, posts: list[dict[str, Any]]
     """Every posted root of the round with its status (pending, rejected, final) and its challenges."""
     final = bytes(client.call("results", "final_root", round_))
     rejected = int(client.call("results", "rejected_count", round_))
-    challenges = [row for row in read_events(client, "challenges", "ChallengeUpheld") if int(row["round"]) == round_]
-    failed = [row for row in read_events(client, "challenges", "ChallengeFailed") if int(row["round"]) == round_]
+    kinds = [(c, e) for c in ("column_challenges", "account_challenges") for e in ("ChallengeUpheld", "ChallengeFailed")]
+    logs = read_many(client, kinds)
+    challenges = [row for (_, e), rows in logs.items() if e == "ChallengeUpheld" for row in rows if int(row["round"]) == round_]
+    failed = [row for (_, e), rows in logs.items() if e == "ChallengeFailed" for row in rows if int(row["round"]) == round_]
     roots = []
     for row in posts:
         attempt, root = int(row["attempt"]), bytes(row["result_root"])
