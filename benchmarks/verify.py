@@ -39,7 +39,6 @@ from rich.table import Table
 
 from benchmarks.overhead import corpus_slice
 from protocol.config.run_config import ChainParams
-from protocol.devnet.network import DevnetOptions
 from protocol.core.data import Dataset, heldout_batches
 from protocol.core.hashing import blake3_hash, u64
 from protocol.core.model import GPT, Params, init_params, num_params, preset
@@ -58,6 +57,7 @@ from protocol.core.training import ComputeConfig, RoundTask, train_round
 from protocol.core.verdict import judge, verify_submission
 from protocol.core.witness import audit_picks, audit_segments, replay_witness, witness_for
 from protocol.devnet import cheats as adv
+from protocol.devnet.network import DevnetOptions
 from validator.scoring import GauntletUsefulness, mean_loss, own_batches
 
 FRACTIONS = (0.1, 0.25, 0.5, 1.0)

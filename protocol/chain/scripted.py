@@ -22,7 +22,15 @@ from protocol.chain.client import ChainClient, Role, Vote
 from protocol.chain.settlement_history import SettlementHistory
 from protocol.config.run_config import TOKEN_UNIT
 from protocol.core.abi_words import list_hash
-from protocol.core.bls import bls_aggregate, bls_keygen, bls_pop_prove, bls_public_key, bls_sign, g1_to_eip2537, g2_to_eip2537
+from protocol.core.bls import (
+    bls_aggregate,
+    bls_keygen,
+    bls_pop_prove,
+    bls_public_key,
+    bls_sign,
+    g1_to_eip2537,
+    g2_to_eip2537,
+)
 from protocol.core.fraud import FraudKind
 from protocol.core.score_vector import pack_scores, score_commitment, vector_root
 from protocol.core.signing import NodeIdentity, binding_message

@@ -9,6 +9,7 @@ is checked against the one the chain made final.
 from __future__ import annotations
 
 import threading
+
 from web3 import Web3
 
 from protocol.chain.client import ChainClient, miners_from, reveals_from

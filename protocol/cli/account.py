@@ -57,12 +57,21 @@ def node_client(rpc: str, deployment: Path, keys: Path) -> Any:
     return client, node_keys
 
 
-def new(out: Annotated[Path, typer.Option(help="Folder for keystore.json and node_key")]) -> None:
-    """Create an encrypted account keystore and an ed25519 node key (both 0600)."""
-    from protocol.node.keys import new_keys
+def new(out: Annotated[Path, typer.Option(help="Folder for keystore.json, node_key and bls_keystore.json")]) -> None:
+    """Create an encrypted account keystore, an ed25519 node key and an encrypted BLS key
+    (validators sign round results with it), all 0600. In a folder made before BLS keys
+    existed, only the missing BLS key is added."""
+    from protocol.node.bls_keystore import BLS_KEYSTORE_FILE, new_bls_key
+    from protocol.node.keys import KEYSTORE_FILE, keystore_address, new_keys
 
-    address, node_key = new_keys(out, password(confirm=True))
-    typer.echo(f"account  {address}\nnode key {node_key.hex()}\nwritten to {out}")
+    secret = password(confirm=True)
+    if (out / KEYSTORE_FILE).exists() and not (out / BLS_KEYSTORE_FILE).exists():
+        bls_key = new_bls_key(out, secret)
+        typer.echo(f"account  {keystore_address(out)}\nbls key  {bls_key.hex()}\nadded to {out}")
+        return
+    address, node_key = new_keys(out, secret)
+    bls_key = new_bls_key(out, secret)
+    typer.echo(f"account  {address}\nnode key {node_key.hex()}\nbls key  {bls_key.hex()}\nwritten to {out}")
 
 
 def show(keys: KeysOpt) -> None:

@@ -16,7 +16,18 @@ from typing import NewType
 
 from py_ecc.bls import G2ProofOfPossession as _Pop
 from py_ecc.bls.g2_primitives import G1_to_pubkey, pubkey_to_G1, signature_to_G2
-from py_ecc.optimized_bls12_381 import FQ, FQ2, G1, Z1, add, curve_order, field_modulus, is_inf, neg, normalize
+from py_ecc.optimized_bls12_381 import (
+    FQ,
+    FQ2,
+    G1,
+    Z1,
+    add,
+    curve_order,
+    field_modulus,
+    is_inf,
+    neg,
+    normalize,
+)
 
 from protocol.core.errors import BlsError
 

@@ -36,13 +36,14 @@ def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any],
             committed = bool(admin.call("rounds", "has_committed", r, m.address))
             against = [rep for rep in reports if rep["round"] == r and rep["miner"] == m.address]
             confirmed = [rep for rep in against if rep["status"] == 2]
+            res = settled.result if settled else None
             column = settled.inputs.miners.index(m.address) if settled and m.address in settled.inputs.miners else None
             miners.append({
                 "address": m.address, "kind": m.kind, "committed": committed,
                 # verified: its proof held (no report against it was confirmed); null: nothing committed
                 "verified": (not confirmed) if committed else None,
-                "score": settled.result.consensus[column] / SCORE_SCALE if column is not None else 0.0,
-                "reward": _tokens(settled.result.pay[column]) if column is not None else 0.0,
+                "score": res.consensus[column] / SCORE_SCALE if res and column is not None else 0.0,
+                "reward": _tokens(res.pay[column]) if res and column is not None else 0.0,
                 "slashed": _tokens(sum(resolved[rep["id"]]["slashed"] for rep in confirmed if rep["id"] in resolved)),
             })
         out_rounds.append({"round": r, "fallback": admin.fallback(r),

@@ -59,7 +59,13 @@ def load_keys(directory: Path, password: str) -> NodeKeys:
         identity = NodeIdentity(bytes.fromhex(seed_hex))
     except ValueError as exc:
         raise ConfigError(f"{node_key_path} does not hold a 32-byte hex ed25519 seed") from exc
-    return NodeKeys(account, identity)
+    from protocol.node.bls_keystore import (  # it builds on this module
+        BLS_KEYSTORE_FILE,
+        load_bls_key,
+    )
+
+    bls = load_bls_key(directory, password) if (directory / BLS_KEYSTORE_FILE).exists() else None
+    return NodeKeys(account, identity, bls)
 
 
 def load_keystore(path: Path, password: str, hint: str | None = None) -> LocalAccount:

@@ -6,10 +6,10 @@ import hashlib
 
 import pytest
 from eth_account import Account
+from protocol.chain.commitments import score_commitment, sort_miners
 
 from protocol.chain.backend import connect, dev_account
 from protocol.chain.client import ChainClient, Phase, ReportStatus, Role, Vote
-from protocol.chain.commitments import score_commitment, sort_miners
 from protocol.chain.deploy import deploy
 from protocol.chain.devchain import DevChain
 from protocol.config.run_config import TOKEN_UNIT, RunConfig
