@@ -29,7 +29,14 @@ key_of: public(HashMap[address, Bytes[128]])
 key_hash: public(HashMap[address, bytes32])
 # who registered each key: a copied key (its proof is public) would share a signer's work
 key_owner: public(HashMap[bytes32, address])
-# G1 sum of a set's keys by keccak256(abi_encode(addrs)); empty: not cached
+# counts registrations; each key records the count at its registration, each cached set
+# the count when it was summed, so which keys an aggregate holds is known exactly
+key_clock: public(uint256)
+key_since: public(HashMap[address, uint256])
+set_clock: public(HashMap[bytes32, uint256])
+# bit i set: addrs[i] of the set has its key in the aggregate
+set_mask: public(HashMap[bytes32, uint256])
+# G1 sum of a set's keys by keccak256(abi_encode(addrs, key_clock)); empty: not cached
 aggregate_of: public(HashMap[bytes32, Bytes[128]])
 
 
@@ -73,28 +80,39 @@ def register(pubkey: Bytes[128], pop: Bytes[256]):
     self.key_of[msg.sender] = pubkey
     self.key_hash[msg.sender] = digest
     self.key_owner[digest] = msg.sender
+    clock: uint256 = self.key_clock + 1
+    self.key_clock = clock
+    self.key_since[msg.sender] = clock
     log BlsKeyRegistered(account=msg.sender, pubkey=pubkey)
 
 
 @external
-def cache_aggregate(addrs: DynArray[address, MAX_VALIDATORS]) -> bytes32:
+def cache_aggregate(addrs: DynArray[address, MAX_VALIDATORS]) -> (bytes32, uint256):
     """
     @notice Caches the G1 sum of the keys of `addrs` (accounts without a key are
             skipped; no key at all gives the point at infinity), unless already cached.
-    @dev The first computation is final: a key registered later does not join the
-         aggregate of a set cached before. `addrs` should hold no duplicates.
+    @dev The set hash covers the registration clock, so a key registered since the
+         set was last summed gives a new set hash and a new sum: a validator that
+         registers its key late joins the next round's aggregate. `member_key_hash`
+         says which keys a cached aggregate holds. `addrs` should hold no duplicates.
     @param addrs The validator set, in the order the caller hashes it.
-    @return set_hash keccak256(abi_encode(addrs)), the key of `aggregate_of`.
+    @return set_hash keccak256(abi_encode(addrs, key_clock)), the key of `aggregate_of`,
+            and the mask of the positions in `addrs` whose keys the aggregate holds.
     """
-    set_hash: bytes32 = keccak256(abi_encode(addrs))
+    clock: uint256 = self.key_clock
+    set_hash: bytes32 = keccak256(abi_encode(addrs, clock))
     if len(self.aggregate_of[set_hash]) != 0:
-        return set_hash
+        return set_hash, self.set_mask[set_hash]
+    self.set_clock[set_hash] = clock
     total: Bytes[128] = b""
     keyed: uint256 = 0
-    for account: address in addrs:
+    mask: uint256 = 0
+    for i: uint256 in range(len(addrs), bound=MAX_VALIDATORS):
+        account: address = addrs[i]
         if self.key_hash[account] == empty(bytes32):
             continue
         keyed += 1
+        mask |= 1 << i
         if len(total) == 0:
             total = self.key_of[account]  # the first key needs no addition
         else:
@@ -102,8 +120,25 @@ def cache_aggregate(addrs: DynArray[address, MAX_VALIDATORS]) -> bytes32:
     if keyed == 0:
         total = concat(empty(bytes32), empty(bytes32), empty(bytes32), empty(bytes32))
     self.aggregate_of[set_hash] = total
+    self.set_mask[set_hash] = mask
     log AggregateCached(set_hash=set_hash, aggregate=total, keyed=keyed)
-    return set_hash
+    return set_hash, mask
+
+
+@view
+@external
+def member_key_hash(set_hash: bytes32, account: address) -> bytes32:
+    """
+    @notice keccak256 of `account`'s key if the cached aggregate `set_hash` holds it
+            (the key was registered before the set was summed), else zero.
+    @param set_hash A cached set (as `cache_aggregate` returned it).
+    @param account A member of the set.
+    @return The key's hash, or zero.
+    """
+    since: uint256 = self.key_since[account]
+    if since == 0 or since > self.set_clock[set_hash]:
+        return empty(bytes32)
+    return self.key_hash[account]
 
 
 @view

@@ -171,7 +171,7 @@ def post_result(
     @param header The 14 header words (`result_root_of` names them).
     @param signature The aggregate signature (EIP-2537 G2 encoding) of the result root.
     @param non_signers Permitted validators of the round that did not sign, ascending.
-    @param non_signer_keys Their registered BLS keys (empty for one without a key).
+    @param non_signer_keys Their registered BLS keys (empty for one whose key the round's aggregate lacks).
     """
     round: uint256 = convert(header[H_ROUND], uint256)
     self._check_header(header, round)
@@ -322,32 +322,37 @@ def _check_header(header: bytes32[HEADER_WORDS], round: uint256):
 def _signing_key(round: uint256, non_signers: DynArray[address, MAX_VALIDATORS], non_signer_keys: DynArray[Bytes[G1_BYTES], MAX_VALIDATORS]) -> Bytes[G1_BYTES]:
     """
     @dev The round's cached aggregate key minus the non-signers' keys, after checking
-         that the signers hold more than 2/3 of the permitted stake.
+         that the signers (validators whose keys the aggregate holds, less the
+         non-signers) hold more than 2/3 of the permitted stake.
     """
     missing: uint256 = 0
     previous: uint256 = 0
     removed: Bytes[G1_BYTES] = b""
+    set_hash: bytes32 = staticcall rounds.validator_set_hash(round)
     for i: uint256 in range(len(non_signers), bound=MAX_VALIDATORS):
         a: address = non_signers[i]
         assert convert(a, uint256) > previous, "results: non-signers not strictly ascending"
         previous = convert(a, uint256)
         w: uint256 = staticcall rounds.validator_weight(round, a)
         assert w > 0, "results: non-signer not a permitted validator"
-        missing += w
-        registered: bytes32 = staticcall keys.key_hash(a)
+        # only keys the round's aggregate holds are taken out of it (and counted as signers)
+        registered: bytes32 = staticcall keys.member_key_hash(set_hash, a)
         if registered == empty(bytes32):
-            assert len(non_signer_keys[i]) == 0, "results: key of a keyless validator"
+            assert len(non_signer_keys[i]) == 0, "results: key outside the round's aggregate"
             continue
+        missing += w
         assert keccak256(non_signer_keys[i]) == registered, "results: wrong non-signer key"
         if len(removed) == 0:
             removed = non_signer_keys[i]
         else:
             removed = bls._g1_add(removed, non_signer_keys[i])
-    total: uint256 = staticcall rounds.total_weight(round)
-    assert (total - missing) * 3 > total * 2, "results: signers hold 2/3 of the stake or less"
-    key: Bytes[G1_BYTES] = staticcall keys.aggregate_of(staticcall rounds.validator_set_hash(round))
+    # a validator whose key the aggregate lacks cannot have signed, listed or not
+    signed: uint256 = staticcall rounds.keyed_weight(round) - missing
+    assert signed * 3 > staticcall rounds.total_weight(round) * 2, "results: signers hold 2/3 of the stake or less"
+    key: Bytes[G1_BYTES] = staticcall keys.aggregate_of(set_hash)
     if len(removed) > 0:
         key = bls._g1_add(key, bls._g1_neg(removed))
+    assert not bls._is_infinity(key), "results: no signing key"
     return key
 
 

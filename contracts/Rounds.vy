@@ -64,8 +64,10 @@ commit_slot: public(HashMap[uint256, HashMap[address, bytes32]])
 round_validators: HashMap[uint256, DynArray[address, MAX_VALIDATORS]]
 validator_weight: public(HashMap[uint256, HashMap[address, uint256]])
 total_weight: public(HashMap[uint256, uint256])
-# keccak(abi_encode(validators_of(round))): the key of the cached aggregate BLS key
+# the key of the round's cached aggregate BLS key, and the stake of the validators whose
+# keys it holds (only they can sign the round's result)
 validator_set_hash: public(HashMap[uint256, bytes32])
+keyed_weight: public(HashMap[uint256, uint256])
 
 score_commit_count: public(HashMap[uint256, uint256])
 score_closed_time: public(HashMap[uint256, uint256])
@@ -481,7 +483,15 @@ def _open_round(round: uint256):
     self.round_validators[round] = addrs
     self.total_weight[round] = total
     # the aggregate BLS key of this set is computed once per distinct set and cached
-    self.validator_set_hash[round] = extcall self.keys.cache_aggregate(addrs)
+    set_hash: bytes32 = empty(bytes32)
+    mask: uint256 = 0
+    set_hash, mask = extcall self.keys.cache_aggregate(addrs)
+    self.validator_set_hash[round] = set_hash
+    keyed: uint256 = 0
+    for i: uint256 in range(len(addrs), bound=MAX_VALIDATORS):
+        if mask & (1 << i) != 0:
+            keyed += stakes[i]
+    self.keyed_weight[round] = keyed
     active: uint256 = min(staticcall staking.eligible_miner_count(), MASK16)
     clock: uint256 = min(staticcall staking.eligibility_clock(), MASK64)
     self.round_word[round] = block.timestamp | (active << ACTIVE_SHIFT) | (clock << CLOCK_SHIFT)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import trio
 
+from protocol.chain.bls_registration import aggregate_keys
 from protocol.chain.events import EventLog
 from protocol.core.abi_words import list_hash
 from protocol.core.bls import bls_aggregate, bls_sign, bls_verify, g1_from_eip2537, g2_to_eip2537
@@ -121,7 +122,7 @@ class ResultFlow:
         shares = {validators[v]: g for v, g in self.shares.of(r, root).items() if v in validators}
         if sum(weights[v] for v in shares) * 3 <= sum(weights.values()) * 2:
             return  # not enough shares yet: cheap to ask before any signature is checked
-        shares = {v: g for v, g in shares.items() if await self._share_holds(root, v, g)}
+        shares = {v: g for v, g in shares.items() if await self._share_holds(r, root, v, g)}
         if sum(weights[v] for v in shares) * 3 <= sum(weights.values()) * 2:
             return
         rank = sorted(weights, key=lambda a: int(a, 16)).index(ctx.address)
@@ -129,19 +130,19 @@ class ResultFlow:
         if rank > 0 and await ctx.next_block_time() < audit_deadline + rank * POST_STAGGER_S:
             return  # a higher-ranked validator posts first; later ranks step in if it does not
         non_signers = sorted((v for v in weights if v not in shares), key=lambda a: int(a, 16))
-        keys = [bytes(await ctx.port.view("keys", "key_of", a)) for a in non_signers]
+        keys = await ctx.port(aggregate_keys, ctx.client, r, non_signers)
         aggregate = await trio.to_thread.run_sync(bls_aggregate, list(shares.values()))
         if await ctx.port.try_send(ctx.client.post_result, list(settled.header.words()), g2_to_eip2537(aggregate),
                                    non_signers, keys):
             ctx.log.info("result posted %s", kv(round=r, root=root.hex()[:12], signers=len(shares),
                                                 non_signers=len(non_signers)))
 
-    async def _share_holds(self, root: bytes, validator: str, signature: bytes) -> bool:
-        """Whether `signature` is `validator`'s signature of `root` under its registered key
-        (a bad share would make the whole certificate fail on chain)."""
+    async def _share_holds(self, r: int, root: bytes, validator: str, signature: bytes) -> bool:
+        """Whether `signature` is `validator`'s signature of `root` under the key round `r`'s
+        aggregate holds for it (a bad share would make the whole certificate fail on chain)."""
         if (root, validator, signature) in self._verified:
             return True
-        key = bytes(await self.ctx.port.view("keys", "key_of", validator))
+        key = (await self.ctx.port(aggregate_keys, self.ctx.client, r, [validator]))[0]
         if not key:
             return False
         try:

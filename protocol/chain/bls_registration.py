@@ -1,4 +1,5 @@
-"""Registering a validator's BLS key on chain, once, with its proof of possession."""
+"""Validators' BLS keys on chain: registering one, once, with its proof of possession, and
+reading which keys a round's aggregate holds."""
 
 from __future__ import annotations
 
@@ -18,3 +19,11 @@ def ensure_bls_key(client: ChainClient, secret: int) -> bool:
         return False
     client.register_bls(public, g2_to_eip2537(bls_pop_prove(secret)))
     return True
+
+
+def aggregate_keys(client: ChainClient, r: int, accounts: list[str]) -> list[bytes]:
+    """Each account's BLS key if round `r`'s aggregate holds it, else empty (what `post_result`
+    takes for non-signers)."""
+    set_hash = bytes(client.call("rounds", "validator_set_hash", r))
+    return [bytes(client.call("keys", "key_of", a)) if client.call("keys", "member_key_hash", set_hash, a) != bytes(32)
+            else b"" for a in accounts]

@@ -17,6 +17,7 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from protocol.chain.backend import advance_time
+from protocol.chain.bls_registration import aggregate_keys
 from protocol.chain.claims import claim_owed
 from protocol.chain.client import ChainClient, Role, Vote
 from protocol.chain.settlement_history import SettlementHistory
@@ -154,7 +155,7 @@ def post_and_finalize(deployer: ChainClient, net: ScriptedNetwork, r: int, model
     signature = bls_aggregate([bls_sign(v.bls_secret, root) for v in signing if v.bls_secret is not None])
     absent = sorted((v for v in net.validators if v not in signing), key=lambda v: int(v.address, 16))
     non_signers = [v.address for v in absent]
-    keys = [bytes(deployer.call("keys", "key_of", a)) for a in non_signers]
+    keys = aggregate_keys(deployer, r, non_signers)
     poster = net.validators[0].client
     receipt = net.record("post_result", poster.post_result(list(settled.header.words()), g2_to_eip2537(signature), non_signers, keys))
     posted_time = int(deployer.w3.eth.get_block(receipt["blockNumber"])["timestamp"])

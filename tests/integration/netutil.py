@@ -117,7 +117,9 @@ def inspect(rpc_url: str, dep: Path, *view: str) -> dict:
 def sent_calls(client: ChainClient, account: str) -> list[tuple[str, dict, int]]:
     """Every transaction `account` sent to the deployment, decoded: (function, args, receipt status)."""
     w3 = client.w3
-    contracts = {c.address.lower(): c for c in (client.rounds, client.scores, client.rewards, client.attestation, client.staking, client.disputes, client.token)}
+    deployed = (client.rounds, client.scores, client.rewards, client.results, client.keys, client.column_challenges,
+                client.account_challenges, client.staking, client.disputes, client.token)
+    contracts = {c.address.lower(): c for c in deployed}
     calls = []
     for number in range(w3.eth.block_number + 1):
         for tx in w3.eth.get_block(number, full_transactions=True)["transactions"]:

@@ -73,6 +73,6 @@ async def test_a_restart_keeps_the_embargo_until_the_close(tmp_path):
     node.data = DataDir(tmp_path)  # the node restarts on the same data dir
     await MinerNode._lift_embargoes(node)  # type: ignore[arg-type]
     assert _served(node, out) == [False, False, False, False]
-    phases.of[5] = Phase.FINALIZED  # it came back after the round moved on
+    phases.of[5] = Phase.ENDED  # it came back after the round moved on
     await MinerNode._lift_embargoes(node)  # type: ignore[arg-type]
     assert _served(node, out) == [True, True, True, True]
