@@ -57,6 +57,12 @@ class SettlementHistory:
             entry = self._latest.get(Web3.to_checksum_address(account))
             return None if entry is None else (entry.round, self._settled[entry.round])
 
+    def known_reputation(self, account: str) -> int:
+        """The account's reputation in the latest final round replayed so far (0 if none);
+        never reads the chain, so it is cheap enough for rate limits."""
+        entry = self._latest.get(Web3.to_checksum_address(account))
+        return entry.reputation if entry else 0
+
     def _replay(self, up_to: int) -> None:
         finals = {int(row["round"]): row for row in self._finals.rows()}
         for q in range(self._replayed_to + 1, up_to + 1):

@@ -11,7 +11,11 @@ from protocol.config.run_config import TOKEN_UNIT
 
 
 def tokens(amount: int | None) -> str:
-    return "—" if amount is None else f"{amount / TOKEN_UNIT:,.4f}"
+    """An exact token amount (no rounding): whole tokens, then the significant decimals."""
+    if amount is None:
+        return "—"
+    whole, frac = divmod(amount, TOKEN_UNIT)
+    return f"{whole:,}" if frac == 0 else f"{whole:,}.{frac:018d}".rstrip("0")
 
 
 def short(value: str | None, keep: int = 10) -> str:
@@ -38,44 +42,54 @@ def render_summary(console: Console, data: dict[str, Any]) -> None:
     ]))
     console.print(_kv_table("tokens", [
         ("total supply", tokens(t["total_supply"])), ("minted (emission)", tokens(t["minted"])),
-        ("slashed", tokens(t["slashed"])), ("forfeited rewards burned", tokens(t["forfeited_burned"])),
+        ("slashed", tokens(t["slashed"])),
         ("staked", tokens(tot["staked"])), ("unbonding", tokens(tot["unbonding"])),
-        ("claimable", tokens(tot["claimable"])), ("held back", tokens(tot["held"])),
+        ("claimed", tokens(tot["claimed"])), ("minted, not yet claimed", tokens(tot["unclaimed"])),
         ("report bonds", tokens(tot["report_bonds"])),
     ]))
 
 
 def render_rounds(console: Console, rows: list[dict[str, Any]]) -> None:
     table = Table(title="rounds")
-    for col in ("round", "phase", "commits", "active", "model hash", "held-out loss", "minted", "revealed"):
+    for col in ("round", "phase", "commits", "active", "model hash", "held-out loss", "minted", "revealed", "result"):
         table.add_column(col)
     for r in rows:
-        loss = "genesis" if r["heldout_loss"] is None else f"{r['heldout_loss']:.4f}"
+        loss = "—" if r["heldout_loss"] is None else f"{r['heldout_loss']:.4f}"
         table.add_row(str(r["round"]), r["phase"], str(r["commits"]), str(r["active_miners"]),
-                      short(r["model_hash"]), loss, tokens(r["minted"]), str(r["validators_revealed"]))
+                      short(r["model_hash"]), loss, tokens(r["minted"]), str(r["validators_revealed"]),
+                      _result(r["result"], r["fallback"]))
     console.print(table)
 
 
 def render_round(console: Console, data: dict[str, Any]) -> None:
     console.print(_kv_table(f"round {data['round']}", [
         ("phase", data["phase"]), ("seed", short(data["seed"], 18)), ("model", short(data["model_hash"], 18)),
-        ("next model", short(data["next_model_hash"], 18)), ("next held-out loss", f"{data['next_heldout_loss']:.4f}"),
+        ("next model", short(data["next_model_hash"], 18)),
+        ("held-out loss", "—" if data["heldout_loss"] is None else f"{data['heldout_loss']:.4f}"),
+        ("result", _result(data["result"], False)),
     ]))
     miners = Table(title="miners")
-    for col in ("miner", "update", "consensus", "reward", "held", "reputation"):
+    for col in ("column", "miner", "update", "consensus", "reward", "reputation", "cumulative"):
         miners.add_column(col)
     for m in data["miners"]:
-        miners.add_row(m["address"], short(m["update_hash"]), _score(m["consensus"]), tokens(m["reward"]),
-                       "yes" if m["held"] else "", _score(m["reputation"]))
+        miners.add_row(str(m["column"]), m["address"], short(m["update_hash"]), _score(m["consensus"]),
+                       tokens(m["reward"]), _score(m["reputation"]), tokens(m["cumulative"]))
     console.print(miners)
     vals = Table(title="validators")
-    for col in ("validator", "stake weight", "revealed", "agreement", "reward", "scores"):
+    for col in ("validator", "stake weight", "revealed", "reward", "cumulative", "scores"):
         vals.add_column(col)
     for v in data["validators"]:
-        agreement = "—" if v["agreement"] is None else f"{v['agreement']:.3f}"
-        vals.add_row(v["address"], tokens(v["weight"]), "yes" if v["revealed"] else "no", agreement,
-                     tokens(v["reward"]), " ".join(_score(s) for s in v["scores"]))
+        vals.add_row(v["address"], tokens(v["weight"]), "yes" if v["revealed"] else "no",
+                     tokens(v["reward"]), tokens(v["cumulative"]), " ".join(_score(s) for s in v["scores"]))
     console.print(vals)
+    if data["result"]["roots"]:
+        roots = Table(title="result roots")
+        for col in ("attempt", "root", "status", "posted", "non-signers"):
+            roots.add_column(col)
+        for root in data["result"]["roots"]:
+            roots.add_row(str(root["attempt"]), short(root["root"], 18), root["status"], str(root["posted_time"]),
+                          str(len(root["non_signers"])))
+        console.print(roots)
     if data["reports"]:
         render_disputes(console, data["reports"])
 
@@ -86,15 +100,16 @@ def render_node(console: Console, data: dict[str, Any]) -> None:
         ("multiaddr", data["multiaddr"] or "—"), ("token balance", tokens(data["token_balance"])),
         ("staked", tokens(data["staked"])), ("unbonding", tokens(data["unbonding"])),
         ("eligible", "yes" if data["eligible"] else "no"), ("reputation", _score(data["reputation"])),
+        ("earned (cumulative)", tokens(data["cumulative_earned"])),
         ("claimable", tokens(data["claimable"])), ("claimed", tokens(data["claimed"])),
         ("slashed", tokens(data["slashed"])), ("open reports", str(data["open_reports"])),
     ]))
     if data["rounds"]:
-        table = Table(title="rounds as miner")
-        for col in ("round", "consensus", "reward", "held"):
+        table = Table(title="rounds")
+        for col in ("round", "consensus", "reward", "cumulative"):
             table.add_column(col)
         for r in data["rounds"]:
-            table.add_row(str(r["round"]), _score(r["consensus"]), tokens(r["reward"]), "yes" if r["held"] else "")
+            table.add_row(str(r["round"]), _score(r.get("consensus")), tokens(r["reward"]), tokens(r["cumulative"]))
         console.print(table)
 
 
@@ -106,6 +121,15 @@ def render_disputes(console: Console, rows: list[dict[str, Any]]) -> None:
         table.add_row(str(d["id"]), str(d["round"]), d["miner"], d["kind"], str(d["segment"]), d["status"],
                       str(d["votes"]), tokens(d["slashed"]))
     console.print(table)
+
+
+def _result(result: dict[str, Any], fallback: bool) -> str:
+    if fallback:
+        return "fallback"
+    if result["final_root"]:
+        return "final " + short(result["final_root"])
+    statuses = [r["status"] for r in result["roots"]]
+    return statuses[-1] if statuses else "—"
 
 
 def _score(value: int | None) -> str:

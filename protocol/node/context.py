@@ -61,7 +61,8 @@ class NodeContext:
         self.setup: Setup = resolve(client.deployment.run_config)
         staking = bytes.fromhex(client.staking.address[2:])
         self.registry = RegistryView(client.handle.chain_id, staking)
-        self.sync = RegistrySync(self.port, self.registry, log)
+        self.history = SettlementHistory(client)  # every round's result, rebuilt from chain data
+        self.sync = RegistrySync(self.port, self.registry, log, self.history.known_reputation)
         p2p_cfg = P2PConfig(chain_id=client.handle.chain_id, contract=staking, listen_addr=config.listen,
                             bootstrap=config.bootstrap, max_blob_size=config.max_blob_bytes)
         self.current_round = 0
@@ -71,7 +72,6 @@ class NodeContext:
         self.prestarted_worker: ProfileWorker | None = None  # the devnet starts them early
         self.commit_log = EventLog(client, "rounds", "UpdateCommitted")
         self.reveal_log = EventLog(client, "scores", "ScoresRevealed")
-        self.history = SettlementHistory(client)  # every round's result, rebuilt from chain data
         self._bundles: dict[tuple[int, str], list[tuple[bytes, bytes]]] = {}
 
     async def run(self) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -37,8 +38,10 @@ class RegistrySync:
     # standing event are re-read at once (see the module docstring).
     WEIGHTS_EVERY_S = 15.0
 
-    def __init__(self, port: ChainPort, view: RegistryView, log: logging.Logger) -> None:
+    def __init__(self, port: ChainPort, view: RegistryView, log: logging.Logger,
+                 reputation_of: Callable[[str], int] = lambda _account: 0) -> None:
         self.port, self.view, self.log = port, view, log
+        self.reputation_of = reputation_of  # from the latest final result this node rebuilt
         self._next_block = port.client.deployment.deploy_block
         self._bindings: dict[str, dict[str, Any]] = {}
         self._weights_at = -math.inf
@@ -68,7 +71,7 @@ class RegistrySync:
 
     async def _apply(self, account: str, row: dict[str, Any]) -> None:
         stake = await self.port.view("staking", "staked", account)
-        reputation = await self.port.view("rewards", "reputation", account)
+        reputation = self.reputation_of(account)
         eligible_role = await self.port.view("staking", "eligible_role", account)
         role = int(row["role"])
         entry = RegistryEntry(bytes(row["node_key"]), bytes.fromhex(account[2:]),
