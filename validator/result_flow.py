@@ -18,7 +18,14 @@ import trio
 from protocol.chain.bls_registration import aggregate_keys
 from protocol.chain.events import EventLog
 from protocol.core.abi_words import list_hash
-from protocol.core.bls import bls_aggregate, bls_sign, bls_verify, g1_from_eip2537, g2_to_eip2537
+from protocol.core.bls import (
+    bls_aggregate,
+    bls_aggregate_verify_same_message,
+    bls_sign,
+    bls_verify,
+    g1_from_eip2537,
+    g2_to_eip2537,
+)
 from protocol.core.errors import BlsError
 from protocol.core.messages import ResultSigned, SignedGossip
 from protocol.core.result_header import SettledRound
@@ -53,6 +60,7 @@ class ResultFlow:
         self.shares = Shares()
         self.posts = EventLog(ctx.client, "results", "ResultPosted")
         self._verified: set[tuple[bytes, str, bytes]] = set()  # (root, validator, signature) that verified
+        self._ready_since: dict[tuple[int, bytes], float] = {}  # when enough shares were first seen
 
     def on_share(self, message: SignedGossip) -> None:
         body = message.payload.body
@@ -81,6 +89,7 @@ class ResultFlow:
                 await self._maybe_post(r, settled)
             await trio.sleep(ctx.config.poll_s)
         self.shares.forget_before(r)
+        self._ready_since = {k: t for k, t in self._ready_since.items() if k[0] > r}
 
     async def _wait_postable(self, r: int) -> None:
         ctx = self.ctx
@@ -122,13 +131,13 @@ class ResultFlow:
         shares = {validators[v]: g for v, g in self.shares.of(r, root).items() if v in validators}
         if sum(weights[v] for v in shares) * 3 <= sum(weights.values()) * 2:
             return  # not enough shares yet: cheap to ask before any signature is checked
-        shares = {v: g for v, g in shares.items() if await self._share_holds(r, root, v, g)}
+        rank = sorted(weights, key=lambda a: int(a, 16)).index(ctx.address)
+        ready = self._ready_since.setdefault((r, root), trio.current_time())
+        if trio.current_time() < ready + rank * POST_STAGGER_S:
+            return  # a higher-ranked validator posts first; later ranks step in if it does not
+        shares = await self._holding(r, root, shares)
         if sum(weights[v] for v in shares) * 3 <= sum(weights.values()) * 2:
             return
-        rank = sorted(weights, key=lambda a: int(a, 16)).index(ctx.address)
-        audit_deadline = (await ctx.port(ctx.client.round_info, r))["audit_deadline"]
-        if rank > 0 and await ctx.next_block_time() < audit_deadline + rank * POST_STAGGER_S:
-            return  # a higher-ranked validator posts first; later ranks step in if it does not
         non_signers = sorted((v for v in weights if v not in shares), key=lambda a: int(a, 16))
         keys = await ctx.port(aggregate_keys, ctx.client, r, non_signers)
         aggregate = await trio.to_thread.run_sync(bls_aggregate, list(shares.values()))
@@ -136,6 +145,23 @@ class ResultFlow:
                                    non_signers, keys):
             ctx.log.info("result posted %s", kv(round=r, root=root.hex()[:12], signers=len(shares),
                                                 non_signers=len(non_signers)))
+
+    async def _holding(self, r: int, root: bytes, shares: dict[str, bytes]) -> dict[str, bytes]:
+        """The shares that verify: all of them at the cost of one pairing when none is bad
+        (a same-message aggregate check), else each on its own."""
+        fresh = {v: g for v, g in shares.items() if (root, v, g) not in self._verified}
+        if fresh:
+            keys = await self.ctx.port(aggregate_keys, self.ctx.client, r, list(fresh))
+            if all(keys):
+                try:
+                    public = [g1_from_eip2537(k) for k in keys]
+                    together = await trio.to_thread.run_sync(bls_aggregate_verify_same_message, public, root,
+                                                             bls_aggregate(list(fresh.values())))
+                except BlsError:
+                    together = False
+                if together:
+                    self._verified.update((root, v, g) for v, g in fresh.items())
+        return {v: g for v, g in shares.items() if await self._share_holds(r, root, v, g)}
 
     async def _share_holds(self, r: int, root: bytes, validator: str, signature: bytes) -> bool:
         """Whether `signature` is `validator`'s signature of `root` under the key round `r`'s
