@@ -56,10 +56,10 @@ def test_corrupt_artifact_is_rebuilt(tmp_path, monkeypatch):
     monkeypatch.setenv("VERITRAIN_CACHE", str(tmp_path))
     monkeypatch.setattr(build, "_LOADED", {})
     key = build.sources_hash()
-    path = tmp_path / "contracts" / f"Attestation-{key[:16]}.json"
+    path = tmp_path / "contracts" / f"Scores-{key[:16]}.json"
     path.parent.mkdir(parents=True)
     path.write_text("{not json")
-    art = build.compile_contract("Attestation", key)
+    art = build.compile_contract("Scores", key)
     assert art.runtime_size > 0 and json.loads(path.read_text())["abi"] == art.abi
 
 
