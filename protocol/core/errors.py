@@ -37,3 +37,8 @@ class ContractRevert(ChainError):
 
 class InsufficientFunds(ChainError):
     """Raised when an account cannot pay for gas or has too few tokens for an action."""
+
+
+class ResultError(VeritrainError):
+    """Raised when a round's settlement inputs are malformed (a score out of range, a vector of
+    the wrong length, an unknown account) or a value cannot be ABI-encoded as a word."""
