@@ -124,15 +124,20 @@ def tampered(result: RoundResult, **changes) -> RoundResult:
     return replace(result, **changes)
 
 
-def with_sums(tree: ColumnTree, level: int, index: int, sums: tuple[int, ...]) -> ColumnTree:
-    """The tree with one node's sums replaced and every ancestor rehashed (ancestors add their children)."""
+def with_node(tree: ColumnTree, level: int, index: int, node: Node) -> ColumnTree:
+    """The tree with one node replaced and every ancestor rebuilt from its children."""
     levels = [list(lv) for lv in tree.levels]
-    node = levels[level][index]
-    levels[level][index] = Node(node_hash(node.body, sums), node.body, sums)
+    levels[level][index] = node
     for lv in range(level + 1, len(levels)):
         index >>= 1
         levels[lv][index] = parent(levels[lv - 1][2 * index], levels[lv - 1][2 * index + 1])
     return ColumnTree(tuple(tuple(lv) for lv in levels))
+
+
+def with_sums(tree: ColumnTree, level: int, index: int, sums: tuple[int, ...]) -> ColumnTree:
+    """The tree with one node's sums replaced (its ancestors add their children's, so only it is wrong)."""
+    body = tree.levels[level][index].body
+    return with_node(tree, level, index, Node(node_hash(body, sums), body, sums))
 
 
 def post(stack: Stack, posted: Posted, attempt: int = 1) -> tuple:

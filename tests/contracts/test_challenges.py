@@ -7,15 +7,34 @@ reference (`protocol.core.result*`), tampered one value at a time.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import boa
 import pytest
 
 from protocol.core.keccak import checksum_address, keccak256
 from protocol.core.result_inputs import PrevEntry, Reveal, RoundInputs
-from protocol.core.result_tree import ColumnTree, parent
+from protocol.core.result_tree import ColumnTree, Node, fields_hash, node_hash, parent
 from tests.contracts.result_evidence import (
-    BOND, WINDOW, ZERO, deploy, entries_arg, finalize, leaf_args, leaf_fields, light_reveals_arg, node_arg,
-    path_arg, post, publish, reveals_arg, root_arg, settle, tampered, with_sums,
+    BOND,
+    WINDOW,
+    ZERO,
+    deploy,
+    entries_arg,
+    finalize,
+    leaf_args,
+    leaf_fields,
+    light_reveals_arg,
+    node_arg,
+    path_arg,
+    post,
+    publish,
+    reveals_arg,
+    root_arg,
+    settle,
+    tampered,
+    with_node,
+    with_sums,
 )
 
 A = [checksum_address(keccak256(b"challenge account %d" % k)[:20]) for k in range(20)]
@@ -127,6 +146,17 @@ def test_a_column_naming_another_miner_is_rejected(chal, inputs):
                           inputs.miner_share_bps)
     p = settle(chal, swapped)
     expect(chal, True, chal.columns, "challenge_column", *post(chal, p), *leaf_args(p, 0), root_arg(p), reveals_arg(inputs))
+
+
+def test_a_first_column_with_a_prev_index_is_rejected(chal, inputs):
+    p = settle(chal, inputs)
+    leaf, sums, path = leaf_args(p, 4)  # A6: no earlier entry
+    tree = p.tree
+    body = fields_hash(4, inputs.miners[4], leaf[2], leaf[3], 0, 3)
+    bad = with_node(tree, 0, 4, Node(node_hash(body, tuple(sums)), body, tuple(sums)))
+    p = settle(chal, inputs, tree=bad)
+    expect(chal, True, chal.columns, "challenge_column", *post(chal, p), leaf[:5] + (3,), sums, path_arg(bad, 0, 4),
+           root_arg(p), reveals_arg(inputs))
 
 
 def test_a_column_with_a_prev_to_an_unfinal_round_is_rejected(chal, inputs):
@@ -250,6 +280,21 @@ def test_a_misplaced_leaf_is_rejected(chal, inputs):
     expect(chal, True, chal.columns, "challenge_misplaced_leaf", *post(chal, p), 1, 2, leaf, sums, path_arg(bad, 1, 2))
 
 
+def test_a_leaf_at_another_position_is_rejected(chal, inputs):
+    # leaf 5 holds column 4's fields: column 5 has no leaf of its own
+    p = settle(chal, inputs)
+    bad = with_node(p.tree, 0, 5, p.tree.levels[0][4])
+    leaf, sums, _ = leaf_args(p, 4)
+    p = settle(chal, inputs, tree=bad)
+    expect(chal, True, chal.columns, "challenge_misplaced_leaf", *post(chal, p), 0, 5, leaf, sums, path_arg(bad, 0, 5))
+
+
+def test_a_leaf_at_its_position_is_not_misplaced(chal, inputs):
+    p = settle(chal, inputs)
+    leaf, sums, path = leaf_args(p, 4)
+    expect(chal, False, chal.columns, "challenge_misplaced_leaf", *post(chal, p), 0, 4, leaf, sums, path)
+
+
 # header ---------------------------------------------------------------------------------------
 
 def test_a_right_header_stands(chal, inputs):
@@ -335,7 +380,7 @@ def test_right_validator_entries_stand(chal, inputs):
     expect(chal, False, chal.accounts, "challenge_validators", *post(chal, p), entries_arg(p), root_arg(p))
 
 
-@pytest.mark.parametrize("what", ["credit", "account", "first cumulative", "count"])
+@pytest.mark.parametrize("what", ["credit", "account", "first cumulative", "first prev_index", "count"])
 def test_wrong_validator_entries_are_rejected(chal, inputs, what):
     p = settle(chal, inputs)
     entries = [list(e) for e in p.entries]
@@ -345,6 +390,8 @@ def test_wrong_validator_entries_are_rejected(chal, inputs, what):
         entries[1][1] = A[19]
     elif what == "first cumulative":
         entries[3][3] += 1  # A13 has no earlier entry
+    elif what == "first prev_index":
+        entries[3][5] = 2
     else:
         entries = entries[:3]
     p = settle(chal, inputs, entries=[tuple(e) for e in entries])
@@ -431,3 +478,10 @@ def test_only_the_challenge_contracts_reject(chal, inputs):
     with boa.reverts("results: only challenges"):
         chal.results.reject(2, chal.challenger)
     assert leaf_fields(p, 0)[0] == 0
+
+
+@pytest.mark.parametrize("name", ["ColumnChallenges", "AccountChallenges"])
+def test_each_challenge_contract_fits_eip170(name):
+    deployer = boa.load_partial(str(Path(__file__).resolve().parents[2] / "contracts" / f"{name}.vy"))
+    # runtime code plus the six immutable words appended at deploy
+    assert len(deployer.compiler_data.bytecode_runtime) + 6 * 32 < 24_576

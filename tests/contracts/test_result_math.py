@@ -69,7 +69,7 @@ def test_columns_tree_and_claims_match_the_reference(harness, inputs, data):
     revealed = [v in inputs.reveals for v in inputs.validators]
     matrix = [[inputs.reveals[v].scores[i] if v in inputs.reveals else 0 for v in inputs.validators]
               for i in range(inputs.n)]
-    quorum = has_quorum(sum(w for w, r in zip(inputs.weights, revealed) if r), sum(inputs.weights))
+    quorum = has_quorum(sum(w for w, r in zip(inputs.weights, revealed, strict=True) if r), sum(inputs.weights))
     assert quorum == result.quorum
     sums = harness.columns(
         matrix, list(inputs.weights), revealed, [v in inputs.forfeited for v in inputs.validators], quorum,
@@ -79,8 +79,8 @@ def test_columns_tree_and_claims_match_the_reference(harness, inputs, data):
 
     # one column's median, leaf hash and inclusion path
     i = data.draw(st.integers(0, inputs.n - 1))
-    column = [s for s, r in zip(matrix[i], revealed) if r]
-    column_weights = [w for w, r in zip(inputs.weights, revealed) if r]
+    column = [s for s, r in zip(matrix[i], revealed, strict=True) if r]
+    column_weights = [w for w, r in zip(inputs.weights, revealed, strict=True) if r]
     assert harness.weighted_median(column, column_weights, sum(column_weights)) == weighted_median(column, column_weights)
     prev, prev_index = inputs.prev_pointer(inputs.miners[i])
     fields = (i, word(inputs.miners[i]), result.reputation[i], result.cumulative[i], prev, prev_index)
