@@ -11,6 +11,8 @@ from pathlib import Path
 
 import boa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from protocol.core.keccak import checksum_address, keccak256
 from protocol.core.result_inputs import PrevEntry, Reveal, RoundInputs
@@ -168,6 +170,35 @@ def test_a_column_with_a_prev_to_an_unfinal_round_is_rejected(chal, inputs):
                         prev, inputs.emission, inputs.miner_share_bps)
     p = settle(chal, moved)
     expect(chal, True, chal.columns, "challenge_column", *post(chal, p), *leaf_args(p, 0), root_arg(p), reveals_arg(inputs))
+
+
+@st.composite
+def small_rounds(draw: st.DrawFn) -> RoundInputs:
+    n, v = draw(st.integers(1, 8)), draw(st.integers(0, 5))
+    accounts = draw(st.permutations(A))
+    miners, validators = tuple(accounts[:n]), tuple(accounts[n:n + v])
+    weights = tuple(draw(st.one_of(st.integers(0, 3), st.integers(0, 10**24))) for _ in validators)
+    scores = st.one_of(st.sampled_from([0, 1, 65535]), st.integers(0, 65535))
+    reveals = {x: Reveal(tuple(draw(st.lists(scores, min_size=n, max_size=n))), draw(st.integers(0, 10**6)),
+                         keccak256(x.encode())) for x in validators if draw(st.integers(0, 3)) > 0}
+    forfeited = frozenset(x for x in miners + validators if draw(st.integers(0, 4)) == 0)
+    return RoundInputs(5, miners, validators, weights, reveals, forfeited, {}, draw(st.integers(0, 10**22)),
+                       draw(st.integers(0, 10_000)))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(inputs=small_rounds(), data=st.data())
+def test_the_column_challenge_agrees_with_the_reference(chal, inputs, data):
+    i = data.draw(st.integers(0, inputs.n - 1))
+    right = settle(chal, inputs)
+    r = right.result
+    c = r.consensus[i]
+    wrong = settle(chal, inputs, tampered(r, consensus=r.consensus[:i] + (c + 1 if c < 65535 else c - 1,) + r.consensus[i + 1:]))
+    for posted, upheld in ((right, False), (wrong, True)):
+        with boa.env.anchor():
+            publish(chal, inputs)
+            expect(chal, upheld, chal.columns, "challenge_column", *post(chal, posted), *leaf_args(posted, i),
+                   root_arg(posted), reveals_arg(inputs))
 
 
 def test_column_evidence_that_does_not_verify_reverts(chal, inputs):
