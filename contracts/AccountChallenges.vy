@@ -157,7 +157,7 @@ def challenge_validators(
     """
     @notice Disputes the validator entries: one per round validator, in
             `validators_of` order, each crediting sums[2 + j] of the root, with
-            cumulative = credit when it has no earlier entry and a prev pointer
+            cumulative = credit and prev_index = 0 when it has no earlier entry and a prev pointer
             to an earlier final round when it has one.
     @param round The round.
     @param header The pending attempt's header words.
@@ -177,7 +177,8 @@ def challenge_validators(
             e: challenge_base.Entry = entries[j]
             if e.index != j or e.account != convert(convert(vals[j], uint160), uint256) or e.credit != root_sums[2 + j]:
                 upheld = True
-            elif e.prev == 0 and e.cumulative != e.credit:
+            elif e.prev == 0 and (e.cumulative != e.credit or e.prev_index != 0):
+                # no earlier entry: the reference writes (prev, prev_index) = (0, 0)
                 upheld = True
             elif challenge_base._bad_prev(round, e.prev):
                 upheld = True

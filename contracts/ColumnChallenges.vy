@@ -187,27 +187,27 @@ def challenge_misplaced_leaf(
     path: challenge_base.Path,
 ):
     """
-    @notice Disputes a node above the leaves (level >= 1) whose body is a
-            column's fields: its subtree's columns have no path.
+    @notice Disputes a node whose body is a column's fields but which is not
+            that column's leaf: one above the leaves (level >= 1; its subtree's
+            columns have no path) or a leaf whose index field is not its position.
     @param round The round.
     @param header The pending attempt's header words.
     @param non_signers_hash The pending attempt's non-signers hash.
     @param posted_time When the attempt was posted.
     @param attempt The attempt number.
-    @param level The node's level (>= 1).
+    @param level The node's level.
     @param index The node's index in its level.
     @param leaf The fields its body hashes.
     @param sums Its sums.
     @param path Its inclusion path.
     """
     challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
-    assert level > 0, "challenges: a leaf is a column"
     n: uint256 = challenge_base._commits(round)
     assert result_math._verify_path(
         challenge_base._leaf_hash(leaf, sums), level, index, path.siblings, path.sums_hashes,
         result_math._depth(n), header[challenge_base.H_TREE_ROOT],
     ), "challenges: node not in tree"
-    challenge_base._settle(round, attempt, True, KIND_MISPLACED_LEAF)
+    challenge_base._settle(round, attempt, level > 0 or leaf.index != index, KIND_MISPLACED_LEAF)
 
 
 @external
@@ -299,7 +299,8 @@ def _column_matches(
         if sums[2 + j] != credits[j]:
             return False
     if leaf.prev == 0:
-        return leaf.reputation == c // 10 and leaf.cumulative == pay
+        # no earlier entry: the reference writes (prev, prev_index) = (0, 0)
+        return leaf.reputation == c // 10 and leaf.cumulative == pay and leaf.prev_index == 0
     return not challenge_base._bad_prev(round, leaf.prev)
 
 

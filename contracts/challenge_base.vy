@@ -111,6 +111,9 @@ def __init__(
     token_: IERC20, rounds_: IChainFacts, scores_: IVectorRoots, rewards_: IForfeits, results_: IResults,
     challenge_bond_: uint256,
 ):
+    """
+    @dev Binds the stack; both challenge contracts call this from their constructors.
+    """
     assert challenge_bond_ > 0, "challenges: zero bond"
     token = token_
     rounds = rounds_

@@ -99,3 +99,25 @@ def claim_leaf(account: uint256, amount: uint256) -> bytes32:
 @external
 def score_at(scores: Bytes[MAX_SCORE_BYTES], i: uint256) -> uint16:
     return result_math._score_at(scores, i)
+
+
+@pure
+@external
+def columns(
+    matrix: DynArray[DynArray[uint16, MAX_VALIDATORS], 16], weights: DynArray[uint256, MAX_VALIDATORS],
+    revealed: DynArray[bool, MAX_VALIDATORS], forfeited: DynArray[bool, MAX_VALIDATORS],
+    quorum: bool, miners_forfeited: DynArray[bool, 16], consensus_total: uint256, miner_pool: uint256,
+    validator_pool: uint256,
+) -> DynArray[DynArray[uint256, MAX_SUMS], 16]:
+    # every column's leaf sums [c, pay, credit_0..] in one call: matrix[i][j] = validator j's score of column i
+    out: DynArray[DynArray[uint256, MAX_SUMS], 16] = []
+    for i: uint256 in range(len(matrix), bound=16):
+        c: uint16 = 0
+        pay: uint256 = 0
+        credits: DynArray[uint256, MAX_VALIDATORS] = []
+        c, pay, credits = result_math._column(matrix[i], weights, revealed, forfeited, quorum, miners_forfeited[i], consensus_total, miner_pool, validator_pool, len(matrix))
+        sums: DynArray[uint256, MAX_SUMS] = [convert(c, uint256), pay]
+        for x: uint256 in credits:
+            sums.append(x)
+        out.append(sums)
+    return out

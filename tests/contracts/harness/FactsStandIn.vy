@@ -1,0 +1,84 @@
+# pragma version ~=0.4.3
+# SPDX-License-Identifier: AGPL-3.0-only
+"""
+@title chain facts stand-in
+@notice Test only: the rounds, scores and rewards views the challenge contracts
+        read (IChainFacts, IVectorRoots, IForfeits), set directly by the test.
+"""
+
+from contracts.interfaces import IChainFacts
+from contracts.interfaces import IForfeits
+from contracts.interfaces import IVectorRoots
+
+implements: IChainFacts
+implements: IVectorRoots
+implements: IForfeits
+
+commits: HashMap[uint256, uint256]
+commit_index: public(HashMap[uint256, HashMap[address, uint256]])
+validators: HashMap[uint256, DynArray[address, 64]]
+validator_weight: public(HashMap[uint256, HashMap[address, uint256]])
+total_weight: public(HashMap[uint256, uint256])
+model_hash: public(HashMap[uint256, bytes32])
+run_config_hash: public(bytes32)
+vector_root: public(HashMap[uint256, HashMap[address, bytes32]])
+forfeited: public(HashMap[uint256, HashMap[address, bool]])
+emission_per_round: public(uint256)
+miner_share_bps: public(uint256)
+
+
+@external
+def set_miners(round: uint256, miners: DynArray[address, 1024]):
+    self.commits[round] = len(miners)
+    for i: uint256 in range(len(miners), bound=1024):
+        self.commit_index[round][miners[i]] = i + 1
+
+
+@external
+def set_validators(round: uint256, validators: DynArray[address, 64], weights: DynArray[uint256, 64]):
+    self.validators[round] = validators
+    total: uint256 = 0
+    for j: uint256 in range(len(validators), bound=64):
+        self.validator_weight[round][validators[j]] = weights[j]
+        total += weights[j]
+    self.total_weight[round] = total
+
+
+@external
+def set_vector_root(round: uint256, validator: address, root: bytes32):
+    self.vector_root[round][validator] = root
+
+
+@external
+def set_forfeited(round: uint256, account: address, forfeited: bool):
+    self.forfeited[round][account] = forfeited
+
+
+@external
+def set_model(round: uint256, model: bytes32):
+    self.model_hash[round] = model
+
+
+@external
+def set_economics(emission: uint256, miner_share_bps: uint256, run_config_hash: bytes32):
+    self.emission_per_round = emission
+    self.miner_share_bps = miner_share_bps
+    self.run_config_hash = run_config_hash
+
+
+@view
+@external
+def round_info(round: uint256) -> (uint256, uint256, uint256, uint256, uint256, bytes32):
+    return 0, self.commits[round], 0, 0, 0, empty(bytes32)
+
+
+@view
+@external
+def validators_of(round: uint256) -> DynArray[address, 64]:
+    return self.validators[round]
+
+
+@view
+@external
+def chain_id() -> uint256:
+    return chain.id

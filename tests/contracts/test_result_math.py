@@ -1,0 +1,144 @@
+"""result_math (the challenge contracts' arithmetic) against the Python reference of the result.
+
+One harness contract exposes the module's internal functions as views; Hypothesis draws small
+rounds (<= 12 columns, <= 8 validators, ties, zero weights, unrevealed and forfeiting accounts)
+and every value the contract recomputes must equal `protocol.core.result` / `result_tree` /
+`claims_tree` byte for byte.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import boa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol.core.abi_words import list_hash
+from protocol.core.claims_tree import claim_leaf, claims_list_hash, claims_root
+from protocol.core.keccak import checksum_address, keccak256
+from protocol.core.result import compute_result, has_quorum, lower_median, weighted_median
+from protocol.core.result_header import round_claim_leaves
+from protocol.core.result_inputs import PrevEntry, Reveal, RoundInputs
+from protocol.core.result_tree import ColumnTree, entry_hash, fields_hash, node_hash, tree_depth
+
+HARNESS = Path(__file__).resolve().parent / "harness" / "ResultMathHarness.vy"
+ACCOUNTS = [checksum_address(keccak256(b"account %d" % k)[:20]) for k in range(40)]
+
+# few distinct values make ties, equal supports and zero columns common
+scores_st = st.one_of(st.sampled_from([0, 1, 2, 500, 65534, 65535]), st.integers(0, 65535))
+weights_st = st.one_of(st.integers(0, 3), st.integers(0, 10**24))
+losses_st = st.one_of(st.integers(0, 3), st.integers(0, 10**7))
+
+
+@pytest.fixture(scope="module")
+def harness():
+    return boa.load(str(HARNESS))
+
+
+@st.composite
+def round_inputs(draw: st.DrawFn) -> RoundInputs:
+    n = draw(st.integers(1, 12))
+    v = draw(st.integers(0, 8))
+    accounts = draw(st.permutations(ACCOUNTS))
+    miners, validators = tuple(accounts[:n]), tuple(accounts[n:n + v])
+    weights = tuple(draw(st.lists(weights_st, min_size=v, max_size=v)))
+    revealed = [x for x in validators if draw(st.integers(0, 3)) > 0]  # most reveal: quorum is common
+    reveals = {x: Reveal(tuple(draw(st.lists(scores_st, min_size=n, max_size=n))), draw(losses_st),
+                         draw(st.binary(min_size=32, max_size=32))) for x in revealed}
+    forfeited = frozenset(x for x in miners + validators if draw(st.integers(0, 5)) == 0)
+    rnd = draw(st.integers(0, 20))
+    prev = {x: PrevEntry(draw(st.integers(0, rnd - 1)), draw(st.integers(0, 1023)), draw(st.integers(0, 65535)),
+                         draw(weights_st))
+            for x in miners + validators if rnd > 0 and draw(st.booleans())}
+    emission = draw(st.integers(0, 1000) if draw(st.integers(0, 3)) == 0 else st.integers(10**18, 10**24))
+    share = draw(st.one_of(st.sampled_from([0, 5000, 10000]), st.integers(0, 10000)))
+    return RoundInputs(rnd, miners, validators, weights, reveals, forfeited, prev, emission, share)
+
+
+def word(address: str) -> int:
+    return int(address, 16)
+
+
+@settings(max_examples=500, deadline=None)
+@given(inputs=round_inputs(), data=st.data())
+def test_columns_tree_and_claims_match_the_reference(harness, inputs, data):
+    result = compute_result(inputs)
+    tree = ColumnTree.build(inputs, result)
+    revealed = [v in inputs.reveals for v in inputs.validators]
+    matrix = [[inputs.reveals[v].scores[i] if v in inputs.reveals else 0 for v in inputs.validators]
+              for i in range(inputs.n)]
+    quorum = has_quorum(sum(w for w, r in zip(inputs.weights, revealed, strict=True) if r), sum(inputs.weights))
+    assert quorum == result.quorum
+    sums = harness.columns(
+        matrix, list(inputs.weights), revealed, [v in inputs.forfeited for v in inputs.validators], quorum,
+        [m in inputs.forfeited for m in inputs.miners], sum(result.consensus), inputs.miner_pool,
+        inputs.validator_pool)
+    assert [list(s) for s in sums] == [list(leaf.sums) for leaf in tree.levels[0][:inputs.n]]
+
+    # one column's median, leaf hash and inclusion path
+    i = data.draw(st.integers(0, inputs.n - 1))
+    column = [s for s, r in zip(matrix[i], revealed, strict=True) if r]
+    column_weights = [w for w, r in zip(inputs.weights, revealed, strict=True) if r]
+    assert harness.weighted_median(column, column_weights, sum(column_weights)) == weighted_median(column, column_weights)
+    prev, prev_index = inputs.prev_pointer(inputs.miners[i])
+    fields = (i, word(inputs.miners[i]), result.reputation[i], result.cumulative[i], prev, prev_index)
+    body = harness.column_fields_hash(*fields)
+    assert body == fields_hash(i, inputs.miners[i], *fields[2:])
+    leaf = tree.levels[0][i]
+    assert harness.node_hash(body, list(leaf.sums)) == leaf.hash == node_hash(body, leaf.sums)
+    path = tree.inclusion_path(0, i)
+    assert harness.depth(inputs.n) == tree_depth(inputs.n) == tree.depth
+    assert harness.verify_path(leaf.hash, 0, i, [s for s, _ in path], [h for _, h in path], tree.depth, tree.tree_root())
+    assert harness.list_hash(list(leaf.sums)) == list_hash(leaf.sums)
+
+    # held-out loss, validator entries, claims
+    losses = [inputs.reveals[v].heldout_loss for v in inputs.validators if v in inputs.reveals]
+    assert harness.lower_median(losses) == lower_median(losses) == result.heldout_loss
+    if inputs.validators:
+        j = data.draw(st.integers(0, len(inputs.validators) - 1))
+        v = inputs.validators[j]
+        prev, prev_index = inputs.prev_pointer(v)
+        entry = (j, word(v), result.validator_credit[j], result.validator_cumulative[j], prev, prev_index)
+        assert harness.entry_hash(*entry) == entry_hash(j, v, *entry[2:])
+    leaves = list(round_claim_leaves(inputs, result))
+    assert harness.claims_root(leaves) == claims_root(leaves)
+    assert harness.list_hash32(leaves) == claims_list_hash(leaves)
+    assert harness.claim_leaf(word(inputs.miners[i]), result.cumulative[i]) == claim_leaf(inputs.miners[i], result.cumulative[i])
+
+
+@settings(max_examples=100, deadline=None)
+@given(leaves=st.lists(st.binary(min_size=32, max_size=32), min_size=0, max_size=40))
+def test_claims_root_of_any_leaf_count(harness, leaves):
+    assert harness.claims_root(leaves) == claims_root(leaves)
+
+
+def test_claims_root_at_the_cap(harness):
+    leaves = [keccak256(b"%d" % k) for k in range(1088)]
+    assert harness.claims_root(leaves) == claims_root(leaves)
+
+
+def test_a_path_rejects_a_wrong_position_length_or_root(harness):
+    inputs = RoundInputs(1, tuple(ACCOUNTS[:5]), tuple(ACCOUNTS[5:7]), (1, 2), {}, frozenset(), {}, 1000, 5000)
+    result = compute_result(inputs)
+    tree = ColumnTree.build(inputs, result)
+    leaf = tree.levels[0][3]
+    path = tree.inclusion_path(0, 3)
+    siblings, sums_hashes = [s for s, _ in path], [h for _, h in path]
+    assert harness.verify_path(leaf.hash, 0, 3, siblings, sums_hashes, 3, tree.tree_root())
+    assert not harness.verify_path(leaf.hash, 0, 2, siblings, sums_hashes, 3, tree.tree_root())
+    assert not harness.verify_path(leaf.hash, 0, 3 + 8, siblings, sums_hashes, 3, tree.tree_root())
+    assert not harness.verify_path(leaf.hash, 0, 3, siblings[:-1], sums_hashes[:-1], 3, tree.tree_root())
+    assert not harness.verify_path(leaf.hash, 0, 3, siblings, sums_hashes, 3, keccak256(b"other"))
+    # an empty leaf (position 6) with an empty sibling (7): its empty parent hashes on up
+    parent_path = tree.inclusion_path(1, 3)
+    assert harness.verify_path(b"\x00" * 32, 0, 6, [b"\x00" * 32] + [s for s, _ in parent_path],
+                               [b"\x00" * 32] + [h for _, h in parent_path], 3, tree.tree_root())
+
+
+def test_score_extraction_is_big_endian(harness):
+    packed = bytes([0x12, 0x34, 0xff, 0xfe, 0x00, 0x01])
+    assert [harness.score_at(packed, i) for i in range(3)] == [0x1234, 0xfffe, 1]
+    with boa.reverts():
+        harness.score_at(packed, 3)
