@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NewType
 
+from eth_typing import BLSPubkey, BLSSignature
 from py_ecc.bls import G2ProofOfPossession as _Pop
 from py_ecc.bls.g2_primitives import G1_to_pubkey, pubkey_to_G1, signature_to_G2
 from py_ecc.optimized_bls12_381 import (
@@ -63,7 +64,7 @@ def bls_aggregate(sigs: Sequence[bytes]) -> bytes:
         raise BlsError("cannot aggregate zero signatures")
     for sig in sigs:
         _decode_signature(sig)
-    return bytes(_Pop.Aggregate([bytes(s) for s in sigs]))
+    return bytes(_Pop.Aggregate([BLSSignature(bytes(s)) for s in sigs]))
 
 
 def bls_aggregate_public_keys(pks: Sequence[bytes]) -> bytes:
@@ -81,7 +82,7 @@ def bls_verify(pk: bytes, message: bytes, sig: bytes) -> bool:
     """Whether `sig` signs `message` under `pk`."""
     _decode_public_key(pk)
     _decode_signature(sig)
-    return bool(_Pop.Verify(bytes(pk), message, bytes(sig)))
+    return bool(_Pop.Verify(BLSPubkey(bytes(pk)), message, BLSSignature(bytes(sig))))
 
 
 def bls_aggregate_verify_same_message(pks: Sequence[bytes], message: bytes, sig: bytes) -> bool:
@@ -90,7 +91,7 @@ def bls_aggregate_verify_same_message(pks: Sequence[bytes], message: bytes, sig:
     for pk in pks:
         _decode_public_key(pk)
     _decode_signature(sig)
-    return bool(_Pop.FastAggregateVerify([bytes(pk) for pk in pks], message, bytes(sig)))
+    return bool(_Pop.FastAggregateVerify([BLSPubkey(bytes(pk)) for pk in pks], message, BLSSignature(bytes(sig))))
 
 
 def bls_pop_prove(sk: int) -> bytes:
@@ -102,7 +103,7 @@ def bls_pop_verify(pk: bytes, pop: bytes) -> bool:
     """Whether `pop` proves possession of the secret behind `pk`."""
     _decode_public_key(pk)
     _decode_signature(pop)
-    return bool(_Pop.PopVerify(bytes(pk), bytes(pop)))
+    return bool(_Pop.PopVerify(BLSPubkey(bytes(pk)), BLSSignature(bytes(pop))))
 
 
 def g1_to_eip2537(pk48: bytes) -> bytes:
@@ -159,7 +160,7 @@ def _decode_public_key(pk: bytes):  # noqa: ANN202  (a py_ecc Jacobian point)
     if len(pk) != PUBLIC_KEY_BYTES:
         raise BlsError(f"a BLS public key is {PUBLIC_KEY_BYTES} bytes, got {len(pk)}")
     try:
-        return pubkey_to_G1(bytes(pk))
+        return pubkey_to_G1(BLSPubkey(bytes(pk)))
     except (ValueError, AssertionError) as exc:
         raise BlsError(f"not a BLS public key: {exc}") from exc
 
@@ -167,7 +168,7 @@ def _decode_public_key(pk: bytes):  # noqa: ANN202  (a py_ecc Jacobian point)
 def _validated_public_key(pk: bytes):  # noqa: ANN202  (a py_ecc Jacobian point)
     """The point of a key fit to register or aggregate: also in the subgroup and not infinity."""
     point = _decode_public_key(pk)
-    if not _Pop.KeyValidate(bytes(pk)):
+    if not _Pop.KeyValidate(BLSPubkey(bytes(pk))):
         raise BlsError("BLS public key is the point at infinity or outside the prime-order subgroup")
     return point
 
@@ -177,7 +178,7 @@ def _decode_signature(sig: bytes):  # noqa: ANN202  (a py_ecc Jacobian point)
     if len(sig) != SIGNATURE_BYTES:
         raise BlsError(f"a BLS signature is {SIGNATURE_BYTES} bytes, got {len(sig)}")
     try:
-        return signature_to_G2(bytes(sig))
+        return signature_to_G2(BLSSignature(bytes(sig)))
     except (ValueError, AssertionError) as exc:
         raise BlsError(f"not a BLS signature: {exc}") from exc
 
