@@ -61,7 +61,7 @@ def new(out: Annotated[Path, typer.Option(help="Folder for keystore.json, node_k
     """Create an encrypted account keystore, an ed25519 node key and an encrypted BLS key
     (validators sign round results with it), all 0600. In a folder made before BLS keys
     existed, only the missing BLS key is added."""
-    from protocol.node.bls_keystore import BLS_KEYSTORE_FILE, new_bls_key
+    from protocol.node.bls_keystore import BLS_KEYSTORE_FILE, bls_keystore_public_key, new_bls_key
     from protocol.node.keys import KEYSTORE_FILE, keystore_address, new_keys
 
     secret = password(confirm=True)
@@ -70,7 +70,7 @@ def new(out: Annotated[Path, typer.Option(help="Folder for keystore.json, node_k
         typer.echo(f"account  {keystore_address(out)}\nbls key  {bls_key.hex()}\nadded to {out}")
         return
     address, node_key = new_keys(out, secret)
-    bls_key = new_bls_key(out, secret)
+    bls_key = bls_keystore_public_key(out)
     typer.echo(f"account  {address}\nnode key {node_key.hex()}\nbls key  {bls_key.hex()}\nwritten to {out}")
 
 

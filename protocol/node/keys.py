@@ -30,11 +30,14 @@ class NodeKeys:
 
 
 def new_keys(directory: Path, password: str, kdf_iterations: int = KDF_ITERATIONS) -> tuple[str, bytes]:
-    """Create both keys in `directory`; returns (account address, node public key)."""
+    """Create the account keystore, the node key and the BLS keystore (validators sign round
+    results with it) in `directory`; returns (account address, node public key)."""
+    from protocol.node.bls_keystore import BLS_KEYSTORE_FILE, new_bls_key  # it builds on this module
+
     directory = Path(directory)
     if not password:
         raise ConfigError("refusing to write a keystore with an empty password")
-    for name in (KEYSTORE_FILE, NODE_KEY_FILE):
+    for name in (KEYSTORE_FILE, NODE_KEY_FILE, BLS_KEYSTORE_FILE):
         if (directory / name).exists():
             raise ConfigError(f"{directory / name} already exists; refusing to overwrite a key")
     directory.mkdir(parents=True, exist_ok=True)
@@ -43,6 +46,7 @@ def new_keys(directory: Path, password: str, kdf_iterations: int = KDF_ITERATION
     keystore = Account.encrypt(account.key, password, iterations=kdf_iterations)
     _write_private(directory / NODE_KEY_FILE, identity.seed.hex() + "\n")
     _write_private(directory / KEYSTORE_FILE, json.dumps(keystore))
+    new_bls_key(directory, password, kdf_iterations)
     return account.address, identity.public_key
 
 

@@ -34,6 +34,8 @@ commit_duration = {commit_duration}
 score_duration = 120
 reveal_duration = 60
 challenge_window = 15
+result_duration = 60
+result_challenge_window = 5
 unbonding_delay = 1000
 [training]
 preset = "micro"

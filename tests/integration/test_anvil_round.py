@@ -90,5 +90,6 @@ def test_full_round_on_anvil(anvil, tmp_path):
     # supply: genesis + emission - burned part of the slash
     burned = cheater_node["slashed"] - reward_share
     assert summary["token"]["total_supply"] == supply_after_deploy + summary["token"]["minted"] - burned
-    assert summary["totals"]["claimable"] == 0 and summary["totals"]["held"] == 0
+    assert summary["totals"]["unclaimed"] == 0  # everyone claimed its whole cumulative earnings
     assert summary["current_round"] == 1
+    assert detail["result"]["final_root"] is not None and detail["result"]["roots"][0]["status"] == "final"

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from protocol.chain.events import read_events
 from tests.conftest import run_cli
 from tests.integration.netutil import (
     TcpRelay,
@@ -38,7 +39,7 @@ ROUNDS = 3
 OUTAGE_S = 6.0
 RUN_TOML = micro_run_toml("faults", commit_duration=45)
 # calls a node makes once per round (or per report): a second one would be a duplicate
-ONCE_PER_ROUND = {"commit_update", "commit_scores", "reveal_scores", "attest_model"}
+ONCE_PER_ROUND = {"commit_update", "commit_scores", "reveal_scores"}
 
 
 @dataclass
@@ -141,9 +142,10 @@ def test_newcomer_fetches_global_state_from_peers_and_earns(faults):
 
 def test_training_goes_on_after_miners_leave_and_join(faults):
     rounds = {r["round"]: r for r in inspect(faults.rpc, faults.dep, "rounds")}
-    attested = [rounds[r] for r in range(1, ROUNDS + 1)]
-    assert all(int(r["model_hash"], 16) != 0 for r in attested)
-    assert attested[-1]["heldout_loss"] < attested[0]["heldout_loss"]
+    certified = [rounds[r] for r in range(1, ROUNDS + 1)]
+    assert all(int(r["model_hash"], 16) != 0 for r in certified)
+    final = [rounds[r] for r in range(ROUNDS) if rounds[r]["result"]["final_root"]]
+    assert len(final) == ROUNDS and final[-1]["heldout_loss"] < final[0]["heldout_loss"]
 
 
 def _once_per_round(calls: list[tuple[str, dict, int]]) -> Counter:
@@ -165,7 +167,10 @@ def test_restarted_validator_sends_no_duplicate_and_catches_up(faults):
     assert log.count("scores committed round=1") == 1  # the restart revealed the journaled scores
     for r in range(ROUNDS):
         assert chain.call("scores", "revealed", r, v1), f"validator 1 did not reveal round {r}"
-        assert chain.call("attestation", "attested_by", r + 1, v1), f"validator 1 did not attest round {r + 1}"
+        final = bytes(chain.call("results", "final_root", r))
+        posts = [p for p in read_events(chain, "results", "ResultPosted") if p["round"] == r and
+                 bytes(p["result_root"]) == final]
+        assert posts and v1 not in posts[0]["non_signers"], f"validator 1 did not sign round {r}'s result"
 
 
 def test_nodes_ride_out_an_rpc_outage(faults):

@@ -14,13 +14,14 @@ from protocol.node.bls_keystore import (
     load_bls_key,
     new_bls_key,
 )
-from protocol.node.keys import KEYSTORE_FILE, new_keys
+from protocol.node.keys import KEYSTORE_FILE, load_keys, new_keys
 
 
 def test_round_trip_beside_the_account_keystore(tmp_path):
-    new_keys(tmp_path, "pw", kdf_iterations=2)
-    public_key = new_bls_key(tmp_path, "pw", kdf_iterations=2)
+    new_keys(tmp_path, "pw", kdf_iterations=2)  # writes the BLS keystore too
+    public_key = bls_keystore_public_key(tmp_path)
     assert (tmp_path / KEYSTORE_FILE).exists()
+    assert load_keys(tmp_path, "pw").bls == load_bls_key(tmp_path, "pw")
     assert stat.S_IMODE((tmp_path / BLS_KEYSTORE_FILE).stat().st_mode) == 0o600
     assert bls_public_key(load_bls_key(tmp_path, "pw")) == public_key
     assert bls_keystore_public_key(tmp_path) == public_key
