@@ -49,7 +49,8 @@ def measure(n_miners: int, n_validators: int) -> dict[str, list[int]]:
     net = join_network(client, n_miners, n_validators, lambda _m: None)
     net.gas.clear()  # joining (registration, stake, BLS keys) is once per account, not per round
     net.record("start", client.start())
-    play_round(client, net, lambda _m: None, cheat=True, signers=signers_for(n_validators))
+    play_round(client, net, lambda _m: None, cheat=True, signers=signers_for(n_validators),
+               challenge_column=n_miners // 2)
     claim_all(net)
     return net.gas
 

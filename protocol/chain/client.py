@@ -172,6 +172,14 @@ class ChainClient:
     def fall_back(self, round_: int) -> dict:
         return self._send(self.results.functions.fall_back(round_))
 
+    def approve(self, spender: str, amount: int) -> dict:
+        return self._send(self.token.functions.approve(spender, amount))
+
+    def challenge(self, contract: str, fn: str, *args: Any) -> dict:
+        """Send a result challenge (`contract` is "column_challenges" or "account_challenges");
+        the bond must be approved to that contract."""
+        return self._send(getattr(getattr(self, contract).functions, fn)(*args))
+
     def claim(self, round_: int, cumulative: int, proof: list[bytes]) -> dict:
         return self._send(self.rewards.functions.claim(round_, cumulative, proof))
 

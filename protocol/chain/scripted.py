@@ -18,6 +18,7 @@ from eth_account.signers.local import LocalAccount
 
 from protocol.chain.backend import advance_time
 from protocol.chain.bls_registration import aggregate_keys
+from protocol.chain.challenge_args import column_args
 from protocol.chain.claims import claim_owed
 from protocol.chain.client import ChainClient, Role, Vote
 from protocol.chain.settlement_history import SettlementHistory
@@ -96,7 +97,7 @@ def join_network(deployer: ChainClient, n_miners: int, n_validators: int, progre
 
 
 def play_round(deployer: ChainClient, net: ScriptedNetwork, progress: Progress, cheat: bool = True,
-               signers: int | None = None) -> int:
+               signers: int | None = None, challenge_column: int | None = None) -> int:
     """Commit, seed, score, report, reveal, audit, resolve, post the result signed by the first
     `signers` validators (all by default), wait out its window and make it final."""
     if not deployer.started():
@@ -137,15 +138,16 @@ def play_round(deployer: ChainClient, net: ScriptedNetwork, progress: Progress, 
     if net.cheater is not None:
         net.record("resolve_fraud", deployer.resolve_fraud(net.reports[-1]))  # results wait for every report
         progress(f"round {r}: report resolved")
-    post_and_finalize(deployer, net, r, hashlib.sha256(f"model/{r + 1}".encode()).digest(), signers)
+    post_and_finalize(deployer, net, r, hashlib.sha256(f"model/{r + 1}".encode()).digest(), signers, challenge_column)
     progress(f"round {r}: result final, round {r + 1} open")
     return r
 
 
 def post_and_finalize(deployer: ChainClient, net: ScriptedNetwork, r: int, model_hash: bytes,
-                      signers: int | None = None) -> None:
+                      signers: int | None = None, challenge_column: int | None = None) -> None:
     """Compute round `r`'s result from chain data, post it signed by the first `signers`
-    validators, wait out the challenge window and make it final."""
+    validators (a miner challenges column `challenge_column` of the right root, if given, and
+    loses its bond), wait out the challenge window and make it final."""
     history = SettlementHistory(deployer)
     settled = history.settle(r, model_hash)
     if not settled.result.quorum:  # without the quorum the model stays as it was
@@ -160,6 +162,14 @@ def post_and_finalize(deployer: ChainClient, net: ScriptedNetwork, r: int, model
     receipt = net.record("post_result", poster.post_result(list(settled.header.words()), g2_to_eip2537(signature), non_signers, keys))
     posted_time = int(deployer.w3.eth.get_block(receipt["blockNumber"])["timestamp"])
     attempt = int(deployer.call("results", "rejected_count", r)) + 1
+    if challenge_column is not None:
+        challenger = net.miners[0].client
+        bond = int(deployer.call("column_challenges", "challenge_bond"))
+        challenger.approve(deployer.column_challenges.address, bond)
+        net.record("challenge_column", challenger.challenge("column_challenges", "challenge_column", r,
+                                                            list(settled.header.words()), list_hash(non_signers),
+                                                            posted_time, attempt,
+                                                            *column_args(settled, challenge_column)))
     advance_time(deployer.handle, deployer.deployment.run_config.chain.result_challenge_window)
     net.record("finalize_result", deployer.finalize_result(list(settled.header.words()), list_hash(non_signers), posted_time, attempt))
 

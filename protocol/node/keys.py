@@ -32,7 +32,10 @@ class NodeKeys:
 def new_keys(directory: Path, password: str, kdf_iterations: int = KDF_ITERATIONS) -> tuple[str, bytes]:
     """Create the account keystore, the node key and the BLS keystore (validators sign round
     results with it) in `directory`; returns (account address, node public key)."""
-    from protocol.node.bls_keystore import BLS_KEYSTORE_FILE, new_bls_key  # it builds on this module
+    from protocol.node.bls_keystore import (  # it builds on this module
+        BLS_KEYSTORE_FILE,
+        new_bls_key,
+    )
 
     directory = Path(directory)
     if not password:

@@ -1,0 +1,41 @@
+"""Calldata of a result challenge, built from a settled round (the posted tree's preimages).
+
+A challenger that holds the posted tree (every node's body and sums, as `SettledRound` keeps
+them) names one column and gets the arguments `ColumnChallenges.challenge_column` takes after
+the attempt's five (round, header, non-signers hash, posted time, attempt).
+"""
+
+from __future__ import annotations
+
+from protocol.core.result_header import SettledRound
+from protocol.core.score_vector import pack_scores
+
+ZERO32 = b"\x00" * 32
+
+
+def column_args(settled: SettledRound, i: int) -> tuple:
+    """(leaf fields, leaf sums, inclusion path, root preimage, reveals) of column `i`."""
+    inputs, result, tree = settled.inputs, settled.result, settled.tree
+    miner = inputs.miners[i]
+    prev, prev_index = inputs.prev_pointer(miner)
+    leaf = (i, int(miner, 16), result.reputation[i], result.cumulative[i], prev, prev_index)
+    path = tree.inclusion_path(0, i)
+    root = (ZERO32, []) if tree.tree_root() == ZERO32 else _preimage(tree.root_preimage())
+    return (leaf, list(tree.levels[0][i].sums), ([s for s, _ in path], [h for _, h in path]), root,
+            reveals_arg(settled))
+
+
+def reveals_arg(settled: SettledRound) -> tuple:
+    """Every round validator's reveal in `validators_of` order (empty for one that did not reveal)."""
+    scores, roots, losses = [], [], []
+    for v in settled.inputs.validators:
+        r = settled.inputs.reveals.get(v)
+        scores.append(pack_scores(r.scores) if r else b"")
+        roots.append(r.witness_root if r else ZERO32)
+        losses.append(r.heldout_loss if r else 0)
+    return (scores, roots, losses)
+
+
+def _preimage(preimage: tuple[bytes, tuple[int, ...]]) -> tuple[bytes, list[int]]:
+    body, sums = preimage
+    return (body, list(sums))
