@@ -15,8 +15,26 @@ from collections.abc import Sequence
 from typing import NewType
 
 from py_ecc.bls import G2ProofOfPossession as _Pop
-from py_ecc.bls.g2_primitives import G1_to_pubkey, pubkey_to_G1, signature_to_G2
-from py_ecc.optimized_bls12_381 import FQ, FQ2, G1, Z1, add, curve_order, field_modulus, is_inf, neg, normalize
+from py_ecc.bls.g2_primitives import (
+    BLSPubkey,
+    BLSSignature,
+    G1_to_pubkey,
+    pubkey_to_G1,
+    signature_to_G2,
+)
+from py_ecc.optimized_bls12_381 import (
+    FQ,
+    FQ2,
+    G1,
+    Z1,
+    add,
+    curve_order,
+    field_modulus,
+    is_inf,
+    neg,
+    normalize,
+)
+from py_ecc.typing import Optimized_Point3D
 
 from protocol.core.errors import BlsError
 
@@ -52,7 +70,7 @@ def bls_aggregate(sigs: Sequence[bytes]) -> bytes:
         raise BlsError("cannot aggregate zero signatures")
     for sig in sigs:
         _decode_signature(sig)
-    return bytes(_Pop.Aggregate([bytes(s) for s in sigs]))
+    return bytes(_Pop.Aggregate([BLSSignature(bytes(s)) for s in sigs]))
 
 
 def bls_aggregate_public_keys(pks: Sequence[bytes]) -> bytes:
@@ -70,7 +88,7 @@ def bls_verify(pk: bytes, message: bytes, sig: bytes) -> bool:
     """Whether `sig` signs `message` under `pk`."""
     _decode_public_key(pk)
     _decode_signature(sig)
-    return bool(_Pop.Verify(bytes(pk), message, bytes(sig)))
+    return bool(_Pop.Verify(BLSPubkey(bytes(pk)), message, BLSSignature(bytes(sig))))
 
 
 def bls_aggregate_verify_same_message(pks: Sequence[bytes], message: bytes, sig: bytes) -> bool:
@@ -79,7 +97,7 @@ def bls_aggregate_verify_same_message(pks: Sequence[bytes], message: bytes, sig:
     for pk in pks:
         _decode_public_key(pk)
     _decode_signature(sig)
-    return bool(_Pop.FastAggregateVerify([bytes(pk) for pk in pks], message, bytes(sig)))
+    return bool(_Pop.FastAggregateVerify([BLSPubkey(bytes(pk)) for pk in pks], message, BLSSignature(bytes(sig))))
 
 
 def bls_pop_prove(sk: int) -> bytes:
@@ -91,7 +109,7 @@ def bls_pop_verify(pk: bytes, pop: bytes) -> bool:
     """Whether `pop` proves possession of the secret behind `pk`."""
     _decode_public_key(pk)
     _decode_signature(pop)
-    return bool(_Pop.PopVerify(bytes(pk), bytes(pop)))
+    return bool(_Pop.PopVerify(BLSPubkey(bytes(pk)), BLSSignature(bytes(pop))))
 
 
 def g1_to_eip2537(pk48: bytes) -> bytes:
@@ -142,31 +160,31 @@ def _check_secret(sk: int) -> int:
     return sk
 
 
-def _decode_public_key(pk: bytes):  # noqa: ANN202  (a py_ecc Jacobian point)
+def _decode_public_key(pk: bytes) -> Optimized_Point3D[FQ]:
     """The point of a well-formed key (48 bytes, valid flags, on the curve); the costly subgroup
     check is left to py_ecc's verifiers, where a failure is an ordinary False."""
     if len(pk) != PUBLIC_KEY_BYTES:
         raise BlsError(f"a BLS public key is {PUBLIC_KEY_BYTES} bytes, got {len(pk)}")
     try:
-        return pubkey_to_G1(bytes(pk))
+        return pubkey_to_G1(BLSPubkey(bytes(pk)))
     except (ValueError, AssertionError) as exc:
         raise BlsError(f"not a BLS public key: {exc}") from exc
 
 
-def _validated_public_key(pk: bytes):  # noqa: ANN202  (a py_ecc Jacobian point)
+def _validated_public_key(pk: bytes) -> Optimized_Point3D[FQ]:
     """The point of a key fit to register or aggregate: also in the subgroup and not infinity."""
     point = _decode_public_key(pk)
-    if not _Pop.KeyValidate(bytes(pk)):
+    if not _Pop.KeyValidate(BLSPubkey(bytes(pk))):
         raise BlsError("BLS public key is the point at infinity or outside the prime-order subgroup")
     return point
 
 
-def _decode_signature(sig: bytes):  # noqa: ANN202  (a py_ecc Jacobian point)
+def _decode_signature(sig: bytes) -> Optimized_Point3D[FQ2]:
     """The point of a well-formed signature (96 bytes, valid flags, on the curve)."""
     if len(sig) != SIGNATURE_BYTES:
         raise BlsError(f"a BLS signature is {SIGNATURE_BYTES} bytes, got {len(sig)}")
     try:
-        return signature_to_G2(bytes(sig))
+        return signature_to_G2(BLSSignature(bytes(sig)))
     except (ValueError, AssertionError) as exc:
         raise BlsError(f"not a BLS signature: {exc}") from exc
 

@@ -8,7 +8,12 @@ import pytest
 
 from protocol.core.bls import bls_public_key
 from protocol.core.errors import ConfigError
-from protocol.node.bls_keystore import BLS_KEYSTORE_FILE, bls_keystore_public_key, load_bls_key, new_bls_key
+from protocol.node.bls_keystore import (
+    BLS_KEYSTORE_FILE,
+    bls_keystore_public_key,
+    load_bls_key,
+    new_bls_key,
+)
 from protocol.node.keys import KEYSTORE_FILE, new_keys
 
 
