@@ -29,6 +29,7 @@ MAP_FP2_TO_G2: constant(address) = 0x0000000000000000000000000000000000000011
 # EIP-2537 charges 32600 per pair + 37700 for two pairs: a failing precompile burns all
 # the gas it is given, so a garbage signature costs at most this much, not the whole call
 PAIRING_GAS: constant(uint256) = 32600 * 2 + 37700
+CALL_OVERHEAD_GAS: constant(uint256) = 5_000  # the CALL itself and copying its output back
 
 # the base field modulus p as two 256-bit limbs of its 64-byte encoding, and (p - 1) / 2
 P_HI: constant(uint256) = 34565483545414906068789196026815425751  # 0x1a0111ea397fe69a4b1ba7b6434bacd7
@@ -50,16 +51,21 @@ def _verify(pk: Bytes[128], message: Bytes[MAX_MESSAGE], sig: Bytes[256], dst: B
     """
     @dev Whether `sig` signs `message` under `pk` with tag `dst`. The pairing precompile
          rejects points off the curve or outside the subgroup, so a malformed key or
-         signature gives False (never a revert). An infinity key verifies an infinity
+         signature gives False; it reverts only when too little gas is left to pair.
+         PAIRING_GAS is EIP-2537's price: a fork that raises it needs a new module.
+         An infinity key verifies an infinity
          signature of anything: callers must refuse infinity keys (BlsKeys does).
     """
     if len(pk) != 128 or len(sig) != 256:
         return False
+    pairs: Bytes[768] = concat(pk, self._hash_to_g2(message, dst), NEG_G1, sig)
+    # a pairing starved of gas would fail like a bad signature: make that a revert, so that
+    # no caller can turn a valid signature into False by sending too little gas
+    assert msg.gas > PAIRING_GAS * 64 // 63 + CALL_OVERHEAD_GAS, "bls: out of gas for the pairing"
     ok: bool = False
     out: Bytes[32] = b""
     ok, out = raw_call(
-        PAIRING, concat(pk, self._hash_to_g2(message, dst), NEG_G1, sig),
-        max_outsize=32, gas=PAIRING_GAS, is_static_call=True, revert_on_failure=False,
+        PAIRING, pairs, max_outsize=32, gas=PAIRING_GAS, is_static_call=True, revert_on_failure=False,
     )
     if not ok or len(out) != 32:
         return False

@@ -14,9 +14,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NewType
 
-from eth_typing import BLSPubkey, BLSSignature
 from py_ecc.bls import G2ProofOfPossession as _Pop
-from py_ecc.bls.g2_primitives import G1_to_pubkey, pubkey_to_G1, signature_to_G2
+from py_ecc.bls.g2_primitives import (
+    BLSPubkey,
+    BLSSignature,
+    G1_to_pubkey,
+    pubkey_to_G1,
+    signature_to_G2,
+)
 from py_ecc.optimized_bls12_381 import (
     FQ,
     FQ2,
@@ -29,6 +34,7 @@ from py_ecc.optimized_bls12_381 import (
     neg,
     normalize,
 )
+from py_ecc.typing import Optimized_Point3D
 
 from protocol.core.errors import BlsError
 
@@ -154,7 +160,7 @@ def _check_secret(sk: int) -> int:
     return sk
 
 
-def _decode_public_key(pk: bytes):  # noqa: ANN202  (a py_ecc Jacobian point)
+def _decode_public_key(pk: bytes) -> Optimized_Point3D[FQ]:
     """The point of a well-formed key (48 bytes, valid flags, on the curve); the costly subgroup
     check is left to py_ecc's verifiers, where a failure is an ordinary False."""
     if len(pk) != PUBLIC_KEY_BYTES:
@@ -165,7 +171,7 @@ def _decode_public_key(pk: bytes):  # noqa: ANN202  (a py_ecc Jacobian point)
         raise BlsError(f"not a BLS public key: {exc}") from exc
 
 
-def _validated_public_key(pk: bytes):  # noqa: ANN202  (a py_ecc Jacobian point)
+def _validated_public_key(pk: bytes) -> Optimized_Point3D[FQ]:
     """The point of a key fit to register or aggregate: also in the subgroup and not infinity."""
     point = _decode_public_key(pk)
     if not _Pop.KeyValidate(BLSPubkey(bytes(pk))):
@@ -173,7 +179,7 @@ def _validated_public_key(pk: bytes):  # noqa: ANN202  (a py_ecc Jacobian point)
     return point
 
 
-def _decode_signature(sig: bytes):  # noqa: ANN202  (a py_ecc Jacobian point)
+def _decode_signature(sig: bytes) -> Optimized_Point3D[FQ2]:
     """The point of a well-formed signature (96 bytes, valid flags, on the curve)."""
     if len(sig) != SIGNATURE_BYTES:
         raise BlsError(f"a BLS signature is {SIGNATURE_BYTES} bytes, got {len(sig)}")

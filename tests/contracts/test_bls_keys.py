@@ -146,3 +146,18 @@ def test_module_points_and_hash_to_curve_match_py_ecc():
     assert flags == {0, 0x20}  # both signs of y were compressed
     assert harness.compress_g1(INFINITY_G1) == b"\xc0" + bytes(47)
     assert harness.g1_neg(INFINITY_G1) == INFINITY_G1
+
+
+def test_starving_the_pairing_reverts_instead_of_returning_false():
+    _, keys = registry()
+    sk, _, key, _ = validator_key(0)
+    sig = g2_to_eip2537(bls_sign(sk, ROOT))
+    with boa.reverts("bls: out of gas for the pairing"):
+        keys.verify(key, ROOT, sig, gas=120_000)  # enough to hash to G2, not to pair
+
+
+def test_registry_is_well_under_eip170():
+    from contracts.build import EIP170_LIMIT
+
+    runtime = len(partial("BlsKeys").compiler_data.bytecode_runtime)
+    assert runtime + 32 < 0.6 * EIP170_LIMIT, f"BlsKeys: {runtime} bytes of runtime code"  # + the staking immutable
