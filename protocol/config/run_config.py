@@ -34,11 +34,11 @@ class ChainParams(_Strict):
     audit_duration: int = Field(120, gt=0)  # seconds after the reveal deadline to audit other validators' witnesses
     audit_sample: int = Field(1, gt=0)  # miners per other validator an auditor replays per round (off-chain only)
     challenge_window: int = Field(300, gt=0)  # seconds other validators have to vote on a report
-    result_duration: int = Field(180, gt=0)  # seconds after the audit deadline to post a round's result
+    result_duration: int = Field(420, gt=0)  # seconds after the audit deadline to post a round's result
     result_challenge_window: int = Field(120, gt=0)  # seconds a posted result may be challenged
     challenge_bond: int = Field(10, ge=0)  # tokens a result challenger posts; burned if the value was right
     signer_slash_bps: int = Field(5000, ge=0, le=10_000)  # stake slashed from each signer of a rejected result
-    unbonding_delay: int = Field(1800, gt=0)  # must exceed every phase and window of a round
+    unbonding_delay: int = Field(2400, gt=0)  # must exceed every phase and window of a round
     emission_per_round: int = Field(1000, ge=0)  # tokens a round may mint at most
     miner_share_bps: int = Field(7000, ge=0, le=10_000)  # miners' share of emission; validators get the rest
     min_miner_stake: int = Field(100, gt=0)  # tokens a miner must stake to commit
@@ -50,6 +50,11 @@ class ChainParams(_Strict):
 
     @model_validator(mode="after")
     def _unbonding_exceeds_round(self) -> ChainParams:
+        if self.result_duration <= self.challenge_window:
+            raise ValueError(
+                f"result_duration ({self.result_duration}s) must exceed challenge_window ({self.challenge_window}s): "
+                "a report filed at the end of the audit phase must resolve before results may no longer be posted"
+            )
         if self.unbonding_delay <= self.round_span():
             raise ValueError(
                 f"unbonding_delay ({self.unbonding_delay}s) must exceed all of a round's phases and windows "

@@ -108,7 +108,7 @@ def run_config_for(opts: DevnetOptions, accounts: list[LocalAccount]) -> RunConf
     # generous deadlines cost nothing while every node keeps up (phases close early once all
     # have acted) and keep a busy laptop from missing a phase; the challenge window is waited out
     chain = {"commit_duration": 300, "score_duration": 300, "reveal_duration": 60, "audit_duration": 60, "challenge_window": 60,
-             "result_duration": 60, "result_challenge_window": 8, "unbonding_delay": 900, "emission_per_round": 1000,
+             "result_duration": 90, "result_challenge_window": 8, "unbonding_delay": 900, "emission_per_round": 1000,
              **opts.chain}
     training = {"preset": opts.preset, **opts.training}
     genesis = [GenesisAllocation(address=a.address, amount=10_000) for a in accounts]

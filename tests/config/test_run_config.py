@@ -28,13 +28,16 @@ def test_hash_is_stable_and_covers_every_field(tmp_path):
 
 def test_unbonding_shorter_than_a_round_is_rejected():
     phases = {"commit_duration": 100, "score_duration": 100, "reveal_duration": 100, "audit_duration": 100,
-              "challenge_window": 100, "result_duration": 100, "result_challenge_window": 100}
+              "challenge_window": 100, "result_duration": 101, "result_challenge_window": 99}
     with pytest.raises(ValueError, match="unbonding_delay"):
         ChainParams(**phases, unbonding_delay=700)
     # the result phase and its challenge window count: a signer must not leave before it can be slashed
     with pytest.raises(ValueError, match="unbonding_delay"):
         ChainParams(**phases, unbonding_delay=600)
     assert ChainParams(**phases, unbonding_delay=701).round_span() == 700
+    # a late report must resolve before the result deadline, or every such round would fall back
+    with pytest.raises(ValueError, match="result_duration"):
+        ChainParams(**{**phases, "result_duration": 100}, unbonding_delay=5000)
 
 
 @pytest.mark.parametrize("text, needle", [
