@@ -259,21 +259,28 @@ def _column_matches(
          roots) and compares it, and the first-entry reputation and cumulative,
          with the leaf.
     """
-    assert len(reveals.scores) == len(vals) and len(reveals.witness_roots) == len(vals) and len(reveals.losses) == len(vals), "challenges: one reveal per round validator"
+    assert len(reveals.segments) == len(vals) and len(reveals.segment_hashes) == len(vals), "challenges: one reveal per round validator"
+    assert len(reveals.witness_roots) == len(vals) and len(reveals.losses) == len(vals), "challenges: one reveal per round validator"
     column: DynArray[uint16, MAX_VALIDATORS] = []
     weights: DynArray[uint256, MAX_VALIDATORS] = []
     revealed: DynArray[bool, MAX_VALIDATORS] = []
     forfeited: DynArray[bool, MAX_VALIDATORS] = []
     revealed_weight: uint256 = 0
+    # the column's segment: its index, and the length a revealed segment there must have
+    k: uint256 = leaf.index // challenge_base.SEGMENT_SCORES
+    segment_len: uint256 = min(challenge_base.SEGMENT_BYTES, 2 * n - k * challenge_base.SEGMENT_BYTES)
+    segment_count: uint256 = (2 * n + challenge_base.SEGMENT_BYTES - 1) // challenge_base.SEGMENT_BYTES
     for j: uint256 in range(len(vals), bound=MAX_VALIDATORS):
         v: address = vals[j]
-        is_revealed: bool = challenge_base._revealed(round, v, keccak256(reveals.scores[j]), reveals.witness_roots[j], reveals.losses[j])
+        hashes: DynArray[bytes32, challenge_base.MAX_SEGMENTS] = reveals.segment_hashes[j]
+        is_revealed: bool = challenge_base._revealed(round, v, keccak256(abi_encode(hashes)), reveals.witness_roots[j], reveals.losses[j])
         score: uint16 = 0
         if is_revealed:
-            assert len(reveals.scores[j]) == 2 * n, "challenges: scores length"
-            score = result_math._score_at(reveals.scores[j], leaf.index)
+            assert len(hashes) == segment_count, "challenges: scores length"
+            assert len(reveals.segments[j]) == segment_len and keccak256(reveals.segments[j]) == hashes[k], "challenges: segment does not match the reveal"
+            score = result_math._segment_score(reveals.segments[j], leaf.index)
         else:
-            assert len(reveals.scores[j]) == 0, "challenges: unrevealed validator with scores"
+            assert len(reveals.segments[j]) == 0 and len(hashes) == 0, "challenges: unrevealed validator with scores"
         w: uint256 = staticcall challenge_base.rounds.validator_weight(round, v)
         if is_revealed:
             revealed_weight += w

@@ -19,6 +19,8 @@ from . import constants
 from .interfaces import IRounds
 
 SCORE_BYTES: constant(uint256) = constants.SCORE_BYTES
+SEGMENT_BYTES: constant(uint256) = constants.SEGMENT_BYTES
+SEGMENTS: constant(uint256) = SCORE_BYTES // SEGMENT_BYTES
 VECTOR_DOMAIN: constant(bytes32) = keccak256("veritrain/vector/v1")
 
 rounds: public(immutable(IRounds))
@@ -89,7 +91,7 @@ def reveal_scores(round: uint256, scores: Bytes[SCORE_BYTES], witness_root: byte
     assert commitment != empty(bytes32), "settlement: no score commitment"
     assert self.vector_root[round][msg.sender] == empty(bytes32), "settlement: already revealed"
     assert len(scores) == 2 * columns, "settlement: one 2-byte score per committed miner"
-    root: bytes32 = self._vector_root(msg.sender, round, keccak256(scores), witness_root, heldout_loss)
+    root: bytes32 = self._vector_root(msg.sender, round, self._scores_hash(scores), witness_root, heldout_loss)
     assert keccak256(abi_encode(root, salt)) == commitment, "settlement: reveal does not match commitment"
     self.vector_root[round][msg.sender] = root
     log ScoresRevealed(round=round, validator=msg.sender, scores=scores, witness_root=witness_root, heldout_loss=heldout_loss, vector_root=root)
@@ -129,7 +131,7 @@ def vector_root_of(validator: address, round: uint256, scores_hash: bytes32, wit
     @notice The root `reveal_scores` computes, for clients to cross-check.
     @param validator The revealing validator.
     @param round The round.
-    @param scores_hash keccak256 of the packed scores.
+    @param scores_hash keccak256(abi_encode(the keccak256 of each 256-byte segment of the packed scores)).
     @param witness_root Root of the replay witnesses.
     @param heldout_loss The held-out loss, 1e6 = 1.0.
     @return The vector root.
@@ -137,10 +139,26 @@ def vector_root_of(validator: address, round: uint256, scores_hash: bytes32, wit
     return self._vector_root(validator, round, scores_hash, witness_root, heldout_loss)
 
 
+@pure
+@internal
+def _scores_hash(scores: Bytes[SCORE_BYTES]) -> bytes32:
+    """
+    @dev keccak(abi_encode(hashes of the 256-byte segments)): a column challenge then needs
+         only one segment of each vector.
+    """
+    hashes: DynArray[bytes32, SEGMENTS] = []
+    for k: uint256 in range(SEGMENTS):
+        start: uint256 = k * SEGMENT_BYTES
+        if start >= len(scores):
+            break
+        hashes.append(keccak256(slice(scores, start, min(SEGMENT_BYTES, len(scores) - start))))
+    return keccak256(abi_encode(hashes))
+
+
 @view
 @internal
 def _vector_root(validator: address, round: uint256, scores_hash: bytes32, witness_root: bytes32, heldout_loss: uint256) -> bytes32:
     """
-    @dev keccak(abi_encode(domain, chain id, this, validator, round, keccak(scores), witness root, loss)).
+    @dev keccak(abi_encode(domain, chain id, this, validator, round, scores hash, witness root, loss)).
     """
     return keccak256(abi_encode(VECTOR_DOMAIN, chain.id, self, validator, round, scores_hash, witness_root, heldout_loss))

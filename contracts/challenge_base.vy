@@ -24,6 +24,9 @@ MAX_VALIDATORS: constant(uint256) = result_math.MAX_VALIDATORS
 MAX_SUMS: constant(uint256) = result_math.MAX_SUMS
 MAX_DEPTH: constant(uint256) = result_math.MAX_DEPTH
 MAX_SCORE_BYTES: constant(uint256) = result_math.MAX_SCORE_BYTES
+SEGMENT_BYTES: constant(uint256) = result_math.SEGMENT_BYTES
+SEGMENT_SCORES: constant(uint256) = result_math.SEGMENT_SCORES
+MAX_SEGMENTS: constant(uint256) = result_math.MAX_SEGMENTS
 BPS: constant(uint256) = 10_000
 ADDRESS_BOUND: constant(uint256) = 2**160
 # the header words (spec §8), by position
@@ -72,13 +75,16 @@ struct Path:
     siblings: DynArray[bytes32, MAX_DEPTH]
     sums_hashes: DynArray[bytes32, MAX_DEPTH]
 
-# every round validator's reveal, in validators_of order (empty scores: unrevealed)
+# every round validator's reveal, in validators_of order, cut to the challenged column: the
+# segment of its packed scores holding the column and the hashes of all its segments (both
+# empty: unrevealed)
 struct Reveals:
-    scores: DynArray[Bytes[MAX_SCORE_BYTES], MAX_VALIDATORS]
+    segments: DynArray[Bytes[SEGMENT_BYTES], MAX_VALIDATORS]
+    segment_hashes: DynArray[DynArray[bytes32, MAX_SEGMENTS], MAX_VALIDATORS]
     witness_roots: DynArray[bytes32, MAX_VALIDATORS]
     losses: DynArray[uint256, MAX_VALIDATORS]
 
-# the same with H(scores) in place of the scores (enough for the vector root)
+# the same with the scores hash in place of the scores (enough for the vector root)
 struct LightReveals:
     scores_hashes: DynArray[bytes32, MAX_VALIDATORS]
     witness_roots: DynArray[bytes32, MAX_VALIDATORS]

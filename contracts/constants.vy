@@ -14,6 +14,8 @@ MAX_VALIDATORS: constant(uint256) = 64
 MAX_MINERS: constant(uint256) = 1024
 # a revealed score vector: 2 bytes big-endian per miner, in commit order
 SCORE_BYTES: constant(uint256) = 2 * MAX_MINERS
+# hashed in segments of 128 scores, so a column challenge carries one segment per vector
+SEGMENT_BYTES: constant(uint256) = 256
 # validators holding at least the validator minimum stake (the staking registry's bound)
 MAX_ELIGIBLE_VALIDATORS: constant(uint256) = 256
 # an ed25519 signature (node-key bindings, challenge seeds)

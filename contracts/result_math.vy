@@ -24,6 +24,10 @@ MAX_DEPTH: constant(uint256) = 10
 MAX_CLAIMS: constant(uint256) = MAX_COLUMNS + MAX_VALIDATORS
 # 2 bytes per column
 MAX_SCORE_BYTES: constant(uint256) = 2 * MAX_COLUMNS
+# the packed scores are hashed in segments of 128 scores (Scores._scores_hash)
+SEGMENT_BYTES: constant(uint256) = 256
+SEGMENT_SCORES: constant(uint256) = SEGMENT_BYTES // 2
+MAX_SEGMENTS: constant(uint256) = MAX_SCORE_BYTES // SEGMENT_BYTES
 ONE: constant(uint256) = 10**18
 
 COLUMN_TAG: constant(bytes32) = keccak256("veritrain/column/v1")
@@ -284,6 +288,15 @@ def _score_at(scores: Bytes[MAX_SCORE_BYTES], i: uint256) -> uint16:
     @dev Column `i`'s score: 2 bytes big-endian at offset 2i.
     """
     return convert(convert(slice(scores, 2 * i, 2), bytes2), uint16)
+
+
+@pure
+@internal
+def _segment_score(segment: Bytes[SEGMENT_BYTES], i: uint256) -> uint16:
+    """
+    @dev Column `i`'s score inside the segment that holds it.
+    """
+    return convert(convert(slice(segment, 2 * (i % SEGMENT_SCORES), 2), bytes2), uint16)
 
 
 @pure

@@ -64,7 +64,7 @@ def challenge_gas(n: int = 1024, v: int = 64) -> dict[str, dict[str, int]]:
                 attempt = post(stack, posted)
                 if name == "column":
                     fn = stack.columns.challenge_column
-                    args = (*attempt, *leaf_args(posted, n - 1), root_arg(posted), reveals_arg(inputs))
+                    args = (*attempt, *leaf_args(posted, n - 1), root_arg(posted), reveals_arg(inputs, n - 1))
                 elif name == "node":
                     fn = stack.columns.challenge_node
                     tree, level = posted.tree, posted.tree.depth

@@ -19,7 +19,14 @@ from protocol.core.result import RoundResult, compute_result
 from protocol.core.result_header import ResultHeader, round_claim_leaves
 from protocol.core.result_inputs import RoundInputs
 from protocol.core.result_tree import ColumnTree, Node, entry_hash, node_hash, parent
-from protocol.core.score_vector import pack_scores, vector_root
+from protocol.core.score_vector import (
+    SEGMENT_SCORES,
+    pack_scores,
+    scores_hash,
+    segment_hashes,
+    segments,
+    vector_root,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 HARNESS = Path(__file__).resolve().parent / "harness"
@@ -182,19 +189,27 @@ def node_arg(tree: ColumnTree, level: int, index: int) -> tuple:
     return (body, list(sums))
 
 
-def reveals_arg(inputs: RoundInputs) -> tuple:
-    scores, roots, losses = [], [], []
+def reveals_arg(inputs: RoundInputs, column: int = 0) -> tuple:
+    """Every validator's reveal cut to `column` (its segment and all segment hashes)."""
+    held, hashes, roots, losses = [], [], [], []
     for v in inputs.validators:
         r = inputs.reveals.get(v)
-        scores.append(pack_scores(r.scores) if r else b"")
+        packed = pack_scores(r.scores) if r else b""
+        held.append(segments(packed)[column // SEGMENT_SCORES] if r else b"")
+        hashes.append(segment_hashes(packed) if r else [])
         roots.append(r.witness_root if r else ZERO)
         losses.append(r.heldout_loss if r else 0)
-    return (scores, roots, losses)
+    return (held, hashes, roots, losses)
 
 
 def light_reveals_arg(inputs: RoundInputs) -> tuple:
-    scores, roots, losses = reveals_arg(inputs)
-    return ([keccak256(s) for s in scores], roots, losses)
+    hashes, roots, losses = [], [], []
+    for v in inputs.validators:
+        r = inputs.reveals.get(v)
+        hashes.append(scores_hash(r.scores) if r else list_hash([]))
+        roots.append(r.witness_root if r else ZERO)
+        losses.append(r.heldout_loss if r else 0)
+    return (hashes, roots, losses)
 
 
 def entries_arg(posted: Posted) -> list[tuple]:

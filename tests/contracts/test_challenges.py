@@ -210,13 +210,19 @@ def test_column_evidence_that_does_not_verify_reverts(chal, inputs):
         call(chal, chal.columns, "challenge_column", *args, leaf, sums, path_arg(p.tree, 0, 2), root_arg(p), reveals)
     with boa.reverts("challenges: root preimage"):
         call(chal, chal.columns, "challenge_column", *args, leaf, sums, path, (ZERO, sums), reveals)
-    scores, roots, losses = reveals
+    held, hashes, roots, losses = reveals
     with boa.reverts("challenges: reveal does not match vector root"):
-        call(chal, chal.columns, "challenge_column", *args, leaf, sums, path, root_arg(p), (scores, roots, [1] + losses[1:]))
+        call(chal, chal.columns, "challenge_column", *args, leaf, sums, path, root_arg(p),
+             (held, hashes, roots, [1] + losses[1:]))
+    with boa.reverts("challenges: segment does not match the reveal"):
+        call(chal, chal.columns, "challenge_column", *args, leaf, sums, path, root_arg(p),
+             ([h[:-2] + b"\x00\x01" if h else h for h in held], hashes, roots, losses))
     with boa.reverts("challenges: unrevealed validator with scores"):
-        call(chal, chal.columns, "challenge_column", *args, leaf, sums, path, root_arg(p), (scores[:2] + [scores[0]] + scores[3:], roots, losses))
+        call(chal, chal.columns, "challenge_column", *args, leaf, sums, path, root_arg(p),
+             (held[:2] + [held[0]] + held[3:], hashes[:2] + [hashes[0]] + hashes[3:], roots, losses))
     with boa.reverts("challenges: one reveal per round validator"):
-        call(chal, chal.columns, "challenge_column", *args, leaf, sums, path, root_arg(p), (scores[:3], roots[:3], losses[:3]))
+        call(chal, chal.columns, "challenge_column", *args, leaf, sums, path, root_arg(p),
+             (held[:3], hashes[:3], roots[:3], losses[:3]))
     with boa.reverts("challenges: column out of range"):
         call(chal, chal.columns, "challenge_column", *args, (6,) + leaf[1:], sums, path, root_arg(p), reveals)
 
