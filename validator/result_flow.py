@@ -60,6 +60,9 @@ class ResultFlow:
         self.shares = Shares()
         self.posts = EventLog(ctx.client, "results", "ResultPosted")
         self._verified: set[tuple[bytes, str, bytes]] = set()  # (root, validator, signature) that verified
+        # (root, validator) whose share failed: later shares of theirs for that root are ignored,
+        # so a validator gossiping bad shares costs at most one check per root
+        self._bad: set[tuple[bytes, str]] = set()
         self._ready_since: dict[tuple[int, bytes], float] = {}  # when enough shares were first seen
 
     def on_share(self, message: SignedGossip) -> None:
@@ -116,9 +119,13 @@ class ResultFlow:
         return settled
 
     async def _share(self, r: int, settled: SettledRound) -> None:
+        """Gossip this validator's share (signed once: a py_ecc signature costs ~0.3 s of CPU)."""
         root = settled.header.result_root()
-        signature = await trio.to_thread.run_sync(bls_sign, self.secret, root)
-        self.shares.add(r, root, self.ctx.address.lower(), signature)
+        signature = self.shares.of(r, root).get(self.ctx.address.lower())
+        if signature is None:
+            signature = await trio.to_thread.run_sync(bls_sign, self.secret, root)
+            self.shares.add(r, root, self.ctx.address.lower(), signature)
+            self._verified.add((root, self.ctx.address, signature))  # our own needs no check
         await self.ctx.p2p.publish(r, ResultSigned(
             validator=self.ctx.address.lower(), result_root="0x" + root.hex(),
             model_hash="0x" + settled.header.model_hash.hex(), signature="0x" + signature.hex()))
@@ -128,7 +135,8 @@ class ResultFlow:
         root = settled.header.result_root()
         validators = {v.lower(): v for v in settled.inputs.validators}
         weights = dict(zip(settled.inputs.validators, settled.inputs.weights, strict=True))
-        shares = {validators[v]: g for v, g in self.shares.of(r, root).items() if v in validators}
+        shares = {validators[v]: g for v, g in self.shares.of(r, root).items()
+                  if v in validators and (root, validators[v]) not in self._bad}
         if sum(weights[v] for v in shares) * 3 <= sum(weights.values()) * 2:
             return  # not enough shares yet: cheap to ask before any signature is checked
         rank = sorted(weights, key=lambda a: int(a, 16)).index(ctx.address)
@@ -178,6 +186,7 @@ class ResultFlow:
         if holds:
             self._verified.add((root, validator, signature))
         else:
+            self._bad.add((root, validator))
             self.ctx.log.warning("bad result signature share %s", kv(validator=validator, root=root.hex()[:12]))
         return holds
 
