@@ -356,8 +356,11 @@ class World:
         return [m for i, m in sorted(placed) if i]
 
     def to_scoring(self, rnd: int, miners=None) -> list:
-        """Commits (all or `miners`), closes the commit phase, and moves to a later block."""
-        self.commit_all(rnd, miners)
+        """Commits (all or `miners`, those that have not yet), closes the commit phase, and moves
+        to a later block; past the commit phase it only returns the columns."""
+        if self.s.phase(rnd) != PHASE_COMMIT:
+            return self.columns(rnd)
+        self.commit_all(rnd, [m for m in (self.miners if miners is None else miners) if not self.s.has_committed(rnd, m)])
         if self.s.phase(rnd) == PHASE_COMMIT:
             boa.env.time_travel(seconds=self.p.commit_duration)
             self.s.close_commit(rnd)
