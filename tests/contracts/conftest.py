@@ -1,14 +1,20 @@
-"""titanoboa fixtures: the seven contracts wired as `veritrain deploy` wires them.
+"""titanoboa fixtures: the ten contracts wired as `veritrain deploy` wires them (protocol/chain/deploy.py).
 
-Every test runs inside `boa.env.anchor()` (state, block number, time and the
-fake ancestor block hashes are restored afterwards), and the contracts are
-compiled once per process with `boa.load_partial`, so a deploy costs seven
-CREATEs.
+Every test runs inside `boa.env.anchor()` (state, block number, time and the fake ancestor
+block hashes are restored afterwards), and the contracts are compiled once per process with
+`boa.load_partial`, so a deploy costs ten CREATEs.
 
-The round settlement is four contracts (Rounds, Scores, Rewards, Attestation);
-`Stack.settlement` is a `Settlement` view of the four that sends each call to the
-contract defining the function, so the tests name functions, not contracts.
-Addresses are never ambiguous: tests name `stack.rounds/scores/rewards/attestation`.
+A round (settlement spec, /work/spec/settlement.md): miners `commit_update` (column = commit
+order), validators commit and reveal score vectors as calldata (Scores), say their audits are
+done, reports resolve (Disputes), then anyone posts the result header with the validators'
+aggregate BLS signature (Results), the challenge window passes, `finalize_result` pays the round
+(Rewards) and opens the next one (Rounds). `World` plays these phases and computes the result
+with the core's `build_result` from the facts the test itself put on chain.
+
+Every on-chain BLS check (a key registration, a post) is a pairing, seconds in py-evm: worlds
+whose validators need keys are deployed once per module (`module_world`) and each test gets a
+`fork()` of it inside its own anchor. `stack.settlement` (and `World.s`) sends a call to the
+one of Rounds, Scores, Rewards or Results that defines the function.
 """
 
 from __future__ import annotations
@@ -19,11 +25,15 @@ from pathlib import Path
 
 import boa
 import pytest
-from eth_abi import encode as abi_encode
 from eth_utils import keccak
 
+from protocol.core.abi_words import list_hash
+from protocol.core.bls import bls_aggregate, bls_keygen, bls_pop_prove, bls_public_key, bls_sign, g1_to_eip2537, g2_to_eip2537
+from protocol.core.result_header import SettledRound, build_result
+from protocol.core.result_inputs import PrevEntry, Reveal, RoundInputs
+from protocol.core.score_vector import pack_scores, score_commitment, vector_root
+
 CONTRACTS = Path(__file__).resolve().parents[2] / "contracts"
-SCORE_DOMAIN = keccak(b"veritrain/scores/v1")
 
 MINER, VALIDATOR = 1, 2
 TOKEN = 10**18
@@ -33,12 +43,18 @@ ONE = 10**18
 KIND_REPLAY, KIND_DERIVATION, KIND_UNAVAILABLE, KIND_LAZY = 1, 2, 3, 4
 VOTE_CONFIRM, VOTE_REJECT, VOTE_SERVED = 1, 2, 3
 STATUS_OPEN, STATUS_CONFIRMED, STATUS_REJECTED, STATUS_VOID = 1, 2, 3, 4
-PHASE_NONE, PHASE_COMMIT, PHASE_SCORING, PHASE_REVEAL, PHASE_AUDIT, PHASE_FINALIZE, PHASE_DONE = range(7)
+PHASE_NONE, PHASE_COMMIT, PHASE_SCORING, PHASE_REVEAL, PHASE_AUDIT, PHASE_RESULT, PHASE_DONE = range(7)
+ATTEMPT_NONE, ATTEMPT_PENDING, ATTEMPT_REJECTED, ATTEMPT_FINAL = range(4)
 
 SIG = b"\x02" * 64
 NO_WITNESS = b"\x00" * 32
 NODE_KEY = b"\x01" * 32
 MULTIADDR = "/ip4/127.0.0.1/tcp/4001"
+RUN_CONFIG_HASH = b"\x11" * 32
+GENESIS_MODEL = b"\x22" * 32
+NEXT_MODEL = b"\x33" * 32
+LOSS = 2_500_000
+ZERO_ADDRESS = "0x" + "00" * 20
 
 
 @dataclass(frozen=True)
@@ -50,37 +66,38 @@ class Params:
     score_duration: int = 60
     reveal_duration: int = 60
     audit_duration: int = 60
-    challenge_window: int = 60
+    challenge_window: int = 60  # a report's voting window (Disputes)
+    result_duration: int = 120  # after the audit deadline, a result may be posted until then
+    result_window: int = 60  # a posted result's challenge window (Results)
     unbonding_delay: int = 600
     emission: int = 1000 * TOKEN
     miner_share_bps: int = 7000
     report_bond: int = 10 * TOKEN
+    challenge_bond: int = 10 * TOKEN
     slash_bps: int = 5000
+    signer_slash_bps: int = 1000
     reporter_share_bps: int = 2000
 
 
-SETTLEMENT_PARTS = ("rounds", "scores", "rewards", "attestation")
+SETTLEMENT_PARTS = ("rounds", "scores", "rewards", "results")
 
 
 class Settlement:
-    """The four settlement contracts seen as the one they were split from.
+    """Rounds, Scores, Rewards and Results seen as the one settlement they were split from.
 
-    `settlement.fn(...)` calls `fn` on the contract that defines it (Rounds, Scores,
-    Rewards or Attestation; names are unique across them except the wiring getters,
-    which resolve in that order); `get_logs()` returns the last called contract's logs
-    (with its child calls'). `address` is deliberately missing: use `.rounds.address`
-    (update commits), `.scores.address` (score commitments) or `.rewards.address`
-    (the minter and token holder).
+    `settlement.fn(...)` calls `fn` on the first of them (in that order) that defines it;
+    `get_logs()` returns the last called contract's logs (with its child calls'). Addresses are
+    never ambiguous: `address` is missing, name `.rounds/.scores/.rewards/.results`.
     """
 
-    def __init__(self, rounds, scores, rewards, attestation):
-        self.rounds, self.scores, self.rewards, self.attestation = rounds, scores, rewards, attestation
+    def __init__(self, rounds, scores, rewards, results):
+        self.rounds, self.scores, self.rewards, self.results = rounds, scores, rewards, results
         self._last = rounds
         self._names = {part: function_names(part.capitalize()) for part in SETTLEMENT_PARTS}
 
     def __getattr__(self, name: str):
         if name.startswith("_") or name in ("address", "compiler_data"):
-            raise AttributeError(f"Settlement.{name}: name the contract (rounds, scores, rewards, attestation)")
+            raise AttributeError(f"Settlement.{name}: name the contract (rounds, scores, rewards, results)")
         for part in SETTLEMENT_PARTS:
             contract = self.__dict__[part]
             if name in self.__dict__["_names"][part]:
@@ -96,11 +113,15 @@ class Settlement:
 class Stack:
     token: object
     staking: object
+    keys: object
     settlement: Settlement
+    column_challenges: object
+    account_challenges: object
     disputes: object
     deployer: str
     params: Params
     genesis: int
+    run_config_hash: bytes = RUN_CONFIG_HASH
 
     @property
     def rounds(self):
@@ -115,8 +136,8 @@ class Stack:
         return self.settlement.rewards
 
     @property
-    def attestation(self):
-        return self.settlement.attestation
+    def results(self):
+        return self.settlement.results
 
 
 @functools.cache
@@ -134,90 +155,76 @@ def function_names(name: str) -> frozenset:
     return frozenset(item["name"] for item in abi if item["type"] == "function")
 
 
-def deploy_settlement(token, staking, run_config_hash, genesis_model_hash, commit_duration, score_duration,
-                      reveal_duration, emission, miner_share_bps, audit_duration=60) -> Settlement:
-    """Deploys Rounds, Scores, Rewards and Attestation (the old Settlement constructor's
-    arguments, in its order, then the audit duration) and wires them to each other; the
-    disputes contract and the token's minter are left to the caller."""
-    rounds = (partial("Rounds").deploy(
-        staking, run_config_hash, genesis_model_hash, commit_duration, score_duration, reveal_duration, audit_duration))
-    scores = (partial("Scores").deploy(rounds.address))
-    rewards = (partial("Rewards").deploy(
-        token, rounds.address, scores.address, emission, miner_share_bps))
-    attestation = (partial("Attestation").deploy(rounds.address))
-    rounds.wire(scores.address, rewards.address, attestation.address)
-    scores.wire(rewards.address)
-    return Settlement(rounds, scores, rewards, attestation)
-
-
 def deploy_stack(params: Params = Params(), holders: list[str] | None = None, amount: int = 10**6 * TOKEN,
-                 token=None) -> Stack:
-    """The seven contracts wired as `veritrain deploy` wires them; `token` replaces the
-    Token (it then mints nothing to `holders`, and minter rights are not set)."""
+                 token=None, run_config_hash: bytes = RUN_CONFIG_HASH) -> Stack:
+    """The ten contracts deployed and wired in deploy.py's order; `token` replaces the Token
+    (it then mints nothing to `holders`, and minter rights are not set)."""
+    p = params
     deployer = boa.env.eoa
     holders = holders or [deployer]
     own_token = token is None
     if own_token:
         token = partial("Token").deploy(holders, [amount] * len(holders))
-    staking = partial("Staking").deploy(
-        token.address, params.min_miner_stake, params.min_validator_stake, params.max_permits, params.unbonding_delay,
-    )
-    settlement = deploy_settlement(
-        token.address, staking.address, b"\x11" * 32, b"\x22" * 32,
-        params.commit_duration, params.score_duration, params.reveal_duration, params.emission,
-        params.miner_share_bps, params.audit_duration,
-    )
-    disputes = partial("Disputes").deploy(
-        token.address, staking.address, settlement.rounds.address, settlement.rewards.address,
-        params.report_bond, params.challenge_window, params.slash_bps, params.reporter_share_bps,
-    )
-    staking.wire(settlement.rounds.address, disputes.address)
-    settlement.rewards.set_disputes(disputes.address)
-    if not own_token:
-        return Stack(token, staking, settlement, disputes, deployer, params, 0)
-    token.set_minter(settlement.rewards.address, True)
-    token.renounce_ownership()
-    return Stack(token, staking, settlement, disputes, deployer, params, amount * len(holders))
+    staking = partial("Staking").deploy(token.address, p.min_miner_stake, p.min_validator_stake, p.max_permits,
+                                        p.unbonding_delay)
+    keys = partial("BlsKeys").deploy(staking.address)
+    rounds = partial("Rounds").deploy(staking.address, run_config_hash, GENESIS_MODEL, p.commit_duration,
+                                      p.score_duration, p.reveal_duration, p.audit_duration)
+    scores = partial("Scores").deploy(rounds.address)
+    rewards = partial("Rewards").deploy(token.address, p.emission, p.miner_share_bps)
+    results = partial("Results").deploy(rounds.address, rewards.address, keys.address, staking.address,
+                                        p.result_duration, p.result_window, p.signer_slash_bps, p.reporter_share_bps)
+    challenge_args = (token.address, rounds.address, scores.address, rewards.address, results.address, p.challenge_bond)
+    column = partial("ColumnChallenges").deploy(*challenge_args)
+    account = partial("AccountChallenges").deploy(*challenge_args)
+    disputes = partial("Disputes").deploy(token.address, staking.address, rounds.address, rewards.address,
+                                          p.report_bond, p.challenge_window, p.slash_bps, p.reporter_share_bps)
+    staking.wire(rounds.address, disputes.address, results.address)
+    rounds.wire(scores.address, rewards.address, results.address, keys.address)
+    rewards.wire(disputes.address, results.address)
+    results.wire(column.address, account.address, disputes.address)
+    settlement = Settlement(rounds, scores, rewards, results)
+    genesis = 0
+    if own_token:
+        token.set_minter(rewards.address, True)
+        token.renounce_ownership()
+        genesis = amount * len(holders)
+    return Stack(token, staking, keys, settlement, column, account, disputes, deployer, params, genesis, run_config_hash)
 
 
 def chain_id() -> int:
     return boa.env.evm.patch.chain_id
 
 
-def score_commitment(chain_id: int, settlement: str, validator: str, rnd: int, miners, scores, witnesses, sigs,
-                     salt: bytes) -> bytes:
-    """The reveal commitment, encoded here independently of protocol.chain.commitments."""
-    encoded = abi_encode(
-        ["bytes32", "uint256", "address", "address", "uint256", "address[]", "uint16[]", "bytes32[]", "bytes",
-         "bytes32"],
-        [SCORE_DOMAIN, chain_id, str(settlement), str(validator), rnd, [str(m) for m in miners], list(scores),
-         list(witnesses), b"".join(sigs), salt],
-    )
-    return keccak(encoded)
-
-
-def witness_of(validator, miner, score: int) -> bytes:
-    """A stand-in replay witness: zero when the miner scored 0 (no check passed)."""
-    return keccak(f"witness/{validator}/{miner}".encode()) if score else NO_WITNESS
-
-
-def proofs_for(validator, miners, scores) -> tuple[list, list]:
-    """Stand-in witnesses and challenge signatures (one 64-byte sig per miner)."""
-    witnesses = [witness_of(validator, m, s) for m, s in zip(miners, scores, strict=True)]
-    sigs = [keccak(f"sig/{validator}/{m}".encode()) * 2 for m in miners]
-    return witnesses, sigs
-
-
 def join(stack: Stack, role: int, stake: int, funds: int | None = None) -> str:
+    """A fresh account registered in `role`, funded, staked and approving every bond taker."""
     account = boa.env.generate_address()
     stack.token.transfer(account, funds if funds is not None else stake + 100 * TOKEN, sender=stack.deployer)
     with boa.env.prank(account):
         stack.staking.register(role, NODE_KEY, MULTIADDR, SIG)
-        stack.token.approve(stack.staking.address, 2**256 - 1)
-        stack.token.approve(stack.disputes.address, 2**256 - 1)
+        for spender in (stack.staking, stack.disputes, stack.column_challenges, stack.account_challenges):
+            stack.token.approve(spender.address, 2**256 - 1)
         if stake:
             stack.staking.stake(stake)
     return account
+
+
+@functools.cache
+def bls_material(i: int) -> tuple[int, bytes, bytes]:
+    """(secret, EIP-2537 key, EIP-2537 proof of possession) of test validator key `i`."""
+    sk = bls_keygen(keccak(b"veritrain-test-bls-%d" % i))
+    pk = bls_public_key(sk)
+    return sk, g1_to_eip2537(pk), g2_to_eip2537(bls_pop_prove(sk))
+
+
+@functools.cache
+def signature_of(sk: int, message: bytes) -> bytes:
+    return bls_sign(sk, message)
+
+
+def aggregate_signature(secrets, message: bytes) -> bytes:
+    """The EIP-2537 aggregate of `secrets`' signatures of `message`."""
+    return g2_to_eip2537(bls_aggregate([signature_of(sk, message) for sk in secrets]))
 
 
 def ascending(addresses) -> list:
@@ -227,6 +234,10 @@ def ascending(addresses) -> list:
 def seal(blocks: int = 1) -> None:
     """Moves `blocks` blocks on without moving the clock (boa keeps every transaction in one block)."""
     boa.env.time_travel(blocks=blocks, block_delta=0)
+
+
+def now() -> int:
+    return boa.env.evm.patch.timestamp
 
 
 def fake_block_hash(depth: int) -> bytes:
@@ -268,68 +279,50 @@ def stack() -> Stack:
 # -- a scripted round ---------------------------------------------------------------------------
 
 
-def weighted_median_ref(scores, weights) -> int:
-    """Largest score w with sum(weights of scores >= w) * 2 > total weight (a strict majority);
-    0 without scores or weight."""
-    total = sum(weights)
-    if total == 0:
-        return 0
-    best = 0
-    for w in set(scores):
-        support = sum(wt for s, wt in zip(scores, weights, strict=True) if s >= w)
-        if support * 2 > total and w > best:
-            best = w
-    return best
+@dataclass(frozen=True)
+class Posted:
+    """A posted result attempt: what `finalize_result`, challenges and `slash_signer` take back."""
 
+    settled: SettledRound | None
+    header: list
+    non_signers: list
+    posted_time: int
+    attempt: int
 
-def settle_ref(params: Params, weights: dict, scores: dict, miners: list, held=(), forfeited=(), total_weight=None):
-    """Python model of `finalize`: consensus, miner rewards, validator rewards and agreements.
+    @property
+    def round(self) -> int:
+        return int.from_bytes(self.header[4], "big")
 
-    `weights`/`scores` are keyed by revealed validator (scores in `miners` order); `total_weight`
-    is the round's permitted weight (default: the revealed weight, so the quorum holds).
-    Forfeited accounts (confirmed cheats or lazy validators) get 0: a forfeited miner counts as
-    consensus 0, a forfeited validator has no share. Without the quorum (revealed weight * 3 <=
-    total * 2) the round takes the fallback: consensus 0, no miner reward, validators by stake.
-    Returns (consensus, miner_reward, validator_reward, agreement) with dicts keyed by address.
-    """
-    vals = list(scores)
-    total_weight = sum(weights[v] for v in vals) if total_weight is None else total_weight
-    quorum = sum(weights[v] for v in vals) * 3 > total_weight * 2
-    cons = [0 if not quorum or m in forfeited else
-            weighted_median_ref([scores[v][i] for v in vals], [weights[v] for v in vals])
-            for i, m in enumerate(miners)]
-    consensus = dict(zip(miners, cons, strict=True))
-    miner_reward = {m: 0 for m in miners}
-    val_reward = {v: 0 for v in vals}
-    agreement = {}
-    if not vals or not miners:
-        return consensus, miner_reward, val_reward, agreement
-    pool = params.emission * params.miner_share_bps // BPS
-    total = sum(cons)
-    for m, c in zip(miners, cons, strict=True):
-        miner_reward[m] = 0 if total == 0 or m in forfeited else pool * c // total
-    vpool = params.emission - pool
-    shares = {}
-    for v in vals:
-        low = sum(min(s, c) for s, c in zip(scores[v], cons, strict=True))
-        high = sum(max(s, c) for s, c in zip(scores[v], cons, strict=True))
-        agreement[v] = ONE if high == 0 or not quorum else low * ONE // high
-        shares[v] = 0 if v in forfeited else weights[v] * agreement[v]
-    total_share = sum(shares.values())
-    for v in vals:
-        val_reward[v] = 0 if total_share == 0 else vpool * shares[v] // total_share
-    return consensus, miner_reward, val_reward, agreement
+    @property
+    def root(self) -> bytes:
+        return keccak(b"".join(self.header))
+
+    @property
+    def non_signers_hash(self) -> bytes:
+        return list_hash(self.non_signers)
+
+    def final_args(self) -> tuple:
+        return self.header, self.non_signers_hash, self.posted_time, self.attempt
 
 
 @dataclass
 class World:
-    """A started stack with funded, staked miners and validators."""
+    """A started stack with funded, staked miners and validators (`secrets`: their BLS keys)."""
 
     stack: Stack
     miners: list
     validators: list
+    secrets: dict = field(default_factory=dict)  # validator -> BLS secret (registered on chain)
     salt: bytes = b"\x05" * 32
-    scores: dict = field(default_factory=dict)
+    # (round, validator) -> (scores, witness_root, loss, salt) as committed
+    vectors: dict = field(default_factory=dict)
+    history: dict = field(default_factory=dict)  # account -> PrevEntry of its latest final round
+    settled: dict = field(default_factory=dict)  # final round -> SettledRound
+
+    def fork(self) -> World:
+        """The same chain objects with fresh Python-side round state (for a test's own anchor)."""
+        return World(self.stack, list(self.miners), list(self.validators), dict(self.secrets), self.salt,
+                     dict(self.vectors), dict(self.history), dict(self.settled))
 
     @property
     def s(self):
@@ -347,89 +340,213 @@ class World:
     def t(self):
         return self.stack.token
 
+    @property
+    def p(self) -> Params:
+        return self.stack.params
+
+    # commit phase
+
     def commit_all(self, rnd: int, miners=None) -> None:
         for m in self.miners if miners is None else miners:
             self.s.commit_update(rnd, keccak(str(m).encode()), b"\xbb" * 32, sender=m)
 
-    def commitment(self, rnd: int, validator, miners, scores, salt=None, witnesses=None, sigs=None) -> bytes:
-        w, g = proofs_for(validator, miners, scores)
-        return score_commitment(chain_id(), self.stack.scores.address, validator, rnd, miners, scores,
-                                w if witnesses is None else witnesses, g if sigs is None else sigs, salt or self.salt)
+    def columns(self, rnd: int) -> list:
+        """The miners that committed in `rnd`, in column (commit) order."""
+        placed = [(self.s.commit_index(rnd, m), m) for m in self.miners]
+        return [m for i, m in sorted(placed) if i]
 
-    def commit_scores(self, rnd: int, validator, scores, miners=None) -> None:
-        miners = ascending(self.committed(rnd)) if miners is None else miners
-        self.scores[(rnd, validator)] = (list(miners), list(scores))
-        self.s.commit_scores(rnd, self.commitment(rnd, validator, miners, scores), sender=validator)
+    def to_scoring(self, rnd: int, miners=None) -> list:
+        """Commits (all or `miners`, those that have not yet), closes the commit phase, and moves
+        to a later block; past the commit phase it only returns the columns."""
+        if self.s.phase(rnd) != PHASE_COMMIT:
+            return self.columns(rnd)
+        self.commit_all(rnd, [m for m in (self.miners if miners is None else miners) if not self.s.has_committed(rnd, m)])
+        if self.s.phase(rnd) == PHASE_COMMIT:
+            boa.env.time_travel(seconds=self.p.commit_duration)
+            self.s.close_commit(rnd)
+        seal()
+        return self.columns(rnd)
+
+    # score and reveal phases
+
+    def vector(self, rnd: int, validator, scores, witness_root=None, loss=LOSS, salt=None) -> tuple:
+        witness_root = keccak(f"witnesses/{validator}/{rnd}".encode()) if witness_root is None else witness_root
+        return list(scores), witness_root, loss, self.salt if salt is None else salt
+
+    def commitment_of(self, rnd: int, validator, scores, witness_root, loss, salt) -> bytes:
+        root = vector_root(chain_id(), str(self.stack.scores.address), str(validator), rnd, scores, witness_root, loss)
+        return score_commitment(root, salt)
+
+    def commit_scores(self, rnd: int, validator, scores, witness_root=None, loss=LOSS, salt=None) -> None:
+        vec = self.vector(rnd, validator, scores, witness_root, loss, salt)
+        self.vectors[(rnd, validator)] = vec
+        self.s.commit_scores(rnd, self.commitment_of(rnd, validator, *vec), sender=validator)
 
     def reveal_args(self, rnd: int, validator) -> tuple:
-        """(miners, scores, witnesses, packed sigs, salt) of `validator`'s committed reveal."""
-        miners, scores = self.scores[(rnd, validator)]
-        witnesses, sigs = proofs_for(validator, miners, scores)
-        return miners, scores, witnesses, b"".join(sigs), self.salt
-
-    def sig_of(self, rnd: int, validator, index: int) -> bytes:
-        """`validator`'s revealed challenge signature for miner `index` of round `rnd`."""
-        miners, scores = self.scores[(rnd, validator)]
-        return proofs_for(validator, miners, scores)[1][index]
+        """(packed scores, witness root, loss, salt) of `validator`'s committed vector."""
+        scores, witness_root, loss, salt = self.vectors[(rnd, validator)]
+        return pack_scores(scores), witness_root, loss, salt
 
     def reveal(self, rnd: int, validator) -> None:
         self.s.reveal_scores(rnd, *self.reveal_args(rnd, validator), sender=validator)
 
     def finish_audits(self, rnd: int) -> None:
         """Every validator that revealed in `rnd` says its audits are done (closes the audit early)."""
-        for v in self.s.revealed_validators_of(rnd):
-            if self.s.phase(rnd) == PHASE_AUDIT:
+        for v in self.s.validators_of(rnd):
+            if self.s.revealed(rnd, v) and not self.s.audited(rnd, v) and self.s.phase(rnd) == PHASE_AUDIT:
                 self.s.audits_done(rnd, sender=v)
 
-    def committed(self, rnd: int) -> list:
-        return [m for m in self.miners if self.s.has_committed(rnd, m)]
-
-    def to_scoring(self, rnd: int, miners=None) -> list:
-        """Commits (all or `miners`), closes the commit phase, and moves to a later block."""
-        self.commit_all(rnd, miners)
-        if self.s.phase(rnd) == PHASE_COMMIT:
-            boa.env.time_travel(seconds=self.stack.params.commit_duration)
-            self.s.close_commit(rnd)
-        seal()
-        return ascending(self.committed(rnd))
-
-    def run_round(self, rnd: int, scores: dict, miners=None, finalize: bool = True) -> list:
-        """Commit, score (every validator in `scores`), reveal, and finalize `rnd`."""
+    def to_result(self, rnd: int, scores: dict | None = None, miners=None, wait: bool = False) -> list:
+        """Commit, score (every validator in `scores`, default all scoring 1000, in a later block),
+        reveal and close the audit of `rnd`; `wait` runs the clock out instead of closing phases early."""
         ordered = self.to_scoring(rnd, miners)
+        scores = self.scores_for(rnd) if scores is None else scores
         for v, sc in scores.items():
-            self.commit_scores(rnd, v, sc, ordered)
+            self.commit_scores(rnd, v, sc)
         if self.s.phase(rnd) == PHASE_SCORING:
-            boa.env.time_travel(seconds=self.stack.params.score_duration)
+            boa.env.time_travel(seconds=self.p.score_duration)
         for v in scores:
             self.reveal(rnd, v)
         if self.s.phase(rnd) == PHASE_REVEAL:
-            boa.env.time_travel(seconds=self.stack.params.reveal_duration)
-        self.finish_audits(rnd)
-        if finalize:
-            self.s.finalize(rnd)
+            boa.env.time_travel(seconds=self.p.reveal_duration)
+        if wait:
+            boa.env.time_travel(seconds=self.p.audit_duration)
+        else:
+            self.finish_audits(rnd)
         return ordered
 
-    def attest(self, rnd: int, model_hash: bytes = b"\x33" * 32, loss: int = 2_500_000) -> None:
-        """Every permitted validator of `rnd - 1` attests until the next round opens."""
-        for v in self.s.validators_of(rnd - 1):
-            if self.s.current_round() == rnd:
-                return
-            self.s.attest_model(rnd, model_hash, loss, sender=v)
+    def scores_for(self, rnd: int, value: int = 1000) -> dict:
+        """Every permitted validator of `rnd` scoring every column `value` (call after the commit phase)."""
+        n = len(self.columns(rnd))
+        return {v: [value] * n for v in self.s.validators_of(rnd)}
+
+    # result
+
+    def inputs(self, rnd: int) -> RoundInputs:
+        """Round `rnd`'s chain facts, rebuilt from what this world put on chain (and chain views)."""
+        miners = tuple(str(m) for m in self.columns(rnd))
+        vals = [str(v) for v in self.s.validators_of(rnd)]
+        reveals = {}
+        for v in vals:
+            if self.s.revealed(rnd, v):
+                scores, witness_root, loss, _salt = self.vectors[(rnd, v)]
+                reveals[v] = Reveal(tuple(scores), loss, witness_root)
+        forfeited = frozenset(a for a in (*miners, *vals) if self.s.forfeited(rnd, a))
+        prev = {a: self.history[a] for a in (*miners, *vals) if a in self.history}
+        return RoundInputs(
+            round=rnd, miners=miners, validators=tuple(vals),
+            weights=tuple(self.s.validator_weight(rnd, v) for v in vals), reveals=reveals, forfeited=forfeited,
+            prev=prev, emission=self.s.emission_per_round(), miner_share_bps=self.s.miner_share_bps())
+
+    def settle(self, rnd: int, model_hash: bytes = NEXT_MODEL, run_config_hash: bytes | None = None) -> SettledRound:
+        """The result of `rnd` as an honest validator computes it (the round's own model without quorum)."""
+        inputs = self.inputs(rnd)
+        run = self.stack.run_config_hash if run_config_hash is None else run_config_hash
+        settled = build_result(inputs, chain_id(), str(self.stack.results.address), run, model_hash)
+        if not settled.result.quorum:
+            settled = build_result(inputs, chain_id(), str(self.stack.results.address), run, self.s.model_hash(rnd))
+        return settled
+
+    def sign(self, header: list, signers) -> bytes:
+        return aggregate_signature([self.secrets[v] for v in signers], keccak(b"".join(header)))
+
+    def non_signer_args(self, rnd: int, signers) -> tuple[list, list]:
+        absent = ascending(v for v in self.s.validators_of(rnd) if v not in set(signers))
+        return absent, [self.stack.keys.key_of(v) for v in absent]
+
+    def post(self, rnd: int, settled: SettledRound | None = None, signers=None, header: list | None = None,
+             sender=None) -> Posted:
+        """Posts `header` (default: `settled`'s, default: the honest result) signed by `signers`
+        (default: every keyed validator of the round); the rest are the non-signers."""
+        if header is None:
+            settled = self.settle(rnd) if settled is None else settled
+            header = list(settled.header.words())
+        signers = [v for v in self.s.validators_of(rnd) if v in self.secrets] if signers is None else list(signers)
+        non_signers, keys = self.non_signer_args(rnd, signers)
+        attempt = self.s.rejected_count(rnd) + 1
+        self.s.post_result(header, self.sign(header, signers), non_signers, keys,
+                           sender=sender or self.stack.deployer)
+        return Posted(settled, header, non_signers, now(), attempt)
+
+    def finalize(self, posted: Posted) -> None:
+        """Waits out the challenge window and makes `posted` final; records its entries as history."""
+        wait = posted.posted_time + self.p.result_window - now()
+        if wait > 0:
+            boa.env.time_travel(seconds=wait)
+        self.s.finalize_result(*posted.final_args())
+        self.record(posted.settled)
+
+    def record(self, settled: SettledRound) -> None:
+        rnd = settled.inputs.round
+        self.settled[rnd] = settled
+        for account in (*settled.inputs.miners, *settled.inputs.validators):
+            self.history[account] = settled.entry_of(account)
+
+    def run_round(self, rnd: int, scores: dict | None = None, miners=None, finalize: bool = True) -> list:
+        """Commit, score (every validator in `scores`, default all scoring 1000), reveal, audit and
+        (with `finalize`) post the honest result signed by every keyed validator and make it final."""
+        ordered = self.to_result(rnd, scores, miners)
+        if finalize:
+            self.finalize(self.post(rnd))
+        return ordered
+
+    def fall_back(self, rnd: int) -> None:
+        """Runs the clock past the result deadline of `rnd` and ends it without a result."""
+        wait = self.s.result_deadline(rnd) - now()
+        if wait > 0:
+            boa.env.time_travel(seconds=wait)
+        self.s.fall_back(rnd)
+
+    def claim(self, account, rnd: int) -> int:
+        """`account` claims with its leaf and proof of final round `rnd`; returns the amount paid."""
+        c = self.settled[rnd].claim_of(str(account))
+        return self.s.claim(rnd, c.amount, list(c.proof), sender=account)
 
 
 def make_world(params: Params = Params(), n_miners: int = 3, validator_stakes=(300 * TOKEN, 200 * TOKEN),
-               start: bool = True) -> World:
-    stack = deploy_stack(params)
+               start: bool = True, bls: bool = False, token=None, run_config_hash: bytes = RUN_CONFIG_HASH) -> World:
+    """A stack with `n_miners` miners at the minimum stake and one validator per stake; with `bls`
+    every validator registers its BLS key (one pairing each: prefer `module_world`)."""
+    stack = deploy_stack(params, token=token, run_config_hash=run_config_hash)
     miners = [join(stack, MINER, params.min_miner_stake) for _ in range(n_miners)]
     validators = [join(stack, VALIDATOR, s) for s in validator_stakes]
+    world = World(stack, miners, validators)
+    if bls:
+        for i, v in enumerate(validators):
+            register_key(world, v, i)
     if start:
         stack.settlement.start()
-    return World(stack, miners, validators)
+    return world
+
+
+def register_key(world: World, validator, i: int) -> None:
+    sk, pk, pop = bls_material(i)
+    world.stack.keys.register(pk, pop, sender=validator)
+    world.secrets[validator] = sk
 
 
 @pytest.fixture
 def world() -> World:
     return make_world()
+
+
+def keyed_world(**kwargs):
+    """A module-scoped `kworld_base` fixture: a keyed world (`make_world(bls=True, **kwargs)`)
+    deployed once per module; the `kworld` fixture gives each test a `fork()` of it, inside
+    the test's own anchor. A module assigns `kworld_base = keyed_world(...)`."""
+
+    @pytest.fixture(scope="module", name="kworld_base")
+    def _base():
+        with boa.env.anchor():
+            boa.env.evm.patch.prev_hashes = [fake_block_hash(d) for d in range(256)]
+            yield make_world(bls=True, **kwargs)
+
+    return _base
+
+
+@pytest.fixture
+def kworld(kworld_base) -> World:
+    return kworld_base.fork()
 
 
 def last_logs(contract, name: str | None = None) -> list:

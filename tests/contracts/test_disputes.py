@@ -1,4 +1,4 @@
-"""Disputes: fraud reports, votes, outcomes, slashing and held-back rewards."""
+"""Disputes: fraud reports, votes, outcomes, slashing, and forfeits the round's result honours."""
 
 import boa
 import pytest
@@ -20,11 +20,19 @@ from conftest import (
     World,
     join,
     last_logs,
+    keyed_world,
     make_world,
     partial,
 )
 
 EVIDENCE = b"\x09" * 32
+
+kworld_base = keyed_world()  # 3 miners, validators of 300 and 200 with BLS keys
+
+
+@pytest.fixture
+def world(kworld) -> World:
+    return kworld
 
 
 def report(w: World, miner, reporter, rnd: int = 0, kind: int = KIND_REPLAY) -> int:
@@ -118,10 +126,11 @@ def test_report_reverts():
         report(w, m1, v1)
 
 
-def test_report_closed_after_finalize(world: World):
+def test_report_closed_after_the_result(world: World):
     v0, v1 = world.validators
-    world.run_round(0, {v0: [1, 2, 3], v1: [1, 2, 3]})
+    world.run_round(0, {v0: [1, 2, 3], v1: [1, 2, 3]}, finalize=False)
     assert world.s.deadlines(0)[2] > boa.env.timestamp  # reveal closed early; deadline not reached
+    assert world.s.audit_closed(0) and not world.s.reporting_open(0)  # the audit closed early too
     with boa.reverts("disputes: reporting closed"):
         report(world, world.miners[0], v0)
 
@@ -267,11 +276,13 @@ C, R, S, N = VOTE_CONFIRM, VOTE_REJECT, VOTE_SERVED, None
     ((200, 200, 400), (C, C, S), STATUS_VOID),                # 400/800 is not > 1/2, served wins none, no reject
     ((400, 200, 200), (C, N, N), STATUS_VOID),                # quorum, but nobody else voted
 ])
+
+
 def test_outcome_rules(stakes, votes, expected):
     assert _outcome(stakes, votes) == expected
 
 
-# -- reports and finalize ------------------------------------------------------------------------
+# -- reports and the result ------------------------------------------------------------------------
 
 
 def _round_with_report(w: World):
@@ -281,7 +292,7 @@ def _round_with_report(w: World):
     ordered = w.to_scoring(0)
     rid = report(w, w.miners[0], v0)
     for v in (v0, v1):
-        w.commit_scores(0, v, [1000] * 3, ordered)
+        w.commit_scores(0, v, [1000] * 3)
     for v in (v0, v1):
         w.reveal(0, v)
     w.finish_audits(0)
@@ -289,52 +300,49 @@ def _round_with_report(w: World):
 
 
 @pytest.mark.parametrize("second_vote", [VOTE_REJECT, None])
-def test_finalize_waits_for_a_failed_report_then_pays_normally(world: World, second_vote):
+def test_the_result_waits_for_a_failed_report_then_pays_normally(world: World, second_vote):
     s, d = world.s, world.d
     m = world.miners[0]
     rid = _round_with_report(world)
     assert d.open_in_round(0) == 1
-    with boa.reverts("settlement: report open"):
-        s.finalize(0)
+    with boa.reverts("results: report open"):
+        world.post(0)
     if second_vote is not None:
         d.vote_fraud(rid, second_vote, sender=world.validators[1])
     status = resolve_after_window(world, rid)
     assert status == (STATUS_REJECTED if second_vote else STATUS_VOID)
-    assert d.open_in_round(0) == 0
-    s.finalize(0)
+    assert d.open_in_round(0) == 0 and not s.forfeited(0, m)
+    world.finalize(world.post(0))
     reward = 700 * TOKEN // 3
-    settled = {e.miner: e for e in last_logs(s, "MinerSettled")}
-    assert not settled[m].held and settled[m].reward == reward
-    assert s.claimable(m) == reward and s.total_held() == 0 and not s.forfeited(0, m)
-    assert s.claim(sender=m) == reward
+    assert world.settled[0].result.pay == (reward,) * 3
+    assert world.claim(m, 0) == reward
 
 
-def test_report_confirmed_before_finalize_forfeits_without_minting(world: World):
+def test_report_confirmed_before_the_result_forfeits_without_minting(world: World):
     s, d = world.s, world.d
     m = world.miners[0]
     rid = _round_with_report(world)
     d.vote_fraud(rid, VOTE_CONFIRM, sender=world.validators[1])
     d.resolve_fraud(rid)  # every permitted validator voted
     assert s.forfeited(0, m)
-    assert last_logs(d, "RewardForfeited") == []  # finalize logs it, once
-    s.finalize(0)
-    logs = last_logs(s)
-    assert s.consensus(0, m) == 0  # a confirmed cheat counts as consensus 0
+    assert [(e.round, e.account) for e in last_logs(d, "RewardForfeited")] == [(0, m)]
+    world.finalize(world.post(0))
+    result = world.settled[0].result
+    col = world.columns(0).index(m)
+    assert result.consensus[col] == 0 and result.pay[col] == 0  # a confirmed cheat counts as consensus 0
     reward = 700 * TOKEN // 2  # the two honest miners share the pool
-    assert [(e.miner, e.amount) for e in logs if type(e).__name__ == "RewardForfeited"] == [(m, 0)]
-    (settled,) = [e for e in logs if type(e).__name__ == "MinerSettled" and e.miner == m]
-    assert settled.reward == 0 and not settled.held and s.claimable(m) == 0 and s.total_held() == 0
-    assert s.total_minted() == s.total_claimable() == 2 * reward + s.claimable(world.validators[0]) + s.claimable(
-        world.validators[1])
-    assert s.total_burned() == 0  # never minted, so nothing to burn
+    assert sorted(result.pay) == [0, reward, reward]
+    assert s.total_minted() == world.settled[0].header.minted == 2 * reward + sum(result.validator_cumulative)
+    with boa.reverts("settlement: nothing to claim"):  # its leaf holds 0
+        world.claim(m, 0)
 
 
 def test_validator_rewards_paid_after_the_report_resolves(world: World):
-    s = world.s
     rid = _round_with_report(world)
     resolve_after_window(world, rid)
-    s.finalize(0)
-    assert s.claimable(world.validators[0]) > 0 and s.claimable(world.validators[1]) > 0
+    world.finalize(world.post(0))
+    for v in world.validators:
+        assert world.claim(v, 0) > 0
 
 
 # -- withdraw and eligibility ---------------------------------------------------------------------
@@ -361,17 +369,12 @@ def test_slashed_miner_cannot_commit_next_round(world: World):
     s, d = world.s, world.d
     v0, v1 = world.validators
     m = world.miners[0]
-    ordered = world.to_scoring(0)
+    world.to_scoring(0)
     rid = report(world, m, v0)
     d.vote_fraud(rid, VOTE_CONFIRM, sender=v1)
     d.resolve_fraud(rid)
-    for v in (v0, v1):
-        world.commit_scores(0, v, [5] * 3, ordered)
-    for v in (v0, v1):
-        world.reveal(0, v)
-    world.finish_audits(0)
-    s.finalize(0)
-    world.attest(1)
+    world.to_result(0)
+    world.fall_back(0)
     assert s.current_round() == 1 and s.round_info(1)[2] == 2  # two active miners left
     with boa.reverts("settlement: not an eligible miner"):
         s.commit_update(1, b"\xaa" * 32, b"\xbb" * 32, sender=m)
@@ -408,15 +411,15 @@ def _two_reports(w: World):
     return m, rid0, rid1, ordered
 
 
-def _score_and_reveal(w: World, ordered) -> None:
+def _score_and_reveal(w: World) -> None:
     for v in w.validators:
-        w.commit_scores(0, v, [1000] * 3, ordered)
+        w.commit_scores(0, v, [1000] * 3)
     for v in w.validators:
         w.reveal(0, v)
     w.finish_audits(0)
 
 
-def test_second_confirmed_report_does_not_slash_again_before_finalize(world: World):
+def test_second_confirmed_report_does_not_slash_again(world: World):
     d, s, st, t, p = world.d, world.s, world.st, world.t, world.stack.params
     v0, v1 = world.validators
     m, rid0, rid1, ordered = _two_reports(world)
@@ -429,31 +432,30 @@ def test_second_confirmed_report_does_not_slash_again_before_finalize(world: Wor
     assert d.resolve_fraud(rid1) == STATUS_CONFIRMED
     (ev,) = last_logs(d, "FraudResolved")
     assert (ev.report_id, ev.status, ev.slashed, ev.bond_burned) == (rid1, STATUS_CONFIRMED, 0, 0)
-    assert last_logs(d, "Slashed") == [] and last_logs(d, "RewardForfeited") == []
+    assert last_logs(d, "Slashed") == [] and last_logs(d, "RewardForfeited") == []  # forfeited once, by the first
     assert st.staked(m) == 100 * TOKEN - slashed and st.total_slashed() == slashed
     assert t.balanceOf(v1) == bal1 + p.report_bond and t.totalSupply() == supply  # bond back, nothing burned
     assert st.open_reports(m) == 0 == s.open_reports(0, m) and d.total_bonds() == 0
-    _score_and_reveal(world, ordered)
-    s.finalize(0)
-    assert [(e.miner, e.amount) for e in last_logs(s, "RewardForfeited")] == [(m, 0)]  # consensus 0
-    assert s.claimable(m) == 0 and s.total_held() == 0 and s.total_burned() == 0
+    _score_and_reveal(world)
+    assert s.forfeited(0, m)
+    assert world.settle(0).result.pay[world.columns(0).index(m)] == 0
 
 
-def test_finalize_reverts_until_every_report_of_the_round_resolves(world: World):
+def test_the_result_waits_until_every_report_of_the_round_resolves(world: World):
     d, s = world.d, world.s
     v0, v1 = world.validators
     m, rid0, rid1, ordered = _two_reports(world)
-    _score_and_reveal(world, ordered)
+    _score_and_reveal(world)
     assert s.phase(0) == 5 and d.open_in_round(0) == 2
     d.vote_fraud(rid1, VOTE_CONFIRM, sender=v0)
     d.resolve_fraud(rid1)
-    with boa.reverts("settlement: report open"):  # v0's report is still open
-        s.finalize(0)
+    with boa.reverts("results: report open"):  # v0's report is still open
+        world.post(0)
     d.vote_fraud(rid0, VOTE_CONFIRM, sender=v1)
     assert d.resolve_fraud(rid0) == STATUS_CONFIRMED and d.open_in_round(0) == 0
     assert last_logs(d, "Slashed") == []  # slashed once, by the first
-    s.finalize(0)
-    assert s.claimable(m) == 0 and s.total_held() == 0 and s.total_burned() == 0
+    world.finalize(world.post(0))
+    assert world.settled[0].result.pay[world.columns(0).index(m)] == 0 and s.forfeited(0, m)
 
 
 def test_a_void_report_never_clears_another(world: World):
@@ -463,11 +465,10 @@ def test_a_void_report_never_clears_another(world: World):
     d.vote_fraud(rid1, VOTE_SERVED, sender=v0)
     assert d.resolve_fraud(rid1) == STATUS_VOID
     assert st.staked(m) == 100 * TOKEN and st.open_reports(m) == 1 and d.open_in_round(0) == 1
-    _score_and_reveal(world, ordered)
-    with boa.reverts("settlement: report open"):
-        s.finalize(0)
+    _score_and_reveal(world)
+    with boa.reverts("results: report open"):
+        world.post(0)
     d.vote_fraud(rid0, VOTE_CONFIRM, sender=v1)
     assert d.resolve_fraud(rid0) == STATUS_CONFIRMED
-    assert st.staked(m) == 100 * TOKEN // 2 and d.slashed_in_round(0, m)
-    s.finalize(0)
-    assert s.forfeited(0, m) and s.claimable(m) == 0 and s.consensus(0, m) == 0
+    assert st.staked(m) == 100 * TOKEN // 2 and d.slashed_in_round(0, m) and s.forfeited(0, m)
+    assert world.settle(0).result.consensus[world.columns(0).index(m)] == 0

@@ -47,18 +47,17 @@ def test_constructor_rejects_bad_parameters():
 def test_wire_once_by_owner_only():
     token = partial("Token").deploy([], [])
     s = partial("Staking").deploy(token.address, 1, 1, 1, 10)
-    a, b = boa.env.generate_address(), boa.env.generate_address()
+    a, b, c = (boa.env.generate_address() for _ in range(3))
     with boa.reverts("ownable: caller is not the owner"):
-        s.wire(a, b, sender=a)
-    with boa.reverts("staking: zero address"):
-        s.wire(ZERO, b)
-    with boa.reverts("staking: zero address"):
-        s.wire(a, ZERO)
-    s.wire(a, b)
-    assert [(e.settlement, e.disputes) for e in last_logs(s, "Wired")] == [(a, b)]
-    assert (s.settlement(), s.disputes(), s.owner()) == (a, b, ZERO)
+        s.wire(a, b, c, sender=a)
+    for args in ((ZERO, b, c), (a, ZERO, c), (a, b, ZERO)):
+        with boa.reverts("staking: zero address"):
+            s.wire(*args)
+    s.wire(a, b, c)
+    assert [(e.settlement, e.disputes, e.results) for e in last_logs(s, "Wired")] == [(a, b, c)]
+    assert (s.settlement(), s.disputes(), s.results(), s.owner()) == (a, b, c, ZERO)
     with boa.reverts("ownable: caller is not the owner"):
-        s.wire(b, a)
+        s.wire(b, a, c)
 
 
 # -- register -------------------------------------------------------------------------------------
@@ -210,8 +209,8 @@ def test_withdraw_reverts_while_report_pending(stack):
 def test_only_disputes_guards(stack):
     st_ = stack.staking
     m = join(stack, MINER, 100 * TOKEN)
-    for caller in (stack.deployer, m, stack.rounds.address):
-        with boa.reverts("staking: only disputes"):
+    for caller in (stack.deployer, m, stack.rounds.address, stack.column_challenges.address):
+        with boa.reverts("staking: only disputes or results"):
             st_.slash(m, 100, caller, 100, sender=caller)
         with boa.reverts("staking: only disputes"):
             st_.report_opened(m, sender=caller)
@@ -224,6 +223,9 @@ def test_only_disputes_guards(stack):
         st_.slash(m, 10_001, d, 0, sender=d)
     with boa.reverts("staking: bad fraction"):
         st_.slash(m, 0, d, 10_001, sender=d)
+    r = stack.results.address  # the signers of a rejected result are slashed through results
+    assert st_.slash(m, 1000, d, 0, sender=r) == 10 * TOKEN
+    assert st_.staked(m) == 90 * TOKEN
 
 
 def test_slash_takes_bonded_then_queued_pays_reporter_burns_rest(stack):

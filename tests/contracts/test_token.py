@@ -1,4 +1,4 @@
-"""Token: genesis allocation, and after wiring only the settlement contract mints."""
+"""Token: genesis allocation, and after wiring only the rewards contract mints."""
 
 import boa
 from conftest import TOKEN, deploy_stack, last_logs, make_world, partial
@@ -21,7 +21,7 @@ def test_genesis_lengths_must_match():
         partial("Token").deploy([a, a], [TOKEN])
 
 
-def test_after_wiring_only_settlement_can_mint():
+def test_after_wiring_only_rewards_can_mint():
     stack = deploy_stack()
     token, deployer = stack.token, stack.deployer
     assert token.owner() == "0x" + "00" * 20
@@ -39,11 +39,14 @@ def test_after_wiring_only_settlement_can_mint():
     assert token.totalSupply() == stack.genesis
 
 
-def test_supply_grows_only_by_finalize_emission():
-    w = make_world()
+def test_supply_grows_only_by_a_final_result_and_shrinks_by_burns():
+    w = make_world(bls=True)
     supply = w.t.totalSupply()
     w.run_round(0, {w.validators[0]: [100, 200, 300], w.validators[1]: [100, 200, 300]})
     minted = w.s.total_minted()
-    assert minted > 0
+    assert minted == w.settled[0].header.minted > 0
     assert w.t.totalSupply() == supply + minted
     assert w.t.balanceOf(w.stack.rewards.address) == minted
+    holder = w.miners[0]
+    w.t.burn(TOKEN, sender=holder)
+    assert w.t.totalSupply() == supply + minted - TOKEN

@@ -14,13 +14,13 @@ from conftest import (
     Params,
     World,
     deploy_stack,
+    register_key,
 )
 
 FALSE_TOKEN = Path(__file__).parent / "mocks" / "FalseToken.vy"
 
 
-@pytest.fixture
-def false_world() -> World:
+def make_false_world(keys: bool = False) -> World:
     p = Params()
     token = boa.load(str(FALSE_TOKEN))
     stack = deploy_stack(p, token=token)
@@ -32,8 +32,17 @@ def false_world() -> World:
         staking.register(role, NODE_KEY, MULTIADDR, SIG, sender=a)
         staking.stake(amount * TOKEN, sender=a)
         accounts.append(a)
+    world = World(stack, accounts[:2], accounts[2:])
+    if keys:  # before the start: the round's aggregate key is cached when it opens
+        for i, v in enumerate(world.validators):
+            register_key(world, v, i)
     settlement.start()
-    return World(stack, accounts[:2], accounts[2:])
+    return world
+
+
+@pytest.fixture
+def false_world() -> World:
+    return make_false_world()
 
 
 def test_stake_and_withdraw_report_failed_transfers(false_world: World):
@@ -58,14 +67,16 @@ def test_slash_reports_failed_reporter_payment(false_world: World):
         w.st.slash(w.miners[0], 5000, w.validators[0], 2000, sender=w.d.address)
 
 
-def test_claim_reports_failed_transfer(false_world: World):
-    w = false_world
+def test_claim_reports_failed_transfer():
+    w = make_false_world(keys=True)
     v0, v1 = w.validators
     w.run_round(0, {v0: [5, 5], v1: [5, 5]})
     w.t.set_failing(True)
     with boa.reverts("settlement: transfer failed"):
-        w.s.claim(sender=v0)
-    assert w.s.claimable(v0) > 0
+        w.claim(v0, 0)
+    assert w.s.claimed(v0) == 0
+    w.t.set_failing(False)
+    assert w.claim(v0, 0) == w.settled[0].claim_of(str(v0)).amount > 0
 
 
 def test_bond_transfers_report_failure(false_world: World):
