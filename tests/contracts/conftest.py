@@ -29,6 +29,8 @@ from eth_utils import keccak
 
 from protocol.core.abi_words import list_hash
 from protocol.core.bls import bls_aggregate, bls_keygen, bls_pop_prove, bls_public_key, bls_sign, g1_to_eip2537, g2_to_eip2537
+from py_ecc.optimized_bls12_381 import curve_order
+
 from protocol.core.result_header import SettledRound, build_result
 from protocol.core.result_inputs import PrevEntry, Reveal, RoundInputs
 from protocol.core.score_vector import pack_scores, score_commitment, vector_root
@@ -223,8 +225,15 @@ def signature_of(sk: int, message: bytes) -> bytes:
 
 
 def aggregate_signature(secrets, message: bytes) -> bytes:
-    """The EIP-2537 aggregate of `secrets`' signatures of `message`."""
-    return g2_to_eip2537(bls_aggregate([signature_of(sk, message) for sk in secrets]))
+    """The EIP-2537 aggregate of `secrets`' signatures of `message`.
+
+    Same-message BLS signatures add up to the signature under the sum of the secrets
+    (sum of sk_i * H(m) = (sum of sk_i) * H(m)), so one pure-Python signing (seconds) stands for
+    all of them; test_results checks it against `bls_aggregate` of the individual signatures."""
+    total = sum(secrets) % curve_order
+    if total == 0:
+        return g2_to_eip2537(bls_aggregate([signature_of(sk, message) for sk in secrets]))
+    return g2_to_eip2537(signature_of(total, message))
 
 
 def ascending(addresses) -> list:
