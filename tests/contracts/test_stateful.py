@@ -26,7 +26,6 @@ from conftest import (
     KIND_REPLAY,
     MULTIADDR,
     NODE_KEY,
-    PHASE_AUDIT,
     PHASE_COMMIT,
     PHASE_RESULT,
     PHASE_REVEAL,
