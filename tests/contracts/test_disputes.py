@@ -19,8 +19,8 @@ from conftest import (
     Params,
     World,
     join,
-    last_logs,
     keyed_world,
+    last_logs,
     make_world,
     partial,
 )
@@ -289,7 +289,7 @@ def _round_with_report(w: World):
     """Scores all three miners, reports miner 0 by v0 during scoring, reveals and finishes the
     audits; returns the report id."""
     v0, v1 = w.validators
-    ordered = w.to_scoring(0)
+    w.to_scoring(0)
     rid = report(w, w.miners[0], v0)
     for v in (v0, v1):
         w.commit_scores(0, v, [1000] * 3)

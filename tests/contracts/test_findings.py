@@ -18,7 +18,6 @@ from conftest import (
     make_world,
 )
 
-
 MAX_MINERS = 1024
 
 

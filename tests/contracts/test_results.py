@@ -18,7 +18,6 @@ from conftest import (
     VOTE_CONFIRM,
     Posted,
     World,
-    aggregate_signature,
     ascending,
     chain_id,
     deploy_stack,
@@ -31,6 +30,7 @@ from conftest import (
 from eth_utils import keccak
 
 from protocol.core.abi_words import word
+from protocol.core.bls import bls_aggregate, bls_sign, g2_to_eip2537
 from protocol.core.result_header import build_result
 
 kworld_base = keyed_world(validator_stakes=(300 * TOKEN,) * 4)
@@ -147,6 +147,10 @@ def test_a_bad_aggregate_signature_is_refused(kworld: World):
     w.to_result(0)
     header = list(w.settle(0).header.words())
     three = w.validators[:3]
+    # the fixtures' one-signing aggregate is the aggregate of the individual signatures
+    root = keccak(b"".join(header))
+    sigs = [bls_sign(w.secrets[v], root) for v in three]
+    assert w.sign(header, three) == g2_to_eip2537(bls_aggregate(sigs))
     # three signed, but the post claims the fourth signed too
     with boa.reverts("results: invalid aggregate signature"):
         w.s.post_result(header, w.sign(header, three), [], [])

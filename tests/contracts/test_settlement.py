@@ -1,7 +1,6 @@
 """Rounds and Scores: wiring, the round clock, commits and columns, seeds, score commit/reveal (calldata)."""
 
 import boa
-import pytest
 from conftest import (
     GENESIS_MODEL,
     MINER,

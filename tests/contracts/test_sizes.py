@@ -9,7 +9,6 @@ import pytest
 from contracts.build import CONTRACT_NAMES, EIP170_LIMIT, compile_all
 
 
-
 @pytest.fixture(scope="module")
 def artifacts():
     return compile_all()

@@ -10,9 +10,9 @@ import boa
 import pytest
 from conftest import (
     BPS,
+    GENESIS_MODEL,
     KIND_LAZY,
     KIND_REPLAY,
-    ONE,
     PHASE_AUDIT,
     PHASE_RESULT,
     PHASE_REVEAL,
@@ -22,12 +22,10 @@ from conftest import (
     TOKEN,
     VOTE_CONFIRM,
     VOTE_REJECT,
-    GENESIS_MODEL,
     World,
     last_logs,
     make_world,
 )
-
 from eth_utils import keccak
 
 EVIDENCE = b"\x0e" * 32
@@ -233,7 +231,7 @@ def test_audit_phase_closes_at_its_deadline_otherwise(world: World):
 def test_audits_done_reverts_outside_the_audit_phase_or_without_a_reveal():
     w = make_world(validator_stakes=(300 * TOKEN, 200 * TOKEN, 200 * TOKEN))
     v0, v1, v2 = w.validators
-    ordered = w.to_scoring(0)
+    w.to_scoring(0)
     for v in (v0, v1, v2):
         w.commit_scores(0, v, [5] * 3)
     w.reveal(0, v0)
