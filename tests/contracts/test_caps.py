@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import boa
 import pytest
+from conftest import TOKEN, Params, make_world
 
 from protocol.chain.challenge_args import column_args
 from protocol.core.abi_words import list_hash
-from tests.contracts.conftest import TOKEN, Params, make_world
 
 pytestmark = pytest.mark.slow
 

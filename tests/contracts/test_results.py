@@ -26,12 +26,14 @@ from conftest import (
     make_world,
     now,
     partial,
+    register_key,
 )
 from eth_utils import keccak
 
-from protocol.core.abi_words import word
+from protocol.core.abi_words import list_hash, word
 from protocol.core.bls import bls_aggregate, bls_sign, g2_to_eip2537
 from protocol.core.result_header import build_result
+from protocol.core.score_vector import segment_hashes
 
 kworld_base = keyed_world(validator_stakes=(300 * TOKEN,) * 4)
 
@@ -52,7 +54,7 @@ def light_reveals(w: World, rnd: int) -> tuple:
     for v in w.s.validators_of(rnd):
         if w.s.revealed(rnd, v):
             packed, witness_root, loss, _ = w.reveal_args(rnd, v)
-            hashes.append(keccak(packed))
+            hashes.append(list_hash(segment_hashes(packed)))
             roots.append(witness_root)
             losses.append(loss)
         else:
@@ -112,14 +114,32 @@ def test_signers_holding_two_thirds_or_less_are_refused(kworld: World):
 
 
 def test_exactly_two_thirds_of_the_stake_is_refused():
-    w = make_world(validator_stakes=(200 * TOKEN,) * 3)  # keyless: the stake check comes first
+    w = make_world(validator_stakes=(200 * TOKEN,) * 3, bls=True)
     w.to_result(0)
     header = list(w.settle(0).header.words())
-    absent = w.validators[2]
-    with boa.reverts("results: key of a keyless validator"):
-        w.s.post_result(header, DUMMY_SIG, [absent], [b"\x01" * 128])
+    absent, keys = w.non_signer_args(0, w.validators[:2])
     with boa.reverts("results: signers hold 2/3 of the stake or less"):
-        w.s.post_result(header, DUMMY_SIG, [absent], [b""])
+        w.s.post_result(header, w.sign(header, w.validators[:2]), absent, keys)
+
+
+def test_a_validator_without_a_key_never_counts_as_a_signer():
+    """Three keyed validators and one without a key, equal stakes: the keyless one cannot sign,
+    listed or not; with one keyed non-signer the signers hold exactly half."""
+    w = make_world(validator_stakes=(200 * TOKEN,) * 4, start=False)
+    for i, v in enumerate(w.validators[:3]):
+        register_key(w, v, i)
+    w.s.start()
+    w.to_result(0)
+    settled = w.settle(0)
+    header = list(settled.header.words())
+    keyless = w.validators[3]
+    with boa.reverts("results: key outside the round's aggregate"):
+        w.s.post_result(header, w.sign(header, w.validators[:3]), [keyless], [b"\x01" * 128])
+    absent, keys = w.non_signer_args(0, [w.validators[0], w.validators[1], keyless])
+    with boa.reverts("results: signers hold 2/3 of the stake or less"):
+        w.s.post_result(header, w.sign(header, w.validators[:2]), absent, keys)
+    w.s.post_result(header, w.sign(header, w.validators[:3]), [], [])  # 3/4 keyed: the keyless one is out
+    assert w.s.pending(0) != b"\x00" * 32
 
 
 def test_non_signer_lists_are_checked(kworld: World):

@@ -27,7 +27,8 @@ from conftest import (
 )
 from eth_utils import keccak
 
-from protocol.core.score_vector import pack_scores, vector_root
+from protocol.core.abi_words import list_hash
+from protocol.core.score_vector import pack_scores, segment_hashes, vector_root
 
 EMPTY = b"\x00" * 32
 ZERO = "0x" + "00" * 20
@@ -454,7 +455,7 @@ def test_vector_root_matches_python(world: World):
     v = world.validators[0]
     scores, witness_root, loss = [1, 65535, 0], b"\x01" * 32, 2_345_678
     packed = pack_scores(scores)
-    got = world.s.vector_root_of(v, 7, keccak(packed), witness_root, loss)
+    got = world.s.vector_root_of(v, 7, list_hash(segment_hashes(packed)), witness_root, loss)
     addr = str(world.stack.scores.address)
     assert got == vector_root(chain_id(), addr, str(v), 7, scores, witness_root, loss)
     assert got != vector_root(chain_id(), addr, str(world.validators[1]), 7, scores, witness_root, loss)
