@@ -36,14 +36,17 @@ def test_unencodable_words_raise() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(0, 65535), max_size=20), st.integers(0, 2**256 - 1), st.binary(min_size=32, max_size=32))
+@given(st.lists(st.integers(0, 65535), max_size=300), st.integers(0, 2**256 - 1), st.binary(min_size=32, max_size=32))
 def test_vector_root_and_commitment(scores: list[int], loss: int, salt: bytes) -> None:
     packed = pack_scores(scores)
     assert packed == b"".join(s.to_bytes(2, "big") for s in scores) and unpack_scores(packed) == tuple(scores)
     root = vector_root(CHAIN, SCORES, ACCOUNTS[1], 12, scores, salt, loss)
+    # the scores hash: abi_encode(bytes32[]) of the keccak of each 256-byte segment
+    segment_hashes = [keccak256(packed[k:k + 256]) for k in range(0, len(packed), 256)]
+    scores_hash = keccak256(encode(["bytes32[]"], [segment_hashes]))
     assert root == keccak256(encode(
         ["bytes32", "uint256", "address", "address", "uint256", "bytes32", "bytes32", "uint256"],
-        [keccak256(b"veritrain/vector/v1"), CHAIN, SCORES, ACCOUNTS[1], 12, keccak256(packed), salt, loss]))
+        [keccak256(b"veritrain/vector/v1"), CHAIN, SCORES, ACCOUNTS[1], 12, scores_hash, salt, loss]))
     assert score_commitment(root, salt) == keccak256(root + salt)
 
 
