@@ -8,6 +8,7 @@ the attempt's five (round, header, non-signers hash, posted time, attempt).
 from __future__ import annotations
 
 from protocol.core.result_header import SettledRound
+from protocol.core.result_inputs import RoundInputs
 from protocol.core.score_vector import SEGMENT_SCORES, pack_scores, segment_hashes, segments
 
 ZERO32 = b"\x00" * 32
@@ -22,15 +23,15 @@ def column_args(settled: SettledRound, i: int) -> tuple:
     path = tree.inclusion_path(0, i)
     root = (ZERO32, []) if tree.tree_root() == ZERO32 else _preimage(tree.root_preimage())
     return (leaf, list(tree.levels[0][i].sums), ([s for s, _ in path], [h for _, h in path]), root,
-            reveals_arg(settled, i))
+            reveals_arg(settled.inputs, i))
 
 
-def reveals_arg(settled: SettledRound, column: int) -> tuple:
+def reveals_arg(inputs: RoundInputs, column: int) -> tuple:
     """Every round validator's reveal in `validators_of` order, cut to `column`: the segment of
     its packed scores holding the column and all its segment hashes (empty if it did not reveal)."""
     held, hashes, roots, losses = [], [], [], []
-    for v in settled.inputs.validators:
-        r = settled.inputs.reveals.get(v)
+    for v in inputs.validators:
+        r = inputs.reveals.get(v)
         packed = pack_scores(r.scores) if r else b""
         held.append(segments(packed)[column // SEGMENT_SCORES] if r else b"")
         hashes.append(segment_hashes(packed) if r else [])

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import boa
 
+from protocol.chain.challenge_args import reveals_arg as chain_reveals_arg
 from protocol.core.abi_words import enc, list_hash, word
 from protocol.core.claims_tree import claims_list_hash, claims_root
 from protocol.core.keccak import keccak256
@@ -20,11 +21,7 @@ from protocol.core.result_header import ResultHeader, round_claim_leaves
 from protocol.core.result_inputs import RoundInputs
 from protocol.core.result_tree import ColumnTree, Node, entry_hash, node_hash, parent
 from protocol.core.score_vector import (
-    SEGMENT_SCORES,
-    pack_scores,
     scores_hash,
-    segment_hashes,
-    segments,
     vector_root,
 )
 
@@ -190,16 +187,8 @@ def node_arg(tree: ColumnTree, level: int, index: int) -> tuple:
 
 
 def reveals_arg(inputs: RoundInputs, column: int = 0) -> tuple:
-    """Every validator's reveal cut to `column` (its segment and all segment hashes)."""
-    held, hashes, roots, losses = [], [], [], []
-    for v in inputs.validators:
-        r = inputs.reveals.get(v)
-        packed = pack_scores(r.scores) if r else b""
-        held.append(segments(packed)[column // SEGMENT_SCORES] if r else b"")
-        hashes.append(segment_hashes(packed) if r else [])
-        roots.append(r.witness_root if r else ZERO)
-        losses.append(r.heldout_loss if r else 0)
-    return (held, hashes, roots, losses)
+    """Every validator's reveal cut to `column`, as challengers build it."""
+    return chain_reveals_arg(inputs, column)
 
 
 def light_reveals_arg(inputs: RoundInputs) -> tuple:
