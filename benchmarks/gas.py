@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -53,10 +54,16 @@ def measure(n_miners: int, n_validators: int) -> dict[str, list[int]]:
                                          result_challenge_window=2 * hour, unbonding_delay=20 * hour),
                        genesis_supply=10**9)  # stakes for 1,088 accounts
     client = ChainClient(handle, deploy(handle, deployer, config), deployer)
-    net = join_network(client, n_miners, n_validators, lambda _m: None)
+    joined = iter(range(1, n_miners + n_validators + 1))
+
+    def progress(message: str) -> None:  # the round's steps, and every 256th account to join
+        if message.startswith("round") or next(joined) % 256 == 0:
+            Console().print(f"[dim]  {message}[/dim]")
+
+    net = join_network(client, n_miners, n_validators, progress)
     net.gas.clear()  # joining (registration, stake, BLS keys) is once per account, not per round
     net.record("start", client.start())
-    play_round(client, net, lambda _m: None, cheat=True, signers=signers_for(n_validators),
+    play_round(client, net, progress, cheat=True, signers=signers_for(n_validators),
                challenge_column=n_miners // 2)
     claim_all(net)
     return net.gas
@@ -93,10 +100,13 @@ def main(argv: list[str]) -> int:
     console = Console()
     results: dict[str, dict[str, list[int]]] = {}
     for n, v in sizes:
+        started = time.monotonic()
         console.print(f"[dim]measuring {n} miners x {v} validators…[/dim]")
         gas = measure(n, v)
         gas["all"] = [g for values in gas.values() for g in values]
         results[f"{n}x{v}"] = gas
+        write_json(args.json, results)  # the largest sizes take long: keep what is measured
+        console.print(f"[dim]  {n}x{v} done in {time.monotonic() - started:.0f} s[/dim]")
     table = Table(title="gas per action (median over the round)")
     table.add_column("action")
     for key in results:
@@ -109,8 +119,12 @@ def main(argv: list[str]) -> int:
     for name in ("round_settlement_gas", "round_settlement_gas_per_miner"):
         table.add_row(f"[bold]{name}[/bold]", *[f"{figures[name][k]:,}" for k in results])  # type: ignore[index]
     console.print(table)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"figures": figures, "per_action": {k: {a: v for a, v in r.items() if a != "all"}
-                                                                          for k, r in results.items()}}, indent=2))
+    write_json(args.json, results)
     console.print(f"wrote {args.json}")
     return 0
+
+
+def write_json(path: Path, results: dict[str, dict[str, list[int]]]) -> None:
+    per_action = {k: {a: v for a, v in r.items() if a != "all"} for k, r in results.items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"figures": figures_of(results), "per_action": per_action}, indent=2))

@@ -8,6 +8,7 @@ from typing import Any
 from eth_account.signers.local import LocalAccount
 from eth_typing import HexStr
 from web3 import Web3
+from web3.exceptions import Web3Exception
 
 from contracts.build import compile_all
 from protocol.chain.backend import ChainHandle
@@ -241,6 +242,16 @@ class ChainClient:
         from protocol.chain.events import read_events  # events imports this module
 
         return miners_from(read_events(self, "rounds", "UpdateCommitted"), round_)
+
+    def block_time(self, block: str = "latest") -> int:
+        """The timestamp of `block` ("latest", or "pending": the block the node would mine
+        next); 0 when the node serves no pending block."""
+        try:
+            return int(self.w3.eth.get_block(block)["timestamp"])  # type: ignore[arg-type]
+        except (Web3Exception, ValueError):
+            if block == "latest":
+                raise
+            return 0
 
     def call(self, contract: str, fn: str, *args: Any) -> Any:
         """Read any public getter, e.g. call("staking", "staked", addr)."""

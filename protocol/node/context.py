@@ -110,12 +110,15 @@ class NodeContext:
 
     # ---- chain helpers ----------------------------------------------------------------
     async def chain_time(self) -> int:
-        return await self.port(lambda: int(self.client.w3.eth.get_block("latest")["timestamp"]))
+        return await self.port(self.client.block_time, "latest")
 
     async def next_block_time(self) -> int:
-        """When the next block will most likely be stamped: chains that mine on demand
-        (anvil) leave the latest timestamp behind while idle, but stamp new blocks now."""
-        return max(await self.chain_time(), int(time.time()))
+        """When the next block will most likely be stamped. Chains that mine on demand
+        (anvil) leave the latest timestamp behind while idle but stamp new blocks now, and
+        a dev chain whose clock was moved ahead stamps them ahead of this machine's clock:
+        the pending block says which, where the node serves one."""
+        pending = await self.port(self.client.block_time, "pending")
+        return max(await self.chain_time(), pending, int(time.time()))
 
     async def wait_round_open(self, round_: int) -> None:
         """Until `round_` is the current (or a past) round."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import time
 
 import pytest
 from eth_account import Account
@@ -189,3 +190,15 @@ def _staked(deployer: ChainClient, account, role: Role, tokens: int) -> ChainCli
     node.register(role, identity.public_key, "/ip4/127.0.0.1/tcp/1", sig)
     node.stake(tokens * TOKEN_UNIT)
     return node
+
+
+def test_pending_block_time_follows_a_clock_moved_ahead(chain):
+    """Nodes decide whether a deadline has passed by the time the next block gets: on a dev
+    chain whose clock was moved ahead (tests, benchmarks) the idle latest block and this
+    machine's clock both lag, and only the pending block tells (the faults test stalled on it)."""
+    before = int(time.time())
+    advance_time(chain.handle, 600)
+    latest = chain.block_time("latest")
+    assert latest >= before + 600
+    assert chain.block_time("pending") >= latest
+    assert chain.block_time("pending") >= int(time.time()) + 590

@@ -162,7 +162,9 @@ def test_restarted_validator_sends_no_duplicate_and_catches_up(faults):
     duplicates = {k: n for k, n in _once_per_round(calls).items() if n > 1}
     assert not duplicates, duplicates
     assert all(status == 1 for fn, _, status in calls if fn in ONCE_PER_ROUND), calls
-    assert [fn for fn, _, _ in calls].count("register") == 1  # it came back on its registered address
+    # it came back on its registered address and key: one staking and one BLS registration
+    registrations = Counter("pubkey" in args for fn, args, _ in calls if fn == "register")
+    assert registrations == Counter({False: 1, True: 1}), registrations
     log = faults.logs["v1"].read_text()
     assert log.count("scores committed round=1") == 1  # the restart revealed the journaled scores
     for r in range(ROUNDS):
