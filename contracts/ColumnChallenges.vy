@@ -227,12 +227,12 @@ def challenge_header(
     @param non_signers_hash The pending attempt's non-signers hash.
     @param posted_time When the attempt was posted.
     @param attempt The attempt number.
-    @param root The tree root's preimage; empty for an empty tree.
+    @param root The tree root's preimage; empty for an empty tree (and not read
+           when an identity word, n, quorum, loss or the model is wrong).
     @param reveals One reveal per round validator (H(scores) for the scores).
     """
     challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
     vals: DynArray[address, MAX_VALIDATORS] = staticcall challenge_base.rounds.validators_of(round)
-    root_sums: DynArray[uint256, MAX_SUMS] = challenge_base._root_sums(header[challenge_base.H_TREE_ROOT], root, len(vals))
     assert len(reveals.scores_hashes) == len(vals) and len(reveals.witness_roots) == len(vals) and len(reveals.losses) == len(vals), "challenges: one reveal per round validator"
     revealed_weight: uint256 = 0
     losses: DynArray[uint256, MAX_VALIDATORS] = []
@@ -243,6 +243,9 @@ def challenge_header(
     quorum: bool = revealed_weight * 3 > staticcall challenge_base.rounds.total_weight(round) * 2
     upheld: bool = self._identity_wrong(round, header) or self._values_wrong(round, header, quorum, losses)
     if not upheld:
+        # only minted needs the tree: the words above are disputed from chain data alone,
+        # even when the signers keep their tree to themselves
+        root_sums: DynArray[uint256, MAX_SUMS] = challenge_base._root_sums(header[challenge_base.H_TREE_ROOT], root, len(vals))
         upheld = len(root_sums) != len(vals) + 2 or self._minted_wrong(header, root_sums)
     challenge_base._settle(round, attempt, upheld, KIND_HEADER)
 

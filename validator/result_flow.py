@@ -5,7 +5,7 @@ result from chain data alone (`SettlementHistory`), aggregates the next model fr
 signs the result root with its BLS key; the signature is gossiped. Whoever holds signatures of
 more than 2/3 of the permitted stake posts the aggregate (validators take turns by rank so
 that usually one transaction is sent). A posted root that differs from this validator's own
-is logged for a challenge. After the challenge window anyone makes the pending root final;
+is challenged where chain data alone shows it wrong (`result_challenger`), else logged. After the challenge window anyone makes the pending root final;
 without a final root by the result deadline anyone ends the round with the fallback.
 """
 
@@ -26,11 +26,12 @@ from protocol.core.bls import (
     g1_from_eip2537,
     g2_to_eip2537,
 )
-from protocol.core.errors import BlsError
+from protocol.core.errors import BlsError, ContractRevert
 from protocol.core.messages import ResultSigned, SignedGossip
 from protocol.core.result_header import SettledRound
 from protocol.node.context import NodeContext, StateMismatch
 from protocol.node.logs import kv
+from validator.result_challenger import challenge_header_words, wrong_chain_data_words
 
 POST_STAGGER_S = 3.0  # seconds between validators' turns to post the certificate
 RESIGN_EVERY_S = 5.0  # a share is gossiped again this often until the round ends (gossip may drop it)
@@ -64,6 +65,7 @@ class ResultFlow:
         # so a validator gossiping bad shares costs at most one check per root
         self._bad: set[tuple[bytes, str]] = set()
         self._ready_since: dict[tuple[int, bytes], float] = {}  # when enough shares were first seen
+        self._disputed: set[tuple[int, int]] = set()  # (round, attempt) this validator looked into
 
     def on_share(self, message: SignedGossip) -> None:
         body = message.payload.body
@@ -76,7 +78,6 @@ class ResultFlow:
         ctx = self.ctx
         await self._wait_postable(r)
         settled = await self._own_result(r)
-        root = settled.header.result_root() if settled else None
         next_share = 0.0
         while not await ctx.port.view("rounds", "finalized", r):
             if settled is not None and trio.current_time() >= next_share:
@@ -84,7 +85,7 @@ class ResultFlow:
                 next_share = trio.current_time() + RESIGN_EVERY_S
             pending = await self._pending_post(r)
             if pending is not None:
-                await self._watch_pending(r, pending, root)
+                await self._watch_pending(r, pending, settled)
             elif await ctx.next_block_time() >= int(await ctx.port.view("results", "result_deadline", r)):
                 if await ctx.port.try_send(ctx.client.fall_back, r):
                     ctx.log.warning("round fell back: no result was final by the deadline %s", kv(round=r))
@@ -93,6 +94,24 @@ class ResultFlow:
             await trio.sleep(ctx.config.poll_s)
         self.shares.forget_before(r)
         self._ready_since = {k: t for k, t in self._ready_since.items() if k[0] > r}
+
+    async def _dispute(self, r: int, post: dict, own: SettledRound) -> None:
+        """Challenge a differing posted root once per attempt where chain data alone shows it wrong."""
+        ctx, attempt = self.ctx, (r, int(post["attempt"]))
+        if attempt in self._disputed:
+            return
+        self._disputed.add(attempt)
+        wrong = wrong_chain_data_words(own, post)
+        where = kv(round=r, attempt=attempt[1], posted=bytes(post["result_root"]).hex()[:12],
+                   own=own.header.result_root().hex()[:12])
+        if not wrong:
+            ctx.log.warning("posted result differs from this validator's inside its tree %s", where)
+            return
+        try:
+            await ctx.port(challenge_header_words, ctx.client, own, post)
+            ctx.log.warning("posted result challenged %s", kv(round=r, attempt=attempt[1], wrong=",".join(wrong)))
+        except ContractRevert as exc:
+            ctx.log.info("result challenge not sent %s", kv(round=r, attempt=attempt[1], reason=exc.reason))
 
     async def _wait_postable(self, r: int) -> None:
         ctx = self.ctx
@@ -197,11 +216,10 @@ class ResultFlow:
         rows = [row for row in await ctx.port(self.posts.rows) if row["round"] == r]
         return rows[-1] if rows else None
 
-    async def _watch_pending(self, r: int, post: dict, own_root: bytes | None) -> None:
+    async def _watch_pending(self, r: int, post: dict, own: SettledRound | None) -> None:
         ctx = self.ctx
-        if own_root is not None and bytes(post["result_root"]) != own_root:
-            ctx.log.warning("posted result differs from this validator's %s",
-                            kv(round=r, posted=bytes(post["result_root"]).hex()[:12], own=own_root.hex()[:12]))
+        if own is not None and bytes(post["result_root"]) != own.header.result_root():
+            await self._dispute(r, post, own)
             return  # never make a root this node disagrees with final
         window = int(await ctx.port.view("results", "challenge_window"))
         if await ctx.next_block_time() < int(post["posted_time"]) + window:

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from protocol.core.result_header import SettledRound
 from protocol.core.result_inputs import RoundInputs
-from protocol.core.score_vector import SEGMENT_SCORES, pack_scores, segment_hashes, segments
+from protocol.core.score_vector import (
+    SEGMENT_SCORES,
+    pack_scores,
+    scores_hash,
+    segment_hashes,
+    segments,
+)
 
 ZERO32 = b"\x00" * 32
 
@@ -38,6 +44,15 @@ def reveals_arg(inputs: RoundInputs, column: int) -> tuple:
         roots.append(r.witness_root if r else ZERO32)
         losses.append(r.heldout_loss if r else 0)
     return (held, hashes, roots, losses)
+
+
+def light_reveals_arg(inputs: RoundInputs) -> tuple:
+    """Every round validator's reveal for a header challenge: H(scores), witness root and held-out
+    loss (zeros for one that did not reveal)."""
+    revealed = [inputs.reveals.get(v) for v in inputs.validators]
+    return ([scores_hash(r.scores) if r else ZERO32 for r in revealed],
+            [r.witness_root if r else ZERO32 for r in revealed],
+            [r.heldout_loss if r else 0 for r in revealed])
 
 
 def _preimage(preimage: tuple[bytes, tuple[int, ...]]) -> tuple[bytes, list[int]]:

@@ -34,6 +34,7 @@ from protocol.core.bls import (
     g2_to_eip2537,
 )
 from protocol.core.fraud import FraudKind
+from protocol.core.keccak import keccak256
 from protocol.core.score_vector import pack_scores, score_commitment, vector_root
 from protocol.core.signing import NodeIdentity, binding_message
 
@@ -100,6 +101,14 @@ def play_round(deployer: ChainClient, net: ScriptedNetwork, progress: Progress, 
                signers: int | None = None, challenge_column: int | None = None) -> int:
     """Commit, seed, score, report, reveal, audit, resolve, post the result signed by the first
     `signers` validators (all by default), wait out its window and make it final."""
+    r = play_to_result(deployer, net, progress, cheat)
+    post_and_finalize(deployer, net, r, hashlib.sha256(f"model/{r + 1}".encode()).digest(), signers, challenge_column)
+    progress(f"round {r}: result final, round {r + 1} open")
+    return r
+
+
+def play_to_result(deployer: ChainClient, net: ScriptedNetwork, progress: Progress, cheat: bool = True) -> int:
+    """A round up to its result: commit, seed, score, report, reveal, audit, resolve."""
     if not deployer.started():
         deployer.start()
     r = deployer.current_round()
@@ -138,8 +147,6 @@ def play_round(deployer: ChainClient, net: ScriptedNetwork, progress: Progress, 
     if net.cheater is not None:
         net.record("resolve_fraud", deployer.resolve_fraud(net.reports[-1]))  # results wait for every report
         progress(f"round {r}: report resolved")
-    post_and_finalize(deployer, net, r, hashlib.sha256(f"model/{r + 1}".encode()).digest(), signers, challenge_column)
-    progress(f"round {r}: result final, round {r + 1} open")
     return r
 
 
@@ -152,16 +159,7 @@ def post_and_finalize(deployer: ChainClient, net: ScriptedNetwork, r: int, model
     settled = history.settle(r, model_hash)
     if not settled.result.quorum:  # without the quorum the model stays as it was
         settled = history.settle(r, bytes(deployer.call("rounds", "model_hash", r)))
-    root = settled.header.result_root()
-    signing = net.validators[:signers] if signers is not None else net.validators
-    signature = bls_aggregate([bls_sign(v.bls_secret, root) for v in signing if v.bls_secret is not None])
-    absent = sorted((v for v in net.validators if v not in signing), key=lambda v: int(v.address, 16))
-    non_signers = [v.address for v in absent]
-    keys = aggregate_keys(deployer, r, non_signers)
-    poster = net.validators[0].client
-    receipt = net.record("post_result", poster.post_result(list(settled.header.words()), g2_to_eip2537(signature), non_signers, keys))
-    posted_time = int(deployer.w3.eth.get_block(receipt["blockNumber"])["timestamp"])
-    attempt = int(deployer.call("results", "rejected_count", r)) + 1
+    posted_time, attempt, non_signers = post_signed(deployer, net, r, list(settled.header.words()), signers)
     if challenge_column is not None:
         challenger = net.miners[0].client
         bond = int(deployer.call("column_challenges", "challenge_bond"))
@@ -172,6 +170,22 @@ def post_and_finalize(deployer: ChainClient, net: ScriptedNetwork, r: int, model
                                                             *column_args(settled, challenge_column)))
     advance_time(deployer.handle, deployer.deployment.run_config.chain.result_challenge_window)
     net.record("finalize_result", deployer.finalize_result(list(settled.header.words()), list_hash(non_signers), posted_time, attempt))
+
+
+def post_signed(deployer: ChainClient, net: ScriptedNetwork, r: int, header: list[bytes],
+                signers: int | None = None) -> tuple[int, int, list[str]]:
+    """Post `header` (right or not) signed by the first `signers` validators (all by default):
+    (posted time, attempt, non-signers)."""
+    root = keccak256(b"".join(header))
+    signing = net.validators[:signers] if signers is not None else net.validators
+    signature = bls_aggregate([bls_sign(v.bls_secret, root) for v in signing if v.bls_secret is not None])
+    absent = sorted((v for v in net.validators if v not in signing), key=lambda v: int(v.address, 16))
+    non_signers = [v.address for v in absent]
+    keys = aggregate_keys(deployer, r, non_signers)
+    receipt = net.record("post_result", net.validators[0].client.post_result(header, g2_to_eip2537(signature),
+                                                                            non_signers, keys))
+    posted_time = int(deployer.w3.eth.get_block(receipt["blockNumber"])["timestamp"])
+    return posted_time, int(deployer.call("results", "rejected_count", r)) + 1, non_signers
 
 
 def claim_all(net: ScriptedNetwork) -> None:

@@ -47,6 +47,23 @@ class ResultHeader:
         return keccak256(b"".join(self.words()))
 
 
+# header words a challenge disputes from chain data alone, without the posted tree (the model
+# only without quorum: it is then the round's own)
+HEADER_WORD_NAMES = ("domain", "chain_id", "results_contract", "run_config_hash", "round", "model_hash",
+                     "tree_root", "validators_hash", "claims_root", "claims_list_hash", "n", "minted",
+                     "heldout_loss", "quorum")
+CHAIN_DATA_WORDS = ("domain", "chain_id", "results_contract", "run_config_hash", "round", "n", "heldout_loss",
+                    "quorum")
+
+
+def chain_data_differences(own: ResultHeader, posted: tuple[bytes, ...] | list[bytes]) -> list[str]:
+    """The words of a posted header that differ from the right one and that a header challenge
+    disputes without the posted tree (see `CHAIN_DATA_WORDS`)."""
+    checkable = CHAIN_DATA_WORDS + (() if own.quorum else ("model_hash",))
+    right = own.words()
+    return [name for k, name in enumerate(HEADER_WORD_NAMES) if name in checkable and bytes(posted[k]) != right[k]]
+
+
 @dataclass(frozen=True)
 class Claim:
     account: str

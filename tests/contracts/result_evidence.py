@@ -12,6 +12,7 @@ from pathlib import Path
 
 import boa
 
+from protocol.chain.challenge_args import light_reveals_arg as chain_light_reveals_arg
 from protocol.chain.challenge_args import reveals_arg as chain_reveals_arg
 from protocol.core.abi_words import enc, list_hash, word
 from protocol.core.claims_tree import claims_list_hash, claims_root
@@ -21,7 +22,6 @@ from protocol.core.result_header import ResultHeader, round_claim_leaves
 from protocol.core.result_inputs import RoundInputs
 from protocol.core.result_tree import ColumnTree, Node, entry_hash, node_hash, parent
 from protocol.core.score_vector import (
-    scores_hash,
     vector_root,
 )
 
@@ -192,13 +192,8 @@ def reveals_arg(inputs: RoundInputs, column: int = 0) -> tuple:
 
 
 def light_reveals_arg(inputs: RoundInputs) -> tuple:
-    hashes, roots, losses = [], [], []
-    for v in inputs.validators:
-        r = inputs.reveals.get(v)
-        hashes.append(scores_hash(r.scores) if r else list_hash([]))
-        roots.append(r.witness_root if r else ZERO)
-        losses.append(r.heldout_loss if r else 0)
-    return (hashes, roots, losses)
+    """Every validator's reveal for a header challenge, as challengers build it."""
+    return chain_light_reveals_arg(inputs)
 
 
 def entries_arg(posted: Posted) -> list[tuple]:
