@@ -22,7 +22,6 @@ from protocol.core.errors import ConfigError
 from protocol.core.hashing import Digest, seed_int
 from protocol.core.model import GPT, ModelConfig, Params, load_params, num_params, param_shapes
 
-
 AGGREGATION_RULES = ("float32-v1", "exact-v1")  # float32-v1: bits depend on threads, ISA, device
 
 
