@@ -36,7 +36,7 @@ class TrainingSpec(_Strict):
     init_seed: int = 0  # seeds the genesis weights
     dataset: DatasetSpec = DatasetSpec()
     profile: ReplayProfile = Field(default_factory=ReplayProfile)  # torch_version pinned by deploy
-    compute: dict[str, float | int | bool] = Field(default_factory=dict)  # ComputeConfig overrides
+    compute: dict[str, float | int | bool | str] = Field(default_factory=dict)  # ComputeConfig overrides
     # pinned by `veritrain deploy`; nodes must reproduce them
     model_config_hash: str | None = None
     dataset_root: str | None = None
@@ -62,6 +62,10 @@ class Setup:
         unknown = set(self.spec.compute) - known
         if unknown:
             raise ConfigError(f"[training.compute] has unknown keys: {sorted(unknown)}")
+        text = {f.name for f in fields(ComputeConfig) if f.type in (str, "str")}
+        wrong = sorted(k for k, v in self.spec.compute.items() if isinstance(v, str) != (k in text))
+        if wrong:  # the dict admits strings for `aggregation`; no other key takes one
+            raise ConfigError(f"[training.compute] has values of the wrong type for {wrong}")
         return ComputeConfig(**self.spec.compute)  # type: ignore[arg-type]
 
     @property

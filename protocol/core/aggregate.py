@@ -1,5 +1,8 @@
 """Robust aggregation and the outer step over the global state (docs/PROTOCOL.md §13). Pure.
 
+`aggregate` dispatches on `cfg.aggregation`: "float32-v1" is the rule below, "exact-v1"
+(`protocol.core.exact_aggregate`, the default) the same rule with bits fixed on every device.
+
 next = outer_step(state, trimmed_mean(clip(decompress(u_i))))
   - clip: each update's L2 norm is capped at `clip_multiplier` x the median norm;
   - trimmed mean per coordinate over *only the updates that selected that coordinate*
@@ -7,8 +10,8 @@ next = outer_step(state, trimmed_mean(clip(decompress(u_i))))
     floor(trim_fraction * count) values at each end (Yin et al. 2018, "Byzantine-robust
     distributed learning", coordinate-wise trimmed mean);
   - outer step: SGD (default lr 1.0, no momentum = plain averaging) or Nesterov (DiLoCo).
-The global state is θ plus the outer momentum; `global_state_hash` covers both. Run it under
-the replay profile: reductions depend on threads and ISA.
+The global state is θ plus the outer momentum; `global_state_hash` covers both. Run float32-v1
+under the replay profile: its reductions depend on threads, ISA and device.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ import torch
 from torch import Tensor
 
 from protocol.core.checkpoint import MAX_HEADER_BYTES, read_safetensors
-from protocol.core.compress import decode_update, decompress_sparse, expected_header
+from protocol.core.compress import Compressed, decode_update, decompress_sparse, expected_header
 from protocol.core.errors import VeritrainError
+from protocol.core.exact_aggregate import exact_next
 from protocol.core.hashing import Digest, content_hash
 from protocol.core.model import (
     ModelConfig,
@@ -32,6 +36,7 @@ from protocol.core.model import (
     init_params,
     num_params,
     param_shapes,
+    unflatten,
 )
 from protocol.core.training import ComputeConfig
 
@@ -138,10 +143,15 @@ def outer_step(state: GlobalState, delta: Tensor, cfg: ComputeConfig) -> GlobalS
     return GlobalState(params, momentum)
 
 
+def decode_updates(blobs: Sequence[bytes], model: ModelConfig, cfg: ComputeConfig) -> list[Compressed]:
+    """Parse and validate update blobs against the run's header."""
+    want = expected_header(num_params(model), cfg.chunk, cfg.topk, cfg.bits)
+    return [decode_update(b, want) for b in blobs]
+
+
 def decode_all(blobs: Sequence[bytes], model: ModelConfig, cfg: ComputeConfig) -> tuple[Tensor, Tensor]:
     """Decode validated update blobs into dense (G, N) values and (G, N) selection masks."""
-    want = expected_header(num_params(model), cfg.chunk, cfg.topk, cfg.bits)
-    pairs = [decompress_sparse(decode_update(b, want)) for b in blobs]
+    pairs = [decompress_sparse(c) for c in decode_updates(blobs, model, cfg)]
     return torch.stack([d for d, _ in pairs]), torch.stack([m for _, m in pairs])
 
 
@@ -150,6 +160,10 @@ def aggregate(state: GlobalState, blobs: Sequence[bytes], model: ModelConfig,
     """The next global state from the accepted updates (in any order: the result is the same)."""
     if not blobs:
         return state
+    if cfg.aggregation == "exact-v1":
+        theta, momentum = exact_next(flatten(state.params), state.momentum,
+                                     decode_updates(blobs, model, cfg), cfg)
+        return GlobalState(unflatten(theta, {k: tuple(v.shape) for k, v in state.params.items()}), momentum)
     dense, mask = decode_all(blobs, model, cfg)  # (G, N), (G, N)
     clipped = clip_updates(dense, cfg.clip_multiplier)  # (G, N)
     return outer_step(state, sparse_trimmed_mean(clipped, mask, cfg.trim_fraction), cfg)

@@ -81,27 +81,39 @@ def compress(x: Tensor, chunk: int, topk: int, bits: int) -> Compressed:
     return Compressed(header, idx.to(torch.int16), codes.contiguous(), scale.contiguous())
 
 
+def unpack_codes(c: Compressed) -> Tensor:
+    """The integer codes (C, k): levels 0..3 (uint8, 2-bit) or -127..127 (int8)."""
+    if c.header.bits == 2:
+        packed = c.codes.unsqueeze(2)  # (C, k/4, 1)
+        shifts = torch.tensor([0, 2, 4, 6], dtype=torch.uint8)  # (4,)
+        return ((packed >> shifts) & 3).reshape(c.codes.shape[0], -1)  # (C, k)
+    return c.codes
+
+
 def dequantize(c: Compressed) -> Tensor:
     """The kept values, (C, k) float32."""
     scale = c.scale.unsqueeze(1)  # (C, 1)
     if c.header.bits == 2:
-        packed = c.codes.unsqueeze(2)  # (C, k/4, 1)
-        shifts = torch.tensor([0, 2, 4, 6], dtype=torch.uint8)  # (4,)
-        q = ((packed >> shifts) & 3).reshape(c.codes.shape[0], -1)  # (C, k)
-        return (q.float() - 1.5) * (scale / 1.5)
+        return (unpack_codes(c).float() - 1.5) * (scale / 1.5)
     return c.codes.float() * (scale / 127)
+
+
+def scatter_chunks(c: Compressed, values: Tensor) -> tuple[Tensor, Tensor]:
+    """Place the kept values (C, k) at their indices: dense (N,) in the values' dtype and on
+    their device, and the mask (N,) bool of coordinates this update selected."""
+    h = c.header
+    n_chunks = c.idx.shape[0]
+    dense = torch.zeros(n_chunks, h.chunk, dtype=values.dtype, device=values.device)  # (C, chunk)
+    mask = torch.zeros(n_chunks, h.chunk, dtype=torch.bool, device=values.device)  # (C, chunk)
+    idx = c.idx.long().to(values.device)  # (C, k)
+    dense.scatter_(1, idx, values)
+    mask.scatter_(1, idx, True)
+    return dense.view(-1)[: h.numel], mask.view(-1)[: h.numel]
 
 
 def decompress_sparse(c: Compressed) -> tuple[Tensor, Tensor]:
     """Dense values (N,) and the mask (N,) bool of coordinates this update selected."""
-    h = c.header
-    n_chunks = c.idx.shape[0]
-    dense = torch.zeros(n_chunks, h.chunk)  # (C, chunk)
-    mask = torch.zeros(n_chunks, h.chunk, dtype=torch.bool)  # (C, chunk)
-    idx = c.idx.long()  # (C, k)
-    dense.scatter_(1, idx, dequantize(c))
-    mask.scatter_(1, idx, True)
-    return dense.view(-1)[: h.numel], mask.view(-1)[: h.numel]
+    return scatter_chunks(c, dequantize(c))
 
 
 def decompress(c: Compressed) -> Tensor:

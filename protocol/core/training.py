@@ -22,6 +22,8 @@ from protocol.core.errors import ConfigError
 from protocol.core.hashing import Digest, seed_int
 from protocol.core.model import GPT, ModelConfig, Params, load_params, num_params, param_shapes
 
+AGGREGATION_RULES = ("float32-v1", "exact-v1")  # float32-v1: bits depend on threads, ISA, device
+
 
 @dataclass(frozen=True)
 class ComputeConfig:
@@ -57,6 +59,7 @@ class ComputeConfig:
     outer_lr: float = 1.0  # outer SGD learning rate (plain averaging: calibration favoured it)
     outer_momentum: float = 0.0  # 0.0 = no momentum; DiLoCo uses 0.9 with lr 0.7
     nesterov: bool = False  # Nesterov outer momentum (used when outer_momentum > 0)
+    aggregation: str = "exact-v1"  # rule version (AGGREGATION_RULES); exact-v1 is device-independent
 
     def __post_init__(self) -> None:
         if self.inner_steps <= 0 or self.checkpoint_every <= 0:
@@ -69,6 +72,8 @@ class ComputeConfig:
             raise ConfigError("need 0 < topk <= chunk <= 32768")
         if not 0 < self.segments_per_validator <= self.n_segments:
             raise ConfigError("segments_per_validator must be in [1, H/k]")
+        if self.aggregation not in AGGREGATION_RULES:
+            raise ConfigError(f"aggregation {self.aggregation!r} is not one of {', '.join(AGGREGATION_RULES)}")
 
     @property
     def n_segments(self) -> int:

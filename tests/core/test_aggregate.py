@@ -22,7 +22,7 @@ from protocol.core.aggregate import (
     outer_step,
     sparse_trimmed_mean,
 )
-from protocol.core.compress import compress, decompress, encode_update
+from protocol.core.compress import compress, decompress, encode_update, scatter_chunks
 from protocol.core.hashing import content_hash
 from protocol.core.model import flatten, num_params
 
@@ -64,15 +64,21 @@ def test_aggregate_is_deterministic_and_order_free() -> None:
     assert aggregate(state, [], MICRO, SMALL_CFG) is state
 
 
-def test_single_update_plain_sgd_applies_it() -> None:
-    state = genesis_state(MICRO, SMALL_CFG)
+@pytest.mark.parametrize("rule", ["float32-v1", "exact-v1"])
+def test_single_update_plain_sgd_applies_it(rule: str) -> None:
+    cfg = dataclasses.replace(SMALL_CFG, aggregation=rule)
+    state = genesis_state(MICRO, cfg)
     blob = _blobs(1)[0]
     from protocol.core.compress import decode_update, expected_header
+    from protocol.core.exact_aggregate import exact_values
 
-    delta = decompress(decode_update(blob, expected_header(num_params(MICRO), SMALL_CFG.chunk, SMALL_CFG.topk,
-                                                           SMALL_CFG.bits)))
-    nxt = aggregate(state, [blob], MICRO, SMALL_CFG)
-    assert torch.equal(flatten(nxt.params), flatten(state.params) - delta)
+    c = decode_update(blob, expected_header(num_params(MICRO), cfg.chunk, cfg.topk, cfg.bits))
+    nxt = aggregate(state, [blob], MICRO, cfg)
+    if rule == "float32-v1":  # float32 throughout
+        assert torch.equal(flatten(nxt.params), flatten(state.params) - decompress(c))
+    else:  # float64 throughout, one rounding at the end
+        delta = scatter_chunks(c, exact_values(c))[0]  # (N,) float64
+        assert torch.equal(flatten(nxt.params), (flatten(state.params).double() - delta).float())
     assert nxt.momentum is None
 
 

@@ -1,0 +1,221 @@
+"""exact-v1 aggregation: bit-identical to its numpy reference, under any threads, ISA or device,
+and within float32 rounding of float32-v1."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+
+import pytest
+import torch
+from fixtures_training import MICRO, SMALL_CFG
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol.config.run_config import RunConfig
+from protocol.config.run_setup import Setup, training_spec
+from protocol.core.aggregate import (
+    GlobalState,
+    aggregate,
+    decode_state,
+    decode_updates,
+    encode_state,
+    genesis_state,
+    global_state_hash,
+)
+from protocol.core.aggregate_reference import DecodedUpdate, reference_next
+from protocol.core.compress import compress, decompress, encode_update, unpack_codes
+from protocol.core.errors import ConfigError
+from protocol.core.exact_aggregate import exact_next, lower_median, pairwise_sum
+from protocol.core.hashing import content_hash
+from protocol.core.model import flatten, num_params, unflatten
+from protocol.core.replay_profile import ProfileMismatch, ReplayProfile
+from protocol.core.training import ComputeConfig
+from protocol.node.worker_pool import ProfileWorker
+
+N = num_params(MICRO)
+EPS32 = float(torch.finfo(torch.float32).eps)  # 2^-23
+# exact-v1 vs float32-v1, per coordinate: at most this many float32 epsilons of the magnitudes
+# involved, |θ| + |θ'| + max_g |u_g| (float32-v1 rounds each decoded value, partial sum and step)
+F32_BOUND_EPS = 4  # measured worst on these fixtures: 2.3
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    seed: int
+    g: int  # updates
+    bits: int
+    chunk_topk: tuple[int, int]
+    momentum: float
+    nesterov: bool
+    trim_fraction: float
+    clip_multiplier: float
+    magnitudes: tuple[float, ...]  # per update; 0.0 gives an all-zero update
+
+    def cfg(self, rule: str = "exact-v1") -> ComputeConfig:
+        chunk, topk = self.chunk_topk
+        return dataclasses.replace(SMALL_CFG, bits=self.bits, chunk=chunk, topk=topk, aggregation=rule,
+                                   outer_momentum=self.momentum, nesterov=self.nesterov,
+                                   outer_lr=0.7 if self.momentum else 1.0, trim_fraction=self.trim_fraction,
+                                   clip_multiplier=self.clip_multiplier)
+
+
+def build(case: Case) -> tuple[GlobalState, list[bytes]]:
+    """A state with non-zero momentum (when used) and the case's update blobs."""
+    cfg = case.cfg()
+    gen = torch.Generator().manual_seed(case.seed)
+    state = genesis_state(MICRO, cfg, seed=case.seed % 7)
+    if state.momentum is not None:
+        state = GlobalState(state.params, torch.randn(N, generator=gen) * 1e-3)
+    blobs = [encode_update(compress(torch.randn(N, generator=gen) * m, cfg.chunk, cfg.topk, cfg.bits))
+             for m in case.magnitudes]
+    return state, blobs
+
+
+def reference_hash(case: Case) -> bytes:
+    """The numpy reference's next state, hashed like any global state."""
+    cfg = case.cfg()
+    state, blobs = build(case)
+    ups = [DecodedUpdate(u.idx.numpy(), unpack_codes(u).numpy(), u.scale.numpy())
+           for u in decode_updates(blobs, MICRO, cfg)]
+    mom = state.momentum.numpy() if state.momentum is not None else None
+    theta, new_mom = reference_next(flatten(state.params).numpy(), mom, ups, N, cfg.chunk, cfg.bits, cfg)
+    shapes = {k: tuple(v.shape) for k, v in state.params.items()}
+    nxt = GlobalState(unflatten(torch.from_numpy(theta), shapes),
+                      torch.from_numpy(new_mom) if new_mom is not None else None)
+    return global_state_hash(nxt, MICRO)
+
+
+def exact_hash(case: Case, device: str = "cpu") -> bytes:
+    cfg = case.cfg()
+    state, blobs = build(case)
+    theta, mom = exact_next(flatten(state.params), state.momentum, decode_updates(blobs, MICRO, cfg), cfg, device)
+    shapes = {k: tuple(v.shape) for k, v in state.params.items()}
+    return global_state_hash(GlobalState(unflatten(theta, shapes), mom), MICRO)
+
+
+cases = st.builds(
+    Case,
+    seed=st.integers(0, 2**31 - 1),
+    g=st.just(0),  # replaced by len(magnitudes)
+    bits=st.sampled_from([2, 8]),
+    chunk_topk=st.sampled_from([(64, 16), (256, 32), (4096, 192)]),
+    momentum=st.sampled_from([0.0, 0.9]),
+    nesterov=st.booleans(),
+    trim_fraction=st.floats(0.0, 0.45),
+    clip_multiplier=st.floats(0.25, 4.0),
+    magnitudes=st.lists(st.sampled_from([0.0, 1e-4, 1e-2, 1.0]), min_size=1, max_size=6).map(tuple),
+).map(lambda c: dataclasses.replace(c, g=len(c.magnitudes)))
+
+
+@settings(max_examples=80, deadline=None, database=None, derandomize=True)
+@given(cases)
+def test_exact_matches_numpy_reference_bit_for_bit(case: Case) -> None:
+    state, blobs = build(case)
+    via_dispatch = global_state_hash(aggregate(state, blobs, MICRO, case.cfg()), MICRO)
+    assert via_dispatch == exact_hash(case) == reference_hash(case)
+
+
+def fixed_cases() -> list[Case]:
+    rng = random.Random(2024)
+    out = []
+    for i in range(6):
+        mags = tuple(rng.choice([1e-4, 1e-2, 1.0]) for _ in range(rng.randint(1, 6)))
+        out.append(Case(seed=i, g=len(mags), bits=(2, 8)[i % 2], chunk_topk=((64, 16), (4096, 192))[i % 2],
+                        momentum=(0.0, 0.9, 0.9)[i % 3], nesterov=i % 3 == 2,
+                        trim_fraction=rng.uniform(0, 0.45), clip_multiplier=rng.uniform(0.25, 4.0),
+                        magnitudes=mags))
+    return out
+
+
+def fixed_inputs() -> list[tuple[Case, bytes, list[bytes]]]:
+    """(case, encoded state, update blobs), built in this process: compress and init are not
+    exact-v1 (they run under the replay profile), so the workers get the same inputs as bytes."""
+    return [(c, encode_state(s, MICRO), blobs) for c in fixed_cases() for s, blobs in [build(c)]]
+
+
+def hashes_under(inputs: list[tuple[Case, bytes, list[bytes]]], threads: int) -> list[str]:
+    """Run in profile workers (module level, so a spawned process can import it)."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        states = [(c, decode_state(blob, MICRO, content_hash(blob)), blobs) for c, blob, blobs in inputs]
+        return [global_state_hash(aggregate(s, blobs, MICRO, c.cfg()), MICRO).hex() for c, s, blobs in states]
+    finally:
+        torch.set_num_threads(saved)
+
+
+@pytest.mark.parametrize("isa", ["avx2", "default", "avx512"])
+def test_same_bits_under_every_thread_count_and_isa(isa: str) -> None:
+    host = torch.backends.cpu.get_cpu_capability()
+    if isa == "avx512" and "ATEN_CPU_CAPABILITY" not in os.environ and host != "AVX512":
+        pytest.skip(f"host lacks AVX-512 (torch reports {host}): avx512 not compared here")
+    inputs = fixed_inputs()
+    expected = hashes_under(inputs, 1)
+    # the worker sets ATEN_CPU_CAPABILITY before torch loads, as nodes do (ProfileWorker)
+    try:
+        worker = ProfileWorker(ReplayProfile(threads=1, cpu_capability=isa)).__enter__()
+    except ProfileMismatch as exc:  # the ISA is missing: say so, do not pass silently
+        pytest.skip(f"host cannot run {isa} (torch reports {host}): {exc}")
+    try:
+        assert worker.call(hashes_under, inputs, 1) == expected
+        assert worker.call(hashes_under, inputs, 2) == expected
+    finally:
+        worker.close()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: torch.cuda.is_available() is False")
+def test_cuda_gives_the_cpu_bits() -> None:
+    for case in fixed_cases():
+        assert exact_hash(case, "cuda") == exact_hash(case) == reference_hash(case)
+
+
+def _fixture_pairs(honest_blob: bytes) -> list[tuple[ComputeConfig, GlobalState, list[bytes]]]:
+    gen = torch.Generator().manual_seed(4)  # tests/core/test_aggregate.py's update fixtures
+    rand = [encode_update(compress(torch.randn(N, generator=gen) * 0.01, SMALL_CFG.chunk, SMALL_CFG.topk,
+                                   SMALL_CFG.bits)) for _ in range(3)]
+    nesterov = dataclasses.replace(SMALL_CFG, outer_lr=0.7, outer_momentum=0.9, nesterov=True)
+    return [(cfg, genesis_state(MICRO, cfg), blobs)
+            for cfg in (SMALL_CFG, nesterov) for blobs in (rand, [honest_blob], rand + [honest_blob])]
+
+
+def test_exact_is_float32_within_rounding(honest_sub) -> None:
+    worst = 0.0
+    for cfg, state, blobs in _fixture_pairs(honest_sub.blob):
+        new = aggregate(state, blobs, MICRO, dataclasses.replace(cfg, aggregation="exact-v1"))
+        old = aggregate(state, blobs, MICRO, dataclasses.replace(cfg, aggregation="float32-v1"))
+        dense = torch.stack([decompress(u) for u in decode_updates(blobs, MICRO, cfg)])  # (G, N)
+        scale = dense.abs().amax(dim=0)  # (N,)
+        pairs = [(flatten(new.params), flatten(old.params), flatten(state.params).abs())]
+        if new.momentum is not None and old.momentum is not None:
+            pairs.append((new.momentum, old.momentum, torch.zeros(N)))
+        for a, b, before in pairs:
+            size = before + a.abs() + b.abs() + scale  # (N,)
+            ratio = float(((a - b).abs() / (EPS32 * size).clamp_min(1e-38)).max())
+            worst = max(worst, ratio)
+    assert worst <= F32_BOUND_EPS, worst
+
+
+def test_pairwise_sum_and_lower_median() -> None:
+    x = torch.arange(1.0, 6.0, dtype=torch.float64)  # 5 -> padded to 8
+    assert float(pairwise_sum(x)) == 15.0
+    # the tree (1e16 + 1) + (-1e16 + 1) gives 0; left to right would give 1
+    y = torch.tensor([1e16, 1.0, -1e16, 1.0], dtype=torch.float64)
+    assert float(pairwise_sum(y)) == 0.0
+    assert float(lower_median(torch.tensor([4.0, 1.0, 3.0, 2.0], dtype=torch.float64))) == 2.0
+
+
+def test_default_rule_is_exact_and_unknown_rule_is_refused() -> None:
+    assert ComputeConfig().aggregation == "exact-v1"
+    with pytest.raises(ConfigError, match="float32-v1, exact-v1"):
+        ComputeConfig(aggregation="exact-v2")
+    config = RunConfig.model_validate({"training": {"compute": {"aggregation": "fast"}}})
+    with pytest.raises(ConfigError, match="'fast' is not one of float32-v1, exact-v1"):
+        _ = Setup(training_spec(config), b"").compute
+    wrong_type = RunConfig.model_validate({"training": {"compute": {"topk": "64"}}})
+    with pytest.raises(ConfigError, match="wrong type"):
+        _ = Setup(training_spec(wrong_type), b"").compute
+    chosen = RunConfig.model_validate({"training": {"compute": {"aggregation": "float32-v1"}}})
+    assert Setup(training_spec(chosen), b"").compute.aggregation == "float32-v1"
+    assert chosen.config_hash() != RunConfig.model_validate({"training": {"compute": {}}}).config_hash()
