@@ -24,5 +24,9 @@ def prepare(config: RunConfig, worker: ProfileWorker | None = None) -> RunConfig
         with ProfileWorker(profile) as own:
             pinned = own.call(pinned_hashes, spec)
     genesis = pinned.pop("genesis_model_hash")
-    spec = spec.model_copy(update=pinned)
+    from protocol.core.training import ComputeConfig  # torch: only when deploying
+
+    # the aggregation rule is written out, so a later default cannot change a deployed run
+    compute = {"aggregation": ComputeConfig().aggregation, **spec.compute}
+    spec = spec.model_copy(update={**pinned, "compute": compute})
     return config.model_copy(update={"training": spec.model_dump(mode="json"), "genesis_model_hash": genesis})
