@@ -71,10 +71,34 @@ def one_run_gas_estimate(state: Any, transaction: Any) -> int:
         state.revert(snapshot)
 
 
-def embedded_backend(**kwargs: Any) -> Any:
-    """A py-evm backend for eth-tester that estimates gas in one execution."""
-    from eth_tester import PyEVMBackend
+def indexed_transaction_lookup(chain: Any, transaction_hash: bytes) -> tuple[Any, Any, int]:
+    """(block, transaction, index) of a transaction, from py-evm's transaction index.
 
+    eth-tester finds a transaction by walking every block back from the head, once per
+    receipt and once per log it returns, so reading a round's events grew with the square of
+    the chain's length (most of a 64-miner benchmark round). py-evm keeps the index anyway."""
+    from eth.exceptions import TransactionNotFound as NotIndexed
+    from eth_tester.exceptions import TransactionNotFound
+
+    pending = chain.get_block()
+    for index, transaction in enumerate(pending.transactions):
+        if transaction.hash == transaction_hash:
+            return pending, transaction, index
+    try:
+        number, index = chain.chaindb.get_transaction_index(transaction_hash)
+    except NotIndexed:
+        raise TransactionNotFound(f"No transaction found for transaction hash: 0x{transaction_hash.hex()}") from None
+    block = chain.get_canonical_block_by_number(number)
+    return block, block.transactions[index], index
+
+
+def embedded_backend(**kwargs: Any) -> Any:
+    """A py-evm backend for eth-tester that estimates gas in one execution and finds
+    transactions by index."""
+    from eth_tester import PyEVMBackend
+    from eth_tester.backends.pyevm import main as pyevm_backend
+
+    pyevm_backend._get_transaction_by_hash = indexed_transaction_lookup  # module-level helper it calls
     backend = PyEVMBackend(**kwargs)
     backend.chain.gas_estimator = one_run_gas_estimate
     return backend
