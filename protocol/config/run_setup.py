@@ -3,7 +3,9 @@
 `veritrain deploy` pins the hashes every node must reproduce (model config, dataset root,
 replay profile, genesis global state: `pinned_hashes`, run in a worker by
 `protocol.node.pinning.prepare`); nodes call `check_local` and refuse to run on any
-difference, with an error that says what differs.
+difference, with an error that says what differs. `[[training.classes]]` lists the permitted
+hardware classes (`protocol.core.hardware_class`); the profile, the class a node runs when it
+names none, must be one of them.
 """
 
 from __future__ import annotations
@@ -13,11 +15,14 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from protocol.config.run_config import RunConfig
 from protocol.core.errors import ConfigError
+from protocol.core.hardware_class import class_id, default_classes, label
 from protocol.core.replay_profile import ReplayProfile
+
+_PROFILE = TypeAdapter(ReplayProfile)
 
 
 class _Strict(BaseModel):
@@ -35,12 +40,37 @@ class TrainingSpec(_Strict):
     preset: str = "tiny"  # model preset (micro, tiny, small, gpt2)
     init_seed: int = 0  # seeds the genesis weights
     dataset: DatasetSpec = DatasetSpec()
-    profile: ReplayProfile = Field(default_factory=ReplayProfile)  # torch_version pinned by deploy
+    profile: ReplayProfile = Field(default_factory=ReplayProfile)  # the default class; torch_version pinned by deploy
+    # permitted hardware classes; omitted: `default_classes(profile)` (torch_version pinned like the profile's)
+    classes: list[ReplayProfile] = Field(default_factory=list)
     compute: dict[str, float | int | bool | str] = Field(default_factory=dict)  # ComputeConfig overrides
     # pinned by `veritrain deploy`; nodes must reproduce them
     model_config_hash: str | None = None
     dataset_root: str | None = None
     profile_hash: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_classes(cls, data: Any) -> Any:
+        """Omitted classes are the default three on the profile's torch build, plus the profile."""
+        if not isinstance(data, dict) or "classes" in data:
+            return data
+        try:
+            profile = _PROFILE.validate_python(data.get("profile", {}))
+        except ValidationError:
+            return data  # the field's own validation reports it, with its location
+        return {**data, "classes": default_classes(profile)}
+
+    @model_validator(mode="after")
+    def _profile_is_permitted(self) -> TrainingSpec:
+        ids = [class_id(c) for c in self.classes]
+        if len(set(ids)) != len(ids):
+            raise ConfigError("[training.classes] lists a hardware class twice")
+        if self.profile not in self.classes:
+            permitted = ", ".join(label(c) for c in self.classes) or "none"
+            raise ConfigError(f"[training.profile] {label(self.profile)} is not among the permitted "
+                              f"[training.classes] ({permitted})")
+        return self
 
 
 @dataclass(frozen=True)
@@ -71,6 +101,10 @@ class Setup:
     @property
     def profile(self) -> ReplayProfile:
         return self.spec.profile
+
+    @property
+    def classes(self) -> list[ReplayProfile]:
+        return self.spec.classes
 
 
 def training_spec(config: RunConfig) -> TrainingSpec:

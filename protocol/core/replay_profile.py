@@ -6,7 +6,8 @@ environment before torch is imported, so `protocol.node.worker_pool.ProfileWorke
 'spawn' process with it (and the thread count) already set. Running under a different
 profile than the declared one raises `ProfileMismatch`, which callers report as a profile
 problem, never as fraud. `ReplayProfile` is also the run config's `[training.profile]`
-section (validated by pydantic, unknown keys refused).
+section and each entry of `[[training.classes]]` (validated by pydantic, unknown keys
+refused): a hardware class is a replay profile (`protocol.core.hardware_class`).
 """
 
 from __future__ import annotations
@@ -46,8 +47,13 @@ class ReplayProfile:
     device: str = "cpu"  # device the math runs on
 
 
-def profile_hash(p: ReplayProfile) -> Digest:
+def class_id(p: ReplayProfile) -> Digest:
+    """The hardware class id of `p` (a class is a profile): the hash of its canonical JSON.
+    The domain stays "replay-profile" so deployed profile hashes keep their value."""
     return blake3_hash("replay-profile", json.dumps(asdict(p), sort_keys=True).encode())
+
+
+profile_hash = class_id  # the name from before hardware classes; deployments pin `profile_hash`
 
 
 def observe_profile() -> ReplayProfile:

@@ -15,7 +15,8 @@ from protocol.node.worker_pool import ProfileWorker
 def prepare(config: RunConfig, worker: ProfileWorker | None = None) -> RunConfig:
     """The run config with the hashes nodes must reproduce filled in (used by deploy),
     computed in `worker` if it runs the config's profile, else in a worker of its own.
-    The profile's torch version is this machine's unless the config names one."""
+    The profile's torch version is this machine's unless the config names one; so is each
+    permitted class's (omitted classes take the profile's), written out with the spec."""
     spec = training_spec(config)
     profile = Setup(spec, b"").profile
     if worker is not None and worker.profile == profile:
