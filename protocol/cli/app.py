@@ -1,4 +1,4 @@
-"""`veritrain` command line: deploy, inspect, devnet."""
+"""`veritrain` command line: deploy, inspect, devnet (keys and accounts, nodes, hardware attach below)."""
 
 from __future__ import annotations
 
@@ -208,10 +208,12 @@ def _log_to(path: Path) -> None:
 
 
 from protocol.cli import account as cli_account  # noqa: E402  (commands attach to `app`)
+from protocol.cli import hardware as cli_hardware  # noqa: E402
 from protocol.cli import node as cli_node  # noqa: E402
 
 cli_account.install(app, one_line_errors)
 cli_node.install(app, one_line_errors)
+cli_hardware.install(app, one_line_errors)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -19,6 +19,9 @@ ListenOpt = Annotated[str | None, typer.Option(help="libp2p listen multiaddr (de
 BootstrapOpt = Annotated[list[str] | None, typer.Option(help="Peer /ip4/../tcp/N/p2p/ID to keep connected (repeatable)")]
 StakeOpt = Annotated[str | None, typer.Option(help="Top the stake up to this many tokens before starting")]
 RoundsOpt = Annotated[int | None, typer.Option(help="Stop after this many rounds")]
+ClassOpt = Annotated[str | None, typer.Option("--hardware-class", metavar="ID_OR_LABEL",
+                                              help="Hardware class to run (label or id, see `veritrain hardware`; "
+                                                   "default: the run's profile)")]
 
 
 def _listen(listen: str | None, data_dir: Path) -> str:
@@ -106,14 +109,26 @@ def prepare_node(role: str, rpc: str, deployment: Path, keys: Path, listen: str,
     return client, node_keys
 
 
+def check_hardware_class(deployment: Path, wanted: str | None) -> None:
+    """Refuse a class the run does not permit, cannot run here, or (for now) is not the default."""
+    from protocol.chain.deployment import load_deployment
+    from protocol.config.run_setup import training_spec
+    from protocol.node.hardware_choice import choose_class
+
+    choose_class(training_spec(load_deployment(deployment).run_config), wanted)
+
+
 def _run(role: str, rpc: str, deployment: Path, keys: Path, data_dir: Path, listen: str | None,
-         bootstrap: list[str] | None, stake: str | None, max_rounds: int | None, cheat: str | None = None) -> None:
+         bootstrap: list[str] | None, stake: str | None, max_rounds: int | None, cheat: str | None = None,
+         hardware_class: str | None = None) -> None:
     import trio
 
     from protocol.node.context import NodeConfig
 
     _logging()
     miner_cheat = _cheat(cheat)  # a bad name fails before anything is sent
+    if hardware_class is not None:  # by default the worker checks the run's profile, as before
+        check_hardware_class(deployment, hardware_class)
     addr = _listen(listen, data_dir)
     client, node_keys = prepare_node(role, rpc, deployment, keys, addr, stake)
     _remember_listen(data_dir, addr)
@@ -142,15 +157,18 @@ def _cheat(name: str | None) -> Any:
 
 def miner(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt, data_dir: DataDirOpt, listen: ListenOpt = None,
           bootstrap: BootstrapOpt = None, stake: StakeOpt = None, max_rounds: RoundsOpt = None,
-          cheat: Annotated[str | None, typer.Option(help="Testing only: behave as this adversary")] = None) -> None:
+          cheat: Annotated[str | None, typer.Option(help="Testing only: behave as this adversary")] = None,
+          hardware_class: ClassOpt = None) -> None:
     """Run a miner: train each round in a worker process, commit, publish, serve."""
-    _run("miner", rpc, deployment, keys, data_dir, listen, bootstrap, stake, max_rounds, cheat)
+    _run("miner", rpc, deployment, keys, data_dir, listen, bootstrap, stake, max_rounds, cheat, hardware_class)
 
 
 def validator(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt, data_dir: DataDirOpt, listen: ListenOpt = None,
-              bootstrap: BootstrapOpt = None, stake: StakeOpt = None, max_rounds: RoundsOpt = None) -> None:
+              bootstrap: BootstrapOpt = None, stake: StakeOpt = None, max_rounds: RoundsOpt = None,
+              hardware_class: ClassOpt = None) -> None:
     """Run a validator: replay challenged segments, score, report fraud, vote, finalize, attest."""
-    _run("validator", rpc, deployment, keys, data_dir, listen, bootstrap, stake, max_rounds)
+    _run("validator", rpc, deployment, keys, data_dir, listen, bootstrap, stake, max_rounds,
+         hardware_class=hardware_class)
 
 
 def start(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt) -> None:

@@ -1,0 +1,105 @@
+"""`veritrain hardware`: which hardware classes this machine can run, and how fast it trains in each."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from protocol.core.replay_profile import ReplayProfile
+
+MEASURE_SECONDS = 2.0  # timed training per class: enough for a stable tokens/s, short enough to wait for
+
+
+def _candidates(deployment: Path | None) -> tuple[list[ReplayProfile], list[ReplayProfile], ReplayProfile, Any]:
+    """(classes to show, permitted classes, default class, training spec). Without a deployment:
+    the default run config's classes and this machine's own observed class."""
+    from protocol.config.run_setup import TrainingSpec, training_spec
+    from protocol.core.hardware_class import this_host
+
+    if deployment is None:
+        spec = TrainingSpec(preset="micro")
+        host = this_host()  # its own class: every CPU, its strongest ISA, deterministic float32
+        own = ReplayProfile(threads=host.cpu_count, cpu_capability=host.capability, torch_version=host.torch_version)
+        shown = spec.classes if own in spec.classes else [*spec.classes, own]
+        return shown, spec.classes, spec.profile, spec
+    from protocol.chain.deployment import load_deployment
+
+    spec = training_spec(load_deployment(deployment).run_config)
+    return spec.classes, spec.classes, spec.profile, spec
+
+
+def class_rows(deployment: Path | None, measure: bool, progress: Any) -> tuple[str, list[dict[str, Any]]]:
+    """The model preset, and one row per class: id, label, profile, runnable and why not,
+    permitted, default, tokens/s."""
+    from dataclasses import asdict
+
+    from protocol.config.run_setup import Setup
+    from protocol.core.hardware_class import class_id, label, runnable_here
+
+    shown, permitted, default, spec = _candidates(deployment)
+    setup = Setup(spec, b"")
+    rows = []
+    for cls in shown:
+        ok, why = runnable_here(cls)
+        row = {"id": class_id(cls).hex(), "label": label(cls), "profile": asdict(cls), "runnable": ok, "reason": why,
+               "permitted": cls in permitted, "default": cls == default, "tokens_per_s": None}
+        if ok and measure and cls.device == "cpu":
+            progress(f"measuring {row['label']} ({MEASURE_SECONDS:.0f} s of {spec.preset} training)")
+            row["tokens_per_s"] = _measure(cls, setup)
+        rows.append(row)
+    return spec.preset, rows
+
+
+def _measure(cls: ReplayProfile, setup: Any) -> float | None:
+    from protocol.core.replay_profile import ProfileMismatch
+    from protocol.node.throughput import measure_class
+
+    try:
+        return round(measure_class(cls, setup.model, setup.compute, MEASURE_SECONDS).tokens_per_s, 1)
+    except ProfileMismatch:  # runnable by the checks, yet the worker could not enter it
+        return None
+
+
+def render(console: Console, rows: list[dict[str, Any]], preset: str) -> None:
+    table = Table(title=f"hardware classes ({preset} model)")
+    table.add_column("id", no_wrap=True)
+    table.add_column("class", no_wrap=True)
+    table.add_column("runnable", no_wrap=True)
+    table.add_column("permitted", no_wrap=True)
+    table.add_column("tokens/s", justify="right", no_wrap=True)
+    table.add_column("why not")
+    for r in rows:
+        runnable = "[green]yes[/green]" if r["runnable"] else "[red]no[/red]"
+        permitted = ("yes (default)" if r["default"] else "yes") if r["permitted"] else "no (this machine's own)"
+        speed = "—" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:,.0f}"
+        table.add_row(r["id"][:12], r["label"], runnable, permitted, speed, r["reason"])
+    console.print(table)
+
+
+def hardware(
+    deployment: Annotated[Path | None, typer.Option(help="Deployment file: show its permitted classes "
+                                                         "(default: the default run config's)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with stable keys instead of a table")] = False,
+    measure: Annotated[bool, typer.Option("--measure/--no-measure",
+                                          help="Time a few training steps in each runnable class")] = True,
+) -> None:
+    """Show the hardware classes this machine can run: id, label, why not, permitted, tokens/s."""
+    from protocol.cli.app import _progress, console
+    from protocol.core.hardware_class import this_host
+
+    preset, rows = class_rows(deployment, measure, _progress)
+    if as_json:
+        host = vars(this_host())
+        print(json.dumps({"deployment": None if deployment is None else str(deployment), "host": host,
+                          "preset": preset, "classes": rows}, indent=2, sort_keys=True))
+        return
+    render(console, rows, preset)
+
+
+def install(app: typer.Typer, wrap: Any) -> None:
+    app.command()(wrap(hardware))
