@@ -72,13 +72,15 @@ def render(console: Console, rows: list[dict[str, Any]], preset: str) -> None:
     table.add_column("runnable", no_wrap=True)
     table.add_column("permitted", no_wrap=True)
     table.add_column("tokens/s", justify="right", no_wrap=True)
-    table.add_column("why not")
     for r in rows:
         runnable = "[green]yes[/green]" if r["runnable"] else "[red]no[/red]"
-        permitted = ("yes (default)" if r["default"] else "yes") if r["permitted"] else "no (this machine's own)"
+        permitted = ("default" if r["default"] else "yes") if r["permitted"] else "no (own)"
         speed = "—" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:,.0f}"
-        table.add_row(r["id"][:12], r["label"], runnable, permitted, speed, r["reason"])
+        table.add_row(r["id"][:8], r["label"], runnable, permitted, speed)
     console.print(table)
+    for r in rows:  # below the table: reasons are too long for a column in 80 characters
+        if not r["runnable"]:
+            console.print(f"{r['id'][:8]} {r['label']} cannot run here: {r['reason']}", highlight=False)
 
 
 def hardware(
