@@ -1,0 +1,70 @@
+"""`veritrain hardware` and `--hardware-class`, run as a user would (subprocess, no chain)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import torch
+
+from protocol.chain.deployment import ContractAddresses, Deployment, save_deployment
+from protocol.config.run_config import RunConfig
+from tests.conftest import run_cli
+
+ADDR = "0x" + "11" * 20
+
+
+def _deployment(tmp_path, training):
+    contracts = ContractAddresses(**{name: ADDR for name in ContractAddresses.model_fields})
+    dep = Deployment(chain_id=31337, deploy_block=0, deployer=ADDR, contracts=contracts,
+                     run_config=RunConfig(training=training), run_config_hash="00", sources_hash="00")
+    path = tmp_path / "deployment.json"
+    save_deployment(dep, path)
+    return path
+
+
+def _one_error(result, *needles):
+    assert result.code == 1, (result.code, result.stdout, result.stderr)
+    lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+    assert lines[-1].startswith("error:") and sum(line.startswith("error:") for line in lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for needle in needles:
+        assert needle in lines[-1], lines[-1]
+
+
+def test_default_classes_without_measuring():
+    result = run_cli("hardware", "--no-measure", "--json", timeout=60)
+    assert result.code == 0, result.stderr
+    data = json.loads(result.stdout)
+    rows = {r["label"]: r for r in data["classes"]}
+    assert data["deployment"] is None and data["preset"] == "micro"
+    assert rows["cpu/avx2/1t/float32"]["default"] and rows["cpu/avx2/1t/float32"]["runnable"]
+    assert all(r["tokens_per_s"] is None and len(r["id"]) == 64 for r in rows.values())
+    if torch.backends.cpu.get_cpu_capability() == "AVX2":
+        assert rows["cpu/avx512/1t/float32"]["reason"] == "needs avx512, this CPU runs at most avx2"
+
+
+def test_measures_a_deployments_class(tmp_path):
+    path = _deployment(tmp_path, {"preset": "micro", "classes": [{}]})
+    result = run_cli("hardware", "--deployment", str(path), "--json", timeout=120)
+    assert result.code == 0, result.stderr
+    [row] = json.loads(result.stdout)["classes"]
+    assert row["permitted"] and row["default"] and row["tokens_per_s"] > 0
+    assert "measuring cpu/avx2/1t/float32" in result.stderr
+
+
+def test_corrupt_deployment_is_one_error_line(tmp_path):
+    bad = tmp_path / "deployment.json"
+    bad.write_text("{")
+    _one_error(run_cli("hardware", "--deployment", str(bad), timeout=60), "corrupt")
+
+
+def test_miner_refuses_an_unpermitted_class_before_anything_starts(tmp_path):
+    path = _deployment(tmp_path, {"preset": "micro"})
+    base = ("miner", "--rpc", "http://127.0.0.1:9", "--deployment", str(path), "--keys", str(tmp_path / "keys"),
+            "--data-dir", str(tmp_path / "data"))
+    _one_error(run_cli(*base, "--hardware-class", "cpu/avx2/7t/float32", timeout=60),
+               "not permitted", "cpu/avx2/1t/float32, cpu/avx2/2t/float32, cpu/avx512/1t/float32")
+    if (os.cpu_count() or 1) >= 2:  # a permitted class this machine runs, but not the run's default
+        _one_error(run_cli(*base, "--hardware-class", "cpu/avx2/2t/float32", timeout=60), "class-matched checks")
+    assert not (tmp_path / "data").exists()
