@@ -36,7 +36,7 @@ class Host:
     """What decides whether a machine can run a class."""
 
     capability: str  # the strongest ATen CPU capability the host dispatches to
-    cpu_count: int  # logical CPUs
+    cpu_count: int  # logical CPUs this process may use
     torch_version: str  # the installed torch build
     cuda: bool  # whether torch sees a CUDA device
 
@@ -44,8 +44,15 @@ class Host:
 def this_host() -> Host:
     """This machine. The capability is torch's dispatch level, which an `ATEN_CPU_CAPABILITY`
     in this process's environment can lower (the CLI runs without one)."""
-    return Host(capability=torch.backends.cpu.get_cpu_capability().lower(), cpu_count=os.cpu_count() or 1,
+    return Host(capability=torch.backends.cpu.get_cpu_capability().lower(), cpu_count=usable_cpus(),
                 torch_version=torch.__version__, cuda=torch.cuda.is_available())
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (a container or `taskset` may allow fewer than exist)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def short_id(p: ReplayProfile) -> str:
