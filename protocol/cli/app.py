@@ -208,12 +208,14 @@ def _log_to(path: Path) -> None:
 
 
 from protocol.cli import account as cli_account  # noqa: E402  (commands attach to `app`)
+from protocol.cli import dns_aid as cli_dns_aid  # noqa: E402
 from protocol.cli import hardware as cli_hardware  # noqa: E402
 from protocol.cli import node as cli_node  # noqa: E402
 
 cli_account.install(app, one_line_errors)
 cli_node.install(app, one_line_errors)
 cli_hardware.install(app, one_line_errors)
+cli_dns_aid.install(app, one_line_errors)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -19,6 +19,10 @@ ListenOpt = Annotated[str | None, typer.Option(help="libp2p listen multiaddr (de
 BootstrapOpt = Annotated[list[str] | None, typer.Option(help="Peer /ip4/../tcp/N/p2p/ID to keep connected (repeatable)")]
 StakeOpt = Annotated[str | None, typer.Option(help="Top the stake up to this many tokens before starting")]
 RoundsOpt = Annotated[int | None, typer.Option(help="Stop after this many rounds")]
+DiscoverOpt = Annotated[str | None, typer.Option(help="Also dial the peers this domain's DNS-AID records list, "
+                                                      "once the on-chain registry confirms them")]
+DiscoverServerOpt = Annotated[str | None, typer.Option(metavar="HOST:PORT",
+                                                       help="Name server for --discover (default: the system resolver)")]
 ClassOpt = Annotated[str | None, typer.Option("--hardware-class", metavar="ID_OR_LABEL",
                                               help="Hardware class to run (label or id, see `veritrain hardware`; "
                                                    "default: the run's profile)")]
@@ -120,19 +124,22 @@ def check_hardware_class(deployment: Path, wanted: str | None) -> None:
 
 def _run(role: str, rpc: str, deployment: Path, keys: Path, data_dir: Path, listen: str | None,
          bootstrap: list[str] | None, stake: str | None, max_rounds: int | None, cheat: str | None = None,
-         hardware_class: str | None = None) -> None:
+         hardware_class: str | None = None, discover: str | None = None,
+         discover_server: str | None = None) -> None:
     import trio
 
     from protocol.node.context import NodeConfig
 
     _logging()
     miner_cheat = _cheat(cheat)  # a bad name fails before anything is sent
+    server = _discover_server(discover_server)  # so does a bad name server
     if hardware_class is not None:  # by default the worker checks the run's profile, as before
         check_hardware_class(deployment, hardware_class)
     addr = _listen(listen, data_dir)
     client, node_keys = prepare_node(role, rpc, deployment, keys, addr, stake)
     _remember_listen(data_dir, addr)
-    config = NodeConfig(data_dir=data_dir, listen=addr, bootstrap=tuple(bootstrap or ()), max_rounds=max_rounds)
+    config = NodeConfig(data_dir=data_dir, listen=addr, bootstrap=tuple(bootstrap or ()), max_rounds=max_rounds,
+                        discover=discover, discover_server=server)
     log = logging.getLogger(f"veritrain.{role}")
     if role == "miner":
         from miner.node import MinerNode
@@ -144,6 +151,18 @@ def _run(role: str, rpc: str, deployment: Path, keys: Path, data_dir: Path, list
         node = ValidatorNode(client, node_keys, config, log)
     log.info("node up account=%s listen=%s data_dir=%s", client.address, addr, data_dir)
     trio.run(node.run)
+
+
+def _discover_server(text: str | None) -> tuple[str, int] | None:
+    if text is None:
+        return None
+    from protocol.p2p.dns_resolve import parse_server
+    from protocol.p2p.errors import DnsRecordMalformed
+
+    try:
+        return parse_server(text)
+    except DnsRecordMalformed as exc:
+        raise ConfigError(f"--discover-server: {exc}") from exc
 
 
 def _cheat(name: str | None) -> Any:
@@ -158,17 +177,20 @@ def _cheat(name: str | None) -> Any:
 def miner(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt, data_dir: DataDirOpt, listen: ListenOpt = None,
           bootstrap: BootstrapOpt = None, stake: StakeOpt = None, max_rounds: RoundsOpt = None,
           cheat: Annotated[str | None, typer.Option(help="Testing only: behave as this adversary")] = None,
-          hardware_class: ClassOpt = None) -> None:
+          hardware_class: ClassOpt = None, discover: DiscoverOpt = None,
+          discover_server: DiscoverServerOpt = None) -> None:
     """Run a miner: train each round in a worker process, commit, publish, serve."""
-    _run("miner", rpc, deployment, keys, data_dir, listen, bootstrap, stake, max_rounds, cheat, hardware_class)
+    _run("miner", rpc, deployment, keys, data_dir, listen, bootstrap, stake, max_rounds, cheat, hardware_class,
+         discover, discover_server)
 
 
 def validator(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt, data_dir: DataDirOpt, listen: ListenOpt = None,
               bootstrap: BootstrapOpt = None, stake: StakeOpt = None, max_rounds: RoundsOpt = None,
-              hardware_class: ClassOpt = None) -> None:
+              hardware_class: ClassOpt = None, discover: DiscoverOpt = None,
+              discover_server: DiscoverServerOpt = None) -> None:
     """Run a validator: replay challenged segments, score, report fraud, vote, finalize, attest."""
     _run("validator", rpc, deployment, keys, data_dir, listen, bootstrap, stake, max_rounds,
-         hardware_class=hardware_class)
+         hardware_class=hardware_class, discover=discover, discover_server=discover_server)
 
 
 def start(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt) -> None:

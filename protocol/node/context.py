@@ -49,6 +49,8 @@ class NodeConfig:
     max_blob_bytes: int = 64 * 1024 * 1024  # cap on any submission or checkpoint fetched
     top_g: int = 16  # updates aggregated per round (top-G by consensus)
     max_rounds: int | None = None  # stop after this many rounds (devnet, tests)
+    discover: str | None = None  # a domain whose DNS-AID records add dial hints (None: registry only)
+    discover_server: tuple[str, int] | None = None  # name server to ask (None: the system resolver)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -91,6 +93,8 @@ class NodeContext:
                     await self.sync.refresh()
                     nursery.start_soon(self.sync.run_forever)
                     nursery.start_soon(self._drain_gossip)
+                    if self.config.discover:  # after the first refresh: hints are checked against it
+                        nursery.start_soon(self._dial_dns_hints, self.config.discover)
                     await self.main(nursery)
                     nursery.cancel_scope.cancel()
         finally:
@@ -99,6 +103,13 @@ class NodeContext:
 
     async def main(self, nursery: trio.Nursery) -> None:
         raise NotImplementedError
+
+    async def _dial_dns_hints(self, domain: str) -> None:
+        from protocol.node.dns_hints import dial_dns_hints  # dnspython only when asked for
+        from protocol.p2p.dns_resolve import DiscoveryConfig
+
+        await dial_dns_hints(self.p2p, self.registry, domain,
+                             DiscoveryConfig(server=self.config.discover_server), self.log)
 
     async def _drain_gossip(self) -> None:
         # read promptly: py-libp2p drops messages when the subscription buffer fills

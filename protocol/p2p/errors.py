@@ -79,3 +79,21 @@ class AllPeersFailed(P2PError):
 class RegistryError(P2PError):
     """Raised when a registry entry is rejected: bad binding signature, key already bound to
     another account, or malformed fields."""
+
+
+class DnsAidError(P2PError):
+    """Base of the DNS-AID discovery errors (protocol/p2p/dns_*.py); DNS only gives hints,
+    so a node that catches one logs it and carries on with the registry alone."""
+
+
+class DnsRecordMalformed(DnsAidError):
+    """Raised when a DNS-AID SVCB, index or `dnsaddr` TXT record cannot be parsed (bad label,
+    missing or oversized key, a multiaddr that does not parse or lacks its /p2p part)."""
+
+
+class DnsLookupFailed(DnsAidError):
+    """Raised when the index of a domain cannot be resolved (no answer, timeout, server failure)."""
+
+
+class DnsBudgetExceeded(DnsAidError):
+    """Raised when discovery of one domain runs past its total time budget."""
