@@ -96,6 +96,85 @@ def anvil() -> Iterator[Anvil]:
     node.stop()
 
 
+KNOT_PATHS = ("/usr/sbin/knotd", "/usr/bin/knotd")
+
+
+def knotd_binary() -> str | None:
+    for candidate in (os.environ.get("VERITRAIN_KNOTD"), shutil.which("knotd"), *KNOT_PATHS):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+@dataclass
+class Knot:
+    """A real authoritative Knot DNS server on 127.0.0.1, serving the zones given to `serve`."""
+
+    binary: str
+    root: Path
+    process: subprocess.Popen | None = None
+    port: int = 0
+
+    def serve(self, domain: str, records: str) -> tuple[str, int]:
+        """Start knotd with one zone: an SOA and NS at `domain`, then `records` (absolute
+        names). Returns (host, port) once it answers the SOA."""
+        import dns.exception
+        import dns.resolver
+
+        self.stop()
+        self.port = free_port()
+        zone = self.root / "zone.db"
+        zone.write_text(f"$TTL 60\n{domain}. SOA ns.{domain}. admin.{domain}. 1 3600 600 86400 60\n"
+                        f"{domain}. NS ns.{domain}.\nns.{domain}. A 127.0.0.1\n{records}")
+        conf = self.root / "knot.conf"
+        conf.write_text(f'server:\n    rundir: "{self.root}"\n    listen: 127.0.0.1@{self.port}\n'
+                        f'    pidfile: "{self.root}/knot.pid"\ndatabase:\n    storage: "{self.root}"\n'
+                        f'log:\n  - target: stderr\n    any: error\n'
+                        f'zone:\n  - domain: {domain}.\n    file: "{zone}"\n')
+        self.process = subprocess.Popen([self.binary, "-c", str(conf)], stdout=subprocess.DEVNULL,
+                                        stderr=open(self.root / "knotd.log", "w"))  # noqa: SIM115
+        resolver = dns.resolver.Resolver(configure=False)
+        resolver.nameservers, resolver.port = ["127.0.0.1"], self.port
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and self.process.poll() is None:
+            try:
+                resolver.resolve(f"{domain}.", "SOA", lifetime=0.5)
+                return "127.0.0.1", self.port
+            except dns.exception.DNSException:
+                time.sleep(0.1)
+        log = (self.root / "knotd.log").read_text()
+        self.stop()
+        pytest.fail(f"knotd did not answer on port {self.port}: {log[-2000:]}")
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        self.process = None
+
+
+@pytest.fixture
+def knot(tmp_path: Path) -> Iterator[Knot]:
+    """A Knot DNS server of this test's own (not the system service). Skipped without knotd,
+    except under CI (CI=true or VERITRAIN_REQUIRE_KNOT=1), where a missing knotd fails."""
+    binary = knotd_binary()
+    if binary is None:
+        message = "knotd not found: apt-get install knot (done by .ci/run)"
+        if os.environ.get("VERITRAIN_REQUIRE_KNOT") == "1" or os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    root = tmp_path / "knot"
+    root.mkdir()
+    server = Knot(binary, root)
+    yield server
+    server.stop()
+
+
 @dataclass
 class CliResult:
     code: int

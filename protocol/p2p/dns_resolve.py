@@ -64,7 +64,8 @@ def discover(domain: str, config: DiscoveryConfig) -> Discovery:
     """Walk `domain`'s DNS-AID records; blocking (call it off the trio thread)."""
     lookup = _Lookup(config)
     out = Discovery()
-    for label in parse_index(lookup.txt(index_name(domain)), config.max_nodes):
+    index = lookup.txt(index_name(domain), joined=False)  # one label per character-string
+    for label in parse_index(index, config.max_nodes):
         try:
             out.hints += _node_hints(lookup, label, domain)
         except DnsBudgetExceeded as exc:
@@ -151,10 +152,12 @@ class _Lookup:
             self.resolver.port = config.server[1]
         self.resolver.use_edns(0, 0, 1232)  # the DNS flag day size; larger answers go TCP
 
-    def txt(self, name: str) -> list[bytes]:
-        """Each TXT record's strings joined, at most max_records of them (sorted, so the cut
-        does not depend on the server's order)."""
-        return sorted(b"".join(r.strings) for r in self._query(name, dns.rdatatype.TXT))[: self.config.max_records]
+    def txt(self, name: str, joined: bool = True) -> list[bytes]:
+        """Each TXT record's strings joined (a dnsaddr value may be split), or each string
+        on its own; at most max_records records, sorted so the cut does not depend on the
+        server's order."""
+        rows = sorted(tuple(r.strings) for r in self._query(name, dns.rdatatype.TXT))[: self.config.max_records]
+        return [b"".join(row) for row in rows] if joined else [s for row in rows for s in row]
 
     def svcb(self, name: str) -> list[dns.rdata.Rdata]:
         records = self._query(name, dns.rdatatype.SVCB, missing_ok=True)
