@@ -6,6 +6,7 @@ DNS is logged while the node carries on with the registry alone."""
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 import trio
 
@@ -45,7 +46,8 @@ async def dial_dns_hints(p2p: P2PNode, registry: RegistryView, domain: str,
                          config: DiscoveryConfig, log: logging.Logger) -> int:
     """Resolve `domain`, dial the hints the registry confirms; returns how many were dialled."""
     try:
-        found = await trio.to_thread.run_sync(discover, domain, config, abandon_on_cancel=True)
+        # blocking dnspython in a thread; its own budget (DiscoveryConfig.budget_s) bounds it
+        found = await trio.to_thread.run_sync(partial(discover, domain, config))
     except DnsAidError as exc:
         log.warning("dns discovery failed %s", kv(domain=domain, reason=exc))
         return 0

@@ -113,7 +113,7 @@ def _node_hints(lookup: _Lookup, label: str, domain: str) -> list[DnsHint]:
 def _role(lookup: _Lookup, name: str) -> str | None:
     """key65280 of the first SVCB record at `name`; None when there is none."""
     for rdata in lookup.svcb(name):
-        for key, param in rdata.params.items():
+        for key, param in getattr(rdata, "params", {}).items():
             if int(key) == KEY_ROLE:
                 value = bytes(getattr(param, "value", b"") or b"")
                 if value not in (b"miner", b"validator"):

@@ -30,7 +30,9 @@ def zone_fragment(entries: Iterable[RegistryEntry], domain: str, class_id: bytes
     """Index TXT, one SVCB and one dnsaddr TXT per eligible entry, sorted by label.
     `throughput` maps an account to tokens/s (0 when absent). Entries that cannot be
     published (not eligible, unparsable multiaddr, label collision) become comments."""
-    lines, labels, seen = [f"; DNS-AID records for {domain} (veritrain dns-aid records)"], [], set()
+    lines = [f"; DNS-AID records for {domain} (veritrain dns-aid records)"]
+    labels: list[str] = []
+    seen: set[str] = set()
     for entry in sorted(entries, key=lambda e: node_label(e.account)):
         label = node_label(entry.account)
         reason = _unpublishable(entry, label, seen)
