@@ -88,3 +88,13 @@ def test_confirm_needs_peer_id_address_role_and_eligibility():
     assert confirmed == [good]
     assert [i.reason for i in ignored] == ["address_mismatch", "role_mismatch", "unregistered",
                                            "not_eligible", "bad_peer_id"]
+
+
+def test_bad_discover_server_is_one_error_line_before_anything_runs(tmp_path):
+    from tests.conftest import run_cli
+
+    result = run_cli("miner", "--rpc", "http://127.0.0.1:1", "--deployment", str(tmp_path / "none.json"),
+                     "--keys", str(tmp_path / "keys"), "--data-dir", str(tmp_path / "data"),
+                     "--discover", "example.org", "--discover-server", "host:bad")
+    assert result.code == 1 and result.stderr.strip().endswith("is not HOST:PORT")
+    assert not (tmp_path / "data").exists()
