@@ -56,22 +56,31 @@ class Anvil:
     process: subprocess.Popen
 
     def stop(self) -> None:
-        # the real anvil binary, not an npm shim, so this PID is the node itself
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
+        stop_process(self.process)  # the real anvil binary, not an npm shim: this PID is the node
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    """Terminate, and kill if it has not exited within 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def missing_tool(message: str, require_var: str) -> None:
+    """A test's external tool is missing: fail under CI (CI=true or `require_var`=1), else skip."""
+    if os.environ.get(require_var) == "1" or os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
 
 
 def start_anvil() -> Anvil:
     binary = anvil_binary()
     if binary is None:
-        message = "anvil not found: run `npm install @foundry-rs/anvil@1.7.1` (done by .ci/run)"
-        if os.environ.get("VERITRAIN_REQUIRE_ANVIL") == "1" or os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        missing_tool("anvil not found: run `npm install @foundry-rs/anvil@1.7.1` (done by .ci/run)",
+                     "VERITRAIN_REQUIRE_ANVIL")
     port = free_port()
     proc = subprocess.Popen([binary, "--host", "127.0.0.1", "--port", str(port), "--silent"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -147,15 +156,9 @@ class Knot:
         pytest.fail(f"knotd did not answer on port {self.port}: {log[-2000:]}")
 
     def stop(self) -> None:
-        if self.process is None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
-        self.process = None
+        if self.process is not None:
+            stop_process(self.process)
+            self.process = None
 
 
 @pytest.fixture
@@ -164,10 +167,7 @@ def knot(tmp_path: Path) -> Iterator[Knot]:
     except under CI (CI=true or VERITRAIN_REQUIRE_KNOT=1), where a missing knotd fails."""
     binary = knotd_binary()
     if binary is None:
-        message = "knotd not found: apt-get install knot (done by .ci/run)"
-        if os.environ.get("VERITRAIN_REQUIRE_KNOT") == "1" or os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        missing_tool("knotd not found: apt-get install knot (done by .ci/run)", "VERITRAIN_REQUIRE_KNOT")
     root = tmp_path / "knot"
     root.mkdir()
     server = Knot(binary, root)
