@@ -5,8 +5,9 @@ result from chain data alone (`SettlementHistory`), aggregates the next model fr
 signs the result root with its BLS key; the signature is gossiped. Whoever holds signatures of
 more than 2/3 of the permitted stake posts the aggregate (validators take turns by rank so
 that usually one transaction is sent). A posted root that differs from this validator's own
-is challenged where chain data alone shows it wrong (`result_challenger`), else logged. After the challenge window anyone makes the pending root final;
-without a final root by the result deadline anyone ends the round with the fallback.
+is challenged where chain data alone shows it wrong (`result_challenger`), else logged.
+After the challenge window anyone makes the pending root final; without a final root by the
+result deadline anyone ends the round with the fallback.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ class ResultFlow:
             await trio.sleep(ctx.config.poll_s)
         self.shares.forget_before(r)
         self._ready_since = {k: t for k, t in self._ready_since.items() if k[0] > r}
+        self._disputed = {k for k in self._disputed if k[0] > r}
 
     async def _dispute(self, r: int, post: dict, own: SettledRound) -> None:
         """Challenge a differing posted root once per attempt where chain data alone shows it wrong."""

@@ -128,8 +128,8 @@ class NodeContext:
         (anvil) leave the latest timestamp behind while idle but stamp new blocks now, and
         a dev chain whose clock was moved ahead stamps them ahead of this machine's clock:
         the pending block says which, where the node serves one."""
-        pending = await self.port(self.client.block_time, "pending")
-        return max(await self.chain_time(), pending, int(time.time()))
+        pending = await self.port(self.client.block_time, "pending")  # never before the latest block
+        return max(pending or await self.chain_time(), int(time.time()))
 
     async def wait_round_open(self, round_: int) -> None:
         """Until `round_` is the current (or a past) round."""
