@@ -33,6 +33,8 @@ HEADER_WORDS: constant(uint256) = constants.HEADER_WORDS
 G1_BYTES: constant(uint256) = constants.BLS_G1_BYTES
 G2_BYTES: constant(uint256) = constants.BLS_G2_BYTES
 BPS: constant(uint256) = constants.BPS
+MASK32: constant(uint256) = 2**32 - 1
+MASK96: constant(uint256) = 2**96 - 1
 RESULT_DOMAIN: constant(bytes32) = keccak256("veritrain/result/v1")
 # header word positions (see `result_root_of`)
 H_DOMAIN: constant(uint256) = 0
@@ -56,13 +58,18 @@ challenge_window: public(immutable(uint256))
 signer_slash_bps: public(immutable(uint256))
 challenger_share_bps: public(immutable(uint256))
 deployer: immutable(address)
+# the rewards contract's per-round cap, read once (a post then calls one contract less)
+emission_per_round: immutable(uint256)
 
 # the two contracts that recompute a posted value from chain data (split for EIP-170)
 column_challenges: public(address)
 account_challenges: public(address)
 disputes: public(IDisputes)
-# keccak(abi_encode(result_root, non_signers_hash, posted_time, attempt)) of the pending attempt
-pending: public(HashMap[uint256, bytes32])
+# the one pending attempt (a round opens only when the one before ended): the top 224 bits
+# of keccak(abi_encode(result_root, non_signers_hash, posted_time, attempt)), and its round + 1
+# in the low 32 bits; no commitment bits: nothing pending. Never zero, so a post rewrites a
+# slot instead of filling a new one.
+pending_word: uint256
 rejected_count: public(HashMap[uint256, uint256])
 # per rejected attempt: the pending commitment it had, and who challenged it
 rejected_commit: public(HashMap[uint256, HashMap[uint256, bytes32]])
@@ -132,11 +139,13 @@ def __init__(
     keys = keys_
     staking = staking_
     run_config_hash = staticcall rounds_.run_config_hash()
+    emission_per_round = staticcall rewards_.emission_per_round()
     result_duration = result_duration_
     challenge_window = challenge_window_
     signer_slash_bps = signer_slash_bps_
     challenger_share_bps = challenger_share_bps_
     deployer = msg.sender
+    self.pending_word = MASK32  # nothing pending, and the slot already holds a value
 
 
 @external
@@ -175,17 +184,22 @@ def post_result(
     """
     round: uint256 = convert(header[H_ROUND], uint256)
     self._check_header(header, round)
-    assert not staticcall rounds.finalized(round), "results: round already ended"
-    assert staticcall rounds.audit_closed(round), "results: audit phase open"
+    ended: bool = False
+    audit_closed: bool = False
+    audit_deadline: uint256 = 0
+    ended, audit_closed, audit_deadline = staticcall rounds.result_gate(round)
+    assert not ended, "results: round already ended"
+    assert audit_closed, "results: audit phase open"
     assert staticcall self.disputes.open_in_round(round) == 0, "results: report open"
-    assert block.timestamp < self._deadline(round), "results: result deadline passed"
-    assert self.pending[round] == empty(bytes32), "results: a result is pending"
+    assert block.timestamp < audit_deadline + result_duration, "results: result deadline passed"
+    assert self._pending(round) == empty(bytes32), "results: a result is pending"
     assert len(non_signers) == len(non_signer_keys), "results: one key per non-signer"
     root: bytes32 = keccak256(abi_encode(header))
     key: Bytes[G1_BYTES] = self._signing_key(round, non_signers, non_signer_keys)
     assert bls._verify(key, concat(root, b""), signature, bls.DST_SIG), "results: invalid aggregate signature"
     attempt: uint256 = self.rejected_count[round] + 1
-    self.pending[round] = keccak256(abi_encode(root, keccak256(abi_encode(non_signers)), block.timestamp, attempt))
+    commit: bytes32 = self._commitment(root, keccak256(abi_encode(non_signers)), block.timestamp, attempt)
+    self.pending_word = convert(commit, uint256) | (round + 1)
     log ResultPosted(round=round, attempt=attempt, result_root=root, header=header, non_signers=non_signers, posted_time=block.timestamp, poster=msg.sender)
 
 
@@ -201,9 +215,9 @@ def finalize_result(header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, po
     """
     round: uint256 = convert(header[H_ROUND], uint256)
     root: bytes32 = keccak256(abi_encode(header))
-    assert self.pending[round] == keccak256(abi_encode(root, non_signers_hash, posted_time, attempt)), "results: not the pending result"
+    assert self._pending(round) == self._commitment(root, non_signers_hash, posted_time, attempt), "results: not the pending result"
     assert block.timestamp >= posted_time + challenge_window, "results: challenge window open"
-    self.pending[round] = empty(bytes32)
+    self.pending_word = round + 1
     self.final_root[round] = root
     loss: uint256 = convert(header[H_LOSS], uint256)
     self.heldout_loss[round] = loss
@@ -221,10 +235,14 @@ def fall_back(round: uint256):
             the same model, so the chain never halts. Anyone may call it.
     @param round The round.
     """
-    assert not staticcall rounds.finalized(round), "results: round already ended"
-    assert staticcall rounds.audit_closed(round), "results: audit phase open"
-    assert block.timestamp >= self._deadline(round), "results: result deadline not reached"
-    assert self.pending[round] == empty(bytes32), "results: a result is pending"
+    ended: bool = False
+    audit_closed: bool = False
+    audit_deadline: uint256 = 0
+    ended, audit_closed, audit_deadline = staticcall rounds.result_gate(round)
+    assert not ended, "results: round already ended"
+    assert audit_closed, "results: audit phase open"
+    assert block.timestamp >= audit_deadline + result_duration, "results: result deadline not reached"
+    assert self._pending(round) == empty(bytes32), "results: a result is pending"
     self.fallback[round] = True
     log RoundFellBack(round=round)
     extcall rounds.end_round(round, staticcall rounds.model_hash(round), True)
@@ -240,13 +258,13 @@ def reject(round: uint256, challenger: address):
     @param challenger Who showed it; receives a share of every signer slash.
     """
     assert msg.sender == self.column_challenges or msg.sender == self.account_challenges, "results: only challenges"
-    commit: bytes32 = self.pending[round]
+    commit: bytes32 = self._pending(round)
     assert commit != empty(bytes32), "results: no pending result"
     attempt: uint256 = self.rejected_count[round] + 1
     self.rejected_count[round] = attempt
     self.rejected_commit[round][attempt] = commit
     self.rejected_by[round][attempt] = challenger
-    self.pending[round] = empty(bytes32)
+    self.pending_word = round + 1
     log ResultRejected(round=round, attempt=attempt, challenger=challenger)
 
 
@@ -254,7 +272,8 @@ def reject(round: uint256, challenger: address):
 def slash_signer(round: uint256, attempt: uint256, root: bytes32, non_signers: DynArray[address, MAX_VALIDATORS], posted_time: uint256, validator: address) -> uint256:
     """
     @notice Slashes one signer of a rejected result (once per round per validator):
-            a permitted validator of the round not among its non-signers. Anyone may call it.
+            a validator whose key the round's aggregate holds, not among its
+            non-signers. Anyone may call it.
     @param round The round.
     @param attempt The rejected attempt.
     @param root Its result root.
@@ -263,9 +282,16 @@ def slash_signer(round: uint256, attempt: uint256, root: bytes32, non_signers: D
     @param validator The signer to slash.
     @return The amount slashed.
     """
-    commit: bytes32 = keccak256(abi_encode(root, keccak256(abi_encode(non_signers)), posted_time, attempt))
-    assert commit != empty(bytes32) and self.rejected_commit[round][attempt] == commit, "results: not a rejected result"
-    assert staticcall rounds.validator_weight(round, validator) > 0, "results: not a permitted validator"
+    commit: bytes32 = self._commitment(root, keccak256(abi_encode(non_signers)), posted_time, attempt)
+    assert self.rejected_commit[round][attempt] == commit, "results: not a rejected result"
+    # a signer is a validator whose key the round's aggregate holds, not among the non-signers:
+    # a permitted validator without a key cannot have signed, listed or not
+    records: DynArray[uint256, MAX_VALIDATORS] = []
+    set_hash: bytes32 = empty(bytes32)
+    keyed: uint256 = 0
+    total: uint256 = 0
+    records, set_hash, keyed, total = staticcall rounds.signing_facts(round, [validator])
+    assert records[0] >> 96 != 0, "results: not a keyed validator of the round"
     assert validator not in non_signers, "results: did not sign"
     assert not self.signer_slashed[round][validator], "results: already slashed"
     self.signer_slashed[round][validator] = True
@@ -276,15 +302,43 @@ def slash_signer(round: uint256, attempt: uint256, root: bytes32, non_signers: D
 
 @view
 @external
+def pending(round: uint256) -> bytes32:
+    """
+    @notice The commitment of `round`'s pending attempt, zero when none: the top 224
+            bits of keccak256(abi_encode(result_root, non_signers_hash, posted_time,
+            attempt)), the low 32 zero (`commitment_of`).
+    @param round The round.
+    @return The commitment.
+    """
+    return self._pending(round)
+
+
+@pure
+@external
+def commitment_of(root: bytes32, non_signers_hash: bytes32, posted_time: uint256, attempt: uint256) -> bytes32:
+    """
+    @notice What `pending` shows for an attempt.
+    @param root Its result root.
+    @param non_signers_hash keccak256(abi_encode(non_signers)).
+    @param posted_time When it was posted.
+    @param attempt Its attempt number.
+    @return The commitment.
+    """
+    return self._commitment(root, non_signers_hash, posted_time, attempt)
+
+
+@view
+@external
 def result_deadline(round: uint256) -> uint256:
     """
     @notice Until when a result of `round` may be posted (0 before its commit phase closed).
     @param round The round.
     @return The deadline timestamp.
     """
-    if (staticcall rounds.deadlines(round))[3] == 0:
+    audit_deadline: uint256 = (staticcall rounds.result_gate(round))[2]
+    if audit_deadline == 0:
         return 0
-    return self._deadline(round)
+    return audit_deadline + result_duration
 
 
 @view
@@ -314,7 +368,7 @@ def _check_header(header: bytes32[HEADER_WORDS], round: uint256):
     assert header[H_RUN] == run_config_hash, "results: wrong run"
     assert header[H_MODEL] != empty(bytes32), "results: empty model hash"
     assert convert(header[H_QUORUM], uint256) <= 1, "results: bad quorum flag"
-    assert convert(header[H_MINTED], uint256) <= staticcall rewards.emission_per_round(), "results: payout above the emission"
+    assert convert(header[H_MINTED], uint256) <= emission_per_round, "results: payout above the emission"
 
 
 @view
@@ -323,32 +377,34 @@ def _signing_key(round: uint256, non_signers: DynArray[address, MAX_VALIDATORS],
     """
     @dev The round's cached aggregate key minus the non-signers' keys, after checking
          that the signers (validators whose keys the aggregate holds, less the
-         non-signers) hold more than 2/3 of the permitted stake.
+         non-signers) hold more than 2/3 of the permitted stake. One call reads every
+         non-signer's record (weight and key hash): one storage slot each.
     """
+    records: DynArray[uint256, MAX_VALIDATORS] = []
+    set_hash: bytes32 = empty(bytes32)
+    keyed: uint256 = 0
+    total: uint256 = 0
+    records, set_hash, keyed, total = staticcall rounds.signing_facts(round, non_signers)
     missing: uint256 = 0
     previous: uint256 = 0
     removed: Bytes[G1_BYTES] = b""
-    set_hash: bytes32 = staticcall rounds.validator_set_hash(round)
     for i: uint256 in range(len(non_signers), bound=MAX_VALIDATORS):
-        a: address = non_signers[i]
-        assert convert(a, uint256) > previous, "results: non-signers not strictly ascending"
-        previous = convert(a, uint256)
-        w: uint256 = staticcall rounds.validator_weight(round, a)
-        assert w > 0, "results: non-signer not a permitted validator"
+        assert convert(non_signers[i], uint256) > previous, "results: non-signers not strictly ascending"
+        previous = convert(non_signers[i], uint256)
+        record: uint256 = records[i]
+        assert record & MASK96 > 0, "results: non-signer not a permitted validator"
         # only keys the round's aggregate holds are taken out of it (and counted as signers)
-        registered: bytes32 = staticcall keys.member_key_hash(set_hash, a)
-        if registered == empty(bytes32):
+        if record >> 96 == 0:
             assert len(non_signer_keys[i]) == 0, "results: key outside the round's aggregate"
             continue
-        missing += w
-        assert keccak256(non_signer_keys[i]) == registered, "results: wrong non-signer key"
+        missing += record & MASK96
+        assert convert(keccak256(non_signer_keys[i]), uint256) >> 96 == record >> 96, "results: wrong non-signer key"
         if len(removed) == 0:
             removed = non_signer_keys[i]
         else:
             removed = bls._g1_add(removed, non_signer_keys[i])
     # a validator whose key the aggregate lacks cannot have signed, listed or not
-    signed: uint256 = staticcall rounds.keyed_weight(round) - missing
-    assert signed * 3 > staticcall rounds.total_weight(round) * 2, "results: signers hold 2/3 of the stake or less"
+    assert (keyed - missing) * 3 > total * 2, "results: signers hold 2/3 of the stake or less"
     key: Bytes[G1_BYTES] = staticcall keys.aggregate_of(set_hash)
     if len(removed) > 0:
         key = bls._g1_add(key, bls._g1_neg(removed))
@@ -358,9 +414,21 @@ def _signing_key(round: uint256, non_signers: DynArray[address, MAX_VALIDATORS],
 
 @view
 @internal
-def _deadline(round: uint256) -> uint256:
+def _pending(round: uint256) -> bytes32:
     """
-    @dev The result deadline: a fixed time after the audit deadline, so early phase
-         closes only ever give more time.
+    @dev The pending commitment of `round` (its top 224 bits), or zero.
     """
-    return (staticcall rounds.deadlines(round))[3] + result_duration
+    word: uint256 = self.pending_word
+    if word & MASK32 != round + 1:
+        return empty(bytes32)
+    return convert(word & ~MASK32, bytes32)
+
+
+@pure
+@internal
+def _commitment(root: bytes32, non_signers_hash: bytes32, posted_time: uint256, attempt: uint256) -> bytes32:
+    """
+    @dev What a post commits to, cut to the 224 bits the pending word keeps.
+    """
+    digest: uint256 = convert(keccak256(abi_encode(root, non_signers_hash, posted_time, attempt)), uint256)
+    return convert(digest & ~MASK32, bytes32)

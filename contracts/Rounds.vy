@@ -38,6 +38,13 @@ CLOCK_SHIFT: constant(uint256) = 192
 MASK16: constant(uint256) = 2**16 - 1
 MASK48: constant(uint256) = 2**48 - 1
 MASK64: constant(uint256) = 2**64 - 1
+MASK96: constant(uint256) = 2**96 - 1
+# packed per-round word of the validators' phases, so each check reads one slot:
+# score commits, reveals, finished audits, the early score close time, finalized
+P_REVEALS_SHIFT: constant(uint256) = 16
+P_AUDITS_SHIFT: constant(uint256) = 32
+P_SCORE_CLOSED_SHIFT: constant(uint256) = 48
+P_FINAL_SHIFT: constant(uint256) = 112
 
 staking: public(immutable(IStaking))
 run_config_hash: public(immutable(bytes32))
@@ -61,19 +68,21 @@ round_seed: public(HashMap[uint256, bytes32])
 # miner's column (its commit order), so a commit costs one storage slot; 0 = no commit
 commit_slot: public(HashMap[uint256, HashMap[address, bytes32]])
 
-round_validators: HashMap[uint256, DynArray[address, MAX_VALIDATORS]]
-validator_weight: public(HashMap[uint256, HashMap[address, uint256]])
-total_weight: public(HashMap[uint256, uint256])
-# the key of the round's cached aggregate BLS key, and the stake of the validators whose
-# keys it holds (only they can sign the round's result)
-validator_set_hash: public(HashMap[uint256, bytes32])
-keyed_weight: public(HashMap[uint256, uint256])
+# a round points at a snapshot of its permitted validators, stored once per distinct
+# (validators, stakes, key set): a round whose set did not change writes one slot for it
+round_snapshot: public(HashMap[uint256, bytes32])
+snapshot_validators: HashMap[bytes32, DynArray[address, MAX_VALIDATORS]]
+# per member, one slot a result post reads: its weight (stake, capped at 2**96 - 1) in the
+# low 96 bits, and the top 160 bits of keccak256 of its BLS key when the snapshot's
+# aggregate holds that key (else 0) in the high ones
+snapshot_member: HashMap[bytes32, HashMap[address, uint256]]
+snapshot_total: HashMap[bytes32, uint256]
+# the key of the snapshot's cached aggregate BLS key, and the stake of the validators whose
+# keys it holds (only they can sign a round's result)
+snapshot_key_set: HashMap[bytes32, bytes32]
+snapshot_keyed: HashMap[bytes32, uint256]
 
-score_commit_count: public(HashMap[uint256, uint256])
-score_closed_time: public(HashMap[uint256, uint256])
-reveal_count: HashMap[uint256, uint256]
-audit_count: HashMap[uint256, uint256]
-finalized: public(HashMap[uint256, bool])
+phase_word: HashMap[uint256, uint256]
 
 
 event RoundOpened:
@@ -186,10 +195,11 @@ def end_round(round: uint256, next_model_hash: bytes32, fallback: bool):
     @param fallback Whether the round took the fallback.
     """
     assert msg.sender == self.results, "settlement: only results"
-    assert not self.finalized[round], "settlement: already finalized"
+    word: uint256 = self.phase_word[round]
+    assert word >> P_FINAL_SHIFT == 0, "settlement: already finalized"
     assert self._audit_closed(round), "settlement: audit phase open"
     assert next_model_hash != empty(bytes32), "settlement: empty model hash"
-    self.finalized[round] = True
+    self.phase_word[round] = word | (1 << P_FINAL_SHIFT)
     log RoundEnded(round=round, model_hash=next_model_hash, fallback=fallback)
     self.model_hash[round + 1] = next_model_hash
     self._open_round(round + 1)
@@ -277,15 +287,16 @@ def record_score_commit(round: uint256, validator: address):
     @param validator The committing validator.
     """
     assert msg.sender == self.scores, "settlement: only scores"
-    assert self.validator_weight[round][validator] > 0, "settlement: not a permitted validator"
+    snapshot: bytes32 = self.round_snapshot[round]
+    assert self.snapshot_member[snapshot][validator] & MASK96 > 0, "settlement: not a permitted validator"
     assert self._commit_closed_time(round) != 0, "settlement: commit phase open"
     self._touch_seed(round)
     assert self.round_seed[round] != empty(bytes32), "settlement: seed not stored"
     assert not self._score_closed(round), "settlement: scoring phase closed"
-    count: uint256 = self.score_commit_count[round] + 1
-    self.score_commit_count[round] = count
-    if count == len(self.round_validators[round]):
-        self.score_closed_time[round] = block.timestamp
+    word: uint256 = self.phase_word[round] + 1
+    if word & MASK16 == len(self.snapshot_validators[snapshot]):
+        word |= block.timestamp << P_SCORE_CLOSED_SHIFT
+    self.phase_word[round] = word
 
 
 @external
@@ -302,7 +313,7 @@ def record_reveal(round: uint256) -> uint256:
     self._touch_seed(round)
     assert self._score_closed(round), "settlement: scoring phase open"
     assert block.timestamp < self._reveal_deadline(round), "settlement: reveal deadline passed"
-    self.reveal_count[round] += 1
+    self.phase_word[round] += 1 << P_REVEALS_SHIFT
     return (self.round_word[round] >> COUNT_SHIFT) & MASK16
 
 
@@ -318,7 +329,7 @@ def record_audit_done(round: uint256):
     """
     assert msg.sender == self.scores, "settlement: only scores"
     assert self._reveal_closed(round) and not self._audit_closed(round), "settlement: not in audit phase"
-    self.audit_count[round] += 1
+    self.phase_word[round] += 1 << P_AUDITS_SHIFT
 
 
 @view
@@ -368,7 +379,7 @@ def phase(round: uint256) -> uint8:
     @param round The round.
     @return 0 not open, 1 commit, 2 scoring, 3 reveal, 4 audit, 5 result (posting and challenges), 6 ended.
     """
-    if self.finalized[round]:
+    if self._finalized(round):
         return 6
     word: uint256 = self.round_word[round]
     if word & MASK48 == 0:
@@ -409,7 +420,127 @@ def validators_of(round: uint256) -> DynArray[address, MAX_VALIDATORS]:
     @param round The round.
     @return The validators, highest stake first.
     """
-    return self.round_validators[round]
+    return self.snapshot_validators[self.round_snapshot[round]]
+
+
+@view
+@external
+def validator_weight(round: uint256, validator: address) -> uint256:
+    """
+    @notice The stake `validator` held when `round` opened, if it held a permit (else 0).
+    @param round The round.
+    @param validator The account.
+    @return Its weight in the round.
+    """
+    return self.snapshot_member[self.round_snapshot[round]][validator] & MASK96
+
+
+@view
+@external
+def signing_facts(round: uint256, accounts: DynArray[address, MAX_VALIDATORS]) -> (DynArray[uint256, MAX_VALIDATORS], bytes32, uint256, uint256):
+    """
+    @notice What a result post checks, in one call: the member records of `accounts`
+            (weight in the low 96 bits, the top 160 bits of their key's keccak256 when
+            the round's aggregate holds it), the round's key set, and the stake of its
+            keyed validators and of all its validators.
+    @param round The round.
+    @param accounts Validators (0 for an account without a permit).
+    @return Records, set hash, keyed weight, total weight.
+    """
+    snapshot: bytes32 = self.round_snapshot[round]
+    records: DynArray[uint256, MAX_VALIDATORS] = []
+    for a: address in accounts:
+        records.append(self.snapshot_member[snapshot][a])
+    return records, self.snapshot_key_set[snapshot], self.snapshot_keyed[snapshot], self.snapshot_total[snapshot]
+
+
+@view
+@external
+def result_gate(round: uint256) -> (bool, bool, uint256):
+    """
+    @notice What a result post or fallback checks, in one call.
+    @param round The round.
+    @return Whether it ended, whether its audit phase closed, and its audit deadline
+            (0 before its commit phase closed).
+    """
+    if (self.round_word[round] >> CLOSED_TIME_SHIFT) & MASK48 == 0:
+        return False, False, 0
+    return self._finalized(round), self._audit_closed(round), self._reveal_deadline(round) + audit_duration
+
+
+@view
+@external
+def score_commit_count(round: uint256) -> uint256:
+    """
+    @notice How many permitted validators committed scores in `round`.
+    @param round The round.
+    @return The count.
+    """
+    return self.phase_word[round] & MASK16
+
+
+@view
+@external
+def score_closed_time(round: uint256) -> uint256:
+    """
+    @notice When the scoring phase of `round` closed early (every validator committed), else 0.
+    @param round The round.
+    @return The time.
+    """
+    return (self.phase_word[round] >> P_SCORE_CLOSED_SHIFT) & MASK64
+
+
+@view
+@external
+def finalized(round: uint256) -> bool:
+    """
+    @notice Whether `round` ended (its result final, or the fallback taken).
+    @param round The round.
+    @return True once it ended.
+    """
+    return self._finalized(round)
+
+
+@view
+@internal
+def _finalized(round: uint256) -> bool:
+    """
+    @dev Whether `round` ended.
+    """
+    return self.phase_word[round] >> P_FINAL_SHIFT != 0
+
+
+@view
+@external
+def total_weight(round: uint256) -> uint256:
+    """
+    @notice The stake of all permitted validators of `round`.
+    @param round The round.
+    @return The total weight.
+    """
+    return self.snapshot_total[self.round_snapshot[round]]
+
+
+@view
+@external
+def validator_set_hash(round: uint256) -> bytes32:
+    """
+    @notice The key of the round's cached aggregate BLS key (`BlsKeys.aggregate_of`).
+    @param round The round.
+    @return The set hash.
+    """
+    return self.snapshot_key_set[self.round_snapshot[round]]
+
+
+@view
+@external
+def keyed_weight(round: uint256) -> uint256:
+    """
+    @notice The stake of the round's validators whose BLS keys its aggregate holds.
+    @param round The round.
+    @return The keyed weight.
+    """
+    return self.snapshot_keyed[self.round_snapshot[round]]
 
 
 @view
@@ -421,9 +552,10 @@ def weights_of(round: uint256, accounts: DynArray[address, MAX_VALIDATORS]) -> D
     @param accounts Validators (0 for an account without a permit).
     @return One weight per account.
     """
+    snapshot: bytes32 = self.round_snapshot[round]
     out: DynArray[uint256, MAX_VALIDATORS] = []
     for a: address in accounts:
-        out.append(self.validator_weight[round][a])
+        out.append(self.snapshot_member[snapshot][a] & MASK96)
     return out
 
 
@@ -460,7 +592,7 @@ def reporting_open(round: uint256) -> bool:
     @param round The round.
     @return True while reports are accepted.
     """
-    if self.finalized[round] or self._commit_closed_time(round) == 0:
+    if self._finalized(round) or self._commit_closed_time(round) == 0:
         return False
     return not self._audit_closed(round)
 
@@ -468,35 +600,50 @@ def reporting_open(round: uint256) -> bool:
 @internal
 def _open_round(round: uint256):
     """
-    @dev Snapshots the permitted validators and their stakes, counts the active
-         miners, records the staking eligibility clock and starts the commit
-         phase of `round` now.
+    @dev Points `round` at the snapshot of the permitted validators, their stakes and
+         their keys (stored if new), counts the active miners, records the staking
+         eligibility clock and starts the commit phase of `round` now.
     """
     addrs: DynArray[address, MAX_VALIDATORS] = []
     stakes: DynArray[uint256, MAX_VALIDATORS] = []
     addrs, stakes = staticcall staking.top_validators()
     assert len(addrs) > 0, "settlement: no permitted validator"
-    total: uint256 = 0
-    for i: uint256 in range(len(addrs), bound=MAX_VALIDATORS):
-        self.validator_weight[round][addrs[i]] = stakes[i]
-        total += stakes[i]
-    self.round_validators[round] = addrs
-    self.total_weight[round] = total
     # the aggregate BLS key of this set is computed once per distinct set and cached
     set_hash: bytes32 = empty(bytes32)
     mask: uint256 = 0
     set_hash, mask = extcall self.keys.cache_aggregate(addrs)
-    self.validator_set_hash[round] = set_hash
-    keyed: uint256 = 0
-    for i: uint256 in range(len(addrs), bound=MAX_VALIDATORS):
-        if mask & (1 << i) != 0:
-            keyed += stakes[i]
-    self.keyed_weight[round] = keyed
+    snapshot: bytes32 = keccak256(abi_encode(addrs, stakes, set_hash))
+    if self.snapshot_total[snapshot] == 0:  # stakes are positive: a stored snapshot has a total
+        self._store_snapshot(snapshot, addrs, stakes, set_hash, mask)
+    self.round_snapshot[round] = snapshot
     active: uint256 = min(staticcall staking.eligible_miner_count(), MASK16)
     clock: uint256 = min(staticcall staking.eligibility_clock(), MASK64)
     self.round_word[round] = block.timestamp | (active << ACTIVE_SHIFT) | (clock << CLOCK_SHIFT)
     self.current_round = round
     log RoundOpened(round=round, model_hash=self.model_hash[round], start_time=block.timestamp, active_miners=active, validators=addrs)
+
+
+@internal
+def _store_snapshot(snapshot: bytes32, addrs: DynArray[address, MAX_VALIDATORS], stakes: DynArray[uint256, MAX_VALIDATORS], set_hash: bytes32, mask: uint256):
+    """
+    @dev Stores a new validator snapshot: weights, their total, the key set and the
+         stake of the validators whose keys it holds.
+    """
+    total: uint256 = 0
+    keyed: uint256 = 0
+    for i: uint256 in range(len(addrs), bound=MAX_VALIDATORS):
+        weight: uint256 = min(stakes[i], MASK96)  # a larger stake still opens the round
+        record: uint256 = weight
+        if mask & (1 << i) != 0:
+            keyed += weight
+            key_hash: uint256 = convert(staticcall self.keys.member_key_hash(set_hash, addrs[i]), uint256)
+            record |= (key_hash >> 96) << 96
+        self.snapshot_member[snapshot][addrs[i]] = record
+        total += weight
+    self.snapshot_validators[snapshot] = addrs
+    self.snapshot_total[snapshot] = total
+    self.snapshot_key_set[snapshot] = set_hash
+    self.snapshot_keyed[snapshot] = keyed
 
 
 @internal
@@ -556,7 +703,7 @@ def _score_close_time(round: uint256) -> uint256:
     """
     @dev When the scoring phase of `round` closes (or closed early).
     """
-    closed_early: uint256 = self.score_closed_time[round]
+    closed_early: uint256 = (self.phase_word[round] >> P_SCORE_CLOSED_SHIFT) & MASK64
     if closed_early != 0:
         return closed_early
     # count from the commit deadline at the latest: a late `close_commit` must not
@@ -573,7 +720,7 @@ def _score_closed(round: uint256) -> bool:
     """
     if self._commit_closed_time(round) == 0:
         return False
-    return self.score_closed_time[round] != 0 or block.timestamp >= self._score_close_time(round)
+    return (self.phase_word[round] >> P_SCORE_CLOSED_SHIFT) & MASK64 != 0 or block.timestamp >= self._score_close_time(round)
 
 
 @view
@@ -596,7 +743,8 @@ def _reveal_closed(round: uint256) -> bool:
         return False
     if block.timestamp >= self._reveal_deadline(round):
         return True
-    return self.reveal_count[round] == self.score_commit_count[round]
+    word: uint256 = self.phase_word[round]
+    return (word >> P_REVEALS_SHIFT) & MASK16 == word & MASK16
 
 
 @view
@@ -611,4 +759,5 @@ def _audit_closed(round: uint256) -> bool:
         return False
     if block.timestamp >= self._reveal_deadline(round) + audit_duration:
         return True
-    return self.audit_count[round] == self.reveal_count[round]
+    word: uint256 = self.phase_word[round]
+    return (word >> P_AUDITS_SHIFT) & MASK16 == (word >> P_REVEALS_SHIFT) & MASK16

@@ -25,10 +25,12 @@ VECTOR_DOMAIN: constant(bytes32) = keccak256("veritrain/vector/v1")
 
 rounds: public(immutable(IRounds))
 
+# the commitment, overwritten by AUDITED once the validator finished its audits (a slot
+# rewritten costs a quarter of a new one)
 score_commitment: public(HashMap[uint256, HashMap[address, bytes32]])
+AUDITED: constant(bytes32) = keccak256("veritrain/audits-done/v1")
 # the revealed vector's root; empty while the validator has not revealed
 vector_root: public(HashMap[uint256, HashMap[address, bytes32]])
-audited: public(HashMap[uint256, HashMap[address, bool]])
 
 
 event ScoresCommitted:
@@ -68,7 +70,7 @@ def commit_scores(round: uint256, commitment: bytes32):
     """
     extcall rounds.record_score_commit(round, msg.sender)
     assert self.score_commitment[round][msg.sender] == empty(bytes32), "settlement: scores already committed"
-    assert commitment != empty(bytes32), "settlement: empty commitment"
+    assert commitment != empty(bytes32) and commitment != AUDITED, "settlement: empty commitment"
     self.score_commitment[round][msg.sender] = commitment
     log ScoresCommitted(round=round, validator=msg.sender, commitment=commitment)
 
@@ -106,10 +108,22 @@ def audits_done(round: uint256):
     @param round The round being audited.
     """
     assert self.vector_root[round][msg.sender] != empty(bytes32), "settlement: scores not revealed"
-    assert not self.audited[round][msg.sender], "settlement: audits already done"
+    assert self.score_commitment[round][msg.sender] != AUDITED, "settlement: audits already done"
     extcall rounds.record_audit_done(round)
-    self.audited[round][msg.sender] = True
+    self.score_commitment[round][msg.sender] = AUDITED
     log AuditsDone(round=round, validator=msg.sender)
+
+
+@view
+@external
+def audited(round: uint256, validator: address) -> bool:
+    """
+    @notice Whether `validator` said it finished its audits of `round`.
+    @param round The round.
+    @param validator The validator.
+    @return True once it did.
+    """
+    return self.score_commitment[round][validator] == AUDITED
 
 
 @view

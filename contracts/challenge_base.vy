@@ -136,8 +136,8 @@ def _open(round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes
          open, then takes the bond.
     """
     result_root: bytes32 = keccak256(abi_encode(header))
-    pending: bytes32 = keccak256(abi_encode(result_root, non_signers_hash, posted_time, attempt))
-    assert staticcall results.pending(round) == pending, "challenges: not the pending attempt"
+    pending: bytes32 = staticcall results.commitment_of(result_root, non_signers_hash, posted_time, attempt)
+    assert pending != empty(bytes32) and staticcall results.pending(round) == pending, "challenges: not the pending attempt"
     assert block.timestamp < posted_time + staticcall results.challenge_window(), "challenges: window closed"
     assert extcall token.transferFrom(msg.sender, self, challenge_bond, default_return_value=True), "challenges: bond transfer failed"
 

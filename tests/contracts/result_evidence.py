@@ -14,7 +14,7 @@ import boa
 
 from protocol.chain.challenge_args import light_reveals_arg as chain_light_reveals_arg
 from protocol.chain.challenge_args import reveals_arg as chain_reveals_arg
-from protocol.core.abi_words import enc, list_hash, word
+from protocol.core.abi_words import list_hash, word
 from protocol.core.claims_tree import claims_list_hash, claims_root
 from protocol.core.keccak import keccak256
 from protocol.core.result import RoundResult, compute_result
@@ -147,7 +147,7 @@ def with_sums(tree: ColumnTree, level: int, index: int, sums: tuple[int, ...]) -
 def post(stack: Stack, posted: Posted, attempt: int = 1) -> tuple:
     """Makes `posted` the round's pending attempt, posted now; returns the attempt's five arguments."""
     now = boa.env.evm.patch.timestamp
-    stack.results.set_pending(posted.round, keccak256(enc(posted.result_root(), NON_SIGNERS, now, attempt)))
+    stack.results.set_pending(posted.round, stack.results.commitment_of(posted.result_root(), NON_SIGNERS, now, attempt))
     return (posted.round, posted.header, NON_SIGNERS, now, attempt)
 
 

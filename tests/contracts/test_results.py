@@ -85,7 +85,7 @@ def test_three_of_four_sign_the_round_is_final_and_paid_and_the_next_round_opens
     posted = w.post(0, settled, signers=w.validators[:3])
     assert posted.non_signers == [silent]
     assert [e.attempt for e in last_logs(w.stack.results, "ResultPosted")] == [1]
-    assert w.s.pending(0) != b"\x00" * 32
+    assert w.s.pending(0) != b"\x00" * 32 and w.s.pending(1) == b"\x00" * 32  # one slot, tagged by round
     with boa.reverts("results: challenge window open"):
         w.s.finalize_result(*posted.final_args())
     w.finalize(posted)
@@ -140,6 +140,27 @@ def test_a_validator_without_a_key_never_counts_as_a_signer():
         w.s.post_result(header, w.sign(header, w.validators[:2]), absent, keys)
     w.s.post_result(header, w.sign(header, w.validators[:3]), [], [])  # 3/4 keyed: the keyless one is out
     assert w.s.pending(0) != b"\x00" * 32
+
+
+def test_a_validator_without_a_key_is_never_slashed_as_a_signer():
+    """A wrong root signed by the three keyed validators, the keyless one left off the list (it
+    need not be listed): once the root is rejected the signers are slashable, the keyless one is not."""
+    w = make_world(validator_stakes=(200 * TOKEN,) * 4, start=False)
+    for i, v in enumerate(w.validators[:3]):
+        register_key(w, v, i)
+    w.s.start()
+    w.to_result(0)
+    honest = w.settle(0)
+    wrong = set_word(list(honest.header.words()), H_LOSS, honest.header.heldout_loss + 1)
+    w.s.post_result(wrong, w.sign(wrong, w.validators[:3]), [], [])
+    posted = Posted(honest, wrong, [], now(), 1)
+    challenge_header(w, posted, honest, w.miners[2])
+    args = (0, 1, posted.root, [], posted.posted_time)
+    keyless = w.validators[3]
+    with boa.reverts("results: not a keyed validator of the round"):
+        w.s.slash_signer(*args, keyless)
+    assert w.s.slash_signer(*args, w.validators[0]) > 0
+    assert w.st.staked(keyless) == 200 * TOKEN
 
 
 def test_non_signer_lists_are_checked(kworld: World):
@@ -355,7 +376,7 @@ def test_signers_of_a_rejected_root_are_slashable_once_each(kworld: World):
     args = (0, 1, posted.root, posted.non_signers, posted.posted_time)
     with boa.reverts("results: did not sign"):
         w.s.slash_signer(*args, silent)
-    with boa.reverts("results: not a permitted validator"):
+    with boa.reverts("results: not a keyed validator of the round"):
         w.s.slash_signer(*args, w.miners[0])
     with boa.reverts("results: not a rejected result"):
         w.s.slash_signer(0, 1, posted.root, [], posted.posted_time, signers[0])

@@ -346,6 +346,8 @@ def test_score_commit_reverts():
             s.commit_scores(0, c, sender=who)
     with boa.reverts("settlement: empty commitment"):
         s.commit_scores(0, EMPTY, sender=v0)
+    with boa.reverts("settlement: empty commitment"):  # the audits-done mark would read as audited
+        s.commit_scores(0, keccak(b"veritrain/audits-done/v1"), sender=v0)
     s.commit_scores(0, c, sender=v0)
     (ev,) = last_logs(s, "ScoresCommitted")
     assert (ev.round, ev.validator, ev.commitment) == (0, v0, c)
@@ -518,6 +520,25 @@ def test_top_k_permits_only_let_top_validators_score():
     w.commit_scores(0, v0, [1, 2, 3])
     w.commit_scores(0, v2, [1, 2, 3])
     assert w.s.phase(0) == PHASE_REVEAL  # both permit holders committed
+
+
+def test_a_round_reuses_the_snapshot_of_an_unchanged_set_and_a_stake_change_makes_a_new_one():
+    """Round 1 keeps round 0's validators and stakes: it points at the same snapshot. A stake
+    added before round 2 opens gives round 2 a new snapshot, and rounds 0 and 1 keep their weights."""
+    world = make_world(bls=True)
+    s, st = world.s, world.st
+    v0, v1 = world.validators
+    weights = (s.validator_weight(0, v0), s.validator_weight(0, v1))
+    world.run_round(0, {v0: [1, 2, 3], v1: [1, 2, 3]})
+    assert s.round_snapshot(1) == s.round_snapshot(0) != b"\x00" * 32
+    world.t.approve(st.address, 5 * TOKEN, sender=v0)
+    st.stake(5 * TOKEN, sender=v0)
+    world.run_round(1, {v0: [1, 2, 3], v1: [1, 2, 3]})
+    assert s.round_snapshot(2) not in (s.round_snapshot(1), b"\x00" * 32)
+    assert s.validator_weight(2, v0) == weights[0] + 5 * TOKEN and s.validator_weight(2, v1) == weights[1]
+    assert (s.validator_weight(1, v0), s.validator_weight(1, v1)) == weights
+    assert s.total_weight(2) == s.total_weight(1) + 5 * TOKEN
+    assert list(s.weights_of(2, [v1, v0])) == [weights[1], weights[0] + 5 * TOKEN]
 
 
 # -- hooks ----------------------------------------------------------------
