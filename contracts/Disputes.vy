@@ -81,8 +81,6 @@ reports: public(HashMap[uint256, Report])
 report_of: public(HashMap[uint256, HashMap[address, HashMap[address, uint256]]])
 # round -> accused -> True once a report against it in that round was confirmed (slashed once)
 slashed_in_round: public(HashMap[uint256, HashMap[address, bool]])
-# round -> reports of that round still open (finalize waits for 0)
-open_in_round: public(HashMap[uint256, uint256])
 vote_of: public(HashMap[uint256, HashMap[address, uint8]])
 total_bonds: public(uint256)
 
@@ -191,7 +189,7 @@ def report_fraud(
     )
     self.report_of[round][miner][msg.sender] = rid
     self.vote_of[rid][msg.sender] = VOTE_CONFIRM
-    self.open_in_round[round] += 1
+    extcall rounds.record_report(round, True)  # the round's result waits for it
     extcall staking.report_opened(miner)
     extcall rewards.report_opened(round, miner)
     log FraudReported(
@@ -268,7 +266,7 @@ def resolve_fraud(report_id: uint256) -> uint8:
             extcall IToken(token.address).burn(report_bond)
         else:
             assert extcall token.transfer(r.reporter, report_bond, default_return_value=True), "disputes: bond transfer failed"
-    self.open_in_round[r.round] -= 1
+    extcall rounds.record_report(r.round, False)
     extcall staking.report_closed(r.miner)
     extcall rewards.report_resolved(r.round, r.miner, status == STATUS_CONFIRMED)
     log FraudResolved(report_id=report_id, round=r.round, miner=r.miner, status=status, slashed=slashed, bond_burned=burned)
@@ -305,3 +303,15 @@ def _outcome(r: Report, permitted_weight: uint256) -> uint8:
     if r.rejects_by_others > 0:
         return STATUS_REJECTED
     return STATUS_VOID
+
+
+@view
+@external
+def open_in_round(round: uint256) -> uint256:
+    """
+    @notice Reports of `round` still open (its result waits for 0); the rounds
+            contract keeps the count in the round's phase word.
+    @param round The round.
+    @return The count.
+    """
+    return staticcall rounds.open_reports(round)

@@ -33,7 +33,9 @@ HEADER_WORDS: constant(uint256) = constants.HEADER_WORDS
 G1_BYTES: constant(uint256) = constants.BLS_G1_BYTES
 G2_BYTES: constant(uint256) = constants.BLS_G2_BYTES
 BPS: constant(uint256) = constants.BPS
+MASK16: constant(uint256) = 2**16 - 1
 MASK32: constant(uint256) = 2**32 - 1
+MASK48: constant(uint256) = 2**48 - 1
 MASK96: constant(uint256) = 2**96 - 1
 RESULT_DOMAIN: constant(bytes32) = keccak256("veritrain/result/v1")
 # header word positions (see `result_root_of`)
@@ -65,10 +67,10 @@ emission_per_round: immutable(uint256)
 column_challenges: public(address)
 account_challenges: public(address)
 disputes: public(IDisputes)
-# the one pending attempt (a round opens only when the one before ended): the top 224 bits
-# of keccak(abi_encode(result_root, non_signers_hash, posted_time, attempt)), and its round + 1
-# in the low 32 bits; no commitment bits: nothing pending. Never zero, so a post rewrites a
-# slot instead of filling a new one.
+# the one pending attempt (a round opens only when the one before ended): the top 208 bits
+# of keccak(abi_encode(result_root, non_signers_hash, posted_time, attempt)), the round's
+# latest attempt number in bits 32-47 and its round + 1 in the low 32 bits; no commitment
+# bits: nothing pending. Never zero, so a post rewrites a slot instead of filling a new one.
 pending_word: uint256
 rejected_count: public(HashMap[uint256, uint256])
 # per rejected attempt: the pending commitment it had, and who challenged it
@@ -154,7 +156,8 @@ def wire(column_challenges_: address, account_challenges_: address, disputes_: I
     @notice Names the challenge and disputes contracts, once, by the deployer.
     @param column_challenges_ May `reject` (columns, sum-tree nodes, the header).
     @param account_challenges_ May `reject` (histories, validator entries, claims).
-    @param disputes_ Asked whether a round's reports are all resolved.
+    @param disputes_ The disputes contract, named for readers (the rounds contract counts a
+           round's open reports, which a post asks it for).
     """
     assert msg.sender == deployer, "results: only deployer"
     assert self.column_challenges == empty(address), "results: already wired"
@@ -187,19 +190,29 @@ def post_result(
     ended: bool = False
     audit_closed: bool = False
     audit_deadline: uint256 = 0
-    ended, audit_closed, audit_deadline = staticcall rounds.result_gate(round)
+    open_reports: uint256 = 0
+    ended, audit_closed, audit_deadline, open_reports = staticcall rounds.result_gate(round)
     assert not ended, "results: round already ended"
     assert audit_closed, "results: audit phase open"
-    assert staticcall self.disputes.open_in_round(round) == 0, "results: report open"
+    assert open_reports == 0, "results: report open"
     assert block.timestamp < audit_deadline + result_duration, "results: result deadline passed"
-    assert self._pending(round) == empty(bytes32), "results: a result is pending"
+    attempt: uint256 = self._next_attempt(round)
     assert len(non_signers) == len(non_signer_keys), "results: one key per non-signer"
+    # the keys are taken out here, one at a time: passing the whole list to a helper would
+    # copy 10 kB of memory
+    records: DynArray[uint256, MAX_VALIDATORS] = []
+    key: Bytes[G1_BYTES] = b""
+    records, key = self._non_signer_records(round, non_signers)
+    removed: Bytes[G1_BYTES] = b""
+    for i: uint256 in range(len(non_signers), bound=MAX_VALIDATORS):
+        removed = self._take_out(removed, records[i], non_signer_keys[i])
+    if len(removed) > 0:
+        key = bls._g1_add(key, bls._g1_neg(removed))
+    assert not bls._is_infinity(key), "results: no signing key"
     root: bytes32 = keccak256(abi_encode(header))
-    key: Bytes[G1_BYTES] = self._signing_key(round, non_signers, non_signer_keys)
     assert bls._verify(key, concat(root, b""), signature, bls.DST_SIG), "results: invalid aggregate signature"
-    attempt: uint256 = self.rejected_count[round] + 1
     commit: bytes32 = self._commitment(root, keccak256(abi_encode(non_signers)), block.timestamp, attempt)
-    self.pending_word = convert(commit, uint256) | (round + 1)
+    self.pending_word = convert(commit, uint256) | (attempt << 32) | (round + 1)
     log ResultPosted(round=round, attempt=attempt, result_root=root, header=header, non_signers=non_signers, posted_time=block.timestamp, poster=msg.sender)
 
 
@@ -217,7 +230,7 @@ def finalize_result(header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, po
     root: bytes32 = keccak256(abi_encode(header))
     assert self._pending(round) == self._commitment(root, non_signers_hash, posted_time, attempt), "results: not the pending result"
     assert block.timestamp >= posted_time + challenge_window, "results: challenge window open"
-    self.pending_word = round + 1
+    self.pending_word = (attempt << 32) | (round + 1)
     self.final_root[round] = root
     loss: uint256 = convert(header[H_LOSS], uint256)
     self.heldout_loss[round] = loss
@@ -238,7 +251,8 @@ def fall_back(round: uint256):
     ended: bool = False
     audit_closed: bool = False
     audit_deadline: uint256 = 0
-    ended, audit_closed, audit_deadline = staticcall rounds.result_gate(round)
+    open_reports: uint256 = 0
+    ended, audit_closed, audit_deadline, open_reports = staticcall rounds.result_gate(round)
     assert not ended, "results: round already ended"
     assert audit_closed, "results: audit phase open"
     assert block.timestamp >= audit_deadline + result_duration, "results: result deadline not reached"
@@ -260,11 +274,11 @@ def reject(round: uint256, challenger: address):
     assert msg.sender == self.column_challenges or msg.sender == self.account_challenges, "results: only challenges"
     commit: bytes32 = self._pending(round)
     assert commit != empty(bytes32), "results: no pending result"
-    attempt: uint256 = self.rejected_count[round] + 1
+    attempt: uint256 = (self.pending_word >> 32) & MASK16
     self.rejected_count[round] = attempt
     self.rejected_commit[round][attempt] = commit
     self.rejected_by[round][attempt] = challenger
-    self.pending_word = round + 1
+    self.pending_word = (attempt << 32) | (round + 1)
     log ResultRejected(round=round, attempt=attempt, challenger=challenger)
 
 
@@ -287,10 +301,10 @@ def slash_signer(round: uint256, attempt: uint256, root: bytes32, non_signers: D
     # a signer is a validator whose key the round's aggregate holds, not among the non-signers:
     # a permitted validator without a key cannot have signed, listed or not
     records: DynArray[uint256, MAX_VALIDATORS] = []
-    set_hash: bytes32 = empty(bytes32)
+    aggregate: Bytes[G1_BYTES] = b""
     keyed: uint256 = 0
     total: uint256 = 0
-    records, set_hash, keyed, total = staticcall rounds.signing_facts(round, [validator])
+    records, aggregate, keyed, total = staticcall rounds.signing_facts(round, [validator])
     assert records[0] >> 96 != 0, "results: not a keyed validator of the round"
     assert validator not in non_signers, "results: did not sign"
     assert not self.signer_slashed[round][validator], "results: already slashed"
@@ -304,7 +318,7 @@ def slash_signer(round: uint256, attempt: uint256, root: bytes32, non_signers: D
 @external
 def pending(round: uint256) -> bytes32:
     """
-    @notice The commitment of `round`'s pending attempt, zero when none: the top 224
+    @notice The commitment of `round`'s pending attempt, zero when none: the top 208
             bits of keccak256(abi_encode(result_root, non_signers_hash, posted_time,
             attempt)), the low 32 zero (`commitment_of`).
     @param round The round.
@@ -373,62 +387,78 @@ def _check_header(header: bytes32[HEADER_WORDS], round: uint256):
 
 @view
 @internal
-def _signing_key(round: uint256, non_signers: DynArray[address, MAX_VALIDATORS], non_signer_keys: DynArray[Bytes[G1_BYTES], MAX_VALIDATORS]) -> Bytes[G1_BYTES]:
+def _next_attempt(round: uint256) -> uint256:
     """
-    @dev The round's cached aggregate key minus the non-signers' keys, after checking
-         that the signers (validators whose keys the aggregate holds, less the
-         non-signers) hold more than 2/3 of the permitted stake. One call reads every
-         non-signer's record (weight and key hash): one storage slot each.
+    @dev The number a new attempt of `round` gets, once no other is pending.
+    """
+    word: uint256 = self.pending_word
+    if word & MASK32 != round + 1:
+        return 1
+    assert word >> 48 == 0, "results: a result is pending"
+    attempt: uint256 = ((word >> 32) & MASK16) + 1
+    assert attempt <= MASK16, "results: too many attempts"
+    return attempt
+
+
+@view
+@internal
+def _non_signer_records(round: uint256, non_signers: DynArray[address, MAX_VALIDATORS]) -> (DynArray[uint256, MAX_VALIDATORS], Bytes[G1_BYTES]):
+    """
+    @dev The non-signers' records (weight, key hash: one slot each) and the round's
+         aggregate key, in one call, after checking that the non-signers are distinct
+         permitted validators and that the signers (validators whose keys the
+         aggregate holds, less the non-signers) hold more than 2/3 of the stake.
     """
     records: DynArray[uint256, MAX_VALIDATORS] = []
-    set_hash: bytes32 = empty(bytes32)
+    aggregate: Bytes[G1_BYTES] = b""
     keyed: uint256 = 0
     total: uint256 = 0
-    records, set_hash, keyed, total = staticcall rounds.signing_facts(round, non_signers)
+    records, aggregate, keyed, total = staticcall rounds.signing_facts(round, non_signers)
     missing: uint256 = 0
     previous: uint256 = 0
-    removed: Bytes[G1_BYTES] = b""
     for i: uint256 in range(len(non_signers), bound=MAX_VALIDATORS):
         assert convert(non_signers[i], uint256) > previous, "results: non-signers not strictly ascending"
         previous = convert(non_signers[i], uint256)
-        record: uint256 = records[i]
-        assert record & MASK96 > 0, "results: non-signer not a permitted validator"
-        # only keys the round's aggregate holds are taken out of it (and counted as signers)
-        if record >> 96 == 0:
-            assert len(non_signer_keys[i]) == 0, "results: key outside the round's aggregate"
-            continue
-        missing += record & MASK96
-        assert convert(keccak256(non_signer_keys[i]), uint256) >> 96 == record >> 96, "results: wrong non-signer key"
-        if len(removed) == 0:
-            removed = non_signer_keys[i]
-        else:
-            removed = bls._g1_add(removed, non_signer_keys[i])
-    # a validator whose key the aggregate lacks cannot have signed, listed or not
+        assert records[i] & MASK96 > 0, "results: non-signer not a permitted validator"
+        if records[i] >> 96 != 0:  # a validator whose key the aggregate lacks never signs
+            missing += records[i] & MASK96
     assert (keyed - missing) * 3 > total * 2, "results: signers hold 2/3 of the stake or less"
-    key: Bytes[G1_BYTES] = staticcall keys.aggregate_of(set_hash)
-    if len(removed) > 0:
-        key = bls._g1_add(key, bls._g1_neg(removed))
-    assert not bls._is_infinity(key), "results: no signing key"
-    return key
+    return records, aggregate
+
+
+@view
+@internal
+def _take_out(removed: Bytes[G1_BYTES], record: uint256, key: Bytes[G1_BYTES]) -> Bytes[G1_BYTES]:
+    """
+    @dev `removed` plus a non-signer's key when the round's aggregate holds it (the
+         key's hash checked against its record); a keyless non-signer comes with none.
+    """
+    if record >> 96 == 0:
+        assert len(key) == 0, "results: key outside the round's aggregate"
+        return removed
+    assert convert(keccak256(key), uint256) >> 96 == record >> 96, "results: wrong non-signer key"
+    if len(removed) == 0:
+        return key
+    return bls._g1_add(removed, key)
 
 
 @view
 @internal
 def _pending(round: uint256) -> bytes32:
     """
-    @dev The pending commitment of `round` (its top 224 bits), or zero.
+    @dev The pending commitment of `round` (its top 208 bits), or zero.
     """
     word: uint256 = self.pending_word
     if word & MASK32 != round + 1:
         return empty(bytes32)
-    return convert(word & ~MASK32, bytes32)
+    return convert(word & ~MASK48, bytes32)
 
 
 @pure
 @internal
 def _commitment(root: bytes32, non_signers_hash: bytes32, posted_time: uint256, attempt: uint256) -> bytes32:
     """
-    @dev What a post commits to, cut to the 224 bits the pending word keeps.
+    @dev What a post commits to, cut to the 208 bits the pending word keeps.
     """
     digest: uint256 = convert(keccak256(abi_encode(root, non_signers_hash, posted_time, attempt)), uint256)
-    return convert(digest & ~MASK32, bytes32)
+    return convert(digest & ~MASK48, bytes32)

@@ -40,11 +40,16 @@ MASK48: constant(uint256) = 2**48 - 1
 MASK64: constant(uint256) = 2**64 - 1
 MASK96: constant(uint256) = 2**96 - 1
 # packed per-round word of the validators' phases, so each check reads one slot:
-# score commits, reveals, finished audits, the early score close time, finalized
+# score commits, reveals, finished audits, the early score close time, finalized, and
+# the reports still open (a result waits for them), the round's validator snapshot
 P_REVEALS_SHIFT: constant(uint256) = 16
 P_AUDITS_SHIFT: constant(uint256) = 32
 P_SCORE_CLOSED_SHIFT: constant(uint256) = 48
 P_FINAL_SHIFT: constant(uint256) = 112
+P_REPORTS_SHIFT: constant(uint256) = 128
+P_SNAPSHOT_SHIFT: constant(uint256) = 144
+MASK32: constant(uint256) = 2**32 - 1
+MASK128: constant(uint256) = 2**128 - 1
 
 staking: public(immutable(IStaking))
 run_config_hash: public(immutable(bytes32))
@@ -68,19 +73,24 @@ round_seed: public(HashMap[uint256, bytes32])
 # miner's column (its commit order), so a commit costs one storage slot; 0 = no commit
 commit_slot: public(HashMap[uint256, HashMap[address, bytes32]])
 
-# a round points at a snapshot of its permitted validators, stored once per distinct
-# (validators, stakes, key set): a round whose set did not change writes one slot for it
-round_snapshot: public(HashMap[uint256, bytes32])
-snapshot_validators: HashMap[bytes32, DynArray[address, MAX_VALIDATORS]]
+# a round points at a snapshot of its permitted validators (by number, from 1, in its phase
+# word), stored once per distinct (validators, stakes, key set): a round whose set did not
+# change writes nothing for it
+snapshot_count: public(uint256)
+snapshot_number: HashMap[bytes32, uint256]
+snapshot_validators: HashMap[uint256, DynArray[address, MAX_VALIDATORS]]
 # per member, one slot a result post reads: its weight (stake, capped at 2**96 - 1) in the
 # low 96 bits, and the top 160 bits of keccak256 of its BLS key when the snapshot's
 # aggregate holds that key (else 0) in the high ones
-snapshot_member: HashMap[bytes32, HashMap[address, uint256]]
-snapshot_total: HashMap[bytes32, uint256]
-# the key of the snapshot's cached aggregate BLS key, and the stake of the validators whose
+snapshot_member: HashMap[uint256, HashMap[address, uint256]]
+# the total weight in the low 128 bits, the keyed weight (below) in the high ones
+snapshot_weights: HashMap[uint256, uint256]
+# the key of the snapshot's cached aggregate BLS key, and that key (a result post reads it
+# here, in the contract it already called); keyed weight: the stake of the validators whose
 # keys it holds (only they can sign a round's result)
-snapshot_key_set: HashMap[bytes32, bytes32]
-snapshot_keyed: HashMap[bytes32, uint256]
+snapshot_key_set: HashMap[uint256, bytes32]
+# (x, y) without EIP-2537's 16 zero bytes before each: 96 bytes, three slots
+snapshot_aggregate: HashMap[uint256, bytes32[3]]
 
 phase_word: HashMap[uint256, uint256]
 
@@ -196,7 +206,7 @@ def end_round(round: uint256, next_model_hash: bytes32, fallback: bool):
     """
     assert msg.sender == self.results, "settlement: only results"
     word: uint256 = self.phase_word[round]
-    assert word >> P_FINAL_SHIFT == 0, "settlement: already finalized"
+    assert (word >> P_FINAL_SHIFT) & 1 == 0, "settlement: already finalized"
     assert self._audit_closed(round), "settlement: audit phase open"
     assert next_model_hash != empty(bytes32), "settlement: empty model hash"
     self.phase_word[round] = word | (1 << P_FINAL_SHIFT)
@@ -287,7 +297,7 @@ def record_score_commit(round: uint256, validator: address):
     @param validator The committing validator.
     """
     assert msg.sender == self.scores, "settlement: only scores"
-    snapshot: bytes32 = self.round_snapshot[round]
+    snapshot: uint256 = self._snapshot(round)
     assert self.snapshot_member[snapshot][validator] & MASK96 > 0, "settlement: not a permitted validator"
     assert self._commit_closed_time(round) != 0, "settlement: commit phase open"
     self._touch_seed(round)
@@ -330,6 +340,22 @@ def record_audit_done(round: uint256):
     assert msg.sender == self.scores, "settlement: only scores"
     assert self._reveal_closed(round) and not self._audit_closed(round), "settlement: not in audit phase"
     self.phase_word[round] += 1 << P_AUDITS_SHIFT
+
+
+@external
+def record_report(round: uint256, opened: bool):
+    """
+    @notice Counts a report of `round` opened or resolved; a result of the round may be
+            posted only while none is open.
+    @dev Only the disputes contract may call this (the one the rewards contract names).
+    @param round The reported round.
+    @param opened True when a report was filed, False when one was resolved.
+    """
+    assert msg.sender == staticcall self.rewards.disputes(), "settlement: only disputes"
+    if opened:
+        self.phase_word[round] += 1 << P_REPORTS_SHIFT
+    else:
+        self.phase_word[round] -= 1 << P_REPORTS_SHIFT
 
 
 @view
@@ -420,7 +446,7 @@ def validators_of(round: uint256) -> DynArray[address, MAX_VALIDATORS]:
     @param round The round.
     @return The validators, highest stake first.
     """
-    return self.snapshot_validators[self.round_snapshot[round]]
+    return self.snapshot_validators[self._snapshot(round)]
 
 
 @view
@@ -432,40 +458,85 @@ def validator_weight(round: uint256, validator: address) -> uint256:
     @param validator The account.
     @return Its weight in the round.
     """
-    return self.snapshot_member[self.round_snapshot[round]][validator] & MASK96
+    return self.snapshot_member[self._snapshot(round)][validator] & MASK96
 
 
 @view
 @external
-def signing_facts(round: uint256, accounts: DynArray[address, MAX_VALIDATORS]) -> (DynArray[uint256, MAX_VALIDATORS], bytes32, uint256, uint256):
+def signing_facts(round: uint256, accounts: DynArray[address, MAX_VALIDATORS]) -> (DynArray[uint256, MAX_VALIDATORS], Bytes[128], uint256, uint256):
     """
     @notice What a result post checks, in one call: the member records of `accounts`
             (weight in the low 96 bits, the top 160 bits of their key's keccak256 when
-            the round's aggregate holds it), the round's key set, and the stake of its
-            keyed validators and of all its validators.
+            the round's aggregate holds it), the round's aggregate BLS key (EIP-2537
+            G1, all zero for the point at infinity), and the stake of its keyed
+            validators and of all its validators.
     @param round The round.
     @param accounts Validators (0 for an account without a permit).
-    @return Records, set hash, keyed weight, total weight.
+    @return Records, aggregate key, keyed weight, total weight.
     """
-    snapshot: bytes32 = self.round_snapshot[round]
+    snapshot: uint256 = self._snapshot(round)
     records: DynArray[uint256, MAX_VALIDATORS] = []
     for a: address in accounts:
         records.append(self.snapshot_member[snapshot][a])
-    return records, self.snapshot_key_set[snapshot], self.snapshot_keyed[snapshot], self.snapshot_total[snapshot]
+    weights: uint256 = self.snapshot_weights[snapshot]
+    packed: bytes32[3] = self.snapshot_aggregate[snapshot]
+    xy: Bytes[96] = concat(packed[0], packed[1], packed[2])
+    aggregate: Bytes[128] = concat(empty(bytes16), slice(xy, 0, 48), empty(bytes16), slice(xy, 48, 48))
+    return records, aggregate, weights >> 128, weights & MASK128
 
 
 @view
 @external
-def result_gate(round: uint256) -> (bool, bool, uint256):
+def result_gate(round: uint256) -> (bool, bool, uint256, uint256):
     """
     @notice What a result post or fallback checks, in one call.
     @param round The round.
-    @return Whether it ended, whether its audit phase closed, and its audit deadline
-            (0 before its commit phase closed).
+    @return Whether it ended, whether its audit phase closed, its audit deadline (0
+            before its commit phase closed) and how many of its reports are open.
     """
     if (self.round_word[round] >> CLOSED_TIME_SHIFT) & MASK48 == 0:
-        return False, False, 0
-    return self._finalized(round), self._audit_closed(round), self._reveal_deadline(round) + audit_duration
+        return False, False, 0, 0
+    return self._finalized(round), self._audit_closed(round), self._reveal_deadline(round) + audit_duration, self._open_reports(round)
+
+
+@view
+@external
+def open_reports(round: uint256) -> uint256:
+    """
+    @notice How many reports filed against `round` are not resolved yet.
+    @param round The round.
+    @return The count.
+    """
+    return self._open_reports(round)
+
+
+@view
+@internal
+def _open_reports(round: uint256) -> uint256:
+    """
+    @dev The open-report count of `round`'s phase word.
+    """
+    return (self.phase_word[round] >> P_REPORTS_SHIFT) & MASK16
+
+
+@view
+@external
+def round_snapshot(round: uint256) -> uint256:
+    """
+    @notice The number of the validator snapshot `round` uses (0: not open).
+    @param round The round.
+    @return The snapshot number.
+    """
+    return self._snapshot(round)
+
+
+@view
+@internal
+def _snapshot(round: uint256) -> uint256:
+    """
+    @dev The snapshot number in `round`'s phase word.
+    """
+    return (self.phase_word[round] >> P_SNAPSHOT_SHIFT) & MASK32
 
 
 @view
@@ -507,7 +578,7 @@ def _finalized(round: uint256) -> bool:
     """
     @dev Whether `round` ended.
     """
-    return self.phase_word[round] >> P_FINAL_SHIFT != 0
+    return (self.phase_word[round] >> P_FINAL_SHIFT) & 1 != 0
 
 
 @view
@@ -518,7 +589,7 @@ def total_weight(round: uint256) -> uint256:
     @param round The round.
     @return The total weight.
     """
-    return self.snapshot_total[self.round_snapshot[round]]
+    return self.snapshot_weights[self._snapshot(round)] & MASK128
 
 
 @view
@@ -529,7 +600,7 @@ def validator_set_hash(round: uint256) -> bytes32:
     @param round The round.
     @return The set hash.
     """
-    return self.snapshot_key_set[self.round_snapshot[round]]
+    return self.snapshot_key_set[self._snapshot(round)]
 
 
 @view
@@ -540,7 +611,7 @@ def keyed_weight(round: uint256) -> uint256:
     @param round The round.
     @return The keyed weight.
     """
-    return self.snapshot_keyed[self.round_snapshot[round]]
+    return self.snapshot_weights[self._snapshot(round)] >> 128
 
 
 @view
@@ -552,7 +623,7 @@ def weights_of(round: uint256, accounts: DynArray[address, MAX_VALIDATORS]) -> D
     @param accounts Validators (0 for an account without a permit).
     @return One weight per account.
     """
-    snapshot: bytes32 = self.round_snapshot[round]
+    snapshot: uint256 = self._snapshot(round)
     out: DynArray[uint256, MAX_VALIDATORS] = []
     for a: address in accounts:
         out.append(self.snapshot_member[snapshot][a] & MASK96)
@@ -612,10 +683,14 @@ def _open_round(round: uint256):
     set_hash: bytes32 = empty(bytes32)
     mask: uint256 = 0
     set_hash, mask = extcall self.keys.cache_aggregate(addrs)
-    snapshot: bytes32 = keccak256(abi_encode(addrs, stakes, set_hash))
-    if self.snapshot_total[snapshot] == 0:  # stakes are positive: a stored snapshot has a total
+    content: bytes32 = keccak256(abi_encode(addrs, stakes, set_hash))
+    snapshot: uint256 = self.snapshot_number[content]
+    if snapshot == 0:
+        snapshot = self.snapshot_count + 1
+        self.snapshot_count = snapshot
+        self.snapshot_number[content] = snapshot
         self._store_snapshot(snapshot, addrs, stakes, set_hash, mask)
-    self.round_snapshot[round] = snapshot
+    self.phase_word[round] = snapshot << P_SNAPSHOT_SHIFT
     active: uint256 = min(staticcall staking.eligible_miner_count(), MASK16)
     clock: uint256 = min(staticcall staking.eligibility_clock(), MASK64)
     self.round_word[round] = block.timestamp | (active << ACTIVE_SHIFT) | (clock << CLOCK_SHIFT)
@@ -624,7 +699,7 @@ def _open_round(round: uint256):
 
 
 @internal
-def _store_snapshot(snapshot: bytes32, addrs: DynArray[address, MAX_VALIDATORS], stakes: DynArray[uint256, MAX_VALIDATORS], set_hash: bytes32, mask: uint256):
+def _store_snapshot(snapshot: uint256, addrs: DynArray[address, MAX_VALIDATORS], stakes: DynArray[uint256, MAX_VALIDATORS], set_hash: bytes32, mask: uint256):
     """
     @dev Stores a new validator snapshot: weights, their total, the key set and the
          stake of the validators whose keys it holds.
@@ -641,9 +716,11 @@ def _store_snapshot(snapshot: bytes32, addrs: DynArray[address, MAX_VALIDATORS],
         self.snapshot_member[snapshot][addrs[i]] = record
         total += weight
     self.snapshot_validators[snapshot] = addrs
-    self.snapshot_total[snapshot] = total
+    self.snapshot_weights[snapshot] = total | (keyed << 128)
     self.snapshot_key_set[snapshot] = set_hash
-    self.snapshot_keyed[snapshot] = keyed
+    aggregate: Bytes[128] = staticcall self.keys.aggregate_of(set_hash)
+    xy: Bytes[96] = concat(slice(aggregate, 16, 48), slice(aggregate, 80, 48))
+    self.snapshot_aggregate[snapshot] = [extract32(xy, 0), extract32(xy, 32), extract32(xy, 64)]
 
 
 @internal

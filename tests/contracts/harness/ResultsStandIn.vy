@@ -50,6 +50,6 @@ def reject(round: uint256, challenger: address):
 @pure
 @external
 def commitment_of(root: bytes32, non_signers_hash: bytes32, posted_time: uint256, attempt: uint256) -> bytes32:
-    # the real contract's: keccak cut to its top 224 bits
+    # the real contract's: keccak cut to its top 208 bits
     digest: uint256 = convert(keccak256(abi_encode(root, non_signers_hash, posted_time, attempt)), uint256)
-    return convert(digest & ~(2**32 - 1), bytes32)
+    return convert(digest & ~(2**48 - 1), bytes32)
