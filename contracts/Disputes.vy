@@ -314,4 +314,4 @@ def open_in_round(round: uint256) -> uint256:
     @param round The round.
     @return The count.
     """
-    return staticcall rounds.open_reports(round)
+    return staticcall rounds.open_report_count(round)

@@ -501,7 +501,7 @@ def result_gate(round: uint256) -> (bool, bool, uint256, uint256):
 
 @view
 @external
-def open_reports(round: uint256) -> uint256:
+def open_report_count(round: uint256) -> uint256:
     """
     @notice How many reports filed against `round` are not resolved yet.
     @param round The round.
