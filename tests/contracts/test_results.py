@@ -122,14 +122,20 @@ def test_exactly_two_thirds_of_the_stake_is_refused():
         w.s.post_result(header, w.sign(header, w.validators[:2]), absent, keys)
 
 
-def test_a_validator_without_a_key_never_counts_as_a_signer():
-    """Three keyed validators and one without a key, equal stakes: the keyless one cannot sign,
-    listed or not; with one keyed non-signer the signers hold exactly half."""
+def three_keyed_one_keyless() -> World:
+    """Four validators of equal stake, the last without a BLS key, round 0 at its result phase."""
     w = make_world(validator_stakes=(200 * TOKEN,) * 4, start=False)
     for i, v in enumerate(w.validators[:3]):
         register_key(w, v, i)
     w.s.start()
     w.to_result(0)
+    return w
+
+
+def test_a_validator_without_a_key_never_counts_as_a_signer():
+    """Three keyed validators and one without a key, equal stakes: the keyless one cannot sign,
+    listed or not; with one keyed non-signer the signers hold exactly half."""
+    w = three_keyed_one_keyless()
     settled = w.settle(0)
     header = list(settled.header.words())
     keyless = w.validators[3]
@@ -145,11 +151,7 @@ def test_a_validator_without_a_key_never_counts_as_a_signer():
 def test_a_validator_without_a_key_is_never_slashed_as_a_signer():
     """A wrong root signed by the three keyed validators, the keyless one left off the list (it
     need not be listed): once the root is rejected the signers are slashable, the keyless one is not."""
-    w = make_world(validator_stakes=(200 * TOKEN,) * 4, start=False)
-    for i, v in enumerate(w.validators[:3]):
-        register_key(w, v, i)
-    w.s.start()
-    w.to_result(0)
+    w = three_keyed_one_keyless()
     honest = w.settle(0)
     wrong = set_word(list(honest.header.words()), H_LOSS, honest.header.heldout_loss + 1)
     w.s.post_result(wrong, w.sign(wrong, w.validators[:3]), [], [])
