@@ -4,7 +4,7 @@
 @title veritrain rounds: the round clock, update commits and seeds
 @custom:contract-name rounds
 @license GNU Affero General Public License v3.0 only (builds on snekmate)
-@notice One round: miners commit `keccak(update_hash, trace_root)`; the i-th
+@notice One round: miners commit `keccak(update_hash, trace_root)` and their step count; the i-th
         commit is column i of every score vector. The commit phase closes at its
         deadline or once every active miner committed, and the hash of the closing
         block seeds the validators' challenges. This contract keeps every phase of
@@ -69,8 +69,9 @@ current_round: public(uint256)
 model_hash: public(HashMap[uint256, bytes32])
 round_word: HashMap[uint256, uint256]
 round_seed: public(HashMap[uint256, bytes32])
-# per miner: keccak(update_hash, trace_root) with its low 16 bits replaced by 1 + the
-# miner's column (its commit order), so a commit costs one storage slot; 0 = no commit
+# per miner: keccak(update_hash, trace_root) with its low 32 bits replaced by the steps it
+# trained (bits 16-31) and 1 + its column (its commit order, bits 0-15), so a commit costs one
+# storage slot; 0 = no commit
 commit_slot: public(HashMap[uint256, HashMap[address, bytes32]])
 
 # a round points at a snapshot of its permitted validators (by number, from 1, in its phase
@@ -108,11 +109,11 @@ event UpdateCommitted:
     update_hash: bytes32
     trace_root: bytes32
     index: uint256
+    steps: uint256  # inner steps the miner trained (0: the run's maximum H)
 
 event CommitClosed:
     round: indexed(uint256)
-    block_number: uint256
-    commits: uint256
+    block_number: uint256  # the commit count is in `round_info` and the round's UpdateCommitted events
 
 event SeedStored:
     round: indexed(uint256)
@@ -216,10 +217,10 @@ def end_round(round: uint256, next_model_hash: bytes32, fallback: bool):
 
 
 @external
-def commit_update(round: uint256, update_hash: bytes32, trace_root: bytes32):
+def commit_update(round: uint256, update_hash: bytes32, trace_root: bytes32, steps: uint16 = 0):
     """
     @notice Commits the caller's update for `round`: one slot
-            `keccak(update_hash, trace_root)`, at most once per miner per round.
+            `keccak(update_hash, trace_root)` with `steps`, at most once per miner per round.
             `update_hash` is bound to the miner's address off-chain, so a copied
             commitment cannot be opened by the copier. Only a miner eligible when
             the round opened may commit (its current eligibility began at or
@@ -232,6 +233,9 @@ def commit_update(round: uint256, update_hash: bytes32, trace_root: bytes32):
     @param round The open round.
     @param update_hash Hash of the miner's update (bound to its address off-chain).
     @param trace_root Merkle root of the miner's training trace.
+    @param steps Inner steps the miner trained this round, 0 for the run's maximum H
+           (capacity-scaled work: a multiple of k between the run's minimum and H, which
+           validators check against the trace; this contract does not know H or k).
     """
     word: uint256 = self.round_word[round]
     start_time: uint256 = word & MASK48
@@ -245,13 +249,13 @@ def commit_update(round: uint256, update_hash: bytes32, trace_root: bytes32):
     count: uint256 = ((word >> COUNT_SHIFT) & MASK16) + 1
     assert count <= MAX_MINERS, "settlement: round is full"
     digest: uint256 = convert(keccak256(concat(update_hash, trace_root)), uint256)
-    self.commit_slot[round][msg.sender] = convert((digest & ~MASK16) | count, bytes32)
+    self.commit_slot[round][msg.sender] = convert((digest & ~MASK32) | (convert(steps, uint256) << 16) | count, bytes32)
     word = (word & ~(MASK16 << COUNT_SHIFT)) | (count << COUNT_SHIFT)
     active: uint256 = (word >> ACTIVE_SHIFT) & MASK16
     if active != 0 and count >= min(active, MAX_MINERS):
         word = self._closed(word, round, count)
     self.round_word[round] = word
-    log UpdateCommitted(round=round, miner=msg.sender, update_hash=update_hash, trace_root=trace_root, index=count - 1)
+    log UpdateCommitted(round=round, miner=msg.sender, update_hash=update_hash, trace_root=trace_root, index=count - 1, steps=convert(steps, uint256))
 
 
 @external
@@ -644,6 +648,18 @@ def commit_index(round: uint256, miner: address) -> uint256:
 
 @view
 @external
+def commit_steps(round: uint256, miner: address) -> uint256:
+    """
+    @notice The inner steps `miner` committed to in `round` (0: the run's maximum H, or no commit).
+    @param round The round.
+    @param miner The miner.
+    @return The committed step count.
+    """
+    return (convert(self.commit_slot[round][miner], uint256) >> 16) & MASK16
+
+
+@view
+@external
 def has_committed(round: uint256, miner: address) -> bool:
     """
     @notice Whether `miner` committed an update in `round`.
@@ -728,7 +744,7 @@ def _closed(word: uint256, round: uint256, count: uint256) -> uint256:
     """
     @dev Returns `word` with the commit phase closed in this block; logs `CommitClosed`.
     """
-    log CommitClosed(round=round, block_number=block.number, commits=count)
+    log CommitClosed(round=round, block_number=block.number)
     return word | (block.number << CLOSED_BLOCK_SHIFT) | (block.timestamp << CLOSED_TIME_SHIFT)
 
 
@@ -743,7 +759,7 @@ def _store_seed(round: uint256, closed_block: uint256):
     if seed == empty(bytes32):
         word: uint256 = self.round_word[round] & ~(MASK64 << CLOSED_BLOCK_SHIFT)
         self.round_word[round] = word | (block.number << CLOSED_BLOCK_SHIFT)
-        log CommitClosed(round=round, block_number=block.number, commits=(word >> COUNT_SHIFT) & MASK16)
+        log CommitClosed(round=round, block_number=block.number)
         return
     self.round_seed[round] = seed
     log SeedStored(round=round, seed=seed)

@@ -14,11 +14,13 @@ import trio
 from miner.cheat import Cheat
 from miner.work import MinerJob, MinerOutput, produce
 from protocol.chain.client import Phase
+from protocol.core.capacity import steps_for_window
 from protocol.core.errors import ContractRevert
 from protocol.core.hashing import content_hash
 from protocol.core.messages import UpdateAnnounced
 from protocol.node.context import NodeContext, StateMismatch
 from protocol.node.logs import kv
+from protocol.node.throughput import time_steps
 
 ANNOUNCE_REPEATS = 2  # gossip can drop a message; validators fetch by hash regardless
 
@@ -27,10 +29,15 @@ class MinerNode(NodeContext):
     def __init__(self, *args: Any, cheat: Cheat | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.cheat = cheat  # devnet and tests only; None for every production miner
+        self.seconds_per_step = 0.0  # measured at start (`main`), then from each round's training
         if cheat is not None:
             self.p2p.server.checkpoints = cheat.checkpoint_source(self)
 
     async def main(self, nursery: trio.Nursery) -> None:
+        measured = await self._work(time_steps, self.setup.model, self.setup.compute, 1.0, 50, self.config.step_delay_s)
+        self.seconds_per_step = measured.seconds_per_step  # updated from each round's training
+        self.log.info("throughput %s", kv(s_per_step=f"{self.seconds_per_step:.3f}",
+                                          tokens_per_s=f"{measured.tokens_per_s:.0f}"))
         await self._rounds()
 
     async def _rounds(self) -> None:
@@ -73,14 +80,15 @@ class MinerNode(NodeContext):
             work = kept
         try:
             await self.port(self.client.commit_update, r, bytes.fromhex(work["update_hash"]),
-                            bytes.fromhex(work["trace_root"]))
+                            bytes.fromhex(work["trace_root"]), int(work.get("steps", 0)))
         except ContractRevert as exc:
             # a commit whose receipt was lost to an RPC outage is retried and then reverts
             # as a duplicate: the chain, not the error, says whether it landed
             if not await self.port(self.client.call, "rounds", "has_committed", r, self.address):
                 self.log.warning("commit refused %s", kv(round=r, reason=exc.reason))
                 return False
-        self.log.info("committed %s", kv(round=r, update=work["update_hash"][:12], trace_root=work["trace_root"][:12]))
+        self.log.info("committed %s", kv(round=r, update=work["update_hash"][:12], trace_root=work["trace_root"][:12],
+                                         steps=work.get("steps", self.setup.compute.inner_steps)))
         return True
 
     async def _eligible_at_open(self, r: int) -> bool:
@@ -101,11 +109,22 @@ class MinerNode(NodeContext):
         committed_prev = r > 0 and await self.port(self.client.call, "rounds", "has_committed", r - 1, self.address)
         held = prev.get("carry") if prev and committed_prev else None  # absent in older data dirs
         carry_in = self.data.blobs.read(bytes.fromhex(held)) if held else None
+        steps = await self._steps_for(r) if self.cheat is None else self.setup.compute.inner_steps
         job = MinerJob(self.setup.spec, self.setup.run_seed, r, self.address, state_blob, state_hash, carry_in,
                        self.client.handle.chain_id, self.client.rounds.address, self.cheat,
-                       await self.cheat.foreign_update(self, r) if self.cheat else None, str(self.data.blobs.root))
-        self.log.info("training %s", kv(round=r, cheat=self.cheat.name if self.cheat else "none"))
-        return await self._work(produce, job)
+                       await self.cheat.foreign_update(self, r) if self.cheat else None, str(self.data.blobs.root),
+                       steps, self.config.step_delay_s)
+        self.log.info("training %s", kv(round=r, steps=steps, of=self.setup.compute.inner_steps,
+                                        cheat=self.cheat.name if self.cheat else "none"))
+        out: MinerOutput = await self._work(produce, job)
+        self.seconds_per_step = out.train_s / out.steps
+        return out
+
+    async def _steps_for(self, r: int) -> int:
+        """Capacity-scaled work: as many steps as fit in `capacity_margin` of the commit window left."""
+        deadline = (await self.port(self.client.round_info, r))["commit_deadline"]
+        left = (deadline - await self.next_block_time()) * self.config.capacity_margin
+        return steps_for_window(self.setup.compute, self.seconds_per_step, left)
 
     def _keep(self, r: int, out: MinerOutput) -> dict[str, Any]:
         """Store the work (durably) before committing to it, embargoed first: peers get
@@ -117,7 +136,7 @@ class MinerNode(NodeContext):
             if stored is not None:  # written (fsynced) by the worker; withheld leaves are not
                 self.data.state.index_checkpoint(r, out.trace_root, leaf, stored, proof)
         work = {"update_hash": update_hash.hex(), "trace_root": out.trace_root.hex(),
-                "carry": self.data.blobs.put(out.carry).hex(), "size": len(out.envelope)}
+                "carry": self.data.blobs.put(out.carry).hex(), "size": len(out.envelope), "steps": out.steps}
         self.data.state.record(r, "work", work)
         return work
 

@@ -3,6 +3,7 @@ replay profile in a spawned process, never on the trio thread)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from protocol.core.checkpoint import encode_checkpoint
 from protocol.core.envelope import encode_envelope, encode_proof
 from protocol.core.proof import carry_hash, decode_carry, encode_carry, leaf_proof
 from protocol.core.submission import honest
-from protocol.core.training import RoundTask, zero_carry
+from protocol.core.training import RoundTask, StepHook, zero_carry
 from protocol.node.store import write_blob
 
 
@@ -31,6 +32,8 @@ class MinerJob:
     cheat: Cheat | None = None  # devnet and tests only: computes the submission instead
     foreign_update: bytes | None = None  # what the cheat fetched before training (copy/stale)
     blob_dir: str | None = None  # the node's blob folder: checkpoints are stored there, not returned
+    steps: int = 0  # inner steps to train (capacity-scaled work; 0: the run's H)
+    step_delay_s: float = 0.0  # tests and devnet only: a sleep per inner step, to play a slower machine
 
 
 @dataclass(frozen=True)
@@ -41,17 +44,21 @@ class MinerOutput:
     proofs: list[bytes]  # Merkle proof of each checkpoint leaf
     withheld: list[int]  # leaves a withholding cheater refuses to serve
     carry: bytes  # proof.encode_carry of what this round carries into the next
+    steps: int  # inner steps trained
+    train_s: float  # wall time of the training itself (the next round's step count follows it)
 
 
 def produce(job: MinerJob) -> MinerOutput:
     setup = Setup(job.spec, job.run_seed)
-    model, cfg = setup.model, setup.compute
+    model, cfg = setup.model, setup.compute.with_steps(job.steps)
     ds = load_dataset(job.spec.dataset)
     theta = decode_state(job.state_blob, model, job.state_hash).params
     carry = decode_carry(job.carry_in, model) if job.carry_in else None
     task = RoundTask(job.run_seed, job.round, bytes.fromhex(job.miner[2:]), model, cfg)
-    sub = honest(task, ds, theta, carry) if job.cheat is None else \
+    started = time.perf_counter()
+    sub = honest(task, ds, theta, carry, throttle(job.step_delay_s)) if job.cheat is None else \
         job.cheat.submit(task, ds, theta, carry, job.foreign_update)
+    train_s = time.perf_counter() - started
     envelope = encode_envelope(job.chain_id, job.contract, job.round, job.miner, sub.trace, sub.blob)
     root = bytes(sub.root)
     carry_out = sub.carry if sub.carry is not None else zero_carry(model)
@@ -66,4 +73,11 @@ def produce(job: MinerJob) -> MinerOutput:
     stored = [None if leaf in sub.withheld else write_blob(Path(job.blob_dir), encode_checkpoint(c, model))
               for leaf, c in enumerate(sub.checkpoints)]
     return MinerOutput(envelope, root, stored, proofs, sorted(sub.withheld),
-                       encode_carry(carry_out))
+                       encode_carry(carry_out), cfg.inner_steps, train_s)
+
+
+def throttle(delay_s: float) -> StepHook | None:
+    """A step hook that sleeps `delay_s` per inner step (tests and devnet: a slower machine)."""
+    if delay_s <= 0:
+        return None
+    return lambda _state: time.sleep(delay_s)

@@ -96,8 +96,10 @@ async def audit_claim(ctx: NodeContext, claim: Claim, seed_block: bytes, deadlin
 
 
 async def _audit_once(ctx: NodeContext, c: Claim, seed_block: bytes) -> AuditResult:
+    commit = (await ctx.commits(c.round)).get(c.miner)
+    cfg = ctx.challenge_compute(commit) if commit is not None else ctx.setup.compute
     try:
-        segments = verified_challenge(ctx, c.validator, c.round, c.miner, seed_block, c.sig).segments
+        segments = verified_challenge(ctx, c.validator, c.round, c.miner, seed_block, c.sig, cfg).segments
     except (SignatureError, ChallengeError) as exc:
         return AuditResult(True, f"challenge signature: {exc}")
     if c.witness == NO_WITNESS:
@@ -126,8 +128,8 @@ async def _replay(ctx: NodeContext, c: Claim, segments: tuple[int, ...]) -> Audi
     holders += [k for k in ctx.peers_for(None) if k not in holders]
     leaves = {}
     for leaf in sorted({end for s in segments for end in (s, s + 1)}):
-        got = await fetch_leaf(ctx, c.round, commit[1], leaf, holders)
+        got = await fetch_leaf(ctx, c.round, commit.trace_root, leaf, holders, ctx.challenge_compute(commit))
         leaves[leaf] = None if got is None else got.data
     job = AuditJob(ctx.setup.spec, ctx.setup.run_seed, c.round, c.miner, envelope, segments, leaves,
-                   ctx.config.max_blob_bytes)
+                   ctx.config.max_blob_bytes, commit.steps)
     return await ctx._work(replay_for_audit, job)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from protocol.core.hashing import blake3_hash
 from protocol.core.proof import Challenge, ChallengeError, choose_segments, verify_challenge
+from protocol.core.training import ComputeConfig
 from protocol.node.context import NodeContext
 
 
@@ -13,13 +14,14 @@ def challenge_from_sig(sig: bytes, n_segments: int, q: int) -> Challenge:
 
 
 def verified_challenge(ctx: NodeContext, validator: str, r: int, miner: str, seed_block: bytes,
-                       sig: bytes) -> Challenge:
-    """The challenge `validator` drew for `miner` in round r. Raises ChallengeError when it has
+                       sig: bytes, cfg: ComputeConfig | None = None) -> Challenge:
+    """The challenge `validator` drew for `miner` in round r, whose trace has `cfg`'s segments
+    (the miner's committed steps; default the run's H). Raises ChallengeError when it has
     no registered node key, SignatureError when σ is not its signature of this challenge."""
     key = ctx.node_key_of(validator)
     if key is None:
         raise ChallengeError(f"{validator} has no registered node key")
-    cfg = ctx.setup.compute
+    cfg = cfg if cfg is not None else ctx.setup.compute
     ch = challenge_from_sig(bytes(sig), cfg.n_segments, cfg.segments_per_validator)
     verify_challenge(key, r, bytes.fromhex(miner[2:]), seed_block, ch, cfg)
     return ch

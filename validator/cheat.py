@@ -18,7 +18,7 @@ class ValidatorCheat(Protocol):
         """What the logs and the devnet report call this behaviour."""
         ...
 
-    async def checks(self, node: Any, r: int, commits: dict[str, tuple[bytes, bytes, int]],
+    async def checks(self, node: Any, r: int, commits: dict[str, Commit],
                      seed_block: bytes) -> list[MinerCheck]:
         """What the validator claims it found, in miner order, in place of its checks."""
         ...

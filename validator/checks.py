@@ -7,8 +7,10 @@ from dataclasses import dataclass
 
 import trio
 
+from protocol.core.commitment import Commit
 from protocol.core.envelope import EnvelopeError, check_binding, decode_envelope
 from protocol.core.fraud import FraudKind
+from protocol.core.training import ComputeConfig, StepCountError
 from protocol.core.proof import (
     Challenge,
     ProofMismatch,
@@ -30,6 +32,7 @@ class MinerCheck:
     envelope: bytes | None  # None: not served, or not what was committed
     outcome: CheckOutcome
     challenge: Challenge
+    steps: int = 0  # the miner's committed inner steps (0: the run's H)
 
 
 def needed_leaves(segments: tuple[int, ...], n_leaves: int) -> list[int]:
@@ -37,17 +40,20 @@ def needed_leaves(segments: tuple[int, ...], n_leaves: int) -> list[int]:
     return sorted({0, n_leaves - 1, *[s for s in segments], *[s + 1 for s in segments]})
 
 
-async def fetch_leaf(ctx: NodeContext, r: int, root: bytes, leaf: int, holders: list[bytes]) -> Checkpoint | None:
+async def fetch_leaf(ctx: NodeContext, r: int, root: bytes, leaf: int, holders: list[bytes],
+                     cfg: ComputeConfig | None = None) -> Checkpoint | None:
     """A checkpoint from the first holder that serves it with a Merkle proof leading from its
-    checkpoint hash at `leaf` to the committed trace root `root` (docs/INTEROP.md §6). A holder
-    whose proof does not verify did not serve it: the next one is asked. None if nobody did."""
+    checkpoint hash at `leaf` to the committed trace root `root` (docs/INTEROP.md §6) of a trace
+    of `cfg`'s shape (the miner's committed steps; default the run's H). A holder whose proof
+    does not verify did not serve it: the next one is asked. None if nobody did."""
+    cfg = cfg if cfg is not None else ctx.setup.compute
     for key in holders:
         got = await _fetch_from(ctx, key, r, root, leaf)
         if got is None:
             continue
         try:
             await trio.to_thread.run_sync(check_served_leaf, got.data, got.proof, root, leaf,
-                                          ctx.setup.model, ctx.setup.compute)
+                                          ctx.setup.model, cfg)
         except ProofMismatch as exc:
             ctx.log.info("checkpoint rejected %s", kv(round=r, leaf=leaf, peer=key.hex()[:12], reason=exc))
             continue
@@ -103,12 +109,12 @@ ServedSubmission = tuple[bytes | None, str | None]  # (envelope, None) or (None,
 
 
 async def fetch_submissions(ctx: NodeContext, r: int,
-                            commits: dict[str, tuple[bytes, bytes, int]]) -> dict[str, ServedSubmission]:
+                            commits: dict[str, Commit]) -> dict[str, ServedSubmission]:
     """Every miner's submission (update and trace: small), fetched concurrently and once,
     for both the checks and the usefulness scores."""
     got: dict[str, ServedSubmission] = {}
 
-    async def one(miner: str, commit: tuple[bytes, bytes, int]) -> None:
+    async def one(miner: str, commit: Commit) -> None:
         got[miner] = await fetch_submission(ctx, r, miner, commit)
 
     async with trio.open_nursery() as nursery:
@@ -117,14 +123,14 @@ async def fetch_submissions(ctx: NodeContext, r: int,
     return got
 
 
-async def check_all(ctx: NodeContext, r: int, commits: dict[str, tuple[bytes, bytes, int]], seed_block: bytes,
+async def check_all(ctx: NodeContext, r: int, commits: dict[str, Commit], seed_block: bytes,
                     state: tuple[bytes, bytes], submissions: dict[str, ServedSubmission]) -> list[MinerCheck]:
     """Check every miner: checkpoints are fetched concurrently while the worker checks the
     miners whose checkpoints are here, one at a time. Results come back in miner order."""
     limiter = trio.CapacityLimiter(PREFETCH)
     done: dict[str, MinerCheck] = {}
 
-    async def one(miner: str, commit: tuple[bytes, bytes, int]) -> None:
+    async def one(miner: str, commit: Commit) -> None:
         async with limiter:  # held until checked: bounds the checkpoints held in memory
             done[miner] = await check_one(ctx, r, miner, commit, seed_block, state, submission=submissions[miner])
 
@@ -134,10 +140,10 @@ async def check_all(ctx: NodeContext, r: int, commits: dict[str, tuple[bytes, by
     return [done[m] for m in sorted(done)]
 
 
-async def fetch_submission(ctx: NodeContext, r: int, miner: str, commit: tuple[bytes, bytes, int]) -> ServedSubmission:
+async def fetch_submission(ctx: NodeContext, r: int, miner: str, commit: Commit) -> ServedSubmission:
     """(envelope, None) when the miner's submission is served and is what it committed,
     else (None, what is wrong)."""
-    update_hash, root, _ = commit
+    update_hash, root = commit.update_hash, commit.trace_root
     envelope = await _fetch_envelope(ctx, update_hash, miner)
     if envelope is None:
         return None, "submission not served"
@@ -161,30 +167,35 @@ async def _fetch_envelope(ctx: NodeContext, update_hash: bytes, miner: str) -> b
     return envelope
 
 
-async def check_one(ctx: NodeContext, r: int, miner: str, commit: tuple[bytes, bytes, int], seed_block: bytes,
+async def check_one(ctx: NodeContext, r: int, miner: str, commit: Commit, seed_block: bytes,
                     state: tuple[bytes, bytes], segments_override: tuple[int, ...] | None = None,
                     submission: ServedSubmission | None = None) -> MinerCheck:
     """`submission`: what `fetch_submission` returned, when it ran already."""
-    _, root, order = commit
-    cfg = ctx.setup.compute
+    root, order = commit.trace_root, commit.column
+    cfg = ctx.challenge_compute(commit)
     challenge = make_challenge(ctx.keys.identity, r, bytes.fromhex(miner[2:]), seed_block, cfg)
+    try:
+        ctx.compute_for(commit)
+    except StepCountError as exc:  # the commitment itself breaks the run's rules: nothing to replay
+        outcome = CheckOutcome(miner, FraudKind.DERIVATION, None, None, f"committed step count: {exc}", None, None)
+        return MinerCheck(miner, order, None, outcome, challenge, commit.steps)
     segments = challenge.segments if segments_override is None else segments_override
     envelope, problem = submission if submission is not None else await fetch_submission(ctx, r, miner, commit)
     if envelope is None:
         ctx.log.info("submission rejected %s", kv(round=r, miner=miner, reason=problem))
         outcome = CheckOutcome(miner, FraudKind.UNAVAILABLE, None, None, problem or "", None, None)
-        return MinerCheck(miner, order, None, outcome, challenge)
+        return MinerCheck(miner, order, None, outcome, challenge, commit.steps)
     holders = ctx.peers_for(miner)  # the miner once, first; then everyone else (voters keep evidence)
     n_leaves = cfg.n_segments + 1
     started = time.monotonic()
-    fetched = {leaf: await fetch_leaf(ctx, r, root, leaf, holders) for leaf in needed_leaves(segments, n_leaves)}
+    fetched = {leaf: await fetch_leaf(ctx, r, root, leaf, holders, cfg) for leaf in needed_leaves(segments, n_leaves)}
     leaves = {leaf: None if got is None else got.data for leaf, got in fetched.items()}
     job = CheckJob(ctx.setup.spec, ctx.setup.run_seed, r, miner, state[0], state[1], envelope, root,
-                   await carry_in_hash_of(ctx, r, miner), leaves, segments, ctx.config.max_blob_bytes)
+                   await carry_in_hash_of(ctx, r, miner), leaves, segments, ctx.config.max_blob_bytes, commit.steps)
     fetch_done = time.monotonic()
     outcome = await ctx._work(check_miner, job)
     kept = kept_leaves(fetched, segments, failed=outcome.kind is not None)
     await trio.to_thread.run_sync(keep_evidence, ctx, r, root, kept)
     ctx.log.info("checked %s", kv(round=r, miner=miner, segments=list(segments), verdict=outcome.kind or "ok",
                                   fetch_s=f"{fetch_done - started:.2f}", check_s=f"{time.monotonic() - fetch_done:.2f}"))
-    return MinerCheck(miner, order, envelope, outcome, challenge)
+    return MinerCheck(miner, order, envelope, outcome, challenge, commit.steps)

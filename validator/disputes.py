@@ -118,13 +118,13 @@ class Disputes:
 
     async def _judge_check(self, rep: dict, seed: bytes, sig: bytes, vote_by: float) -> tuple[Vote, str]:
         ctx, r, miner, segment = self.ctx, rep["round"], rep["miner"], rep["segment"]
+        commit = (await ctx.commits(r))[miner]
         try:
-            challenge = verified_challenge(ctx, rep["reporter"], r, miner, seed, sig)
+            challenge = verified_challenge(ctx, rep["reporter"], r, miner, seed, sig, ctx.challenge_compute(commit))
         except (SignatureError, ChallengeError) as exc:
             return Vote.REJECT, f"bad challenge: {exc}"
         if segment not in challenge.segments:
             return Vote.REJECT, f"segment {segment} was not challenged"
-        commit = (await ctx.commits(r))[miner]
         state = await ctx.state_for(r)
         while True:
             check = await check_one(ctx, r, miner, commit, seed, state, (segment,))

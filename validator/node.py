@@ -83,7 +83,7 @@ class ValidatorNode(NodeContext):
         async def usefulness_ahead() -> None:
             # the costly half of scoring, on the worker while the checkpoints are fetched
             nonlocal useful
-            entries = [(m, c[2], submissions[m][0], True) for m, c in sorted(commits.items())]
+            entries = [(m, c.column, submissions[m][0], True, c.steps) for m, c in sorted(commits.items())]
             useful = await self._work(usefulness_by_miner, self._score_job(r, state, seed_block, entries))
 
         async with trio.open_nursery() as nursery:
@@ -151,7 +151,7 @@ class ValidatorNode(NodeContext):
                 self.log.info("pruned checkpoints %s", kv(round=q, freed_mb=f"{freed / 1e6:.0f}"))
 
     def _score_job(self, r: int, state: tuple[bytes, bytes], seed_block: bytes,
-                   entries: list[tuple[str, int, bytes | None, bool]]) -> ScoreJob:
+                   entries: list[tuple[str, int, bytes | None, bool, int]]) -> ScoreJob:
         vseed = blake3_hash("validator-seed", self.keys.identity.sign(b"veritrain/score-seed/v1" + seed_block))
         return ScoreJob(self.setup.spec, self.setup.run_seed, r, state[0], state[1], entries, bytes(vseed),
                         self.config.max_blob_bytes)
@@ -163,7 +163,8 @@ class ValidatorNode(NodeContext):
         entry = self.data.state.recall(r, "scores")
         if entry is None:
             job = self._score_job(r, state, seed_block,
-                                  [(c.miner, c.order, c.envelope, c.outcome.kind is None) for c in checks])
+                                  [(c.miner, c.order, c.envelope, c.outcome.kind is None, c.steps)
+                                   for c in checks])
             scores = await self._work(score_miners, job, useful) if checks else {}
             by_miner = {c.miner: c for c in checks}
             columns = await self.columns(r)

@@ -207,6 +207,14 @@ def to_ints(values: dict[bytes, float]) -> dict[bytes, int]:
     return {m: min(MAX_SCORE, round(MAX_SCORE * max(0.0, v) / top)) for m, v in values.items()}
 
 
+def token_weighted(values: dict[bytes, float], steps: dict[bytes, int]) -> dict[bytes, float]:
+    """Pay follows verified tokens times quality: each usefulness times the steps trained
+    (tokens per step are the same for every miner). An update's held-out gain grows with its
+    steps but less than in proportion, so splitting one machine's steps across identities
+    earns each of them less than its share: the sum stays below the unsplit score."""
+    return {m: v * steps[m] for m, v in values.items()}
+
+
 def zero_reasons(miners: Sequence[bytes], proof_failed: set[bytes],
                  decoded: dict[bytes, DecodedUpdate | None], cfg: ComputeConfig,
                  detector: CopyDetector) -> tuple[dict[bytes, ZeroReason], dict[bytes, CopyEvidence]]:
@@ -273,6 +281,7 @@ def score_round(entries: Sequence[RoundEntry], ds: Dataset, theta_r: Params,
         useful = usefulness_of([e for e in entries if e.task.miner not in reasons], ds, theta_r,
                                validator_seed, strategy)
     useful = {m: u for m, u in useful.items() if m in decoded and m not in reasons}
-    ints = to_ints({m: u.value for m, u in useful.items()})
+    steps = {e.task.miner: e.task.cfg.inner_steps for e in entries}
+    ints = to_ints(token_weighted({m: u.value for m, u in useful.items()}, steps))
     return {m: MinerScore(m, ints.get(m, 0), reasons.get(m), useful.get(m), copies.get(m))
             for m in miners}

@@ -32,6 +32,7 @@ class CheckJob:
     leaves: dict[int, bytes | None]  # fetched checkpoints by leaf index (None: not served)
     segments: tuple[int, ...]
     max_bytes: int
+    steps: int = 0  # the miner's committed inner steps (0: the run's H)
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class CheckOutcome:
 
 def check_miner(job: CheckJob) -> CheckOutcome:
     setup = Setup(job.spec, job.run_seed)
-    model, cfg = setup.model, setup.compute
+    model, cfg = setup.model, setup.compute.with_steps(job.steps)
     ds = load_dataset(job.spec.dataset)
     theta = decode_state(job.state_blob, model, job.state_hash).params
     env = decode_envelope(job.envelope, job.max_bytes)
@@ -77,6 +78,7 @@ class AuditJob:
     segments: tuple[int, ...]
     leaves: dict[int, bytes | None]  # both ends of each segment (None: not served)
     max_bytes: int
+    steps: int = 0  # the miner's committed inner steps (0: the run's H)
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,8 @@ class AuditReplay:
 def replay_for_audit(job: AuditJob) -> AuditReplay:
     setup = Setup(job.spec, job.run_seed)
     env = decode_envelope(job.envelope, job.max_bytes)
-    task = RoundTask(job.run_seed, job.round, bytes.fromhex(job.miner[2:]), setup.model, setup.compute)
+    task = RoundTask(job.run_seed, job.round, bytes.fromhex(job.miner[2:]), setup.model,
+                     setup.compute.with_steps(job.steps))
     ds = load_dataset(job.spec.dataset)
     replays = [replay_segment(task, ds, env.trace, s, job.leaves.get(s), job.leaves.get(s + 1), setup.profile)
                for s in job.segments]
@@ -107,7 +110,7 @@ class ScoreJob:
     round: int
     state_blob: bytes
     state_hash: bytes
-    entries: list[tuple[str, int, bytes | None, bool]]  # (miner, commit order, envelope, proof ok)
+    entries: list[tuple[str, int, bytes | None, bool, int]]  # (miner, commit order, envelope, proof ok, steps)
     validator_seed: bytes
     max_bytes: int
 
@@ -117,10 +120,10 @@ def _score_inputs(job: ScoreJob) -> tuple[list[RoundEntry], Dataset, Params]:
     model, cfg = setup.model, setup.compute
     theta = decode_state(job.state_blob, model, job.state_hash).params
     entries = []
-    for miner, order, envelope, ok in job.entries:
+    for miner, order, envelope, ok, steps in job.entries:
         if envelope is None:
             continue
-        task = RoundTask(job.run_seed, job.round, bytes.fromhex(miner[2:]), model, cfg)
+        task = RoundTask(job.run_seed, job.round, bytes.fromhex(miner[2:]), model, cfg.with_steps(steps))
         entries.append(RoundEntry(task, order, decode_envelope(envelope, job.max_bytes).update, ok))
     return entries, load_dataset(job.spec.dataset), theta
 

@@ -136,8 +136,9 @@ class ChainClient:
     def start(self) -> dict:
         return self._send(self.rounds.functions.start())
 
-    def commit_update(self, round_: int, update_hash: bytes, trace_root: bytes) -> dict:
-        return self._send(self.rounds.functions.commit_update(round_, update_hash, trace_root))
+    def commit_update(self, round_: int, update_hash: bytes, trace_root: bytes, steps: int = 0) -> dict:
+        """Commit an update trained for `steps` inner steps (0: the run's maximum H)."""
+        return self._send(self.rounds.functions.commit_update(round_, update_hash, trace_root, steps))
 
     def close_commit(self, round_: int) -> dict:
         return self._send(self.rounds.functions.close_commit(round_))

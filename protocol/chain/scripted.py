@@ -112,9 +112,10 @@ def play_to_result(deployer: ChainClient, net: ScriptedNetwork, progress: Progre
     if not deployer.started():
         deployer.start()
     r = deployer.current_round()
-    for m in net.miners:
+    for i, m in enumerate(net.miners):
         digest = hashlib.sha256(f"{m.address}/{r}".encode()).digest()
-        net.record("commit_update", m.client.commit_update(r, digest, hashlib.sha256(digest).digest()))
+        steps = 30 - 3 * (i % 3)  # capacity-scaled work: H, H - k, H - 2k of the default H = 30, k = 3
+        net.record("commit_update", m.client.commit_update(r, digest, hashlib.sha256(digest).digest(), steps))
     progress(f"round {r}: {len(net.miners)} miners committed")
     v0 = net.validators[0].client
     if deployer.round_info(r)["seed"] == b"\x00" * 32:

@@ -26,7 +26,7 @@ from torch import Tensor
 from protocol.core.checkpoint import MAX_HEADER_BYTES, read_safetensors
 from protocol.core.compress import Compressed, decode_update, decompress_sparse, expected_header
 from protocol.core.errors import VeritrainError
-from protocol.core.exact_aggregate import exact_next
+from protocol.core.exact_aggregate import exact_next, relative_weights
 from protocol.core.hashing import Digest, content_hash
 from protocol.core.model import (
     ModelConfig,
@@ -114,16 +114,22 @@ def clip_updates(dense: Tensor, multiplier: float) -> Tensor:
     return dense * scale.unsqueeze(1)  # (G, N)
 
 
-def sparse_trimmed_mean(dense: Tensor, mask: Tensor, trim_fraction: float) -> Tensor:
-    """Per-coordinate trimmed mean of (G, N) over the rows whose mask is set; 0 where none."""
+def sparse_trimmed_mean(dense: Tensor, mask: Tensor, trim_fraction: float,
+                        weights: Sequence[int] | None = None) -> Tensor:
+    """Per-coordinate trimmed mean of (G, N) over the rows whose mask is set, kept values
+    weighted by `relative_weights` of the steps trained (None: equal); 0 where none."""
     filled = torch.where(mask, dense, torch.full_like(dense, float("inf")))  # (G, N)
-    ordered, _ = torch.sort(filled, dim=0, stable=True)  # unselected (inf) sink to the end
+    ordered, order = torch.sort(filled, dim=0, stable=True)  # unselected (inf) sink to the end
     count = mask.sum(dim=0)  # (N,)
     trim = torch.floor(count.double() * trim_fraction).long()  # (N,)
     rank = torch.arange(dense.shape[0]).unsqueeze(1)  # (G, 1)
     keep = (rank >= trim) & (rank < count - trim)  # (G, N)
-    total = torch.where(keep, ordered, torch.zeros_like(ordered)).sum(dim=0)  # (N,)
-    return total / keep.sum(dim=0).clamp_min(1)  # (N,)
+    if weights is None or len(set(weights)) == 1:  # equal work: today's float32 bits
+        total = torch.where(keep, ordered, torch.zeros_like(ordered)).sum(dim=0)  # (N,)
+        return total / keep.sum(dim=0).clamp_min(1)  # (N,)
+    row_w = torch.tensor(relative_weights(weights), dtype=dense.dtype)[order]  # (G, N)
+    kept_w = torch.where(keep, row_w, torch.zeros_like(row_w))  # (G, N)
+    return (torch.where(keep, ordered, torch.zeros_like(ordered)) * kept_w).sum(dim=0) / kept_w.sum(dim=0).clamp_min(1)
 
 
 def outer_step(state: GlobalState, delta: Tensor, cfg: ComputeConfig) -> GlobalState:
@@ -156,14 +162,17 @@ def decode_all(blobs: Sequence[bytes], model: ModelConfig, cfg: ComputeConfig) -
 
 
 def aggregate(state: GlobalState, blobs: Sequence[bytes], model: ModelConfig,
-              cfg: ComputeConfig) -> GlobalState:
-    """The next global state from the accepted updates (in any order: the result is the same)."""
+              cfg: ComputeConfig, steps: Sequence[int] | None = None) -> GlobalState:
+    """The next global state from the accepted updates (in any order: the result is the same),
+    each weighted by the inner steps it trained (`steps`, one per blob; None: equal)."""
     if not blobs:
         return state
+    if steps is not None and len(steps) != len(blobs):
+        raise ValueError(f"{len(steps)} step counts for {len(blobs)} updates")
     if cfg.aggregation == "exact-v1":
         theta, momentum = exact_next(flatten(state.params), state.momentum,
-                                     decode_updates(blobs, model, cfg), cfg)
+                                     decode_updates(blobs, model, cfg), cfg, weights=steps)
         return GlobalState(unflatten(theta, {k: tuple(v.shape) for k, v in state.params.items()}), momentum)
     dense, mask = decode_all(blobs, model, cfg)  # (G, N), (G, N)
     clipped = clip_updates(dense, cfg.clip_multiplier)  # (G, N)
-    return outer_step(state, sparse_trimmed_mean(clipped, mask, cfg.trim_fraction), cfg)
+    return outer_step(state, sparse_trimmed_mean(clipped, mask, cfg.trim_fraction, steps), cfg)

@@ -8,6 +8,7 @@ rounded to float32 once. No torch here, on purpose.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -88,19 +89,25 @@ def clip(dense: F64, multiplier: float) -> F64:
     return dense * scale[:, None]
 
 
-def trimmed_mean(dense: F64, mask: NDArray[np.bool_], trim_fraction: float) -> F64:
+def trimmed_mean(dense: F64, mask: NDArray[np.bool_], trim_fraction: float,
+                 weights: Sequence[int] | None = None) -> F64:
     """Per coordinate: sort the selecting rows' values, drop floor(trim_fraction x count) at
-    each end, add the rest from lowest to highest, divide by how many were kept."""
+    each end, add the rest times their row's weight from lowest to highest, divide by the kept
+    weight. Weights are the steps each update trained, divided by their gcd (equal steps: 1)."""
     g = dense.shape[0]
-    ordered = np.sort(np.where(mask, dense, np.inf), axis=0, kind="stable")  # unselected last
+    w = np.ones(g) if weights is None else np.asarray(weights, dtype=np.int64) // math.gcd(*weights)
+    order = np.argsort(np.where(mask, dense, np.inf), axis=0, kind="stable")  # unselected last
+    ordered = np.take_along_axis(np.where(mask, dense, np.inf), order, axis=0)
+    row_w = w.astype(np.float64)[order]  # (G, N): the weight of the row at each rank
     count = mask.sum(axis=0)  # (N,)
     trim = np.floor(count.astype(np.float64) * trim_fraction).astype(np.int64)
     total = np.zeros(dense.shape[1], dtype=np.float64)
+    kept = np.zeros(dense.shape[1], dtype=np.float64)
     for rank in range(g):
         keep = (trim <= rank) & (rank < count - trim)
-        total = total + np.where(keep, ordered[rank], 0.0)
-    kept = np.maximum(count - 2 * trim, 1).astype(np.float64)
-    return total / kept
+        total = total + np.where(keep, ordered[rank] * row_w[rank], 0.0)
+        kept = kept + np.where(keep, row_w[rank], 0.0)
+    return total / np.maximum(kept, 1.0)
 
 
 def outer_step(theta: F64, momentum: F64 | None, delta: F64, cfg: RuleConfig) -> tuple[F64, F64 | None]:
@@ -115,12 +122,14 @@ def outer_step(theta: F64, momentum: F64 | None, delta: F64, cfg: RuleConfig) ->
 
 def reference_next(theta: NDArray[np.float32], momentum: NDArray[np.float32] | None,
                    updates: Sequence[DecodedUpdate], numel: int, chunk: int, bits: int,
-                   cfg: RuleConfig) -> tuple[NDArray[np.float32], NDArray[np.float32] | None]:
-    """The next flat θ and momentum (float32) from at least one decoded update."""
+                   cfg: RuleConfig, weights: Sequence[int] | None = None,
+                   ) -> tuple[NDArray[np.float32], NDArray[np.float32] | None]:
+    """The next flat θ and momentum (float32) from at least one decoded update; `weights`:
+    the inner steps each trained (None: equal)."""
     pairs = [densify(u, numel, chunk, bits) for u in updates]
     dense = np.stack([d for d, _ in pairs])  # (G, N)
     mask = np.stack([m for _, m in pairs])  # (G, N)
-    delta = trimmed_mean(clip(dense, cfg.clip_multiplier), mask, cfg.trim_fraction)
+    delta = trimmed_mean(clip(dense, cfg.clip_multiplier), mask, cfg.trim_fraction, weights)
     mom = momentum.astype(np.float64) if momentum is not None else None
     new_theta, new_mom = outer_step(theta.astype(np.float64), mom, delta, cfg)
     return new_theta.astype(np.float32), new_mom.astype(np.float32) if new_mom is not None else None

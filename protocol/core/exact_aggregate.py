@@ -15,6 +15,7 @@ reproduces this in numpy, bit for bit.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -69,18 +70,31 @@ def clip_exact(dense: Tensor, multiplier: float) -> Tensor:
     return dense * scale.unsqueeze(1)  # (G, N)
 
 
-def trimmed_mean_exact(dense: Tensor, mask: Tensor, trim_fraction: float) -> Tensor:
-    """Per-coordinate trimmed mean of (G, N) over the selecting rows, summed in rank order."""
+def relative_weights(steps: Sequence[int]) -> list[int]:
+    """Each update's aggregation weight: the steps it trained over the gcd of all of them, so
+    equal work gives weight 1 and the unweighted rule's bits."""
+    g = math.gcd(*steps)
+    return [s // g for s in steps]
+
+
+def trimmed_mean_exact(dense: Tensor, mask: Tensor, trim_fraction: float,
+                       weights: Sequence[int] | None = None) -> Tensor:
+    """Per-coordinate trimmed mean of (G, N) over the selecting rows, each kept value times its
+    row's weight (`relative_weights` of the steps trained; None: 1), summed in rank order and
+    divided by the kept weight. Trimming counts rows, whatever their weight."""
     filled = torch.where(mask, dense, torch.full_like(dense, float("inf")))  # (G, N)
-    ordered = torch.sort(filled, dim=0, stable=True).values  # unselected (inf) sink to the end
+    ordered, order = torch.sort(filled, dim=0, stable=True)  # unselected (inf) sink to the end
+    w = torch.tensor(relative_weights(weights) if weights else [1] * dense.shape[0], dtype=F64, device=dense.device)
+    row_w = w[order]  # (G, N): the weight of the row at each rank, exact small integers
     count = mask.sum(dim=0)  # (N,) int64
     trim = torch.floor(count.to(F64) * trim_fraction).long()  # (N,)
     total = torch.zeros_like(dense[0])  # (N,)
+    kept = torch.zeros_like(dense[0])  # (N,)
     for r in range(dense.shape[0]):  # one row at a time: a fixed order of additions
         keep = (trim <= r) & (r < count - trim)  # (N,)
-        total = total + torch.where(keep, ordered[r], torch.zeros_like(total))
-    kept = (count - 2 * trim).clamp_min(1).to(F64)  # (N,)
-    return total / kept  # (N,)
+        total = total + torch.where(keep, ordered[r] * row_w[r], torch.zeros_like(total))
+        kept = kept + torch.where(keep, row_w[r], torch.zeros_like(kept))
+    return total / kept.clamp_min(1.0)  # (N,)
 
 
 def outer_step_exact(theta: Tensor, momentum: Tensor | None, delta: Tensor,
@@ -95,10 +109,12 @@ def outer_step_exact(theta: Tensor, momentum: Tensor | None, delta: Tensor,
 
 
 def exact_next(theta: Tensor, momentum: Tensor | None, updates: Sequence[Compressed],
-               cfg: ComputeConfig, device: torch.device | str = "cpu") -> tuple[Tensor, Tensor | None]:
-    """The next flat θ (N,) and momentum (N,) float32 on CPU, from validated updates (G >= 1)."""
+               cfg: ComputeConfig, device: torch.device | str = "cpu",
+               weights: Sequence[int] | None = None) -> tuple[Tensor, Tensor | None]:
+    """The next flat θ (N,) and momentum (N,) float32 on CPU, from validated updates (G >= 1);
+    `weights`: the inner steps each trained (None: equal)."""
     dense, mask = decode_exact(updates, device)  # (G, N), (G, N)
-    delta = trimmed_mean_exact(clip_exact(dense, cfg.clip_multiplier), mask, cfg.trim_fraction)  # (N,)
+    delta = trimmed_mean_exact(clip_exact(dense, cfg.clip_multiplier), mask, cfg.trim_fraction, weights)  # (N,)
     mom = momentum.to(device=device, dtype=F64) if momentum is not None else None
     theta64, mom = outer_step_exact(theta.to(device=device, dtype=F64), mom, delta, cfg)
     out_mom = mom.to(torch.float32).cpu() if mom is not None else None

@@ -15,7 +15,7 @@ from protocol.core.data import Dataset
 from protocol.core.hashing import Digest
 from protocol.core.model import Params
 from protocol.core.proof import MinerWork, Trace, build_work, trace_root
-from protocol.core.training import Carry, RoundTask, train_round
+from protocol.core.training import Carry, RoundTask, StepHook, train_round
 
 
 @dataclass(frozen=True)
@@ -40,5 +40,7 @@ def submit(task: RoundTask, work: MinerWork, blob: bytes | None = None,
                       work.blob if blob is None else blob, work.checkpoints, withheld, work.carry)
 
 
-def honest(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None) -> Submission:
-    return submit(task, build_work(task, train_round(task, ds, theta, carry), theta))
+def honest(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
+           on_step: StepHook | None = None) -> Submission:
+    """`on_step`: `train_round`'s hook (it sees each step's state; the work does not depend on it)."""
+    return submit(task, build_work(task, train_round(task, ds, theta, carry, on_step=on_step), theta))

@@ -9,6 +9,7 @@ use, so a correct replay is bitwise equal to the miner's run.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,11 +26,16 @@ from protocol.core.model import GPT, ModelConfig, Params, load_params, num_param
 AGGREGATION_RULES = ("float32-v1", "exact-v1")  # float32-v1: bits depend on threads, ISA, device
 
 
+class StepCountError(ConfigError):
+    """Raised when a step count is not one a miner of this run may commit."""
+
+
 @dataclass(frozen=True)
 class ComputeConfig:
     # --- inner loop (DiLoCo) ---
-    inner_steps: int = 30  # H: AdamW steps per round
+    inner_steps: int = 30  # H: AdamW steps per round, the most a miner may train (capacity-scaled work)
     checkpoint_every: int = 3  # k: steps per replay segment (H/k = 10 segments)
+    min_inner_steps: int = 0  # the fewest a miner may commit, a multiple of k; 0 = k x segments_per_validator
     batch_size: int = 8  # sequences per inner step
     pages_per_miner: int = 8  # data pages assigned to each miner per round
     inner_lr: float = 7.5e-4  # AdamW learning rate (with the carried second moment: benchmarks/VS_DDP.md)
@@ -72,12 +78,35 @@ class ComputeConfig:
             raise ConfigError("need 0 < topk <= chunk <= 32768")
         if not 0 < self.segments_per_validator <= self.n_segments:
             raise ConfigError("segments_per_validator must be in [1, H/k]")
+        if self.min_inner_steps < 0 or self.min_inner_steps % self.checkpoint_every:
+            raise ConfigError("min_inner_steps must be a non-negative multiple of checkpoint_every")
+        if not self.checkpoint_every * self.segments_per_validator <= self.min_steps <= self.inner_steps:
+            raise ConfigError("min_inner_steps must be in [checkpoint_every x segments_per_validator, inner_steps]")
         if self.aggregation not in AGGREGATION_RULES:
             raise ConfigError(f"aggregation {self.aggregation!r} is not one of {', '.join(AGGREGATION_RULES)}")
 
     @property
     def n_segments(self) -> int:
         return self.inner_steps // self.checkpoint_every
+
+    @property
+    def min_steps(self) -> int:
+        """The fewest inner steps a miner may commit (each validator still has q segments to replay)."""
+        return self.min_inner_steps or self.checkpoint_every * self.segments_per_validator
+
+    def allowed_steps(self) -> range:
+        """The step counts a miner may commit: multiples of k from `min_steps` to H."""
+        return range(self.min_steps, self.inner_steps + 1, self.checkpoint_every)
+
+    def with_steps(self, steps: int) -> ComputeConfig:
+        """This config for one miner's round of `steps` inner steps (0: H, the full round), the
+        config its trace, replay and challenges follow. StepCountError unless it is allowed."""
+        if steps == 0 or steps == self.inner_steps:
+            return self
+        if steps not in self.allowed_steps():
+            raise StepCountError(f"{steps} inner steps is not a multiple of {self.checkpoint_every} "
+                                 f"in [{self.min_steps}, {self.inner_steps}]")
+        return dataclasses.replace(self, inner_steps=steps, min_inner_steps=self.min_steps)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from protocol.core.commitment import Commit
 from protocol.core.hashing import blake3_hash
 from protocol.core.proof import make_challenge
 from validator.checks import MinerCheck, fetch_submission
@@ -19,14 +20,15 @@ class LazyValidator:
 
     name: str = "lazy-validator"
 
-    async def checks(self, node: Any, r: int, commits: dict[str, tuple[bytes, bytes, int]],
+    async def checks(self, node: Any, r: int, commits: dict[str, Commit],
                      seed_block: bytes) -> list[MinerCheck]:
         out = []
         steps = node.setup.compute.checkpoint_every
         for miner, commit in sorted(commits.items()):
-            challenge = make_challenge(node.keys.identity, r, bytes.fromhex(miner[2:]), seed_block, node.setup.compute)
+            challenge = make_challenge(node.keys.identity, r, bytes.fromhex(miner[2:]), seed_block,
+                                       node.challenge_compute(commit))
             envelope, _ = await fetch_submission(node, r, miner, commit)  # needed to score; no checkpoints
             guessed = tuple(bytes(blake3_hash("guessed-state", challenge.signature, bytes([i]))) for i in range(steps))
             outcome = CheckOutcome(miner, None, None, None, "not checked", None, None, (guessed,))
-            out.append(MinerCheck(miner, commit[2], envelope, outcome, challenge))
+            out.append(MinerCheck(miner, commit.column, envelope, outcome, challenge, commit.steps))
         return out

@@ -15,6 +15,8 @@ from protocol.chain.client import ChainClient, reveals_from
 from protocol.chain.events import EventLog
 from protocol.chain.settlement_history import SettlementHistory
 from protocol.config.run_setup import Setup, load_dataset, resolve
+from protocol.core.commitment import Commit
+from protocol.core.training import ComputeConfig, StepCountError
 from protocol.core.errors import VeritrainError
 from protocol.core.messages import SignedGossip
 from protocol.core.result import compute_result
@@ -49,6 +51,8 @@ class NodeConfig:
     max_blob_bytes: int = 64 * 1024 * 1024  # cap on any submission or checkpoint fetched
     top_g: int = 16  # updates aggregated per round (top-G by consensus)
     max_rounds: int | None = None  # stop after this many rounds (devnet, tests)
+    capacity_margin: float = 0.5  # a miner trains as many steps as fit in this share of the commit window left
+    step_delay_s: float = 0.0  # tests and devnet only: a miner sleeps this long per inner step (a slower machine)
     discover: str | None = None  # a domain whose DNS-AID records add dial hints (None: registry only)
     discover_server: tuple[str, int] | None = None  # name server to ask (None: the system resolver)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -142,16 +146,29 @@ class NodeContext:
     async def model_hash(self, round_: int) -> bytes:
         return bytes(await self.port.view("rounds", "model_hash", round_))
 
-    async def commits(self, round_: int) -> dict[str, tuple[bytes, bytes, int]]:
-        """miner -> (update hash, trace root, column: its commit order) for `round_`."""
+    async def commits(self, round_: int) -> dict[str, Commit]:
+        """miner -> its commit (update hash, trace root, column, steps) for `round_`."""
         rows = await self.port(self.commit_log.rows)
-        return {r["miner"]: (bytes(r["update_hash"]), bytes(r["trace_root"]), int(r["index"]))
+        return {r["miner"]: Commit(bytes(r["update_hash"]), bytes(r["trace_root"]), int(r["index"]), int(r["steps"]))
                 for r in rows if r["round"] == round_}
+
+    def compute_for(self, commit: Commit) -> ComputeConfig:
+        """The config `commit`'s trace, replay and challenges follow: the run's, with the miner's
+        committed step count. StepCountError when the run does not allow that count."""
+        return self.setup.compute.with_steps(commit.steps)
+
+    def challenge_compute(self, commit: Commit) -> ComputeConfig:
+        """`compute_for`, or the run's own config when the committed step count is not allowed:
+        challenges are drawn under it then, and the check fails as a derivation regardless."""
+        try:
+            return self.compute_for(commit)
+        except StepCountError:
+            return self.setup.compute
 
     async def columns(self, round_: int) -> list[str]:
         """The miners of `round_` in column (commit) order."""
         commits = await self.commits(round_)
-        return sorted(commits, key=lambda m: commits[m][2])
+        return sorted(commits, key=lambda m: commits[m].column)
 
     async def reveals(self, round_: int) -> dict[str, dict[str, Any]]:
         """Every validator's reveal of `round_` with its witness bundle: dict(miners, scores,
@@ -296,7 +313,7 @@ class NodeContext:
         commits = await self.commits(round_)
         envelopes = []
         for miner in chosen:
-            blob = await self.fetch_blob(commits[miner][0], first=miner)
+            blob = await self.fetch_blob(commits[miner].update_hash, first=miner)
             if blob is None:
                 raise StateMismatch(f"round {round_}: update of {miner} is unavailable from every peer")
             envelopes.append(blob)

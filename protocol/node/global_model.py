@@ -49,8 +49,10 @@ def next_state(spec: TrainingSpec, run_seed: bytes, state_blob: bytes, state_has
     attesting validators need the loss; everyone else skips its forward passes."""
     setup = Setup(spec, run_seed)
     state = decode_state(state_blob, setup.model, state_hash)
-    updates = [decode_envelope(e, max_bytes).update for e in envelopes]
-    new = aggregate(state, updates, setup.model, setup.compute)
+    opened = [decode_envelope(e, max_bytes) for e in envelopes]
+    # weighted by the steps each trained: its trace's losses, checked against its commit
+    new = aggregate(state, [o.update for o in opened], setup.model, setup.compute,
+                    [len(o.trace.losses) for o in opened])
     blob, new_hash = encoded_state(new, setup.model)
     return blob, bytes(new_hash), heldout_loss(spec, run_seed, new.params) if with_loss else None
 

@@ -28,6 +28,10 @@ class Throughput:
     def tokens_per_s(self) -> float:
         return self.steps * self.tokens_per_step / self.seconds
 
+    @property
+    def seconds_per_step(self) -> float:
+        return self.seconds / self.steps
+
 
 def _random_batches(model: ModelConfig, batch_size: int) -> BatchFn:
     gen = torch.Generator().manual_seed(0)
@@ -39,8 +43,10 @@ def _random_batches(model: ModelConfig, batch_size: int) -> BatchFn:
     return batches
 
 
-def time_steps(model: ModelConfig, cfg: ComputeConfig, seconds: float = 2.0, max_steps: int = 200) -> Throughput:
-    """Inner steps of `model` under `cfg` for about `seconds` (at least 2 timed steps)."""
+def time_steps(model: ModelConfig, cfg: ComputeConfig, seconds: float = 2.0, max_steps: int = 200,
+               step_delay_s: float = 0.0) -> Throughput:
+    """Inner steps of `model` under `cfg` for about `seconds` (at least 2 timed steps);
+    `step_delay_s` sleeps that long per step, as a throttled miner does (tests, devnet)."""
     net = GPT(model)
     task = RoundTask(b"throughput", 0, bytes(20), model, cfg)
     ckpt = fresh_checkpoint(task, init_params(model, 0), None)
@@ -49,6 +55,7 @@ def time_steps(model: ModelConfig, cfg: ComputeConfig, seconds: float = 2.0, max
     steps, start = 0, time.perf_counter()
     while steps < 2 or (time.perf_counter() - start < seconds and steps < max_steps):
         ckpt, _ = run_steps(net, ckpt, 1, batches, cfg)
+        time.sleep(step_delay_s)
         steps += 1
     return Throughput(steps, time.perf_counter() - start, cfg.batch_size * model.block_size)
 

@@ -119,15 +119,18 @@ def test_commit_stores_one_slot_and_emits_both_values(world: World):
     s, m0, m1 = world.s, world.miners[0], world.miners[1]
     s.commit_update(0, b"\xaa" * 32, b"\xbb" * 32, sender=m0)
     (ev,) = last_logs(s, "UpdateCommitted")
-    assert (ev.round, ev.miner, ev.update_hash, ev.trace_root, ev.index) == (0, m0, b"\xaa" * 32, b"\xbb" * 32, 0)
+    assert (ev.round, ev.miner, ev.update_hash, ev.trace_root, ev.index, ev.steps) == \
+        (0, m0, b"\xaa" * 32, b"\xbb" * 32, 0, 0)
     digest = int.from_bytes(keccak(b"\xaa" * 32 + b"\xbb" * 32), "big")
-    # the slot is the digest with its low 16 bits replaced by 1 + the column
-    assert int.from_bytes(s.commit_slot(0, m0), "big") == (digest >> 16 << 16) | 1
+    # the slot is the digest with its low 32 bits replaced by the steps (0: H) and 1 + the column
+    assert int.from_bytes(s.commit_slot(0, m0), "big") == (digest >> 32 << 32) | 1
     assert s.has_committed(0, m0) and not s.has_committed(0, m1)
     assert (s.commit_index(0, m0), s.commit_index(0, m1)) == (1, 0)
     assert s.round_info(0)[1] == 1 and s.phase(0) == PHASE_COMMIT
-    s.commit_update(0, b"\xaa" * 32, b"\xbb" * 32, sender=m1)
-    assert [e.index for e in last_logs(s, "UpdateCommitted")] == [1]
+    s.commit_update(0, b"\xaa" * 32, b"\xbb" * 32, 21, sender=m1)  # capacity-scaled: 21 steps
+    assert [(e.index, e.steps) for e in last_logs(s, "UpdateCommitted")] == [(1, 21)]
+    assert int.from_bytes(s.commit_slot(0, m1), "big") == (digest >> 32 << 32) | (21 << 16) | 2
+    assert (s.commit_steps(0, m0), s.commit_steps(0, m1)) == (0, 21)
     assert s.commit_index(0, m1) == 2 and world.columns(0) == [m0, m1]
 
 
@@ -162,7 +165,7 @@ def test_commit_phase_closes_early_when_every_active_miner_committed(world: Worl
     s.commit_update(0, b"\xaa" * 32, b"\xbb" * 32, sender=world.miners[2])
     (ev,) = last_logs(s, "CommitClosed")
     number = boa.env.evm.patch.block_number
-    assert (ev.round, ev.block_number, ev.commits) == (0, number, 3)
+    assert (ev.round, ev.block_number) == (0, number)
     assert s.round_info(0)[1:5] == (3, 3, number, boa.env.timestamp)
     assert s.phase(0) == PHASE_SCORING
     assert s.deadlines(0) == (s.round_info(0)[0] + 60, boa.env.timestamp + 60, boa.env.timestamp + 120,
@@ -200,7 +203,7 @@ def test_every_miner_active_at_the_opening_still_commits_and_closes_the_phase_ea
     assert s.phase(0) == PHASE_COMMIT and last_logs(s, "CommitClosed") == []
     world.commit_all(0, world.miners[2:])
     (ev,) = last_logs(s, "CommitClosed")
-    assert ev.commits == 3 and s.phase(0) == PHASE_SCORING
+    assert s.round_info(0)[1] == 3 and s.phase(0) == PHASE_SCORING
     assert all(s.has_committed(0, m) for m in world.miners)
 
 
@@ -263,7 +266,7 @@ def test_close_commit_after_deadline_by_anyone(world: World):
     boa.env.time_travel(seconds=1)
     s.close_commit(0, sender=boa.env.generate_address())
     (ev,) = last_logs(s, "CommitClosed")
-    assert (ev.block_number, ev.commits) == (boa.env.evm.patch.block_number, 1)
+    assert (ev.block_number, s.round_info(0)[1]) == (boa.env.evm.patch.block_number, 1)
     assert s.round_info(0)[3:5] == (boa.env.evm.patch.block_number, boa.env.timestamp)
     with boa.reverts("settlement: commit phase closed"):
         s.close_commit(0)
@@ -311,7 +314,7 @@ def test_seed_recloses_when_closing_block_left_blockhash_window(world: World):
     (ev,) = last_logs(s, "CommitClosed")
     now = boa.env.evm.patch.block_number
     assert now == closed + 257
-    assert (ev.block_number, ev.commits) == (now, 3)
+    assert (ev.block_number, s.round_info(0)[1]) == (now, 3)
     assert s.round_info(0)[3] == now and s.round_seed(0) == EMPTY
     with boa.reverts("settlement: seed block not sealed"):
         s.store_seed(0)

@@ -10,6 +10,7 @@ import pytest
 import trio
 
 from protocol.chain.client import Vote
+from protocol.core.commitment import Commit
 from protocol.core.fraud import FraudKind
 from protocol.core.proof import make_challenge
 from protocol.core.signing import NodeIdentity
@@ -22,8 +23,13 @@ CFG = ComputeConfig()
 
 
 def _disputes(keys: dict[str, bytes]) -> Disputes:
-    d = Disputes.__new__(Disputes)  # the judgement needs only keys and the compute config
-    d.ctx = SimpleNamespace(node_key_of=keys.get, setup=SimpleNamespace(compute=CFG))  # type: ignore[assignment]
+    d = Disputes.__new__(Disputes)  # the judgement needs only keys, the commit and the compute config
+
+    async def commits(r: int) -> dict[str, Commit]:
+        return {MINER: Commit(b"\x01" * 32, b"\x02" * 32, 0, 0)}
+
+    d.ctx = SimpleNamespace(node_key_of=keys.get, setup=SimpleNamespace(compute=CFG), commits=commits,  # type: ignore[assignment]
+                            challenge_compute=lambda c: CFG.with_steps(c.steps))
     return d
 
 
