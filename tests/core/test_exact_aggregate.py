@@ -52,6 +52,7 @@ class Case:
     trim_fraction: float
     clip_multiplier: float
     magnitudes: tuple[float, ...]  # per update; 0.0 gives an all-zero update
+    steps: tuple[int, ...] | None = None  # per update: the inner steps it trained (None: equal weights)
 
     def cfg(self, rule: str = "exact-v1") -> ComputeConfig:
         chunk, topk = self.chunk_topk
@@ -80,7 +81,7 @@ def reference_hash(case: Case) -> bytes:
     ups = [DecodedUpdate(u.idx.numpy(), unpack_codes(u).numpy(), u.scale.numpy())
            for u in decode_updates(blobs, MICRO, cfg)]
     mom = state.momentum.numpy() if state.momentum is not None else None
-    theta, new_mom = reference_next(flatten(state.params).numpy(), mom, ups, N, cfg.chunk, cfg.bits, cfg)
+    theta, new_mom = reference_next(flatten(state.params).numpy(), mom, ups, N, cfg.chunk, cfg.bits, cfg, case.steps)
     shapes = {k: tuple(v.shape) for k, v in state.params.items()}
     nxt = GlobalState(unflatten(torch.from_numpy(theta), shapes),
                       torch.from_numpy(new_mom) if new_mom is not None else None)
@@ -90,7 +91,8 @@ def reference_hash(case: Case) -> bytes:
 def exact_hash(case: Case, device: str = "cpu") -> bytes:
     cfg = case.cfg()
     state, blobs = build(case)
-    theta, mom = exact_next(flatten(state.params), state.momentum, decode_updates(blobs, MICRO, cfg), cfg, device)
+    theta, mom = exact_next(flatten(state.params), state.momentum, decode_updates(blobs, MICRO, cfg), cfg, device,
+                            case.steps)
     shapes = {k: tuple(v.shape) for k, v in state.params.items()}
     return global_state_hash(GlobalState(unflatten(theta, shapes), mom), MICRO)
 
@@ -107,14 +109,50 @@ cases = st.builds(
     clip_multiplier=st.floats(0.25, 4.0),
     magnitudes=st.lists(st.sampled_from([0.0, 1e-4, 1e-2, 1.0]), min_size=1, max_size=6).map(tuple),
 ).map(lambda c: dataclasses.replace(c, g=len(c.magnitudes)))
+# capacity-scaled work: each update weighted by its steps, a multiple of k = 3 up to H = 30
+weighted_cases = st.tuples(cases, st.lists(st.sampled_from(range(3, 31, 3)), min_size=6, max_size=6)).map(
+    lambda cw: dataclasses.replace(cw[0], steps=tuple(cw[1][: cw[0].g])))
 
 
 @settings(max_examples=80, deadline=None, database=None, derandomize=True)
 @given(cases)
 def test_exact_matches_numpy_reference_bit_for_bit(case: Case) -> None:
     state, blobs = build(case)
-    via_dispatch = global_state_hash(aggregate(state, blobs, MICRO, case.cfg()), MICRO)
+    via_dispatch = global_state_hash(aggregate(state, blobs, MICRO, case.cfg(), case.steps), MICRO)
     assert via_dispatch == exact_hash(case) == reference_hash(case)
+
+
+@settings(max_examples=40, deadline=None, database=None, derandomize=True)
+@given(weighted_cases)
+def test_token_weighted_exact_matches_numpy_reference_bit_for_bit(case: Case) -> None:
+    state, blobs = build(case)
+    via_dispatch = global_state_hash(aggregate(state, blobs, MICRO, case.cfg(), case.steps), MICRO)
+    assert via_dispatch == exact_hash(case) == reference_hash(case)
+
+
+@pytest.mark.parametrize("rule", ["exact-v1", "float32-v1"])
+def test_equal_steps_give_the_unweighted_bits_and_double_steps_count_as_two_updates(rule: str) -> None:
+    case = Case(7, 2, 2, (256, 32), 0.0, False, 0.0, 4.0, (1e-2, 1e-2))
+    cfg = case.cfg(rule)
+    state, (a, b) = build(case)
+    plain = global_state_hash(aggregate(state, [a, b], MICRO, cfg), MICRO)
+    assert global_state_hash(aggregate(state, [a, b], MICRO, cfg, [30, 30]), MICRO) == plain
+    assert global_state_hash(aggregate(state, [a, b], MICRO, cfg, [9, 9]), MICRO) == plain
+    # no trimming, no clipping at 4x the median: 2 x a's steps weigh as a counted twice
+    twice = flatten(aggregate(state, [a, a, b], MICRO, cfg).params)
+    weighted = flatten(aggregate(state, [a, b], MICRO, cfg, [20, 10]).params)
+    if rule == "exact-v1":
+        assert torch.equal(weighted, twice)
+    else:
+        assert torch.allclose(weighted, twice, rtol=0, atol=1e-7)
+    assert not torch.equal(weighted, flatten(aggregate(state, [a, b], MICRO, cfg).params))
+
+
+def test_a_step_count_per_update_is_required() -> None:
+    case = Case(7, 2, 2, (256, 32), 0.0, False, 0.0, 4.0, (1e-2, 1e-2))
+    state, blobs = build(case)
+    with pytest.raises(ValueError, match="step counts"):
+        aggregate(state, blobs, MICRO, case.cfg(), [30])
 
 
 def fixed_cases() -> list[Case]:
