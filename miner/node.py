@@ -34,7 +34,7 @@ class MinerNode(NodeContext):
             self.p2p.server.checkpoints = cheat.checkpoint_source(self)
 
     async def main(self, nursery: trio.Nursery) -> None:
-        measured = await self._work(time_steps, self.setup.model, self.setup.compute, 1.0, 50, self.config.step_delay_s)
+        measured = await self._work(time_steps, self.setup.model, self.setup.compute, 1.0, 50, self.config.slowdown)
         self.seconds_per_step = measured.seconds_per_step  # updated from each round's training
         self.log.info("throughput %s", kv(s_per_step=f"{self.seconds_per_step:.3f}",
                                           tokens_per_s=f"{measured.tokens_per_s:.0f}"))
@@ -113,7 +113,7 @@ class MinerNode(NodeContext):
         job = MinerJob(self.setup.spec, self.setup.run_seed, r, self.address, state_blob, state_hash, carry_in,
                        self.client.handle.chain_id, self.client.rounds.address, self.cheat,
                        await self.cheat.foreign_update(self, r) if self.cheat else None, str(self.data.blobs.root),
-                       steps, self.config.step_delay_s)
+                       steps, self.config.slowdown)
         self.log.info("training %s", kv(round=r, steps=steps, of=self.setup.compute.inner_steps,
                                         cheat=self.cheat.name if self.cheat else "none"))
         out: MinerOutput = await self._work(produce, job)

@@ -33,7 +33,7 @@ class MinerJob:
     foreign_update: bytes | None = None  # what the cheat fetched before training (copy/stale)
     blob_dir: str | None = None  # the node's blob folder: checkpoints are stored there, not returned
     steps: int = 0  # inner steps to train (capacity-scaled work; 0: the run's H)
-    step_delay_s: float = 0.0  # tests and devnet only: a sleep per inner step, to play a slower machine
+    slowdown: float = 1.0  # tests and devnet only: play a machine this many times slower
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def produce(job: MinerJob) -> MinerOutput:
     carry = decode_carry(job.carry_in, model) if job.carry_in else None
     task = RoundTask(job.run_seed, job.round, bytes.fromhex(job.miner[2:]), model, cfg)
     started = time.perf_counter()
-    sub = honest(task, ds, theta, carry, throttle(job.step_delay_s)) if job.cheat is None else \
+    sub = honest(task, ds, theta, carry, throttle(job.slowdown)) if job.cheat is None else \
         job.cheat.submit(task, ds, theta, carry, job.foreign_update)
     train_s = time.perf_counter() - started
     envelope = encode_envelope(job.chain_id, job.contract, job.round, job.miner, sub.trace, sub.blob)
@@ -76,8 +76,15 @@ def produce(job: MinerJob) -> MinerOutput:
                        encode_carry(carry_out), cfg.inner_steps, train_s)
 
 
-def throttle(delay_s: float) -> StepHook | None:
-    """A step hook that sleeps `delay_s` per inner step (tests and devnet: a slower machine)."""
-    if delay_s <= 0:
+def throttle(slowdown: float) -> StepHook | None:
+    """A step hook that makes training `slowdown` times slower: after each step it sleeps
+    (slowdown - 1) times that step's time (tests and devnet: a slower machine)."""
+    if slowdown <= 1:
         return None
-    return lambda _state: time.sleep(delay_s)
+    last = [time.perf_counter()]
+
+    def hook(_state: object) -> None:
+        time.sleep((slowdown - 1) * (time.perf_counter() - last[0]))
+        last[0] = time.perf_counter()
+
+    return hook

@@ -154,6 +154,13 @@ def devnet(
                                                 "withhold-challenger)")] = "",
     lazy_validators: Annotated[int, typer.Option(min=0, help="Of the validators, how many never replay "
                                                         "(audits catch them; testing only)")] = 0,
+    throttled: Annotated[int, typer.Option(min=0, help="Of the honest miners, how many train at a third of the "
+                                                   "speed (they train fewer steps, not miss rounds)")] = 0,
+    commit_window: Annotated[int, typer.Option(min=10, help="Seconds of each round's commit phase")] = 300,
+    inner_steps: Annotated[int | None, typer.Option(min=1, help="H: the most inner steps a miner trains per round "
+                                                               "(default: the run's 30)")] = None,
+    checkpoint_every: Annotated[int | None, typer.Option(min=1, help="k: inner steps per replayed segment "
+                                                                    "(default: the run's 3)")] = None,
     preset: Annotated[str, typer.Option(help="Model preset: micro (fast), tiny (default), small")] = "tiny",
     out: Annotated[Path, typer.Option(help="Report folder: report.json, plots, node logs")] = Path("out/devnet"),
     timeout: Annotated[float, typer.Option(help="Fail if the rounds are not done within this many seconds")] = 1800.0,
@@ -167,8 +174,12 @@ def devnet(
     if lazy_validators >= validators:
         raise ConfigError(f"--lazy-validators ({lazy_validators}) must leave at least one honest validator "
                           f"of the {validators}")
+    if throttled > miners:
+        raise ConfigError(f"--throttled ({throttled}) cannot exceed --miners ({miners})")
     opts = DevnetOptions(miners=miners, validators=validators, rounds=rounds, cheaters=parse_cheaters(cheaters),
-                         lazy_validators=lazy_validators, preset=preset, out=out, timeout_s=timeout)
+                         lazy_validators=lazy_validators, throttled=throttled, preset=preset, out=out,
+                         timeout_s=timeout, chain={"commit_duration": commit_window},
+                         training=_compute_overrides(inner_steps=inner_steps, checkpoint_every=checkpoint_every))
     out.mkdir(parents=True, exist_ok=True)
     _log_to(out / "devnet.log")
     log = logging.getLogger("veritrain.devnet")
@@ -181,6 +192,7 @@ def devnet(
         admin, members, crashed = run_devnet(opts, progress)
         progress("reading the settlement for the report")
         config = {"miners": miners, "validators": validators, "lazy_validators": lazy_validators, "rounds": rounds,
+                  "throttled": throttled, "commit_window": commit_window,
                   "cheaters": cheaters, "preset": preset,
                   "chain_id": admin.deployment.chain_id, "contracts": admin.deployment.contracts.model_dump(),
                   "crashed": crashed}
@@ -191,6 +203,12 @@ def devnet(
     if crashed:  # the rounds finished without them, but a crash is a bug worth a failing exit
         raise DevnetIncomplete(f"{len(crashed)} node(s) crashed (traceback in {out / 'devnet.log'}): "
                                + "; ".join(f"{n}: {e}" for n, e in crashed.items()))
+
+
+def _compute_overrides(**values: int | None) -> dict[str, Any]:
+    """`[training.compute]` keys for the values given (None: the run's default)."""
+    given = {k: v for k, v in values.items() if v is not None}
+    return {"compute": given} if given else {}
 
 
 def _log_to(path: Path) -> None:

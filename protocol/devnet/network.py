@@ -41,6 +41,8 @@ from protocol.node.worker_pool import ProfileWorker
 from validator.node import ValidatorNode
 
 Progress = Callable[[str], None]
+THROTTLED = "throttled"  # an honest miner on a machine a third as fast (it sleeps after each step)
+THROTTLE = 3.0
 
 
 class DevnetIncomplete(VeritrainError):
@@ -54,6 +56,7 @@ class DevnetOptions:
     rounds: int = 5
     cheaters: tuple[tuple[str, float | None], ...] = ()  # (kind, fraction of segments faked)
     lazy_validators: int = 0  # of `validators`, how many never replay (they are audited and slashed)
+    throttled: int = 0  # of the honest `miners`, how many train at a third of the speed (capacity-scaled work)
     preset: str = "tiny"
     out: Path = Path("out/devnet")
     data_root: Path | None = None  # node data dirs; a temp dir when None
@@ -141,7 +144,7 @@ def setup_network(opts: DevnetOptions, progress: Progress,
     progress("deploying contracts on the embedded chain")
     deployment = deploy(chain.handle, chain.deployer, config, progress=lambda m: None)
     admin = ChainClient(chain.handle, deployment, chain.deployer)
-    kinds = ["honest"] * opts.miners + [k for k, _ in opts.cheaters]
+    kinds = ["honest"] * (opts.miners - opts.throttled) + [THROTTLED] * opts.throttled + [k for k, _ in opts.cheaters]
     members = [Member(Role.MINER, kind, NodeKeys(a, NodeIdentity.generate()), admin.with_account(a))
                for kind, a in zip(kinds, accounts[:n_miners], strict=True)]
     v_kinds = ["honest"] * (opts.validators - opts.lazy_validators) + ["lazy-validator"] * opts.lazy_validators
@@ -183,9 +186,10 @@ def build_nodes(opts: DevnetOptions, members: list[Member], data_root: Path, wor
     fractions = dict(opts.cheaters)
     for i, m in enumerate(members):
         log = logging.getLogger(f"veritrain.{m.role.name.lower()}{i}")
-        cfg = NodeConfig(data_dir=data_root / f"node{i}", listen=m.listen, max_rounds=opts.rounds)
+        cfg = NodeConfig(data_dir=data_root / f"node{i}", listen=m.listen, max_rounds=opts.rounds,
+                         slowdown=THROTTLE if m.kind == THROTTLED else 1.0)
         if m.role == Role.MINER:
-            cheat = None if m.kind == "honest" else MinerCheat(m.kind, fractions.get(m.kind))
+            cheat = None if m.kind in ("honest", THROTTLED) else MinerCheat(m.kind, fractions.get(m.kind))
             m.node = MinerNode(m.client, m.keys, cfg, log, cheat=cheat)
         else:
             m.node = ValidatorNode(m.client, m.keys, cfg, log, cheat=LazyValidator() if m.kind != "honest" else None)

@@ -13,6 +13,7 @@ from protocol.chain.client import ChainClient, ReportStatus, Role
 from protocol.chain.events import read_many
 from protocol.chain.settlement_history import SettlementHistory
 from protocol.config.run_config import TOKEN_UNIT
+from protocol.config.run_setup import resolve
 from protocol.core.fraud import FraudKind
 
 SCORE_SCALE = 65535
@@ -29,8 +30,10 @@ def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any],
     reports = [admin.report(rid) | {"id": rid} for rid in range(1, admin.call("disputes", "report_count") + 1)]
     history = SettlementHistory(admin)  # every figure below is rebuilt from chain data
     out_rounds = []
+    full_steps = resolve(admin.deployment.run_config).compute.inner_steps
     for r in range(rounds):
         settled = history.final(r)
+        info = admin.round_info(r)
         miners = []
         for m in (m for m in members if m.role == Role.MINER):
             committed = bool(admin.call("rounds", "has_committed", r, m.address))
@@ -40,6 +43,8 @@ def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any],
             column = settled.inputs.miners.index(m.address) if settled and m.address in settled.inputs.miners else None
             miners.append({
                 "address": m.address, "kind": m.kind, "committed": committed,
+                # capacity-scaled work: the inner steps it committed to (null: nothing committed)
+                "steps": (admin.call("rounds", "commit_steps", r, m.address) or full_steps) if committed else None,
                 # verified: its proof held (no report against it was confirmed); null: nothing committed
                 "verified": (not confirmed) if committed else None,
                 "score": res.consensus[column] / SCORE_SCALE if res and column is not None else 0.0,
@@ -47,6 +52,8 @@ def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any],
                 "slashed": _tokens(sum(resolved[rep["id"]]["slashed"] for rep in confirmed if rep["id"] in resolved)),
             })
         out_rounds.append({"round": r, "fallback": admin.fallback(r),
+                           # seconds from the round's opening to its commit phase's close (early or at the deadline)
+                           "commit_s": info["commit_closed_time"] - info["start_time"] if info["commit_closed_time"] else None,
                            # the median of the losses validators revealed for the model round r trained
                            "heldout_loss": settled.result.heldout_loss / LOSS_SCALE if settled else None,
                            "model_hash": "0x" + admin.call("rounds", "model_hash", r + 1).hex(), "miners": miners})

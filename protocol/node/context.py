@@ -52,7 +52,7 @@ class NodeConfig:
     top_g: int = 16  # updates aggregated per round (top-G by consensus)
     max_rounds: int | None = None  # stop after this many rounds (devnet, tests)
     capacity_margin: float = 0.5  # a miner trains as many steps as fit in this share of the commit window left
-    step_delay_s: float = 0.0  # tests and devnet only: a miner sleeps this long per inner step (a slower machine)
+    slowdown: float = 1.0  # tests and devnet only: a miner this many times slower (it sleeps after each step)
     discover: str | None = None  # a domain whose DNS-AID records add dial hints (None: registry only)
     discover_server: tuple[str, int] | None = None  # name server to ask (None: the system resolver)
     extra: dict[str, Any] = field(default_factory=dict)

@@ -44,9 +44,9 @@ def _random_batches(model: ModelConfig, batch_size: int) -> BatchFn:
 
 
 def time_steps(model: ModelConfig, cfg: ComputeConfig, seconds: float = 2.0, max_steps: int = 200,
-               step_delay_s: float = 0.0) -> Throughput:
+               slowdown: float = 1.0) -> Throughput:
     """Inner steps of `model` under `cfg` for about `seconds` (at least 2 timed steps);
-    `step_delay_s` sleeps that long per step, as a throttled miner does (tests, devnet)."""
+    `slowdown` > 1 sleeps after each step as a throttled miner does (tests, devnet)."""
     net = GPT(model)
     task = RoundTask(b"throughput", 0, bytes(20), model, cfg)
     ckpt = fresh_checkpoint(task, init_params(model, 0), None)
@@ -54,8 +54,9 @@ def time_steps(model: ModelConfig, cfg: ComputeConfig, seconds: float = 2.0, max
     ckpt, _ = run_steps(net, ckpt, 1, batches, cfg)  # warm-up: allocation, first dispatch
     steps, start = 0, time.perf_counter()
     while steps < 2 or (time.perf_counter() - start < seconds and steps < max_steps):
+        began = time.perf_counter()
         ckpt, _ = run_steps(net, ckpt, 1, batches, cfg)
-        time.sleep(step_delay_s)
+        time.sleep(max(slowdown - 1, 0.0) * (time.perf_counter() - began))
         steps += 1
     return Throughput(steps, time.perf_counter() - start, cfg.batch_size * model.block_size)
 
