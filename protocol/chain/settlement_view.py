@@ -86,6 +86,7 @@ def round_detail(client: ChainClient, round_: int) -> dict[str, Any]:
         res = settled.result if settled else None
         miners.append({"address": row["miner"], "column": i, "update_hash": _hex(row["update_hash"]),
                        "trace_root": _hex(row["trace_root"]),
+                       "steps": int(row["steps"]),  # capacity-scaled work: inner steps committed (0: the run's H)
                        "consensus": res.consensus[i] if res else None, "reward": res.pay[i] if res else None,
                        "reputation": res.reputation[i] if res else None,
                        "cumulative": res.cumulative[i] if res else None})
