@@ -32,6 +32,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
 from benchmarks.overhead import corpus_slice
+from protocol.config.corpus import from_stdlib
 from protocol.core import data
 from protocol.core.hashing import blake3_hash
 from protocol.core.model import GPT, flatten, init_params, load_params, preset
@@ -64,12 +65,12 @@ class Spec:
 
 
 @functools.lru_cache(maxsize=4)
-def dataset(corpus: str) -> data.Dataset:
-    if corpus == "stdlib":
-        return corpus.from_stdlib()
-    if corpus.startswith("slice:"):
-        return corpus_slice(int(corpus.removeprefix("slice:")))
-    raise ValueError(f"unknown corpus {corpus!r}")
+def dataset(name: str) -> data.Dataset:
+    if name == "stdlib":
+        return from_stdlib()
+    if name.startswith("slice:"):
+        return corpus_slice(int(name.removeprefix("slice:")))
+    raise ValueError(f"unknown corpus {name!r}")
 
 
 def miner_address(w: int) -> bytes:

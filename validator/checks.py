@@ -10,7 +10,6 @@ import trio
 from protocol.core.commitment import Commit
 from protocol.core.envelope import EnvelopeError, check_binding, decode_envelope
 from protocol.core.fraud import FraudKind
-from protocol.core.training import ComputeConfig, StepCountError
 from protocol.core.proof import (
     Challenge,
     ProofMismatch,
@@ -18,6 +17,7 @@ from protocol.core.proof import (
     make_challenge,
     trace_root,
 )
+from protocol.core.training import ComputeConfig, StepCountError
 from protocol.node.context import NodeContext
 from protocol.node.logs import kv
 from protocol.p2p.blobs import Checkpoint

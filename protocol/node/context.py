@@ -16,10 +16,10 @@ from protocol.chain.events import EventLog
 from protocol.chain.settlement_history import SettlementHistory
 from protocol.config.run_setup import Setup, load_dataset, resolve
 from protocol.core.commitment import Commit
-from protocol.core.training import ComputeConfig, StepCountError
 from protocol.core.errors import VeritrainError
 from protocol.core.messages import SignedGossip
 from protocol.core.result import compute_result
+from protocol.core.training import ComputeConfig, StepCountError
 from protocol.core.witness import NO_WITNESS
 from protocol.core.witness_bundle import SIG_BYTES, WitnessBundleError, decode_bundle
 from protocol.node.chain_port import ChainPort
