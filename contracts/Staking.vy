@@ -66,6 +66,9 @@ validator_index: public(HashMap[address, uint256])  # 1 + position in `validator
 total_staked: public(uint256)
 total_unbonding: public(uint256)
 total_slashed: public(uint256)
+# the hardware classes each account runs: bit i = class i of the run config's permitted list
+# (`[[training.classes]]`, fixed by the run config hash); a miner's set has one bit
+hardware_classes: public(HashMap[address, uint256])
 
 
 event Registered:
@@ -74,6 +77,10 @@ event Registered:
     node_key: bytes32
     multiaddr: String[256]
     binding_sig: Bytes[SIG_BYTES]
+
+event HardwareClassesSet:
+    account: indexed(address)
+    classes: uint256
 
 event Staked:
     account: indexed(address)
@@ -177,6 +184,23 @@ def register(role_: uint8, node_key_: bytes32, multiaddr_: String[256], binding_
     self.node_key[msg.sender] = node_key_
     self.multiaddr[msg.sender] = multiaddr_
     log Registered(account=msg.sender, role=role_, node_key=node_key_, multiaddr=multiaddr_, binding_sig=binding_sig)
+
+
+@external
+def set_hardware_classes(classes: uint256):
+    """
+    @notice Registers the hardware classes the caller runs: a miner the one class it
+            trains under, a validator the classes it replays exactly. Bit i stands for
+            class i of the run config's permitted list; the run config hash on chain
+            fixes that list, and nodes refuse a class it does not hold.
+    @param classes The class set, 1 to MAX_CLASSES bits (a miner: exactly one).
+    """
+    role_: uint8 = self.role[msg.sender]
+    assert role_ != ROLE_NONE, "staking: not registered"
+    assert classes != 0 and classes < 1 << constants.MAX_CLASSES, "staking: classes outside the permitted list"
+    assert role_ != ROLE_MINER or classes & (classes - 1) == 0, "staking: a miner runs exactly one class"
+    self.hardware_classes[msg.sender] = classes
+    log HardwareClassesSet(account=msg.sender, classes=classes)
 
 
 @external

@@ -25,6 +25,8 @@ BLS_G1_BYTES: constant(uint256) = 128
 BLS_G2_BYTES: constant(uint256) = 256
 # header words of a round's result (see Results.vy)
 HEADER_WORDS: constant(uint256) = 14
+# hardware classes a run may permit: bit i of a class set is class i of `[[training.classes]]`
+MAX_CLASSES: constant(uint256) = 16
 # basis points: 10,000 = 100 %
 BPS: constant(uint256) = 10_000
 # 1.0 in 18-decimal fixed point (agreement factors)

@@ -123,6 +123,10 @@ class ChainClient:
     def register(self, role: Role, node_key: bytes, multiaddr: str, binding_sig: bytes) -> dict:
         return self._send(self.staking.functions.register(int(role), node_key, multiaddr, binding_sig))
 
+    def set_hardware_classes(self, mask: int) -> dict:
+        """Register the hardware classes this account runs (bit i: the run's permitted class i)."""
+        return self._send(self.staking.functions.set_hardware_classes(mask))
+
     def stake(self, amount: int) -> dict:
         self._ensure_allowance(self.staking.address, amount)
         return self._send(self.staking.functions.stake(amount))

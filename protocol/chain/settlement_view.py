@@ -115,6 +115,19 @@ def round_detail(client: ChainClient, round_: int) -> dict[str, Any]:
     }
 
 
+def _class_labels(client: ChainClient, mask: int) -> list[str]:
+    """The permitted classes an on-chain class set names, as `cpu/avx2/1t/float32` labels from the
+    deployed run config (bit i: class i); `class <i>` when the config does not list it."""
+    listed = client.deployment.run_config.training.get("classes", [])
+    out = []
+    for i in range(mask.bit_length()):
+        if mask >> i & 1:
+            c = listed[i] if i < len(listed) else None
+            out.append(f"{c.get('device', 'cpu')}/{c.get('cpu_capability', 'avx2')}/{c.get('threads', 1)}t/"
+                       f"{c.get('dtype', 'float32')}" if isinstance(c, dict) else f"class {i}")
+    return out
+
+
 def node(client: ChainClient, address: str) -> dict[str, Any]:
     address = client.w3.to_checksum_address(address)
     call = client.call
@@ -142,6 +155,7 @@ def node(client: ChainClient, address: str) -> dict[str, Any]:
         "node_key": _hex(call("staking", "node_key", address)),
         "bls_key": _hex(call("keys", "key_of", address)) if call("keys", "key_hash", address) != bytes(32) else None,
         "multiaddr": call("staking", "multiaddr", address),
+        "hardware_classes": _class_labels(client, call("staking", "hardware_classes", address)),
         "token_balance": client.token_balance(address),
         "staked": call("staking", "staked", address),
         "unbonding": call("staking", "unbonding", address),

@@ -98,7 +98,8 @@ def render_round(console: Console, data: dict[str, Any]) -> None:
 def render_node(console: Console, data: dict[str, Any]) -> None:
     console.print(_kv_table(f"node {data['address']}", [
         ("role", data["role"] or "unregistered"), ("node key", short(data["node_key"], 18)),
-        ("multiaddr", data["multiaddr"] or "—"), ("token balance", tokens(data["token_balance"])),
+        ("multiaddr", data["multiaddr"] or "—"), ("hardware classes", ", ".join(data["hardware_classes"]) or "—"),
+        ("token balance", tokens(data["token_balance"])),
         ("staked", tokens(data["staked"])), ("unbonding", tokens(data["unbonding"])),
         ("eligible", "yes" if data["eligible"] else "no"), ("reputation", _score(data["reputation"])),
         ("earned (cumulative)", tokens(data["cumulative_earned"])),

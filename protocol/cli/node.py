@@ -83,7 +83,10 @@ def check_local_hashes(client: Any) -> None:
     check_local(config, local)
 
 
-def prepare_node(role: str, rpc: str, deployment: Path, keys: Path, listen: str, stake: str | None) -> tuple[Any, Any]:
+def prepare_node(role: str, rpc: str, deployment: Path, keys: Path, listen: str, stake: str | None,
+                 classes: int | None = None) -> tuple[Any, Any]:
+    """Check the keys, funds and local hashes, then register (role, node key, address, the
+    hardware class set `classes` when given, a validator's BLS key) and top up the stake."""
     from protocol.chain.client import Role
     from protocol.core.signing import binding_message
 
@@ -100,6 +103,8 @@ def prepare_node(role: str, rpc: str, deployment: Path, keys: Path, listen: str,
         msg = binding_message(client.handle.chain_id, bytes.fromhex(client.staking.address[2:]),
                               bytes.fromhex(client.address[2:]))
         client.register(want, node_keys.identity.public_key, listen, node_keys.identity.sign(msg))
+    if classes is not None and client.call("staking", "hardware_classes", client.address) != classes:
+        client.set_hardware_classes(classes)
     if want == Role.VALIDATOR:
         from protocol.chain.bls_registration import ensure_bls_key
 
@@ -113,13 +118,16 @@ def prepare_node(role: str, rpc: str, deployment: Path, keys: Path, listen: str,
     return client, node_keys
 
 
-def check_hardware_class(deployment: Path, wanted: str | None) -> None:
-    """Refuse a class the run does not permit, cannot run here, or (for now) is not the default."""
+def node_classes(deployment: Path, wanted: str | None) -> int:
+    """The class set this node registers: the class it runs (`wanted`, else the run's default).
+    Refuses a class the run does not permit, cannot run here, or (for now) is not the default."""
     from protocol.chain.deployment import load_deployment
     from protocol.config.run_setup import training_spec
+    from protocol.core.hardware_class import class_mask
     from protocol.node.hardware_choice import choose_class
 
-    choose_class(training_spec(load_deployment(deployment).run_config), wanted)
+    spec = training_spec(load_deployment(deployment).run_config)
+    return class_mask(spec.classes, [choose_class(spec, wanted)])
 
 
 def _run(role: str, rpc: str, deployment: Path, keys: Path, data_dir: Path, listen: str | None,
@@ -133,10 +141,9 @@ def _run(role: str, rpc: str, deployment: Path, keys: Path, data_dir: Path, list
     _logging()
     miner_cheat = _cheat(cheat)  # a bad name fails before anything is sent
     server = _discover_server(discover_server)  # so does a bad name server
-    if hardware_class is not None:  # by default the worker checks the run's profile, as before
-        check_hardware_class(deployment, hardware_class)
+    classes = node_classes(deployment, hardware_class)  # by default the worker checks the run's profile
     addr = _listen(listen, data_dir)
-    client, node_keys = prepare_node(role, rpc, deployment, keys, addr, stake)
+    client, node_keys = prepare_node(role, rpc, deployment, keys, addr, stake, classes)
     _remember_listen(data_dir, addr)
     config = NodeConfig(data_dir=data_dir, listen=addr, bootstrap=tuple(bootstrap or ()), max_rounds=max_rounds,
                         discover=discover, discover_server=server)

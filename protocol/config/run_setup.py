@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 
 from protocol.config.run_config import RunConfig
 from protocol.core.errors import ConfigError
-from protocol.core.hardware_class import class_id, default_classes, label
+from protocol.core.hardware_class import MAX_CLASSES, class_id, default_classes, label
 from protocol.core.replay_profile import ReplayProfile
 
 _PROFILE = TypeAdapter(ReplayProfile)
@@ -66,6 +66,8 @@ class TrainingSpec(_Strict):
         ids = [class_id(c) for c in self.classes]
         if len(set(ids)) != len(ids):
             raise ConfigError("[training.classes] lists a hardware class twice")
+        if len(ids) > MAX_CLASSES:
+            raise ConfigError(f"[training.classes] lists {len(ids)} hardware classes; a run permits at most {MAX_CLASSES}")
         if self.profile not in self.classes:
             permitted = ", ".join(label(c) for c in self.classes) or "none"
             raise ConfigError(f"[training.profile] {label(self.profile)} is not among the permitted "

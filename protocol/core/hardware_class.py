@@ -20,10 +20,12 @@ import torch
 from protocol.core.errors import ConfigError
 from protocol.core.replay_profile import ReplayProfile, class_id
 
-__all__ = ["CAPABILITIES", "ClassNotPermitted", "Host", "class_id", "default_classes", "find_class",
+__all__ = ["CAPABILITIES", "MAX_CLASSES", "ClassNotPermitted", "Host", "class_id", "class_mask", "classes_in",
+           "default_classes", "find_class",
            "label", "runnable_here", "runnable_on", "short_id", "this_host"]
 
 CAPABILITIES = ("default", "avx2", "avx512")  # ATen's CPU dispatch levels, weakest first
+MAX_CLASSES = 16  # classes a run may permit: a class set on chain is a 16-bit mask (contracts/constants.vy)
 
 
 class ClassNotPermitted(ConfigError):
@@ -116,6 +118,20 @@ def _cpu_reason(p: ReplayProfile, host: Host) -> str:
     if p.threads > host.cpu_count:
         return f"needs {p.threads} threads, this machine has {host.cpu_count} CPUs"
     return ""
+
+
+def class_mask(classes: Sequence[ReplayProfile], held: Sequence[ReplayProfile]) -> int:
+    """The on-chain class set of `held` (`Staking.set_hardware_classes`): bit i is classes[i]."""
+    missing = [label(p) for p in held if p not in classes]
+    if missing:
+        permitted = ", ".join(label(c) for c in classes)
+        raise ClassNotPermitted(f"hardware class {', '.join(missing)} is not permitted by this run (permitted: {permitted})")
+    return sum(1 << classes.index(p) for p in set(held))
+
+
+def classes_in(classes: Sequence[ReplayProfile], mask: int) -> list[ReplayProfile]:
+    """The permitted classes an on-chain class set names (bits past the list name nothing)."""
+    return [c for i, c in enumerate(classes) if mask >> i & 1]
 
 
 def runnable_here(p: ReplayProfile) -> tuple[bool, str]:

@@ -31,6 +31,7 @@ from protocol.config.run_config import TOKEN_UNIT, ChainParams, GenesisAllocatio
 from protocol.config.run_setup import resolve
 from protocol.core.bls import bls_keygen
 from protocol.core.errors import ConfigError, VeritrainError
+from protocol.core.hardware_class import class_mask
 from protocol.core.signing import NodeIdentity, binding_message
 from protocol.devnet.cheats import CHEATS, MinerCheat
 from protocol.devnet.lazy_validator import LazyValidator
@@ -124,6 +125,8 @@ def _register(member: Member, stake_tokens: int) -> None:
     message = binding_message(client.handle.chain_id, bytes.fromhex(client.staking.address[2:]),
                               bytes.fromhex(member.address[2:]))
     client.register(member.role, identity.public_key, member.listen, identity.sign(message))
+    spec = resolve(client.deployment.run_config).spec  # every devnet node runs the run's default class
+    client.set_hardware_classes(class_mask(spec.classes, [spec.profile]))
     if member.keys.bls is not None:
         ensure_bls_key(client, member.keys.bls)
     client.stake(stake_tokens * TOKEN_UNIT)

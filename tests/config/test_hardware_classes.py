@@ -9,7 +9,7 @@ import pytest
 from protocol.config.run_config import RunConfig, load_run_config
 from protocol.config.run_setup import TrainingSpec, resolve, training_spec
 from protocol.core.errors import ConfigError
-from protocol.core.hardware_class import default_classes, label
+from protocol.core.hardware_class import ClassNotPermitted, class_mask, classes_in, default_classes, label
 from protocol.core.replay_profile import ReplayProfile
 
 
@@ -62,3 +62,21 @@ def test_dumped_spec_pins_every_class_and_round_trips():
     assert dumped["classes"][1]["torch_version"] == "9.9"
     assert TrainingSpec.model_validate(dumped) == spec
     assert spec.classes[1] == dataclasses.replace(spec.profile, threads=2, torch_version="9.9")
+
+
+def test_a_run_permits_at_most_sixteen_classes_the_width_of_a_class_set_on_chain():
+    sixteen = [{"threads": t} for t in range(1, 17)]
+    assert len(training_spec(RunConfig(training={"classes": sixteen})).classes) == 16
+    with pytest.raises(ConfigError, match="at most 16"):
+        training_spec(RunConfig(training={"classes": [*sixteen, {"threads": 17}]}))
+
+
+def test_a_class_set_names_the_permitted_classes_by_position():
+    spec = TrainingSpec()
+    one, two, avx512 = spec.classes
+    assert class_mask(spec.classes, [one]) == 1 and class_mask(spec.classes, [avx512]) == 4
+    assert class_mask(spec.classes, [two, one, two]) == 3
+    assert classes_in(spec.classes, 0b101) == [one, avx512]
+    assert classes_in(spec.classes, 1 << 9) == []  # past the list: nothing
+    with pytest.raises(ClassNotPermitted, match="cpu/avx2/4t/float32 is not permitted"):
+        class_mask(spec.classes, [ReplayProfile(threads=4)])

@@ -96,6 +96,41 @@ def test_register_reverts(stack):
         st_.register(VALIDATOR, NODE_KEY, MULTIADDR, SIG, sender=a)
 
 
+# -- hardware classes -----------------------------------------------------------------------------
+
+
+def test_a_miner_registers_one_class_and_a_validator_several(stack):
+    st_ = stack.staking
+    m, v = boa.env.generate_address(), boa.env.generate_address()
+    st_.register(MINER, NODE_KEY, MULTIADDR, SIG, sender=m)
+    st_.register(VALIDATOR, NODE_KEY, MULTIADDR, SIG, sender=v)
+    assert (st_.hardware_classes(m), st_.hardware_classes(v)) == (0, 0)
+    st_.set_hardware_classes(1 << 2, sender=m)
+    st_.set_hardware_classes(0b1011, sender=v)
+    assert [(e.account, e.classes) for e in last_logs(st_, "HardwareClassesSet")] == [(v, 0b1011)]
+    assert (st_.hardware_classes(m), st_.hardware_classes(v)) == (4, 0b1011)
+    st_.set_hardware_classes(1, sender=m)  # a miner moving to another machine re-registers
+    st_.set_hardware_classes(1 << 15, sender=v)  # the 16th class is the last one
+    assert (st_.hardware_classes(m), st_.hardware_classes(v)) == (1, 1 << 15)
+
+
+def test_class_sets_that_are_empty_too_wide_or_two_for_a_miner_revert(stack):
+    st_ = stack.staking
+    m, v, nobody = (boa.env.generate_address() for _ in range(3))
+    st_.register(MINER, NODE_KEY, MULTIADDR, SIG, sender=m)
+    st_.register(VALIDATOR, NODE_KEY, MULTIADDR, SIG, sender=v)
+    with boa.reverts("staking: not registered"):
+        st_.set_hardware_classes(1, sender=nobody)
+    for who in (m, v):
+        for bad in (0, 1 << 16, 2**256 - 1):
+            with boa.reverts("staking: classes outside the permitted list"):
+                st_.set_hardware_classes(bad, sender=who)
+    for two in (0b11, 0b101, (1 << 15) | 1):
+        with boa.reverts("staking: a miner runs exactly one class"):
+            st_.set_hardware_classes(two, sender=m)
+    assert (st_.hardware_classes(m), st_.hardware_classes(v)) == (0, 0)
+
+
 # -- stake / unbond / withdraw --------------------------------------------------------------------
 
 
