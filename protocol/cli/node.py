@@ -133,7 +133,7 @@ def node_classes(deployment: Path, wanted: str | None) -> int:
 def _run(role: str, rpc: str, deployment: Path, keys: Path, data_dir: Path, listen: str | None,
          bootstrap: list[str] | None, stake: str | None, max_rounds: int | None, cheat: str | None = None,
          hardware_class: str | None = None, discover: str | None = None,
-         discover_server: str | None = None) -> None:
+         discover_server: str | None = None, capacity_margin: float = 0.5) -> None:
     import trio
 
     from protocol.node.context import NodeConfig
@@ -146,7 +146,7 @@ def _run(role: str, rpc: str, deployment: Path, keys: Path, data_dir: Path, list
     client, node_keys = prepare_node(role, rpc, deployment, keys, addr, stake, classes)
     _remember_listen(data_dir, addr)
     config = NodeConfig(data_dir=data_dir, listen=addr, bootstrap=tuple(bootstrap or ()), max_rounds=max_rounds,
-                        discover=discover, discover_server=server)
+                        discover=discover, discover_server=server, capacity_margin=capacity_margin)
     log = logging.getLogger(f"veritrain.{role}")
     if role == "miner":
         from miner.node import MinerNode
@@ -185,10 +185,13 @@ def miner(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt, data_dir: DataD
           bootstrap: BootstrapOpt = None, stake: StakeOpt = None, max_rounds: RoundsOpt = None,
           cheat: Annotated[str | None, typer.Option(help="Testing only: behave as this adversary")] = None,
           hardware_class: ClassOpt = None, discover: DiscoverOpt = None,
-          discover_server: DiscoverServerOpt = None) -> None:
+          discover_server: DiscoverServerOpt = None,
+          capacity_margin: Annotated[float, typer.Option(
+              min=0.05, max=1.0, help="Capacity-scaled work: train as many steps (up to the run's H) as fit in "
+                                     "this share of the commit window left when training starts")] = 0.5) -> None:
     """Run a miner: train each round in a worker process, commit, publish, serve."""
     _run("miner", rpc, deployment, keys, data_dir, listen, bootstrap, stake, max_rounds, cheat, hardware_class,
-         discover, discover_server)
+         discover, discover_server, capacity_margin)
 
 
 def validator(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt, data_dir: DataDirOpt, listen: ListenOpt = None,
