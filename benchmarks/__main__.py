@@ -1,4 +1,4 @@
-"""`python -m benchmarks NAME [args]`: one command per figure (gas, overhead, verify, p2p, vs-ddp, trust)."""
+"""`python -m benchmarks NAME [args]`: one command per figure (gas, overhead, verify, p2p, vs-ddp, trust, hetero)."""
 
 from __future__ import annotations
 
