@@ -36,7 +36,9 @@ def test_report_files_and_schema(devnet_report):
     for r in report["rounds"]:
         assert r["model_hash"].startswith("0x") and len(r["model_hash"]) == 66
         for m in r["miners"]:
-            assert set(m) == {"address", "kind", "committed", "verified", "score", "reward", "slashed"}
+            assert set(m) == {"address", "kind", "committed", "steps", "verified", "score", "reward", "slashed"}
+            assert m["steps"] == 30 if m["committed"] else m["steps"] is None  # every miner fits H here
+        assert 0 < r["commit_s"] <= 300
     roles = sorted(f["role"] for f in report["final"])
     assert roles == ["miner"] * 5 + ["validator"] * 4
 
