@@ -38,6 +38,10 @@ Columns, per round:
   - theft (the gain comes only with an accepted update): (1-p) * gain - p * slash.
   - coalition (a cheating miner and a colluding validator): gain - p_m * S_m - p_v * S_v.
   - blocked (rules 5-9): -loss, the dividend the attempt costs, or 0 when it costs only gas.
+  - capacity-scaled work: overclaimed steps (commit H, train H/2) is a saving of R/2 caught by
+    every validator's trace-length check (p = 1 with honest validators); one machine as three
+    identities (sybil) has nothing to detect: its gain is measured, the pay of three 9-step
+    updates minus that of one 30-step update beside two honest miners (`measure_split`).
 
 Rows that are not negative say so in `note`. What would fix them:
 - decoy report and witness bought from a cheating miner at 2 validators (`--validators 2`): the
@@ -295,8 +299,55 @@ def rule_rows(p: Params) -> list[Row]:
     return rows
 
 
+def capacity_rows(p: Params) -> list[Row]:
+    """Capacity-scaled work: a miner that commits more steps than it trained. Every validator
+    checks the trace's length against the committed count, so it is caught like `wrong-data`."""
+    det = Fraction(int(confirmed(p.validators, 0, p.validators)))
+    return [saving("overclaimed steps (commits H, trains H/2)", "capacity: trace length", det,
+                   p.reward / 2, p.miner_slash)]
+
+
+def split_row(p: Params, gain: Fraction) -> Row:
+    """One machine registered as three identities, each training a third of its steps: nothing
+    to detect; `gain` is the measured change of its pay (`measure_split`)."""
+    return Row("one machine as 3 identities (a third of the steps each)", "capacity: pay = steps x quality",
+               "sybil", Fraction(0), Fraction(0), gain, gain,
+               "gain (measured: pay of 3 short updates - pay of 1; it also locks 2 more miner stakes)")
+
+
 def exact_rows(p: Params) -> list[Row]:
-    return miner_rows(p) + coalition_rows(p) + rule_rows(p)
+    return miner_rows(p) + coalition_rows(p) + rule_rows(p) + capacity_rows(p)
+
+
+def measure_split(p: Params) -> Fraction:
+    """The pay a machine gains by splitting into three identities of 9 steps (the most a third
+    of H = 30 fits, a multiple of k) beside two honest miners at H, against staying one miner at
+    H: real micro training, scored by `validator.scoring.score_round` (pay ∝ steps x usefulness),
+    times the miner pool."""
+    from benchmarks.overhead import corpus_slice
+    from protocol.core.hashing import blake3_hash
+    from protocol.core.model import init_params, preset
+    from protocol.core.replay_profile import ReplayProfile, apply_profile, observe_profile
+    from protocol.core.submission import honest
+    from protocol.core.training import ComputeConfig, RoundTask
+    from validator.scoring import RoundEntry, score_round
+
+    apply_profile(ReplayProfile(threads=1, cpu_capability=observe_profile().cpu_capability))
+    ds, theta, full = corpus_slice(600_000), init_params(preset("micro"), 0), ComputeConfig()
+    seed = blake3_hash("validator-seed", b"trust-split")
+
+    def entry(i: int, steps: int) -> RoundEntry:
+        t = RoundTask(b"trust", 1, bytes([0x40 + i]) * 20, preset("micro"), full.with_steps(steps))
+        return RoundEntry(t, i, honest(t, ds, theta, None).blob, True)
+
+    def share(entries: list[RoundEntry], of: list[int]) -> Fraction:
+        scores = {m: s.score for m, s in score_round(entries, ds, theta, seed).items()}
+        return Fraction(sum(scores[bytes([0x40 + i]) * 20] for i in of), sum(scores.values()))
+
+    others = [entry(0, 30), entry(1, 30)]
+    one = share([*others, entry(2, 30)], [2])
+    three = share([*others, *[entry(i, 9) for i in (3, 4, 5)]], [3, 4, 5])
+    return (three - one) * p.miner_pool
 
 
 # ---------------------------------------------------------------------------------------
@@ -418,7 +469,7 @@ def run(quick: bool, validators: int | None = None, miners: int | None = None,
         trials: int | None = None) -> dict[str, Any]:
     p = default_params(validators, miners)
     trials = trials or (3 if quick else 100)
-    rows = exact_rows(p)
+    rows = exact_rows(p) + [split_row(p, measure_split(p))]
     for attack, rate in {**measure(p, trials), **measure_audits(p, trials * 10)}.items():
         row = next(r for r in rows if r.attack == attack)
         row.p_detect_measured, row.trials = rate, trials
