@@ -104,6 +104,10 @@ async def _audit_once(ctx: NodeContext, c: Claim, seed_block: bytes) -> AuditRes
         return AuditResult(True, f"challenge signature: {exc}")
     if c.witness == NO_WITNESS:
         return AuditResult(True, "scored without a witness")
+    if commit is not None and not ctx.steps_allowed(commit):
+        # its committed step count breaks the run's rules: every honest check fails, so a claim
+        # that it passed is false (and there is no trace shape to replay it under)
+        return AuditResult(True, "the miner's committed step count is not allowed, yet it was scored")
     replay = await _replay(ctx, c, segments)
     if replay is None or not replay.served:
         return AuditResult(True, "replayed checkpoints not served", retry=True)

@@ -157,6 +157,10 @@ class NodeContext:
         committed step count. StepCountError when the run does not allow that count."""
         return self.setup.compute.with_steps(commit.steps)
 
+    def steps_allowed(self, commit: Commit) -> bool:
+        """Whether `commit`'s step count is one the run allows (0 stands for H)."""
+        return commit.steps == 0 or commit.steps in self.setup.compute.allowed_steps()
+
     def challenge_compute(self, commit: Commit) -> ComputeConfig:
         """`compute_for`, or the run's own config when the committed step count is not allowed:
         challenges are drawn under it then, and the check fails as a derivation regardless."""

@@ -70,3 +70,53 @@ def test_an_allowed_shorter_count_draws_its_challenge_from_its_own_segments():
                             ctx.challenge_compute(commit)).segments[0] for i in range(40)}
     assert draws == {0, 1, 2}  # never a segment the 9-step trace does not have
     assert ctx.challenge_compute(Commit(b"", b"", 0, 0)) is CFG  # 0 stands for H
+
+
+def test_a_step_count_the_run_does_not_allow_scores_zero_and_the_rest_are_scored(tmp_path, profile):
+    """A miner that commits an invalid count must not stop the validator's scoring (it would,
+    if the worker tried to build that miner's config): it scores 0, everyone else is scored."""
+    import sysconfig
+    from pathlib import Path
+
+    from protocol.config.run_setup import DatasetSpec, Setup, TrainingSpec, load_dataset
+    from protocol.core.aggregate import decode_state
+    from protocol.core.envelope import encode_envelope
+    from protocol.core.submission import honest
+    from protocol.core.training import RoundTask
+    from protocol.node.global_model import genesis_blob
+    from validator.work import ScoreJob, score_miners
+
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    for name in ("argparse.py", "typing.py", "dataclasses.py"):
+        (tmp_path / f"{name}.txt").write_bytes((stdlib / name).read_bytes())
+    spec = TrainingSpec(preset="micro", profile=profile, classes=[profile],
+                        dataset=DatasetSpec(source="folder", path=str(tmp_path), page_tokens=1024, heldout_every=4),
+                        compute={"batch_size": 4, "pages_per_miner": 2, "score_batches": 8})
+    run_seed = b"\x07" * 32
+    blob, state_hash = genesis_blob(spec)
+    setup = Setup(spec, run_seed)
+    ds, theta = load_dataset(spec.dataset), decode_state(blob, setup.model, state_hash).params
+    entries = []
+    for i, (trained, committed) in enumerate(((30, 0), (9, 9), (30, 4))):
+        miner = "0x" + bytes([0xB0 + i]).hex() * 20
+        t = RoundTask(run_seed, 1, bytes.fromhex(miner[2:]), setup.model, setup.compute.with_steps(trained))
+        sub = honest(t, ds, theta, None)
+        envelope = encode_envelope(1, "0x" + "cc" * 20, 1, miner, sub.trace, sub.blob)
+        entries.append((miner, i, envelope, True, committed))
+    job = ScoreJob(spec, run_seed, 1, blob, state_hash, entries, b"\x09" * 32, 1 << 26)
+    scores = {m.lower(): s for m, s in score_miners(job).items()}
+    full, short, invalid = (e[0] for e in entries)
+    assert scores[invalid] == 0 and scores[full] > 0 and scores[short] > 0
+
+
+def test_a_claim_that_a_miner_with_a_disallowed_count_passed_fails_its_audit():
+    from validator.audits import Claim, _audit_once
+
+    me = NodeIdentity.generate()
+    commit = Commit(b"\x01" * 32, b"\x02" * 32, 0, 4)
+    ctx = _ctx(me, commit)
+    ctx.steps_allowed = lambda c: NodeContext.steps_allowed(ctx, c)  # type: ignore[arg-type]
+    sig = make_challenge(me, 2, bytes.fromhex(MINER[2:]), SEED_BLOCK, CFG).signature
+    claim = Claim(2, REPORTER, MINER, 0, 40000, b"\x33" * 32, sig)  # a made-up witness and score
+    result = trio.run(_audit_once, ctx, claim, SEED_BLOCK)
+    assert result.failed and "step count is not allowed" in result.detail and not result.retry
