@@ -121,7 +121,7 @@ def _score_inputs(job: ScoreJob) -> tuple[list[RoundEntry], Dataset, Params]:
     theta = decode_state(job.state_blob, model, job.state_hash).params
     entries = []
     for miner, order, envelope, ok, steps in job.entries:
-        if envelope is None or steps not in (0, *cfg.allowed_steps()):
+        if envelope is None or not cfg.allows_steps(steps):
             continue  # scores 0: nothing served, or a step count the run does not allow (its check fails)
         task = RoundTask(job.run_seed, job.round, bytes.fromhex(miner[2:]), model, cfg.with_steps(steps))
         entries.append(RoundEntry(task, order, decode_envelope(envelope, job.max_bytes).update, ok))

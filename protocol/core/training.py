@@ -98,12 +98,16 @@ class ComputeConfig:
         """The step counts a miner may commit: multiples of k from `min_steps` to H."""
         return range(self.min_steps, self.inner_steps + 1, self.checkpoint_every)
 
+    def allows_steps(self, steps: int) -> bool:
+        """Whether a miner may commit `steps` (0 stands for H)."""
+        return steps == 0 or steps in self.allowed_steps()
+
     def with_steps(self, steps: int) -> ComputeConfig:
         """This config for one miner's round of `steps` inner steps (0: H, the full round), the
         config its trace, replay and challenges follow. StepCountError unless it is allowed."""
         if steps == 0 or steps == self.inner_steps:
             return self
-        if steps not in self.allowed_steps():
+        if not self.allows_steps(steps):
             raise StepCountError(f"{steps} inner steps is not a multiple of {self.checkpoint_every} "
                                  f"in [{self.min_steps}, {self.inner_steps}]")
         return dataclasses.replace(self, inner_steps=steps, min_inner_steps=self.min_steps)

@@ -159,7 +159,7 @@ class NodeContext:
 
     def steps_allowed(self, commit: Commit) -> bool:
         """Whether `commit`'s step count is one the run allows (0 stands for H)."""
-        return commit.steps == 0 or commit.steps in self.setup.compute.allowed_steps()
+        return self.setup.compute.allows_steps(commit.steps)
 
     def challenge_compute(self, commit: Commit) -> ComputeConfig:
         """`compute_for`, or the run's own config when the committed step count is not allowed:
