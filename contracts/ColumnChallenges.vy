@@ -22,6 +22,7 @@ from . import result_math
 from .interfaces import IChainFacts
 from .interfaces import IForfeits
 from .interfaces import IResults
+from .interfaces import IStaking
 from .interfaces import IVectorRoots
 
 initializes: challenge_base
@@ -298,8 +299,11 @@ def _column_matches(
     consensus: uint16 = 0
     pay: uint256 = 0
     credits: DynArray[uint256, MAX_VALIDATORS] = []
+    staking: IStaking = IStaking(staticcall challenge_base.rounds.staking())
     consensus, pay, credits = result_math._column(
-        column, weights, revealed, forfeited, quorum, staticcall challenge_base.rewards.forfeited(round, miner),
+        column, weights, revealed, forfeited, staticcall staking.class_checkers(miner, vals),
+        staticcall staking.min_class_stake(),
+        quorum, staticcall challenge_base.rewards.forfeited(round, miner),
         consensus_total, miner_pool, validator_pool, n,
     )
     c: uint256 = convert(consensus, uint256)

@@ -33,6 +33,7 @@ from .interfaces import IStaking
 from .interfaces import IToken
 
 SIG_BYTES: constant(uint256) = constants.ED25519_SIG_BYTES
+MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
 
 KIND_REPLAY: constant(uint8) = 1
 KIND_DERIVATION: constant(uint8) = 2
@@ -63,6 +64,11 @@ struct Report:
     votes: uint256
     confirms_by_others: uint256
     rejects_by_others: uint256
+    # who decides it, fixed when it is filed: the stake and number of validators that may
+    # vote, and whether only those holding the accused miner's hardware class may
+    voter_weight: uint256
+    voter_count: uint256
+    class_bound: bool
 
 
 token: public(immutable(IERC20))
@@ -168,10 +174,23 @@ def report_fraud(
     assert kind >= KIND_REPLAY and kind <= KIND_LAZY_VALIDATOR, "disputes: unknown kind"
     weight: uint256 = staticcall rounds.validator_weight(round, msg.sender)
     assert weight > 0, "disputes: not a permitted validator"
+    voter_weight: uint256 = 0
+    voter_count: uint256 = 0
+    class_bound: bool = False
     if kind == KIND_LAZY_VALIDATOR:
         self._check_lazy_accused(round, miner, segment)
+        # the accused validator may not vote: the quorum counts the others only
+        voter_weight = staticcall rounds.total_weight(round) - staticcall rounds.validator_weight(round, miner)
+        voter_count = len(staticcall rounds.validators_of(round)) - 1
     else:
         assert staticcall rounds.has_committed(round, miner), "disputes: miner did not commit"
+        voter_weight, voter_count, class_bound = self._class_voters(round, miner)
+        if class_bound:
+            assert self._holds_class(miner, msg.sender), "disputes: reporter does not hold the miner's class"
+        else:
+            # nobody holds the class with enough stake: replays were tolerance checks, which are
+            # no evidence; a derivation fault is the same on every class
+            assert kind == KIND_DERIVATION, "disputes: only derivation reports without exact checkers"
     assert staticcall rounds.reporting_open(round), "disputes: reporting closed"
     assert self.report_of[round][miner][msg.sender] == 0, "disputes: already reported"
     assert len(challenge_sig) == SIG_BYTES, "disputes: challenge signature must be 64 bytes"
@@ -186,6 +205,7 @@ def report_fraud(
         evidence_hash=evidence_hash, deadline=deadline, status=STATUS_OPEN,
         confirm_weight=weight, reject_weight=0, served_weight=0, votes=1,
         confirms_by_others=0, rejects_by_others=0,
+        voter_weight=voter_weight, voter_count=voter_count, class_bound=class_bound,
     )
     self.report_of[round][miner][msg.sender] = rid
     self.vote_of[rid][msg.sender] = VOTE_CONFIRM
@@ -217,6 +237,7 @@ def vote_fraud(report_id: uint256, vote: uint8):
     weight: uint256 = staticcall rounds.validator_weight(r.round, msg.sender)
     assert weight > 0, "disputes: not a permitted validator"
     assert msg.sender != r.miner, "disputes: accused cannot vote"
+    assert not r.class_bound or self._holds_class(r.miner, msg.sender), "disputes: voter does not hold the miner's class"
     assert self.vote_of[report_id][msg.sender] == 0, "disputes: already voted"
     self.vote_of[report_id][msg.sender] = vote
     r.votes += 1
@@ -244,14 +265,8 @@ def resolve_fraud(report_id: uint256) -> uint8:
     """
     r: Report = self.reports[report_id]
     assert r.status == STATUS_OPEN, "disputes: report not open"
-    voters: uint256 = len(staticcall rounds.validators_of(r.round))
-    permitted: uint256 = staticcall rounds.total_weight(r.round)
-    if r.kind == KIND_LAZY_VALIDATOR:
-        # the accused validator may not vote: the quorum counts the others only
-        voters -= 1
-        permitted -= staticcall rounds.validator_weight(r.round, r.miner)
-    assert block.timestamp >= r.deadline or r.votes >= voters, "disputes: challenge window open"
-    status: uint8 = self._outcome(r, permitted)
+    assert block.timestamp >= r.deadline or r.votes >= r.voter_count, "disputes: challenge window open"
+    status: uint8 = self._outcome(r, r.voter_weight)
     r.status = status
     self.reports[report_id] = r
     slashed: uint256 = 0
@@ -271,6 +286,39 @@ def resolve_fraud(report_id: uint256) -> uint8:
     extcall rewards.report_resolved(r.round, r.miner, status == STATUS_CONFIRMED)
     log FraudResolved(report_id=report_id, round=r.round, miner=r.miner, status=status, slashed=slashed, bond_burned=burned)
     return status
+
+
+@view
+@internal
+def _class_voters(round: uint256, miner: address) -> (uint256, uint256, bool):
+    """
+    @dev Who decides a report against `miner`: the round's validators holding its
+         hardware class when their stake reaches the class minimum (their weight,
+         their number, True), else all of them (False), as its column's consensus.
+    """
+    vals: DynArray[address, MAX_VALIDATORS] = staticcall rounds.validators_of(round)
+    weights: DynArray[uint256, MAX_VALIDATORS] = staticcall rounds.weights_of(round, vals)
+    bits: uint256 = staticcall staking.class_checkers(miner, vals)
+    weight: uint256 = 0
+    count: uint256 = 0
+    total: uint256 = 0
+    for j: uint256 in range(len(vals), bound=MAX_VALIDATORS):
+        total += weights[j]
+        if bits & (1 << j) != 0:
+            weight += weights[j]
+            count += 1
+    if weight > 0 and weight >= staticcall staking.min_class_stake():
+        return weight, count, True
+    return total, len(vals), False
+
+
+@view
+@internal
+def _holds_class(miner: address, validator: address) -> bool:
+    """
+    @dev Whether `validator` holds `miner`'s hardware class.
+    """
+    return staticcall staking.class_checkers(miner, [validator]) != 0
 
 
 @view

@@ -69,6 +69,12 @@ total_slashed: public(uint256)
 # the hardware classes each account runs: bit i = class i of the run config's permitted list
 # (`[[training.classes]]`, fixed by the run config hash); a miner's set has one bit
 hardware_classes: public(HashMap[address, uint256])
+# True from an account's first stake on: its classes never change after, so every round it
+# takes part in (and every later recomputation of one) reads the same set
+classes_fixed: public(HashMap[address, bool])
+# validator stake (wei) a class needs among a round's validators for exact checks of its
+# miners; a class with less is checked by every validator in tolerance mode
+min_class_stake: public(immutable(uint256))
 
 
 event Registered:
@@ -126,7 +132,7 @@ event Wired:
 @deploy
 def __init__(
     token_: IERC20, min_miner_stake_: uint256, min_validator_stake_: uint256,
-    max_permits_: uint256, unbonding_delay_: uint256,
+    max_permits_: uint256, unbonding_delay_: uint256, min_class_stake_: uint256,
 ):
     """
     @notice Fixes the token and the staking parameters of the run config.
@@ -135,6 +141,7 @@ def __init__(
     @param min_validator_stake_ Minimum stake (wei) of an eligible validator.
     @param max_permits_ K: only the top-K validators by stake hold a permit.
     @param unbonding_delay_ Seconds between `request_unbond` and `withdraw`.
+    @param min_class_stake_ Validator stake (wei) a hardware class needs for exact checks.
     """
     ownable.__init__()
     assert min_miner_stake_ > 0 and min_validator_stake_ > 0, "staking: minimum stake must be positive"
@@ -144,6 +151,7 @@ def __init__(
     min_validator_stake = min_validator_stake_
     max_permits = max_permits_
     unbonding_delay = unbonding_delay_
+    min_class_stake = min_class_stake_
 
 
 @external
@@ -192,11 +200,15 @@ def set_hardware_classes(classes: uint256):
     @notice Registers the hardware classes the caller runs: a miner the one class it
             trains under, a validator the classes it replays exactly. Bit i stands for
             class i of the run config's permitted list; the run config hash on chain
-            fixes that list, and nodes refuse a class it does not hold.
+            fixes that list, and nodes refuse a class it does not hold. The set is
+            fixed from the first stake on (other hardware: another account), so no
+            round's checks and no recomputation of a result depend on when it is read.
+            An account that never sets one runs class 0.
     @param classes The class set, 1 to MAX_CLASSES bits (a miner: exactly one).
     """
     role_: uint8 = self.role[msg.sender]
     assert role_ != ROLE_NONE, "staking: not registered"
+    assert not self.classes_fixed[msg.sender], "staking: classes are fixed once staked"
     assert classes != 0 and classes < 1 << constants.MAX_CLASSES, "staking: classes outside the permitted list"
     assert role_ != ROLE_MINER or classes & (classes - 1) == 0, "staking: a miner runs exactly one class"
     self.hardware_classes[msg.sender] = classes
@@ -220,6 +232,8 @@ def stake(amount: uint256):
     assert extcall token.transferFrom(msg.sender, self, amount, default_return_value=True), "staking: transfer failed"
     self.staked[msg.sender] += amount
     self.total_staked += amount
+    if not self.classes_fixed[msg.sender]:
+        self.classes_fixed[msg.sender] = True
     self._refresh_eligibility(msg.sender, True)
     log Staked(account=msg.sender, amount=amount, total=self.staked[msg.sender])
 
@@ -341,6 +355,36 @@ def validator_count() -> uint256:
     @return The number of eligible validators.
     """
     return len(self.validators)
+
+
+@view
+@external
+def class_checkers(miner: address, validators_: DynArray[address, MAX_VALIDATORS]) -> uint256:
+    """
+    @notice Which of `validators_` hold `miner`'s hardware class and so may check it
+            exactly: bit j stands for `validators_[j]`.
+    @param miner The miner.
+    @param validators_ The validators (a round's `validators_of`).
+    @return The bit set.
+    """
+    wanted: uint256 = self._classes_of(miner)
+    bits: uint256 = 0
+    for j: uint256 in range(len(validators_), bound=MAX_VALIDATORS):
+        if self._classes_of(validators_[j]) & wanted != 0:
+            bits |= 1 << j
+    return bits
+
+
+@view
+@internal
+def _classes_of(account: address) -> uint256:
+    """
+    @dev The account's class set; class 0 when it never set one.
+    """
+    classes: uint256 = self.hardware_classes[account]
+    if classes == 0:
+        return 1
+    return classes
 
 
 @view

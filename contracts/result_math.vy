@@ -74,39 +74,66 @@ def _agreement(score: uint16, consensus: uint16) -> uint256:
 
 @pure
 @internal
+def _column_checkers(weights: DynArray[uint256, MAX_VALIDATORS], checkers: uint256, min_class_weight: uint256) -> uint256:
+    """
+    @dev The validators that decide a column (§3): those holding its miner's class
+         (bit j of `checkers`) when their weight reaches `min_class_weight` (the
+         class is covered), else every validator (tolerance mode).
+    """
+    covered: uint256 = 0
+    for j: uint256 in range(len(weights), bound=MAX_VALIDATORS):
+        if checkers & (1 << j) != 0:
+            covered += weights[j]
+    if covered > 0 and covered >= min_class_weight:
+        return checkers
+    return (1 << len(weights)) - 1
+
+
+@pure
+@internal
 def _column(
     scores: DynArray[uint16, MAX_VALIDATORS], weights: DynArray[uint256, MAX_VALIDATORS],
     revealed: DynArray[bool, MAX_VALIDATORS], forfeited: DynArray[bool, MAX_VALIDATORS],
+    checkers: uint256, min_class_weight: uint256,
     quorum: bool, miner_forfeited: bool, consensus_total: uint256, miner_pool: uint256,
     validator_pool: uint256, n: uint256,
 ) -> (uint16, uint256, DynArray[uint256, MAX_VALIDATORS]):
     """
     @dev One column (§3): its consensus, its miner's pay and each round validator's
          credit. `scores[j]` is validator j's score of the column (ignored when j did
-         not reveal), `consensus_total` is C (the root's sums[0]), `n` > 0.
+         not reveal or does not decide the column), `checkers` the validators holding
+         the miner's class (Staking.class_checkers), `consensus_total` is C (the root's
+         sums[0]), `n` > 0. The column needs the round's quorum and its own: more than
+         2/3 of its deciders' weight revealed.
     """
+    deciders: uint256 = self._column_checkers(weights, checkers, min_class_weight)
     revealed_scores: DynArray[uint16, MAX_VALIDATORS] = []
     revealed_weights: DynArray[uint256, MAX_VALIDATORS] = []
     revealed_weight: uint256 = 0
+    decider_weight: uint256 = 0
     for j: uint256 in range(len(weights), bound=MAX_VALIDATORS):
+        if deciders & (1 << j) == 0:
+            continue
+        decider_weight += weights[j]
         if revealed[j]:
             revealed_scores.append(scores[j])
             revealed_weights.append(weights[j])
             revealed_weight += weights[j]
+    column_quorum: bool = quorum and revealed_weight * 3 > decider_weight * 2
     consensus: uint16 = 0
-    if quorum and not miner_forfeited:
+    if column_quorum and not miner_forfeited:
         consensus = self._weighted_median(revealed_scores, revealed_weights, revealed_weight)
     pay: uint256 = 0
     if consensus_total > 0:
         pay = miner_pool * convert(consensus, uint256) // consensus_total
-    # agreement-weighted shares of this column's slice of the validator pool
+    # agreement-weighted shares of this column's slice of the validator pool, among its deciders
     shares: DynArray[uint256, MAX_VALIDATORS] = []
     total_share: uint256 = 0
     for j: uint256 in range(len(weights), bound=MAX_VALIDATORS):
         agreement: uint256 = 0
-        if revealed[j] and not forfeited[j]:
+        if revealed[j] and not forfeited[j] and deciders & (1 << j) != 0:
             agreement = ONE
-            if quorum:
+            if column_quorum:
                 agreement = self._agreement(scores[j], consensus)
         shares.append(weights[j] * agreement)
         total_share += weights[j] * agreement

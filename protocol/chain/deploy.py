@@ -40,7 +40,7 @@ def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
 
     token = new("Token", holders, amounts)
     staking = new("Staking", token, chain.min_miner_stake * TOKEN_UNIT, chain.min_validator_stake * TOKEN_UNIT,
-                  chain.max_validator_permits, chain.unbonding_delay)
+                  chain.max_validator_permits, chain.unbonding_delay, chain.class_stake * TOKEN_UNIT)
     keys = new("BlsKeys", staking)
     rounds = new("Rounds", staking, config.config_hash(), config.genesis_hash(),
                  chain.commit_duration, chain.score_duration, chain.reveal_duration, chain.audit_duration)

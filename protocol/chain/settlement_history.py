@@ -33,6 +33,8 @@ class SettlementHistory:
         self._replayed_to = -1  # rounds <= this are folded into `_latest`
         self._lock = threading.Lock()
         self._pools: tuple[int, int] | None = None
+        self._classes: dict[str, int] = {}  # Staking.hardware_classes: fixed once staked, so cached
+        self._min_class_weight: int | None = None
 
     def inputs(self, round_: int) -> RoundInputs:
         """Round `round_`'s chain facts, with each participant's latest entry from final rounds before it."""
@@ -102,7 +104,22 @@ class SettlementHistory:
         emission, share = self._emission()
         prev = {a: latest[a] for a in (*miners, *validators) if a in latest}
         return RoundInputs(round=round_, miners=miners, validators=validators, weights=weights, reveals=reveals,
-                           forfeited=forfeited, prev=prev, emission=emission, miner_share_bps=share)
+                           forfeited=forfeited, prev=prev, emission=emission, miner_share_bps=share,
+                           miner_classes=self._classes_of(miners), validator_classes=self._classes_of(validators),
+                           min_class_weight=self._class_minimum())
+
+    def _classes_of(self, accounts: tuple[str, ...]) -> tuple[int, ...]:
+        """Each account's class set. Every participant of a round had staked by then, and a
+        staked account's set never changes, so one read per account serves every round."""
+        for a in accounts:
+            if a not in self._classes:
+                self._classes[a] = int(self.client.call("staking", "hardware_classes", a))
+        return tuple(self._classes[a] for a in accounts)
+
+    def _class_minimum(self) -> int:
+        if self._min_class_weight is None:
+            self._min_class_weight = int(self.client.call("staking", "min_class_stake"))
+        return self._min_class_weight
 
     def _emission(self) -> tuple[int, int]:
         if self._pools is None:

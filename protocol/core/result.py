@@ -65,12 +65,30 @@ def lower_median(values: Sequence[int]) -> int:
     return ordered[(len(ordered) - 1) // 2] if ordered else 0
 
 
-def _consensus(inputs: RoundInputs, quorum: bool) -> tuple[int, ...]:
-    revealed = [(inputs.reveals[v].scores, w) for v, w in zip(inputs.validators, inputs.weights, strict=True) if v in inputs.reveals]
-    weights = [w for _, w in revealed]
-    return tuple(
-        0 if not quorum or miner in inputs.forfeited else weighted_median([s[i] for s, _ in revealed], weights)
-        for i, miner in enumerate(inputs.miners))
+@dataclass(frozen=True)
+class _Column:
+    """Who decides one column and whether they reach its quorum."""
+
+    deciders: tuple[bool, ...]  # per validator: holds the miner's class (or everyone: tolerance)
+    quorum: bool  # the round's quorum and > 2/3 of the deciders' weight revealed
+
+
+def _column_of(inputs: RoundInputs, quorum: bool, column: int) -> _Column:
+    deciders = inputs.deciders(column)
+    weight = revealed = 0
+    for v, w, d in zip(inputs.validators, inputs.weights, deciders, strict=True):
+        if d:
+            weight += w
+            revealed += w if v in inputs.reveals else 0
+    return _Column(deciders, quorum and has_quorum(revealed, weight))
+
+
+def _consensus_of(inputs: RoundInputs, column: int, col: _Column) -> int:
+    if not col.quorum or inputs.miners[column] in inputs.forfeited:
+        return 0
+    votes = [(inputs.reveals[v].scores[column], w) for v, w, d in zip(inputs.validators, inputs.weights, col.deciders, strict=True)
+             if d and v in inputs.reveals]
+    return weighted_median([s for s, _ in votes], [w for _, w in votes])
 
 
 def _pay(pool: int, consensus: Sequence[int]) -> tuple[int, ...]:
@@ -78,22 +96,22 @@ def _pay(pool: int, consensus: Sequence[int]) -> tuple[int, ...]:
     return tuple(pool * c // total if total > 0 else 0 for c in consensus)
 
 
-def _column_agreements(inputs: RoundInputs, quorum: bool, column: int, consensus: int) -> list[int]:
-    """a_ji of every validator j for one column."""
+def _column_agreements(inputs: RoundInputs, column: int, col: _Column, consensus: int) -> list[int]:
+    """a_ji of every validator j for one column (0 for a validator that does not decide it)."""
     out = []
-    for validator in inputs.validators:
+    for validator, decides in zip(inputs.validators, col.deciders, strict=True):
         reveal = inputs.reveals.get(validator)
-        if reveal is None or validator in inputs.forfeited:
+        if reveal is None or validator in inputs.forfeited or not decides:
             out.append(0)
         else:
-            out.append(agreement(reveal.scores[column], consensus) if quorum else ONE)
+            out.append(agreement(reveal.scores[column], consensus) if col.quorum else ONE)
     return out
 
 
-def _column_credits(inputs: RoundInputs, quorum: bool, column: int, consensus: int) -> tuple[int, ...]:
+def _column_credits(inputs: RoundInputs, column: int, col: _Column, consensus: int) -> tuple[int, ...]:
     """credit_ji of every validator j for one column: the column's pool split by weight x agreement."""
     pool = inputs.validator_pool // inputs.n
-    shares = [w * a for w, a in zip(inputs.weights, _column_agreements(inputs, quorum, column, consensus), strict=True)]
+    shares = [w * a for w, a in zip(inputs.weights, _column_agreements(inputs, column, col, consensus), strict=True)]
     total = sum(shares)
     return tuple(pool * share // total if total > 0 else 0 for share in shares)
 
@@ -116,9 +134,10 @@ def compute_result(inputs: RoundInputs) -> RoundResult:
     """Round `inputs.round`'s result, exactly as settlement spec §3 defines it."""
     revealed_weight = sum(w for v, w in zip(inputs.validators, inputs.weights, strict=True) if v in inputs.reveals)
     quorum = has_quorum(revealed_weight, sum(inputs.weights))
-    consensus = _consensus(inputs, quorum)
+    columns = [_column_of(inputs, quorum, i) for i in range(inputs.n)]
+    consensus = tuple(_consensus_of(inputs, i, col) for i, col in enumerate(columns))
     pay = _pay(inputs.miner_pool, consensus)
-    credits = tuple(_column_credits(inputs, quorum, i, c) for i, c in enumerate(consensus))
+    credits = tuple(_column_credits(inputs, i, col, c) for i, (col, c) in enumerate(zip(columns, consensus, strict=True)))
     validator_credit = tuple(sum(column[j] for column in credits) for j in range(len(inputs.validators)))
     return RoundResult(
         n=inputs.n,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from protocol.core.class_checks import class_checkers, column_deciders
 from protocol.core.errors import ResultError
 from protocol.core.keccak import checksum_address
 from protocol.core.score_vector import SCORE_MAX
@@ -85,6 +86,11 @@ class RoundInputs:
     prev: Mapping[str, PrevEntry]  # latest earlier final entry of each account that has one
     emission: int  # Rewards.emission_per_round
     miner_share_bps: int  # the miners' part of it, in basis points
+    # hardware classes (Staking.hardware_classes, never changed once staked): one set per miner
+    # and per validator, same orders; empty: nobody set one (all run class 0)
+    miner_classes: tuple[int, ...] = ()
+    validator_classes: tuple[int, ...] = ()
+    min_class_weight: int = 0  # Staking.min_class_stake: a class with less checker weight is tolerance-checked
 
     def __post_init__(self) -> None:
         _check_uint("round", self.round)
@@ -93,6 +99,7 @@ class RoundInputs:
         self._check_history()
         _check_uint("emission", self.emission)
         _check_uint("miner_share_bps", self.miner_share_bps, BPS)
+        self._check_classes()
 
     def _check_participants(self) -> None:
         if len(self.miners) > MAX_MINERS or len(self.validators) > MAX_VALIDATORS:
@@ -124,6 +131,21 @@ class RoundInputs:
                 raise ResultError(f"prev entry of {account}, who takes no part in round {self.round}")
             if entry.round >= self.round:
                 raise ResultError(f"{account}'s prev entry is from round {entry.round}, not before {self.round}")
+
+    def _check_classes(self) -> None:
+        for name, masks, accounts in (("miner_classes", self.miner_classes, self.miners),
+                                      ("validator_classes", self.validator_classes, self.validators)):
+            if masks and len(masks) != len(accounts):
+                raise ResultError(f"{len(masks)} {name} for {len(accounts)} accounts")
+            for mask in masks:
+                _check_uint(name, mask)
+        _check_uint("min_class_weight", self.min_class_weight)
+
+    def deciders(self, column: int) -> tuple[bool, ...]:
+        """Per validator, whether its score decides `column` (protocol/core/class_checks.py)."""
+        miner = self.miner_classes[column] if self.miner_classes else 0
+        masks = self.validator_classes or (0,) * len(self.validators)
+        return column_deciders(self.weights, class_checkers(miner, masks), self.min_class_weight)
 
     @property
     def n(self) -> int:

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.core.abi_words import list_hash
+from protocol.core.class_checks import class_checkers
 from protocol.core.claims_tree import claim_leaf, claims_list_hash, claims_root
 from protocol.core.keccak import checksum_address, keccak256
 from protocol.core.result import compute_result, has_quorum, lower_median, weighted_median
@@ -54,7 +55,19 @@ def round_inputs(draw: st.DrawFn) -> RoundInputs:
             for x in miners + validators if rnd > 0 and draw(st.booleans())}
     emission = draw(st.integers(0, 1000) if draw(st.integers(0, 3)) == 0 else st.integers(10**18, 10**24))
     share = draw(st.one_of(st.sampled_from([0, 5000, 10000]), st.integers(0, 10000)))
-    return RoundInputs(rnd, miners, validators, weights, reveals, forfeited, prev, emission, share)
+    classes: tuple[tuple[int, ...], tuple[int, ...], int] = ((), (), 0)
+    if draw(st.booleans()):  # hardware classes over 3 classes (0 = never set: class 0)
+        classes = (tuple(draw(st.lists(st.sampled_from([0, 1, 2, 4]), min_size=n, max_size=n))),
+                   tuple(draw(st.lists(st.integers(0, 7), min_size=v, max_size=v))),
+                   draw(st.one_of(st.just(0), weights_st)))
+    return RoundInputs(rnd, miners, validators, weights, reveals, forfeited, prev, emission, share, *classes)
+
+
+def checker_bits(inputs: RoundInputs, column: int) -> int:
+    """Staking.class_checkers of the column's miner over the round's validators."""
+    miner = inputs.miner_classes[column] if inputs.miner_classes else 0
+    masks = inputs.validator_classes or (0,) * len(inputs.validators)
+    return sum(1 << j for j, held in enumerate(class_checkers(miner, masks)) if held)
 
 
 def word(address: str) -> int:
@@ -72,7 +85,8 @@ def test_columns_tree_and_claims_match_the_reference(harness, inputs, data):
     quorum = has_quorum(sum(w for w, r in zip(inputs.weights, revealed, strict=True) if r), sum(inputs.weights))
     assert quorum == result.quorum
     sums = harness.columns(
-        matrix, list(inputs.weights), revealed, [v in inputs.forfeited for v in inputs.validators], quorum,
+        matrix, list(inputs.weights), revealed, [v in inputs.forfeited for v in inputs.validators],
+        [checker_bits(inputs, i) for i in range(inputs.n)], inputs.min_class_weight, quorum,
         [m in inputs.forfeited for m in inputs.miners], sum(result.consensus), inputs.miner_pool,
         inputs.validator_pool)
     assert [list(s) for s in sums] == [list(leaf.sums) for leaf in tree.levels[0][:inputs.n]]

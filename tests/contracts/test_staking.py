@@ -33,20 +33,20 @@ def fresh(stack):
 def test_constructor_rejects_bad_parameters():
     token = partial("Token").deploy([], [])
     with boa.reverts("staking: minimum stake must be positive"):
-        partial("Staking").deploy(token.address, 0, 1, 1, 10)
+        partial("Staking").deploy(token.address, 0, 1, 1, 10, 1)
     with boa.reverts("staking: minimum stake must be positive"):
-        partial("Staking").deploy(token.address, 1, 0, 1, 10)
+        partial("Staking").deploy(token.address, 1, 0, 1, 10, 1)
     with boa.reverts("staking: bad permit count"):
-        partial("Staking").deploy(token.address, 1, 1, 0, 10)
+        partial("Staking").deploy(token.address, 1, 1, 0, 10, 1)
     with boa.reverts("staking: bad permit count"):
-        partial("Staking").deploy(token.address, 1, 1, 65, 10)
-    s = partial("Staking").deploy(token.address, 1, 2, 64, 10)
+        partial("Staking").deploy(token.address, 1, 1, 65, 10, 1)
+    s = partial("Staking").deploy(token.address, 1, 2, 64, 10, 1)
     assert (s.min_miner_stake(), s.min_validator_stake(), s.max_permits(), s.unbonding_delay()) == (1, 2, 64, 10)
 
 
 def test_wire_once_by_owner_only():
     token = partial("Token").deploy([], [])
-    s = partial("Staking").deploy(token.address, 1, 1, 1, 10)
+    s = partial("Staking").deploy(token.address, 1, 1, 1, 10, 1)
     a, b, c = (boa.env.generate_address() for _ in range(3))
     with boa.reverts("ownable: caller is not the owner"):
         s.wire(a, b, c, sender=a)

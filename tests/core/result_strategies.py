@@ -32,4 +32,9 @@ def round_inputs(draw: st.DrawFn, max_miners: int = 6, max_validators: int = 5) 
             for x in miners + validators if rnd > 0 and draw(st.booleans())}
     emission = draw(st.integers(0, 1000) if draw(st.integers(0, 3)) == 0 else st.integers(10**18, 10**24))
     share = draw(st.one_of(st.sampled_from([0, 5000, 10000]), st.integers(0, 10000)))
-    return RoundInputs(rnd, miners, validators, weights, reveals, forfeited, prev, emission, share)
+    classes: tuple[tuple[int, ...], tuple[int, ...], int] = ((), (), 0)
+    if draw(st.booleans()):  # hardware classes: masks over 3 classes (0 = never set: class 0)
+        classes = (tuple(draw(st.lists(st.sampled_from([0, 1, 2, 4]), min_size=n, max_size=n))),
+                   tuple(draw(st.lists(st.integers(0, 7), min_size=v, max_size=v))),
+                   draw(st.one_of(st.just(0), weights_st)))
+    return RoundInputs(rnd, miners, validators, weights, reveals, forfeited, prev, emission, share, *classes)

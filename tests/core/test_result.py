@@ -33,12 +33,21 @@ def reference(inp: RoundInputs) -> dict:
     revealed = [v for v in vs if v in inp.reveals]
     big_r = sum(w[v] for v in revealed)
     quorum = 3 * big_r > 2 * sum(inp.weights)
-    c = []
+    c, deciders, column_quorum = [], [], []
     for i, m in enumerate(inp.miners):
-        if not quorum or m in inp.forfeited:
+        # a column is decided by the validators holding its miner's class (unset = class 0),
+        # unless they weigh less than the minimum: then by everyone (tolerance mode)
+        miner_mask = (inp.miner_classes[i] if inp.miner_classes else 0) or 1
+        holders = [v for j, v in enumerate(vs) if ((inp.validator_classes[j] if inp.validator_classes else 0) or 1) & miner_mask]
+        held = sum(w[v] for v in holders)
+        d = holders if held > 0 and held >= inp.min_class_weight else vs
+        deciders.append(set(d))
+        voters = [v for v in revealed if v in d]
+        column_quorum.append(quorum and 3 * sum(w[v] for v in voters) > 2 * sum(w[v] for v in d))
+        if not column_quorum[i] or m in inp.forfeited:
             c.append(0)
         else:
-            c.append(ref_median([inp.reveals[v].scores[i] for v in revealed], [w[v] for v in revealed]))
+            c.append(ref_median([inp.reveals[v].scores[i] for v in voters], [w[v] for v in voters]))
     p_m = inp.emission * inp.miner_share_bps // 10_000
     p_v = inp.emission - p_m
     pay = [p_m * ci // sum(c) if sum(c) > 0 else 0 for ci in c]
@@ -46,9 +55,9 @@ def reference(inp: RoundInputs) -> dict:
     for i in range(n):
         a = {}
         for v in vs:
-            if v not in inp.reveals or v in inp.forfeited:
+            if v not in inp.reveals or v in inp.forfeited or v not in deciders[i]:
                 a[v] = 0
-            elif not quorum:
+            elif not column_quorum[i]:
                 a[v] = ONE
             else:
                 s = inp.reveals[v].scores[i]
@@ -125,9 +134,10 @@ def test_without_quorum_no_miner_is_paid_and_validators_share_by_stake(inp: Roun
     if res.quorum:
         return
     assert set(res.consensus) <= {0} and set(res.pay) <= {0}
-    paid = [j for j, v in enumerate(inp.validators) if v in inp.reveals and v not in inp.forfeited]
-    stake = sum(inp.weights[j] for j in paid)
-    for column in res.credits:
+    for i, column in enumerate(res.credits):
+        deciders = inp.deciders(i)  # the class holders, or everyone (tolerance mode)
+        paid = [j for j, v in enumerate(inp.validators) if v in inp.reveals and v not in inp.forfeited and deciders[j]]
+        stake = sum(inp.weights[j] for j in paid)
         for j in range(len(inp.validators)):
             expected = (inp.validator_pool // inp.n) * inp.weights[j] // stake if j in paid and stake else 0
             assert column[j] == expected

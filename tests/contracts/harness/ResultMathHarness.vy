@@ -23,17 +23,6 @@ def weighted_median(scores: DynArray[uint16, MAX_VALIDATORS], weights: DynArray[
 
 @pure
 @external
-def column(
-    scores: DynArray[uint16, MAX_VALIDATORS], weights: DynArray[uint256, MAX_VALIDATORS],
-    revealed: DynArray[bool, MAX_VALIDATORS], forfeited: DynArray[bool, MAX_VALIDATORS],
-    quorum: bool, miner_forfeited: bool, consensus_total: uint256, miner_pool: uint256,
-    validator_pool: uint256, n: uint256,
-) -> (uint16, uint256, DynArray[uint256, MAX_VALIDATORS]):
-    return result_math._column(scores, weights, revealed, forfeited, quorum, miner_forfeited, consensus_total, miner_pool, validator_pool, n)
-
-
-@pure
-@external
 def lower_median(xs: DynArray[uint256, MAX_VALIDATORS]) -> uint256:
     return result_math._lower_median(xs)
 
@@ -106,6 +95,7 @@ def score_at(scores: Bytes[MAX_SCORE_BYTES], i: uint256) -> uint16:
 def columns(
     matrix: DynArray[DynArray[uint16, MAX_VALIDATORS], 16], weights: DynArray[uint256, MAX_VALIDATORS],
     revealed: DynArray[bool, MAX_VALIDATORS], forfeited: DynArray[bool, MAX_VALIDATORS],
+    checkers: DynArray[uint256, 16], min_class_weight: uint256,
     quorum: bool, miners_forfeited: DynArray[bool, 16], consensus_total: uint256, miner_pool: uint256,
     validator_pool: uint256,
 ) -> DynArray[DynArray[uint256, MAX_SUMS], 16]:
@@ -115,7 +105,7 @@ def columns(
         c: uint16 = 0
         pay: uint256 = 0
         credits: DynArray[uint256, MAX_VALIDATORS] = []
-        c, pay, credits = result_math._column(matrix[i], weights, revealed, forfeited, quorum, miners_forfeited[i], consensus_total, miner_pool, validator_pool, len(matrix))
+        c, pay, credits = result_math._column(matrix[i], weights, revealed, forfeited, checkers[i], min_class_weight, quorum, miners_forfeited[i], consensus_total, miner_pool, validator_pool, len(matrix))
         sums: DynArray[uint256, MAX_SUMS] = [convert(c, uint256), pay]
         for x: uint256 in credits:
             sums.append(x)

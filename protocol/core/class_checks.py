@@ -1,0 +1,42 @@
+"""Who checks a miner: the validators holding its hardware class, or everyone in tolerance mode.
+
+A validator replays a miner bit for bit only when it runs the miner's class (DESIGN.md §8.3), so
+a miner's column is decided by the round's validators holding that class. A class with less
+than the run's minimum of such validator stake (`min_class_stake`) is not covered: every
+validator then checks its miners in tolerance mode, and their scores are discounted. The same
+rule sits in `contracts/result_math.vy` (`_column_checkers`), `Staking.class_checkers` and
+`Disputes._class_voters`: the chain recomputes what this module decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def effective_classes(mask: int) -> int:
+    """An account's on-chain class set; one that never set it runs class 0."""
+    return mask or 1
+
+
+def holds_class(validator_mask: int, miner_mask: int) -> bool:
+    """Whether a validator with class set `validator_mask` may check a miner of `miner_mask` exactly."""
+    return effective_classes(validator_mask) & effective_classes(miner_mask) != 0
+
+
+def class_checkers(miner_mask: int, validator_masks: Sequence[int]) -> tuple[bool, ...]:
+    """Per validator, whether it holds the miner's class (`Staking.class_checkers`)."""
+    return tuple(holds_class(v, miner_mask) for v in validator_masks)
+
+
+def covered(weights: Sequence[int], checkers: Sequence[bool], min_class_weight: int) -> bool:
+    """Whether the holders of a class carry enough weight to check its miners exactly."""
+    weight = sum(w for w, c in zip(weights, checkers, strict=True) if c)
+    return weight > 0 and weight >= min_class_weight
+
+
+def column_deciders(weights: Sequence[int], checkers: Sequence[bool], min_class_weight: int) -> tuple[bool, ...]:
+    """The validators whose scores decide a column: the class holders if the class is covered,
+    else all of them (tolerance mode)."""
+    if covered(weights, checkers, min_class_weight):
+        return tuple(checkers)
+    return tuple(True for _ in weights)
