@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import trio
 
+from protocol.core.class_checks import CheckMode
 from protocol.core.errors import SignatureError
 from protocol.core.proof import ChallengeError
 from protocol.core.witness import NO_WITNESS, audit_picks, make_audit_seed, replay_witness
@@ -70,6 +71,9 @@ async def audit_round(ctx: NodeContext, r: int, seed_block: bytes, sample: int) 
     """Audit this validator's seeded sample of the others' claims; returns the failed ones."""
     reveals = await ctx.reveals(r)
     claims = claims_of(r, reveals)
+    # only exact checks of miners whose class this auditor holds can be replayed bit for bit
+    modes = await ctx.classes.modes(r, {c.miner for cs in claims.values() for c in cs})
+    claims = {v: [c for c in cs if modes[c.miner] is CheckMode.EXACT] for v, cs in claims.items()}
     by_pair = {(c.validator, c.miner): c for cs in claims.values() for c in cs}
     if sample <= 0:
         return []

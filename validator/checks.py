@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import trio
 
+from protocol.core.class_checks import CheckMode
 from protocol.core.commitment import Commit
 from protocol.core.envelope import EnvelopeError, check_binding, decode_envelope
 from protocol.core.fraud import FraudKind
@@ -33,6 +34,7 @@ class MinerCheck:
     outcome: CheckOutcome
     challenge: Challenge
     steps: int = 0  # the miner's committed inner steps (0: the run's H)
+    mode: CheckMode = CheckMode.EXACT  # how this validator checked it (hardware classes)
 
 
 def needed_leaves(segments: tuple[int, ...], n_leaves: int) -> list[int]:
@@ -124,15 +126,23 @@ async def fetch_submissions(ctx: NodeContext, r: int,
 
 
 async def check_all(ctx: NodeContext, r: int, commits: dict[str, Commit], seed_block: bytes,
-                    state: tuple[bytes, bytes], submissions: dict[str, ServedSubmission]) -> list[MinerCheck]:
-    """Check every miner: checkpoints are fetched concurrently while the worker checks the
-    miners whose checkpoints are here, one at a time. Results come back in miner order."""
+                    state: tuple[bytes, bytes], submissions: dict[str, ServedSubmission],
+                    modes: dict[str, CheckMode] | None = None) -> list[MinerCheck]:
+    """Check every miner as `modes` says (default: exact): checkpoints are fetched concurrently
+    while the worker checks the miners whose checkpoints are here, one at a time. A miner of a
+    class others decide is not checked. Results come back in miner order."""
     limiter = trio.CapacityLimiter(PREFETCH)
     done: dict[str, MinerCheck] = {}
+    modes = modes or {}
 
     async def one(miner: str, commit: Commit) -> None:
+        mode = modes.get(miner, CheckMode.EXACT)
+        if mode is CheckMode.SKIP:
+            done[miner] = not_checked(ctx, r, miner, commit, seed_block)
+            return
         async with limiter:  # held until checked: bounds the checkpoints held in memory
-            done[miner] = await check_one(ctx, r, miner, commit, seed_block, state, submission=submissions[miner])
+            done[miner] = await check_one(ctx, r, miner, commit, seed_block, state, submission=submissions[miner],
+                                          mode=mode)
 
     async with trio.open_nursery() as nursery:
         for miner, commit in sorted(commits.items()):
@@ -167,10 +177,19 @@ async def _fetch_envelope(ctx: NodeContext, update_hash: bytes, miner: str) -> b
     return envelope
 
 
+def not_checked(ctx: NodeContext, r: int, miner: str, commit: Commit, seed_block: bytes) -> MinerCheck:
+    """A miner whose class other validators hold and decide: no replay, no witness, score 0."""
+    challenge = make_challenge(ctx.keys.identity, r, bytes.fromhex(miner[2:]), seed_block, ctx.challenge_compute(commit))
+    outcome = CheckOutcome(miner, None, None, None, "not checked: its class is decided by the validators holding it",
+                           None, None)
+    return MinerCheck(miner, commit.column, None, outcome, challenge, commit.steps, CheckMode.SKIP)
+
+
 async def check_one(ctx: NodeContext, r: int, miner: str, commit: Commit, seed_block: bytes,
                     state: tuple[bytes, bytes], segments_override: tuple[int, ...] | None = None,
-                    submission: ServedSubmission | None = None) -> MinerCheck:
-    """`submission`: what `fetch_submission` returned, when it ran already."""
+                    submission: ServedSubmission | None = None, mode: CheckMode = CheckMode.EXACT) -> MinerCheck:
+    """`submission`: what `fetch_submission` returned, when it ran already; `mode`: exact, or
+    tolerance for a class no validator holds with enough stake."""
     root, order = commit.trace_root, commit.column
     cfg = ctx.challenge_compute(commit)
     challenge = make_challenge(ctx.keys.identity, r, bytes.fromhex(miner[2:]), seed_block, cfg)
@@ -178,24 +197,26 @@ async def check_one(ctx: NodeContext, r: int, miner: str, commit: Commit, seed_b
         ctx.compute_for(commit)
     except StepCountError as exc:  # the commitment itself breaks the run's rules: nothing to replay
         outcome = CheckOutcome(miner, FraudKind.DERIVATION, None, None, f"committed step count: {exc}", None, None)
-        return MinerCheck(miner, order, None, outcome, challenge, commit.steps)
+        return MinerCheck(miner, order, None, outcome, challenge, commit.steps, mode)
     segments = challenge.segments if segments_override is None else segments_override
     envelope, problem = submission if submission is not None else await fetch_submission(ctx, r, miner, commit)
     if envelope is None:
         ctx.log.info("submission rejected %s", kv(round=r, miner=miner, reason=problem))
         outcome = CheckOutcome(miner, FraudKind.UNAVAILABLE, None, None, problem or "", None, None)
-        return MinerCheck(miner, order, None, outcome, challenge, commit.steps)
+        return MinerCheck(miner, order, None, outcome, challenge, commit.steps, mode)
     holders = ctx.peers_for(miner)  # the miner once, first; then everyone else (voters keep evidence)
     n_leaves = cfg.n_segments + 1
     started = time.monotonic()
     fetched = {leaf: await fetch_leaf(ctx, r, root, leaf, holders, cfg) for leaf in needed_leaves(segments, n_leaves)}
     leaves = {leaf: None if got is None else got.data for leaf, got in fetched.items()}
     job = CheckJob(ctx.setup.spec, ctx.setup.run_seed, r, miner, state[0], state[1], envelope, root,
-                   await carry_in_hash_of(ctx, r, miner), leaves, segments, ctx.config.max_blob_bytes, commit.steps)
+                   await carry_in_hash_of(ctx, r, miner), leaves, segments, ctx.config.max_blob_bytes, commit.steps,
+                   mode.value)
     fetch_done = time.monotonic()
     outcome = await ctx._work(check_miner, job)
     kept = kept_leaves(fetched, segments, failed=outcome.kind is not None)
     await trio.to_thread.run_sync(keep_evidence, ctx, r, root, kept)
-    ctx.log.info("checked %s", kv(round=r, miner=miner, segments=list(segments), verdict=outcome.kind or "ok",
+    ctx.log.info("checked %s", kv(round=r, miner=miner, mode=mode.value, segments=list(segments),
+                                  verdict=outcome.kind or ("tolerated" if outcome.tolerated else "ok"),
                                   fetch_s=f"{fetch_done - started:.2f}", check_s=f"{time.monotonic() - fetch_done:.2f}"))
-    return MinerCheck(miner, order, envelope, outcome, challenge, commit.steps)
+    return MinerCheck(miner, order, envelope, outcome, challenge, commit.steps, mode)

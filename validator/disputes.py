@@ -19,6 +19,7 @@ import trio
 
 from protocol.chain.client import ReportStatus, Vote
 from protocol.chain.events import EventLog
+from protocol.core.class_checks import CheckMode, holds_class
 from protocol.core.errors import ContractRevert, SignatureError
 from protocol.core.fraud import FraudKind
 from protocol.core.proof import ChallengeError
@@ -83,10 +84,10 @@ class Disputes:
         self._open = still_open
 
     async def _all_voted(self, rep: dict) -> bool:
-        """Every validator who may vote did (the accused of a `lazy_validator` report may
-        not): the contract resolves it then, without waiting out the window."""
-        voters = len(await self.ctx.port(self.ctx.client.validators_of, rep["round"]))
-        return bool(rep["votes"] >= voters - (rep["kind"] == FraudKind.LAZY_VALIDATOR))
+        """Every validator who may vote did (fixed when it was filed: the holders of the
+        accused miner's class, or all but the accused validator): the contract resolves it
+        then, without waiting out the window."""
+        return bool(rep["votes"] >= rep["voter_count"])
 
     async def _vote_once(self, rid: int, rep: dict) -> None:
         try:
@@ -98,6 +99,8 @@ class Disputes:
         me = self.ctx.address
         if me in (rep["reporter"], rep["miner"]) or await self.ctx.port.view("disputes", "vote_of", rid, me):
             return False
+        if rep["class_bound"] and not holds_class(await self.ctx.classes.mask(me), await self.ctx.classes.mask(rep["miner"])):
+            return False  # only validators holding the miner's class replay it exactly
         return bool(await self.ctx.port.view("rounds", "validator_weight", rep["round"], me))
 
     async def _vote(self, rid: int, rep: dict) -> None:
@@ -109,6 +112,9 @@ class Disputes:
             vote, found = await self._judge_audit(rep, seed, vote_by)
         else:
             vote, found = await self._judge_check(rep, seed, sig, vote_by)
+        if vote is None:
+            ctx.log.info("no vote %s", kv(report=rid, accused=rep["miner"], reason=found))
+            return
         await ctx.port(ctx.client.vote_fraud, rid, vote)
         ctx.log.info("voted %s", kv(report=rid, accused=rep["miner"], vote=vote.name.lower(), found=found))
 
@@ -126,17 +132,22 @@ class Disputes:
         if segment not in challenge.segments:
             return Vote.REJECT, f"segment {segment} was not challenged"
         state = await ctx.state_for(r)
+        # a report against a miner of a class nobody holds can only be a derivation fault, which is
+        # the same on every class: a replay within δ is no evidence either way
+        mode = CheckMode.EXACT if rep["class_bound"] else CheckMode.TOLERANCE
         while True:
-            check = await check_one(ctx, r, miner, commit, seed, state, (segment,))
+            check = await check_one(ctx, r, miner, commit, seed, state, (segment,), mode=mode)
             kind = check.outcome.kind
             if kind != FraudKind.UNAVAILABLE or trio.current_time() >= vote_by:
                 break
             await trio.sleep(RETRY_UNSERVED_S)  # a miner restarting after a crash gets until the deadline
+        if mode is CheckMode.TOLERANCE:
+            return (Vote.CONFIRM, str(kind)) if kind is FraudKind.DERIVATION else (Vote.REJECT, "no derivation fault")
         if kind is not None:
             return Vote.CONFIRM, str(kind)
         return (Vote.SERVED if rep["kind"] == FraudKind.UNAVAILABLE else Vote.REJECT), "check holds"
 
-    async def _judge_audit(self, rep: dict, seed: bytes, vote_by: float) -> tuple[Vote, str]:
+    async def _judge_audit(self, rep: dict, seed: bytes, vote_by: float) -> tuple[Vote | None, str]:
         ctx, r = self.ctx, rep["round"]
         reveal = (await ctx.reveals(r)).get(rep["miner"])
         if reveal is None or rep["segment"] >= len(reveal["miners"]):
@@ -146,5 +157,10 @@ class Disputes:
                       bytes(reveal["sigs"][i]))
         if claim.score == 0 and claim.witness == NO_WITNESS:
             return Vote.REJECT, "the validator claimed no check of that miner"
+        mode = await ctx.classes.mode(r, claim.miner)
+        if mode is CheckMode.TOLERANCE:
+            return Vote.REJECT, "a tolerance check has no witness to audit"
+        if mode is CheckMode.SKIP:
+            return None, "not holding the miner's class: abstains"
         result = await audit_claim(ctx, claim, seed, deadline=vote_by)
         return (Vote.CONFIRM if result.failed else Vote.REJECT), result.detail

@@ -16,6 +16,7 @@ from typing import Any
 import trio
 
 from protocol.chain.client import Phase
+from protocol.core.class_checks import CheckMode
 from protocol.core.errors import ConfigError, ContractRevert
 from protocol.core.fraud import FraudKind
 from protocol.core.hashing import blake3_hash
@@ -31,7 +32,7 @@ from validator.cheat import ValidatorCheat
 from validator.checks import MinerCheck, check_all, fetch_submissions
 from validator.disputes import Disputes
 from validator.result_flow import ResultFlow
-from validator.scoring import Usefulness
+from validator.scoring import Usefulness, class_adjusted
 from validator.work import ScoreJob, score_miners, usefulness_by_miner
 
 LOSS_SCALE = 1_000_000
@@ -76,7 +77,9 @@ class ValidatorNode(NodeContext):
         seed_block = await self._close_commits(r)
         commits = await self.commits(r)
         state = await self.state_for(r)
-        self.log.info("verifying %s", kv(round=r, miners=len(commits), phase="scoring"))
+        modes = await self.classes.modes(r, commits)
+        self.log.info("verifying %s", kv(round=r, miners=len(commits), phase="scoring",
+                                         **{mode.value: sum(m is mode for m in modes.values()) for mode in CheckMode}))
         submissions = await fetch_submissions(self, r, commits)
         useful: dict[bytes, Usefulness] | None = None
 
@@ -90,7 +93,7 @@ class ValidatorNode(NodeContext):
             if self.data.state.recall(r, "scores") is None:  # else a restart: the scores are journaled
                 nursery.start_soon(usefulness_ahead)
             if self.cheat is None:
-                checks = await check_all(self, r, commits, seed_block, state, submissions)
+                checks = await check_all(self, r, commits, seed_block, state, submissions, modes)
             else:
                 checks = await self.cheat.checks(self, r, commits, seed_block)
         await self._report(r, checks)
@@ -119,6 +122,10 @@ class ValidatorNode(NodeContext):
         for c in checks:
             o = c.outcome
             if o.kind is None or await self.port.view("disputes", "report_of", r, c.miner, self.address):
+                continue
+            if c.mode is CheckMode.TOLERANCE and o.kind is not FraudKind.DERIVATION:
+                # a replay within no one's class is no evidence: the miner scores 0, unslashed
+                self.log.info("tolerance check failed %s", kv(round=r, miner=c.miner, kind=o.kind, detail=o.detail))
                 continue
             evidence = blake3_hash("evidence", (o.expected_hash or b""), (o.actual_hash or b""), o.detail.encode())
             # the challenged segment, always: voters replay it with both of its endpoints
@@ -165,8 +172,9 @@ class ValidatorNode(NodeContext):
             job = self._score_job(r, state, seed_block,
                                   [(c.miner, c.order, c.envelope, c.outcome.kind is None, c.steps)
                                    for c in checks])
-            scores = await self._work(score_miners, job, useful) if checks else {}
             by_miner = {c.miner: c for c in checks}
+            scores = class_adjusted(await self._work(score_miners, job, useful) if checks else {},
+                                    {c.miner: c.mode for c in checks}, self.setup.compute.tolerance_discount)
             columns = await self.columns(r)
             bundle = encode_bundle([(witness_of(self, r, by_miner[m]), by_miner[m].challenge.signature)
                                     if m in by_miner else (NO_WITNESS, bytes(SIG_BYTES)) for m in columns])

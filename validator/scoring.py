@@ -15,13 +15,14 @@ A score is zeroed only for a failed proof, NaN/Inf, an over-norm update or a cop
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import torch
 from torch import Tensor
 
+from protocol.core.class_checks import CheckMode
 from protocol.core.compress import (
     UpdateFormatError,
     decode_update,
@@ -213,6 +214,18 @@ def token_weighted(values: dict[bytes, float], steps: dict[bytes, int]) -> dict[
     steps but less than in proportion, so splitting one machine's steps across identities
     earns each of them less than its share: the sum stays below the unsplit score."""
     return {m: v * steps[m] for m, v in values.items()}
+
+
+def class_adjusted(scores: dict[str, int], modes: Mapping[str, CheckMode], discount: float) -> dict[str, int]:
+    """Scores as this validator reveals them: 0 for a miner whose class other validators decide
+    (the chain ignores it), the score times `discount` for one checked in tolerance mode. The
+    scale is set over every miner first, so validators of different classes share it."""
+    def adjusted(miner: str, score: int) -> int:
+        mode = modes.get(miner, CheckMode.EXACT)
+        if mode is CheckMode.SKIP:
+            return 0
+        return int(score * discount) if mode is CheckMode.TOLERANCE else score
+    return {miner: adjusted(miner, score) for miner, score in scores.items()}
 
 
 def zero_reasons(miners: Sequence[bytes], proof_failed: set[bytes],

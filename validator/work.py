@@ -33,6 +33,7 @@ class CheckJob:
     segments: tuple[int, ...]
     max_bytes: int
     steps: int = 0  # the miner's committed inner steps (0: the run's H)
+    mode: str = "exact"  # "tolerance": replays within δ pass (no validator holds the miner's class)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class CheckOutcome:
     expected_hash: bytes | None
     actual_hash: bytes | None
     inner_hashes: tuple[tuple[bytes, ...], ...] = ()  # per challenged segment replayed: its states' hashes
+    tolerated: bool = False  # passed only within δ (tolerance mode): flagged
 
 
 def check_miner(job: CheckJob) -> CheckOutcome:
@@ -56,14 +58,14 @@ def check_miner(job: CheckJob) -> CheckOutcome:
     task = RoundTask(job.run_seed, job.round, bytes.fromhex(job.miner[2:]), model, cfg)
     carry_in_hash = job.carry_in_hash or bytes(zero_carry_hash(model))
     v = verify_submission(task, ds, theta, carry_in_hash, job.trace_root, env.trace, env.update,
-                          lambda leaf: job.leaves.get(leaf), job.segments, setup.profile)
+                          lambda leaf: job.leaves.get(leaf), job.segments, setup.profile, job.mode)
     j = judge(v)
     expected = actual = None
     for r in v.replays:
         if r.segment == j.segment:
             expected, actual = bytes(r.expected_hash), (bytes(r.actual_hash) if r.actual_hash else None)
     inner = tuple(tuple(bytes(h) for h in r.inner_hashes) for r in v.replays)
-    return CheckOutcome(job.miner, j.kind, j.leaf, j.segment, j.detail, expected, actual, inner)
+    return CheckOutcome(job.miner, j.kind, j.leaf, j.segment, j.detail, expected, actual, inner, j.tolerated)
 
 
 @dataclass(frozen=True)

@@ -267,7 +267,8 @@ class ChainClient:
 
     def report(self, report_id: int) -> dict[str, Any]:
         fields = ("round", "miner", "reporter", "kind", "segment", "evidence_hash", "deadline", "status",
-                  "confirm_weight", "reject_weight", "served_weight", "votes", "confirms_by_others", "rejects_by_others")
+                  "confirm_weight", "reject_weight", "served_weight", "votes", "confirms_by_others", "rejects_by_others",
+                  "voter_weight", "voter_count", "class_bound")
         return dict(zip(fields, self.disputes.functions.reports(report_id).call(), strict=True))
 
 

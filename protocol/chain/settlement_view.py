@@ -7,6 +7,7 @@ from typing import Any
 from protocol.chain.client import ChainClient, Phase, ReportStatus, Role, reveals_from
 from protocol.chain.events import read_events, read_many
 from protocol.chain.settlement_history import SettlementHistory
+from protocol.core.class_checks import effective_classes
 from protocol.core.errors import ConfigError
 from protocol.core.fraud import FraudKind
 
@@ -81,12 +82,19 @@ def round_detail(client: ChainClient, round_: int) -> dict[str, Any]:
     commits = sorted((row for row in read_events(client, "rounds", "UpdateCommitted") if row["round"] == round_),
                      key=lambda row: row["index"])
     miners = []
+    inputs = settled.inputs if settled else (history.inputs(round_) if info["start_time"] else None)
     for row in commits:
         i = int(row["index"])
         res = settled.result if settled else None
         miners.append({"address": row["miner"], "column": i, "update_hash": _hex(row["update_hash"]),
                        "trace_root": _hex(row["trace_root"]),
                        "steps": int(row["steps"]),  # capacity-scaled work: inner steps committed (0: the run's H)
+                       "hardware_class": _class_labels(client, effective_classes(
+                           client.call("staking", "hardware_classes", row["miner"]))),
+                       # "exact": validators of its class checked it bit for bit; "tolerance": nobody held
+                       # the class with enough stake, so every validator checked it within δ (discounted)
+                       "check": ("exact" if inputs.exact_column(i) else "tolerance")
+                       if inputs is not None and i < inputs.n else None,
                        "consensus": res.consensus[i] if res else None, "reward": res.pay[i] if res else None,
                        "reputation": res.reputation[i] if res else None,
                        "cumulative": res.cumulative[i] if res else None})

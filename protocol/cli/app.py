@@ -156,6 +156,10 @@ def devnet(
                                                         "(audits catch them; testing only)")] = 0,
     throttled: Annotated[int, typer.Option(min=0, help="Of the honest miners, how many train at a third of the "
                                                    "speed (they train fewer steps, not miss rounds)")] = 0,
+    miner_classes: Annotated[str, typer.Option(help="Hardware classes the miners run, cycled: LABEL_OR_ID,... "
+                                                    "(see `veritrain hardware`; default: the run's profile)")] = "",
+    validator_classes: Annotated[str, typer.Option(help="Hardware classes the validators run, cycled; a class "
+                                                        "no validator runs is checked in tolerance mode")] = "",
     commit_window: Annotated[int, typer.Option(min=10, help="Seconds of each round's commit phase")] = 300,
     inner_steps: Annotated[int | None, typer.Option(min=1, help="H: the most inner steps a miner trains per round "
                                                                "(default: the run's 30)")] = None,
@@ -178,6 +182,7 @@ def devnet(
         raise ConfigError(f"--throttled ({throttled}) cannot exceed --miners ({miners})")
     opts = DevnetOptions(miners=miners, validators=validators, rounds=rounds, cheaters=parse_cheaters(cheaters),
                          lazy_validators=lazy_validators, throttled=throttled, preset=preset, out=out,
+                         miner_classes=_labels(miner_classes), validator_classes=_labels(validator_classes),
                          timeout_s=timeout, chain={"commit_duration": commit_window},
                          training=_compute_overrides(inner_steps=inner_steps, checkpoint_every=checkpoint_every))
     out.mkdir(parents=True, exist_ok=True)
@@ -193,6 +198,7 @@ def devnet(
         progress("reading the settlement for the report")
         config = {"miners": miners, "validators": validators, "lazy_validators": lazy_validators, "rounds": rounds,
                   "throttled": throttled, "commit_window": commit_window,
+                  "miner_classes": miner_classes, "validator_classes": validator_classes,
                   "cheaters": cheaters, "preset": preset,
                   "chain_id": admin.deployment.chain_id, "contracts": admin.deployment.contracts.model_dump(),
                   "crashed": crashed}
@@ -203,6 +209,11 @@ def devnet(
     if crashed:  # the rounds finished without them, but a crash is a bug worth a failing exit
         raise DevnetIncomplete(f"{len(crashed)} node(s) crashed (traceback in {out / 'devnet.log'}): "
                                + "; ".join(f"{n}: {e}" for n, e in crashed.items()))
+
+
+def _labels(text: str) -> tuple[str, ...]:
+    """`a,b` -> ("a", "b"): the class labels or ids of a comma-separated option."""
+    return tuple(item.strip() for item in text.split(",") if item.strip())
 
 
 def _compute_overrides(**values: int | None) -> dict[str, Any]:

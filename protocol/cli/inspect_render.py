@@ -69,10 +69,14 @@ def render_round(console: Console, data: dict[str, Any]) -> None:
         ("result", _result(data["result"], False)),
     ]))
     miners = Table(title="miners")
-    for col in ("column", "miner", "update", "steps", "consensus", "reward", "reputation", "cumulative"):
+    for col in ("column", "miner", "update", "steps", "class", "check", "consensus", "reward", "reputation",
+                "cumulative"):
         miners.add_column(col)
     for m in data["miners"]:
+        check = m["check"] or "—"
         miners.add_row(str(m["column"]), m["address"], short(m["update_hash"]), str(m["steps"] or "H"),
+                       ", ".join(m["hardware_class"]) or "—",
+                       f"[yellow]{check} (flagged)[/yellow]" if check == "tolerance" else check,
                        _score(m["consensus"]),
                        tokens(m["reward"]), _score(m["reputation"]), tokens(m["cumulative"]))
     console.print(miners)

@@ -103,8 +103,8 @@ def prepare_node(role: str, rpc: str, deployment: Path, keys: Path, listen: str,
         msg = binding_message(client.handle.chain_id, bytes.fromhex(client.staking.address[2:]),
                               bytes.fromhex(client.address[2:]))
         client.register(want, node_keys.identity.public_key, listen, node_keys.identity.sign(msg))
-    if classes is not None and client.call("staking", "hardware_classes", client.address) != classes:
-        client.set_hardware_classes(classes)
+    if classes is not None:
+        _register_classes(client, classes)
     if want == Role.VALIDATOR:
         from protocol.chain.bls_registration import ensure_bls_key
 
@@ -118,16 +118,35 @@ def prepare_node(role: str, rpc: str, deployment: Path, keys: Path, listen: str,
     return client, node_keys
 
 
-def node_classes(deployment: Path, wanted: str | None) -> int:
-    """The class set this node registers: the class it runs (`wanted`, else the run's default).
-    Refuses a class the run does not permit, cannot run here, or (for now) is not the default."""
+def _register_classes(client: Any, classes: int) -> None:
+    """Register the class set, which the chain fixes at the first stake: a staked account
+    running another class is refused here, before the node checks anything wrongly."""
+    from protocol.config.run_setup import resolve
+    from protocol.core.class_checks import effective_classes
+    from protocol.core.hardware_class import classes_in, label
+
+    registered = int(client.call("staking", "hardware_classes", client.address))
+    if effective_classes(registered) == classes:
+        return
+    if client.call("staking", "classes_fixed", client.address):
+        permitted = resolve(client.deployment.run_config).classes
+        held = ", ".join(label(c) for c in classes_in(permitted, effective_classes(registered)))
+        raise ConfigError(f"account {client.address} is registered for hardware class {held}, fixed since it "
+                          f"first staked; run that class (--hardware-class) or use another account")
+    client.set_hardware_classes(classes)
+
+
+def node_classes(deployment: Path, wanted: str | None) -> tuple[int, Any]:
+    """The class set this node registers and the class it runs (`wanted`, else the run's
+    default). Refuses a class the run does not permit or this machine cannot run."""
     from protocol.chain.deployment import load_deployment
     from protocol.config.run_setup import training_spec
     from protocol.core.hardware_class import class_mask
     from protocol.node.hardware_choice import choose_class
 
     spec = training_spec(load_deployment(deployment).run_config)
-    return class_mask(spec.classes, [choose_class(spec, wanted)])
+    chosen = choose_class(spec, wanted)
+    return class_mask(spec.classes, [chosen]), chosen
 
 
 def _run(role: str, rpc: str, deployment: Path, keys: Path, data_dir: Path, listen: str | None,
@@ -141,12 +160,13 @@ def _run(role: str, rpc: str, deployment: Path, keys: Path, data_dir: Path, list
     _logging()
     miner_cheat = _cheat(cheat)  # a bad name fails before anything is sent
     server = _discover_server(discover_server)  # so does a bad name server
-    classes = node_classes(deployment, hardware_class)  # by default the worker checks the run's profile
+    classes, chosen = node_classes(deployment, hardware_class)  # by default the run's profile
     addr = _listen(listen, data_dir)
     client, node_keys = prepare_node(role, rpc, deployment, keys, addr, stake, classes)
     _remember_listen(data_dir, addr)
     config = NodeConfig(data_dir=data_dir, listen=addr, bootstrap=tuple(bootstrap or ()), max_rounds=max_rounds,
-                        discover=discover, discover_server=server, capacity_margin=capacity_margin)
+                        discover=discover, discover_server=server, capacity_margin=capacity_margin,
+                        hardware_class=chosen)
     log = logging.getLogger(f"veritrain.{role}")
     if role == "miner":
         from miner.node import MinerNode

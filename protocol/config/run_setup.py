@@ -108,6 +108,15 @@ class Setup:
     def classes(self) -> list[ReplayProfile]:
         return self.spec.classes
 
+    def in_class(self, profile: ReplayProfile) -> Setup:
+        """This setup for a node running permitted class `profile`: its worker trains and replays
+        under it. Everything hashed into the run (model, data, genesis, aggregation) is the same
+        on every class; only the profile a replay is checked against differs."""
+        if profile not in self.spec.classes:
+            permitted = ", ".join(label(c) for c in self.spec.classes)
+            raise ConfigError(f"hardware class {label(profile)} is not permitted by this run (permitted: {permitted})")
+        return Setup(self.spec.model_copy(update={"profile": profile}), self.run_seed)
+
 
 def training_spec(config: RunConfig) -> TrainingSpec:
     try:

@@ -10,6 +10,7 @@ rule sits in `contracts/result_math.vy` (`_column_checkers`), `Staking.class_che
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 
 
@@ -40,3 +41,20 @@ def column_deciders(weights: Sequence[int], checkers: Sequence[bool], min_class_
     if covered(weights, checkers, min_class_weight):
         return tuple(checkers)
     return tuple(True for _ in weights)
+
+
+class CheckMode(enum.StrEnum):
+    """How one validator checks one miner."""
+
+    EXACT = "exact"  # it holds the miner's class: bit for bit, failures reported
+    TOLERANCE = "tolerance"  # nobody holds the class with enough stake: within δ, discounted, flagged
+    SKIP = "skip"  # others hold the class and decide the column; this validator scores it 0
+
+
+def check_mode(own_mask: int, miner_mask: int, validator_masks: Sequence[int], weights: Sequence[int],
+               min_class_weight: int) -> CheckMode:
+    """How a validator with class set `own_mask` checks a miner of `miner_mask`, among the round's
+    validators (`validator_masks`, `weights`): the decision `column_deciders` makes on chain."""
+    if not covered(weights, class_checkers(miner_mask, validator_masks), min_class_weight):
+        return CheckMode.TOLERANCE
+    return CheckMode.EXACT if holds_class(own_mask, miner_mask) else CheckMode.SKIP

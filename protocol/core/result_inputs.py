@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from protocol.core.class_checks import class_checkers, column_deciders
+from protocol.core.class_checks import class_checkers, column_deciders, covered
 from protocol.core.errors import ResultError
 from protocol.core.keccak import checksum_address
 from protocol.core.score_vector import SCORE_MAX
@@ -141,11 +141,18 @@ class RoundInputs:
                 _check_uint(name, mask)
         _check_uint("min_class_weight", self.min_class_weight)
 
+    def _checkers(self, column: int) -> tuple[bool, ...]:
+        miner = self.miner_classes[column] if self.miner_classes else 0
+        return class_checkers(miner, self.validator_classes or (0,) * len(self.validators))
+
     def deciders(self, column: int) -> tuple[bool, ...]:
         """Per validator, whether its score decides `column` (protocol/core/class_checks.py)."""
-        miner = self.miner_classes[column] if self.miner_classes else 0
-        masks = self.validator_classes or (0,) * len(self.validators)
-        return column_deciders(self.weights, class_checkers(miner, masks), self.min_class_weight)
+        return column_deciders(self.weights, self._checkers(column), self.min_class_weight)
+
+    def exact_column(self, column: int) -> bool:
+        """Whether `column`'s miner was checked bit for bit (validators holding its class carry
+        the minimum stake) rather than in tolerance mode."""
+        return covered(self.weights, self._checkers(column), self.min_class_weight)
 
     @property
     def n(self) -> int:

@@ -52,6 +52,7 @@ class ComputeConfig:
     # --- verification ---
     segments_per_validator: int = 1  # q: segments each validator replays
     tolerance: float = 1e-4  # δ for tolerance mode: relative L2 distance (flagged)
+    tolerance_discount: float = 0.5  # a tolerance-checked miner's score is multiplied by this
     # --- scoring ---
     score_batches: int = 8  # batches per loss estimate (own data and held-out), >= 8
     own_margin: float = 0.02  # own-data gain may trail held-out gain by this much unpenalised
@@ -82,6 +83,8 @@ class ComputeConfig:
             raise ConfigError("min_inner_steps must be a non-negative multiple of checkpoint_every")
         if not self.checkpoint_every * self.segments_per_validator <= self.min_steps <= self.inner_steps:
             raise ConfigError("min_inner_steps must be in [checkpoint_every x segments_per_validator, inner_steps]")
+        if not 0.0 <= self.tolerance_discount <= 1.0 or not self.tolerance > 0.0:
+            raise ConfigError("tolerance must be positive and tolerance_discount in [0, 1]")
         if self.aggregation not in AGGREGATION_RULES:
             raise ConfigError(f"aggregation {self.aggregation!r} is not one of {', '.join(AGGREGATION_RULES)}")
 

@@ -28,14 +28,16 @@ from protocol.chain.deploy import deploy
 from protocol.chain.devchain import DevChain
 from protocol.chain.settlement_history import SettlementHistory
 from protocol.config.run_config import TOKEN_UNIT, ChainParams, GenesisAllocation, RunConfig
-from protocol.config.run_setup import resolve
+from protocol.config.run_setup import TrainingSpec, resolve
 from protocol.core.bls import bls_keygen
 from protocol.core.errors import ConfigError, VeritrainError
-from protocol.core.hardware_class import class_mask
+from protocol.core.hardware_class import class_mask, label
+from protocol.core.replay_profile import ReplayProfile
 from protocol.core.signing import NodeIdentity, binding_message
 from protocol.devnet.cheats import CHEATS, MinerCheat
 from protocol.devnet.lazy_validator import LazyValidator
 from protocol.node.context import NodeConfig
+from protocol.node.hardware_choice import choose_class
 from protocol.node.keys import LocalAccount, NodeKeys
 from protocol.node.pinning import prepare
 from protocol.node.worker_pool import ProfileWorker
@@ -58,6 +60,9 @@ class DevnetOptions:
     cheaters: tuple[tuple[str, float | None], ...] = ()  # (kind, fraction of segments faked)
     lazy_validators: int = 0  # of `validators`, how many never replay (they are audited and slashed)
     throttled: int = 0  # of the honest `miners`, how many train at a third of the speed (capacity-scaled work)
+    # hardware classes (labels or ids), cycled over the miners and over the validators; empty: the run's profile
+    miner_classes: tuple[str, ...] = ()
+    validator_classes: tuple[str, ...] = ()
     preset: str = "tiny"
     out: Path = Path("out/devnet")
     data_root: Path | None = None  # node data dirs; a temp dir when None
@@ -91,6 +96,11 @@ class Member:
     client: ChainClient
     listen: str = field(default_factory=lambda: f"/ip4/127.0.0.1/tcp/{free_port()}")
     node: MinerNode | ValidatorNode | None = None
+    profile: ReplayProfile | None = None  # the hardware class it runs (None: the run's profile)
+
+    @property
+    def class_label(self) -> str | None:
+        return None if self.profile is None else label(self.profile)
 
     @property
     def address(self) -> str:
@@ -125,11 +135,18 @@ def _register(member: Member, stake_tokens: int) -> None:
     message = binding_message(client.handle.chain_id, bytes.fromhex(client.staking.address[2:]),
                               bytes.fromhex(member.address[2:]))
     client.register(member.role, identity.public_key, member.listen, identity.sign(message))
-    spec = resolve(client.deployment.run_config).spec  # every devnet node runs the run's default class
-    client.set_hardware_classes(class_mask(spec.classes, [spec.profile]))
+    spec = resolve(client.deployment.run_config).spec
+    client.set_hardware_classes(class_mask(spec.classes, [member.profile or spec.profile]))
     if member.keys.bls is not None:
         ensure_bls_key(client, member.keys.bls)
     client.stake(stake_tokens * TOKEN_UNIT)
+
+
+def _cycle(spec: TrainingSpec, wanted: tuple[str, ...], count: int) -> list[ReplayProfile]:
+    """`count` nodes' classes: `wanted` (labels or ids) cycled, each permitted and runnable
+    here; the run's profile when `wanted` is empty."""
+    chosen = [choose_class(spec, w) for w in wanted] or [spec.profile]
+    return [chosen[i % len(chosen)] for i in range(count)]
 
 
 def setup_network(opts: DevnetOptions, progress: Progress,
@@ -140,8 +157,9 @@ def setup_network(opts: DevnetOptions, progress: Progress,
     chain = DevChain(funded_accounts=n_miners + opts.validators)
     accounts = chain.node_accounts()[: n_miners + opts.validators]
     config = run_config_for(opts, accounts)
-    profile = resolve(config).profile
-    workers += [ProfileWorker(profile).start() for _ in accounts]
+    spec = resolve(config).spec
+    profiles = (_cycle(spec, opts.miner_classes, n_miners) + _cycle(spec, opts.validator_classes, opts.validators))
+    workers += [ProfileWorker(p).start() for p in profiles]
     progress("pinning model, dataset and replay-profile hashes")
     config = prepare(config, workers[0])
     progress("deploying contracts on the embedded chain")
@@ -150,10 +168,14 @@ def setup_network(opts: DevnetOptions, progress: Progress,
     kinds = ["honest"] * (opts.miners - opts.throttled) + [THROTTLED] * opts.throttled + [k for k, _ in opts.cheaters]
     members = [Member(Role.MINER, kind, NodeKeys(a, NodeIdentity.generate()), admin.with_account(a))
                for kind, a in zip(kinds, accounts[:n_miners], strict=True)]
+    for member, p in zip(members, profiles, strict=False):
+        member.profile = p
     v_kinds = ["honest"] * (opts.validators - opts.lazy_validators) + ["lazy-validator"] * opts.lazy_validators
     members += [Member(Role.VALIDATOR, kind, NodeKeys(a, NodeIdentity.generate(), bls_keygen(os.urandom(32))),
                        admin.with_account(a))
                 for kind, a in zip(v_kinds, accounts[n_miners:], strict=True)]
+    for member, p in zip(members[n_miners:], profiles[n_miners:], strict=True):
+        member.profile = p
     chain.start()
     return chain, admin, members
 
@@ -190,7 +212,7 @@ def build_nodes(opts: DevnetOptions, members: list[Member], data_root: Path, wor
     for i, m in enumerate(members):
         log = logging.getLogger(f"veritrain.{m.role.name.lower()}{i}")
         cfg = NodeConfig(data_dir=data_root / f"node{i}", listen=m.listen, max_rounds=opts.rounds,
-                         slowdown=THROTTLE if m.kind == THROTTLED else 1.0)
+                         slowdown=THROTTLE if m.kind == THROTTLED else 1.0, hardware_class=m.profile)
         if m.role == Role.MINER:
             cheat = None if m.kind in ("honest", THROTTLED) else MinerCheat(m.kind, fractions.get(m.kind))
             m.node = MinerNode(m.client, m.keys, cfg, log, cheat=cheat)

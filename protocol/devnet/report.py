@@ -45,6 +45,11 @@ def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any],
                 "address": m.address, "kind": m.kind, "committed": committed,
                 # capacity-scaled work: the inner steps it committed to (null: nothing committed)
                 "steps": (admin.call("rounds", "commit_steps", r, m.address) or full_steps) if committed else None,
+                # hardware classes: its class, and whether validators of that class checked it bit for bit
+                # ("exact") or nobody held it and every validator checked it within δ ("tolerance", discounted)
+                "class": getattr(m, "class_label", None),
+                "check": ("exact" if settled.inputs.exact_column(column) else "tolerance")
+                if settled and column is not None else None,
                 # verified: its proof held (no report against it was confirmed); null: nothing committed
                 "verified": (not confirmed) if committed else None,
                 "score": res.consensus[column] / SCORE_SCALE if res and column is not None else 0.0,

@@ -18,11 +18,13 @@ from protocol.config.run_setup import Setup, load_dataset, resolve
 from protocol.core.commitment import Commit
 from protocol.core.errors import VeritrainError
 from protocol.core.messages import SignedGossip
+from protocol.core.replay_profile import ReplayProfile
 from protocol.core.result import compute_result
 from protocol.core.training import ComputeConfig, StepCountError
 from protocol.core.witness import NO_WITNESS
 from protocol.core.witness_bundle import SIG_BYTES, WitnessBundleError, decode_bundle
 from protocol.node.chain_port import ChainPort
+from protocol.node.class_book import ClassBook
 from protocol.node.global_model import genesis_blob, next_state, select_updates
 from protocol.node.keys import NodeKeys
 from protocol.node.logs import kv
@@ -55,6 +57,7 @@ class NodeConfig:
     slowdown: float = 1.0  # tests and devnet only: a miner this many times slower (it sleeps after each step)
     discover: str | None = None  # a domain whose DNS-AID records add dial hints (None: registry only)
     discover_server: tuple[str, int] | None = None  # name server to ask (None: the system resolver)
+    hardware_class: ReplayProfile | None = None  # the permitted class this node runs (None: the run's profile)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -63,8 +66,11 @@ class NodeContext:
         self.client, self.keys, self.config, self.log = client, keys, config, log
         self.address: str = keys.account.address
         self.port = ChainPort(client, log)
+        self.classes = ClassBook(self.port, self.address)  # who checks which miner (hardware classes)
         self.data = DataDir(config.data_dir)
         self.setup: Setup = resolve(client.deployment.run_config)
+        if config.hardware_class is not None:
+            self.setup = self.setup.in_class(config.hardware_class)
         staking = bytes.fromhex(client.staking.address[2:])
         self.registry = RegistryView(client.handle.chain_id, staking)
         self.history = SettlementHistory(client)  # every round's result, rebuilt from chain data

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.core.abi_words import list_hash
-from protocol.core.class_checks import class_checkers
 from protocol.core.claims_tree import claim_leaf, claims_list_hash, claims_root
+from protocol.core.class_checks import class_checkers
 from protocol.core.keccak import checksum_address, keccak256
 from protocol.core.result import compute_result, has_quorum, lower_median, weighted_median
 from protocol.core.result_header import round_claim_leaves

@@ -9,7 +9,7 @@ import pytest
 from protocol.config.run_config import RunConfig
 from protocol.config.run_setup import training_spec
 from protocol.core.hardware_class import ClassNotPermitted, Host, class_id
-from protocol.node.hardware_choice import ClassNotRunnable, MixedClassesUnsupported, choose_class
+from protocol.node.hardware_choice import ClassNotRunnable, choose_class
 
 SPEC = training_spec(RunConfig(training={"profile": {"torch_version": "2.5.1"}}))
 HOST = Host(capability="avx2", cpu_count=2, torch_version="2.5.1", cuda=False)
@@ -34,6 +34,6 @@ def test_permitted_but_not_runnable_says_why():
         choose_class(SPEC, "cpu/avx2/2t/float32", dataclasses.replace(HOST, cpu_count=1))
 
 
-def test_another_permitted_class_waits_for_class_matched_checks():
-    with pytest.raises(MixedClassesUnsupported, match="class-matched checks"):
-        choose_class(SPEC, "cpu/avx2/2t/float32", HOST)
+def test_another_permitted_class_runnable_here_is_chosen():
+    chosen = choose_class(SPEC, "cpu/avx2/2t/float32", HOST)
+    assert chosen != SPEC.profile and chosen in SPEC.classes and chosen.threads == 2
