@@ -206,12 +206,15 @@ def chain_id() -> int:
     return boa.env.evm.patch.chain_id
 
 
-def join(stack: Stack, role: int, stake: int, funds: int | None = None) -> str:
-    """A fresh account registered in `role`, funded, staked and approving every bond taker."""
+def join(stack: Stack, role: int, stake: int, funds: int | None = None, classes: int = 0) -> str:
+    """A fresh account registered in `role` (with hardware `classes` when not 0), funded, staked
+    and approving every bond taker."""
     account = boa.env.generate_address()
     stack.token.transfer(account, funds if funds is not None else stake + 100 * TOKEN, sender=stack.deployer)
     with boa.env.prank(account):
         stack.staking.register(role, NODE_KEY, MULTIADDR, SIG)
+        if classes:
+            stack.staking.set_hardware_classes(classes)
         for spender in (stack.staking, stack.disputes, stack.column_challenges, stack.account_challenges):
             stack.token.approve(spender.address, 2**256 - 1)
         if stake:

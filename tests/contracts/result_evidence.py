@@ -98,6 +98,9 @@ def publish(stack: Stack, inputs: RoundInputs, model: bytes = ZERO) -> None:
         facts.set_forfeited(inputs.round, account, account in inputs.forfeited)
     facts.set_model(inputs.round, model)
     facts.set_economics(inputs.emission, inputs.miner_share_bps, RUN_CONFIG)
+    accounts = list(inputs.miners + inputs.validators)
+    masks = list(inputs.miner_classes or (0,) * inputs.n) + list(inputs.validator_classes or (0,) * len(inputs.validators))
+    facts.set_classes(accounts, masks, inputs.min_class_weight)
 
 
 def settle(stack: Stack, inputs: RoundInputs, result: RoundResult | None = None, *, tree: ColumnTree | None = None,

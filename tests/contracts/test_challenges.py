@@ -7,6 +7,8 @@ reference (`protocol.core.result*`), tampered one value at a time.
 
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 
 import boa
@@ -182,8 +184,44 @@ def small_rounds(draw: st.DrawFn) -> RoundInputs:
     reveals = {x: Reveal(tuple(draw(st.lists(scores, min_size=n, max_size=n))), draw(st.integers(0, 10**6)),
                          keccak256(x.encode())) for x in validators if draw(st.integers(0, 3)) > 0}
     forfeited = frozenset(x for x in miners + validators if draw(st.integers(0, 4)) == 0)
+    classes: tuple = ((), (), 0)
+    if draw(st.booleans()):  # hardware classes: masks over 3 classes, and a class stake minimum
+        classes = (tuple(draw(st.sampled_from([0, 1, 2, 4])) for _ in miners),
+                   tuple(draw(st.integers(0, 7)) for _ in validators), draw(st.sampled_from([0, 1, 2, 10**20])))
     return RoundInputs(5, miners, validators, weights, reveals, forfeited, {}, draw(st.integers(0, 10**22)),
-                       draw(st.integers(0, 10_000)))
+                       draw(st.integers(0, 10_000)), *classes)
+
+
+def mixed_classes() -> RoundInputs:
+    """Miner A1 runs class 1, which only validator A12 (the smallest stake) holds; the others run class 0."""
+    validators = (A[10], A[11], A[12])
+    reveals = {v: Reveal((40000, 10000 + 20000 * k, 30000), 500_000, keccak256(v.encode()))
+               for k, v in enumerate(validators)}
+    return RoundInputs(5, (A[0], A[1], A[2]), validators, (3 * T, 2 * T, T), reveals, frozenset(), {}, 1000 * T, 7000,
+                       miner_classes=(1, 2, 1), validator_classes=(1, 1, 2), min_class_weight=T)
+
+
+def test_a_minority_class_column_is_decided_by_its_class_and_a_root_ignoring_classes_is_rejected(chal):
+    inputs = mixed_classes()
+    right = settle(chal, inputs)
+    assert right.result.consensus[1] == 50000  # A12's score alone: the majority's 10000 / 30000 do not count
+    blind = settle(chal, dataclasses.replace(inputs, miner_classes=(), validator_classes=(), min_class_weight=0))
+    assert blind.result.consensus[1] == 10000  # the stake-weighted median of everyone (A10 holds half)
+    for posted, upheld in ((right, False), (blind, True)):
+        with boa.env.anchor():
+            publish(chal, inputs)
+            expect(chal, upheld, chal.columns, "challenge_column", *post(chal, posted), *leaf_args(posted, 1),
+                   root_arg(posted), reveals_arg(inputs))
+
+
+def test_a_class_below_the_stake_minimum_is_decided_by_everyone(chal):
+    inputs = dataclasses.replace(mixed_classes(), min_class_weight=2 * T)  # A12's T is not enough: tolerance mode
+    right = settle(chal, inputs)
+    assert right.result.consensus[1] == 10000
+    with boa.env.anchor():
+        publish(chal, inputs)
+        expect(chal, False, chal.columns, "challenge_column", *post(chal, right), *leaf_args(right, 1),
+               root_arg(right), reveals_arg(inputs))
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

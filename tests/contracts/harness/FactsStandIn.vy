@@ -25,6 +25,9 @@ vector_root: public(HashMap[uint256, HashMap[address, bytes32]])
 forfeited: public(HashMap[uint256, HashMap[address, bool]])
 emission_per_round: public(uint256)
 miner_share_bps: public(uint256)
+# the staking views the column challenge reads (this contract stands in for Staking too)
+hardware_classes: public(HashMap[address, uint256])
+min_class_stake: public(uint256)
 
 
 @external
@@ -64,6 +67,31 @@ def set_economics(emission: uint256, miner_share_bps: uint256, run_config_hash: 
     self.emission_per_round = emission
     self.miner_share_bps = miner_share_bps
     self.run_config_hash = run_config_hash
+
+
+@external
+def set_classes(accounts: DynArray[address, 1088], masks: DynArray[uint256, 1088], min_class_stake: uint256):
+    for i: uint256 in range(len(accounts), bound=1088):
+        self.hardware_classes[accounts[i]] = masks[i]
+    self.min_class_stake = min_class_stake
+
+
+@view
+@external
+def staking() -> address:
+    return self
+
+
+@view
+@external
+def class_checkers(miner: address, validators_: DynArray[address, 64]) -> uint256:
+    # Staking.class_checkers: bit j when validators_[j] holds the miner's class (unset: class 0)
+    wanted: uint256 = max(self.hardware_classes[miner], 1)
+    bits: uint256 = 0
+    for j: uint256 in range(len(validators_), bound=64):
+        if max(self.hardware_classes[validators_[j]], 1) & wanted != 0:
+            bits |= 1 << j
+    return bits
 
 
 @view
