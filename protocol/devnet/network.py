@@ -44,6 +44,7 @@ from protocol.node.worker_pool import ProfileWorker
 from validator.node import ValidatorNode
 
 Progress = Callable[[str], None]
+FALSE_CLASS = "false-class"  # a validator registered for a class it does not run (testing only)
 THROTTLED = "throttled"  # an honest miner on a machine a third as fast (it sleeps after each step)
 THROTTLE = 3.0
 
@@ -63,6 +64,9 @@ class DevnetOptions:
     # hardware classes (labels or ids), cycled over the miners and over the validators; empty: the run's profile
     miner_classes: tuple[str, ...] = ()
     validator_classes: tuple[str, ...] = ()
+    # of the validators, how many (the last) register their class but replay under the run's profile
+    # (testing only: their false reports are rejected by the class's honest holders, costing their bonds)
+    false_class_validators: int = 0
     preset: str = "tiny"
     out: Path = Path("out/devnet")
     data_root: Path | None = None  # node data dirs; a temp dir when None
@@ -97,6 +101,7 @@ class Member:
     listen: str = field(default_factory=lambda: f"/ip4/127.0.0.1/tcp/{free_port()}")
     node: MinerNode | ValidatorNode | None = None
     profile: ReplayProfile | None = None  # the hardware class it runs (None: the run's profile)
+    claimed: ReplayProfile | None = None  # the class it registers, when not the one it runs (false-class)
 
     @property
     def class_label(self) -> str | None:
@@ -136,7 +141,7 @@ def _register(member: Member, stake_tokens: int) -> None:
                               bytes.fromhex(member.address[2:]))
     client.register(member.role, identity.public_key, member.listen, identity.sign(message))
     spec = resolve(client.deployment.run_config).spec
-    client.set_hardware_classes(class_mask(spec.classes, [member.profile or spec.profile]))
+    client.set_hardware_classes(class_mask(spec.classes, [member.claimed or member.profile or spec.profile]))
     if member.keys.bls is not None:
         ensure_bls_key(client, member.keys.bls)
     client.stake(stake_tokens * TOKEN_UNIT)
@@ -158,7 +163,9 @@ def setup_network(opts: DevnetOptions, progress: Progress,
     accounts = chain.node_accounts()[: n_miners + opts.validators]
     config = run_config_for(opts, accounts)
     spec = resolve(config).spec
-    profiles = (_cycle(spec, opts.miner_classes, n_miners) + _cycle(spec, opts.validator_classes, opts.validators))
+    claimed = _cycle(spec, opts.miner_classes, n_miners) + _cycle(spec, opts.validator_classes, opts.validators)
+    false_from = len(claimed) - opts.false_class_validators  # these register a class but run the run's profile
+    profiles = [spec.profile if i >= false_from else p for i, p in enumerate(claimed)]
     workers += [ProfileWorker(p).start() for p in profiles]
     progress("pinning model, dataset and replay-profile hashes")
     config = prepare(config, workers[0])
@@ -176,6 +183,9 @@ def setup_network(opts: DevnetOptions, progress: Progress,
                 for kind, a in zip(v_kinds, accounts[n_miners:], strict=True)]
     for member, p in zip(members[n_miners:], profiles[n_miners:], strict=True):
         member.profile = p
+    for member, claim in zip(members, claimed, strict=True):
+        if claim != member.profile:
+            member.kind, member.claimed = FALSE_CLASS, claim
     chain.start()
     return chain, admin, members
 
@@ -186,7 +196,8 @@ def register_all(members: list[Member], progress: Progress) -> None:
     n_miners = sum(m.role == Role.MINER for m in members)
     progress(f"registering {n_miners} miners and {len(members) - n_miners} validators")
     stakes = {Role.MINER: cfg.min_miner_stake + 100, Role.VALIDATOR: cfg.min_validator_stake + 100}
-    _in_parallel([functools.partial(_register, m, stakes[m.role]) for m in members])
+    # a false-class validator stakes the minimum: its class's honest holders outweigh it
+    _in_parallel([functools.partial(_register, m, stakes[m.role] - 100 * (m.kind == FALSE_CLASS)) for m in members])
 
 
 def _in_parallel(calls: list[Callable[[], object]]) -> None:
@@ -217,7 +228,7 @@ def build_nodes(opts: DevnetOptions, members: list[Member], data_root: Path, wor
             cheat = None if m.kind in ("honest", THROTTLED) else MinerCheat(m.kind, fractions.get(m.kind))
             m.node = MinerNode(m.client, m.keys, cfg, log, cheat=cheat)
         else:
-            m.node = ValidatorNode(m.client, m.keys, cfg, log, cheat=LazyValidator() if m.kind != "honest" else None)
+            m.node = ValidatorNode(m.client, m.keys, cfg, log, cheat=LazyValidator() if m.kind == "lazy-validator" else None)
         m.node.prestarted_worker = workers[i]
 
 
