@@ -42,11 +42,18 @@ Columns, per round:
     every validator's trace-length check (p = 1 with honest validators); one machine as three
     identities (sybil) has nothing to detect: its gain is measured, the pay of three 9-step
     updates minus that of one 30-step update beside two honest miners (`measure_split`).
+  - hardware classes (`class_rows`): a lazy miner with its class's only validator, above and below
+    `min_class_stake`, and a miner claiming a class nobody holds to be checked within δ: it keeps
+    f/n*R of compute but loses (1-d)*R to the tolerance discount d, and all of d*R when a majority
+    of validators catches it.
 
 Rows that are not negative say so in `note`. What would fix them:
 - decoy report and witness bought from a cheating miner at 2 validators (`--validators 2`): the
   colluder's reject ties the honest confirm, and no report is confirmed without a strict
   majority. From 3 validators (the devnet's default, and the README's advice) they are negative.
+- lazy miner + its class's only holder, when that holder alone meets `min_class_stake`: +R, the
+  configured trust assumption (a class covered by one validator is decided by it). Below the
+  minimum the class is checked by everyone in tolerance mode and the same coalition loses.
 - witness bought from an honest miner: positive (the validator outsources replay work worth up to
   D/M to the party who already did it) and harmless: the witness and score are exactly an honest
   replay's. No parameter should change this.
@@ -84,6 +91,7 @@ class Params:
     reporter_share_bps: int
     report_bond: int
     audit_sample: int
+    tolerance_discount: Fraction = Fraction(1, 2)  # a tolerance-checked miner's pay factor
 
     @property
     def miner_pool(self) -> Fraction:
@@ -124,7 +132,7 @@ def default_params(validators: int | None = None, miners: int | None = None) -> 
         miner_stake=chain.min_miner_stake, validator_stake=chain.min_validator_stake,
         slash_bps=chain.slash_bps, reporter_share_bps=chain.reporter_share_bps,
         report_bond=chain.report_bond,
-        audit_sample=chain.audit_sample)
+        audit_sample=chain.audit_sample, tolerance_discount=Fraction(cfg.tolerance_discount).limit_denominator(1000))
 
 
 # ---------------------------------------------------------------------------------------
@@ -307,6 +315,39 @@ def capacity_rows(p: Params) -> list[Row]:
                    p.reward / 2, p.miner_slash)]
 
 
+def p_majority_catches(p: Params, faked: int) -> Fraction:
+    """A tolerance-checked miner faking `faked` segments scores 0 when the validators that catch
+    it hold at least half the stake (equal stakes): then no score above 0 has a strict majority."""
+    h = 1 - escape_one(p.n_segments, faked, p.q)
+    v = p.validators
+    return sum((Fraction(math.comb(v, k)) * h ** k * (1 - h) ** (v - k) for k in range(v + 1) if 2 * (v - k) <= v),
+               Fraction(0))
+
+
+def class_rows(p: Params) -> list[Row]:
+    """Hardware classes (DESIGN.md §8.3): a class's miners are decided by the validators holding
+    it when they hold at least `min_class_stake`, else by every validator in tolerance mode, with
+    the score discounted and no stake slashed (a replay within δ is no exact evidence)."""
+    r, d, col_dividend = p.reward, p.tolerance_discount, p.dividend / p.miners
+    sole = Row("lazy miner + its class's only holder (holder >= min_class_stake)", "8.3 class quorum",
+               "coalition", Fraction(0), Fraction(0), r, r, "gain: nobody else may check, vote or audit the class",
+               note="not negative: a class covered by one validator is that validator's to decide, as the network is "
+                    "a stake majority's; [chain] min_class_stake (default: twice the validator minimum) keeps a "
+                    "minimum-stake validator from covering a class alone (next row)")
+    # below the minimum everyone checks within δ: the honest majority scores the fake 0, the miner
+    # forfeits its pay (no stake: tolerance is no exact evidence), the colluder its agreement on the column
+    tolerance = Row("lazy miner + its class's only holder (holder < min_class_stake)", "8.3 class quorum",
+                    "coalition", Fraction(1), r + col_dividend, r, r - r - col_dividend,
+                    "gain - p_m*R - p_v*D/M: every validator checks in tolerance mode; no stake slashed")
+    faked = 1
+    p_zero = p_majority_catches(p, faked)
+    gain = Fraction(faked, p.n_segments) * r - (1 - d) * r
+    spoof = Row("tolerance-mode spoofing (claims a class nobody holds, lazy 1/10)", "8.3 tolerance discount",
+                "saving", p_zero, d * r, gain, gain - p_zero * d * r,
+                "f/n*R - (1-d)*R - p*d*R: the discount outweighs what δ lets it skip; p = a majority catches it")
+    return [sole, tolerance, spoof]
+
+
 def split_row(p: Params, gain: Fraction) -> Row:
     """One machine registered as three identities, each training a third of its steps: nothing
     to detect; `gain` is the measured change of its pay (`measure_split`)."""
@@ -316,7 +357,7 @@ def split_row(p: Params, gain: Fraction) -> Row:
 
 
 def exact_rows(p: Params) -> list[Row]:
-    return miner_rows(p) + coalition_rows(p) + rule_rows(p) + capacity_rows(p)
+    return miner_rows(p) + coalition_rows(p) + rule_rows(p) + capacity_rows(p) + class_rows(p)
 
 
 def measure_split(p: Params) -> Fraction:
@@ -481,7 +522,7 @@ def run(quick: bool, validators: int | None = None, miners: int | None = None,
             ).expected_profit < 0), None)
     return {
         "figures": {"rows": [r.as_json() for r in rows]},
-        "params": {**asdict(p), "miner_pool": float(p.miner_pool),
+        "params": {**asdict(p), "tolerance_discount": float(p.tolerance_discount), "miner_pool": float(p.miner_pool),
                    "validator_pool": float(p.validator_pool), "reward_R": float(p.reward),
                    "dividend_D": float(p.dividend), "miner_slash_S_m": float(p.miner_slash),
                    "validator_slash_S_v": float(p.validator_slash), "trials": trials,

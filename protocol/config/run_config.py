@@ -44,7 +44,8 @@ class ChainParams(_Strict):
     min_miner_stake: int = Field(100, gt=0)  # tokens a miner must stake to commit
     min_validator_stake: int = Field(200, gt=0)  # tokens a validator must stake for a permit
     # validator stake (tokens) a hardware class needs for exact checks of its miners; less: every
-    # validator checks them in tolerance mode, discounted (None: min_validator_stake, one validator)
+    # validator checks them in tolerance mode, discounted (None: twice min_validator_stake, so one
+    # validator at the minimum never decides a class alone)
     min_class_stake: int | None = Field(None, gt=0)
     max_validator_permits: int = Field(8, gt=0, le=64)  # K: only the top-K validators by stake score
     report_bond: int = Field(10, ge=0)  # tokens a reporter posts; burned if its report is rejected
@@ -69,7 +70,7 @@ class ChainParams(_Strict):
     @property
     def class_stake(self) -> int:
         """Tokens of validator stake a class needs for exact checks (`min_class_stake`, resolved)."""
-        return self.min_class_stake if self.min_class_stake is not None else self.min_validator_stake
+        return self.min_class_stake if self.min_class_stake is not None else 2 * self.min_validator_stake
 
     def round_span(self) -> int:
         """Seconds from a round's opening to the end of its result's challenge window, at most."""

@@ -16,6 +16,8 @@ from protocol.devnet.cheats import CHEATS
 FIELDS = {"attack", "p_detect", "p_detect_measured", "slash", "gain", "expected_profit"}
 # rows that are allowed not to be negative, and why (see the module docstring)
 HARMLESS = {"witness bought from an honest miner"}
+# the configured trust assumption of hardware classes: a class covered by one validator is its to decide
+SOLE_HOLDER = "lazy miner + its class's only holder (holder >= min_class_stake)"
 BLOCKED_AT_ZERO = {"late sybil miners closing the commit phase", "validator-set squatting",
                    "unadmitted peers (no stake)", "copying a peer's bytes before the close"}
 # a colluder's reject ties the honest confirm among 2 validators: no majority, no report
@@ -77,7 +79,7 @@ def test_measured_detection_is_near_exact(result: dict) -> None:
 def test_cheating_never_pays(result: dict) -> None:
     v = result["params"]["validators"]
     for r in result["figures"]["rows"]:
-        if r["attack"] in HARMLESS:
+        if r["attack"] in HARMLESS or r["attack"] == SOLE_HOLDER:
             assert r["note"] and r["expected_profit"] > 0
         elif r["attack"] in BLOCKED_AT_ZERO:
             assert r["note"] and r["expected_profit"] == 0
@@ -90,8 +92,21 @@ def test_cheating_never_pays(result: dict) -> None:
 def test_from_three_validators_only_the_harmless_and_blocked_rows_are_not_negative() -> None:
     for v in (3, 4, 5, 8):
         for r in trust.exact_rows(trust.default_params(validators=v)):
-            if r.attack not in HARMLESS | BLOCKED_AT_ZERO:
+            if r.attack not in HARMLESS | BLOCKED_AT_ZERO | {SOLE_HOLDER}:
                 assert r.expected_profit < 0, (v, r.attack)
+
+
+def test_hardware_class_rows_price_the_class_minimum_and_the_tolerance_discount() -> None:
+    p = trust.default_params()
+    by = {r.attack: r for r in trust.class_rows(p)}
+    below = by["lazy miner + its class's only holder (holder < min_class_stake)"]
+    assert below.p_detect == 1 and below.expected_profit == -p.dividend / p.miners  # the colluder's agreement
+    spoof = by["tolerance-mode spoofing (claims a class nobody holds, lazy 1/10)"]
+    assert spoof.gain == p.reward / 10 - p.reward / 2  # 1/10 of the work skipped, half the pay discounted
+    assert 0 < spoof.p_detect < 1 and spoof.expected_profit < spoof.gain < 0
+    no_discount = next(r for r in trust.class_rows(replace(p, tolerance_discount=Fraction(1)))
+                       if r.attack == spoof.attack)
+    assert no_discount.expected_profit > 0  # without the discount, dodging exact checks would pay
 
 
 def test_report_quorum_follows_protocol_section_12() -> None:

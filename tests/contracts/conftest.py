@@ -79,7 +79,7 @@ class Params:
     result_duration: int = 120  # after the audit deadline, a result may be posted until then
     result_window: int = 60  # a posted result's challenge window (Results)
     unbonding_delay: int = 600
-    min_class_stake: int = 0  # 0: min_validator_stake (one validator covers a class)
+    min_class_stake: int = 0  # 0: twice min_validator_stake, as the run config's default
     emission: int = 1000 * TOKEN
     miner_share_bps: int = 7000
     report_bond: int = 10 * TOKEN
@@ -176,7 +176,7 @@ def deploy_stack(params: Params = Params(), holders: list[str] | None = None, am
     if own_token:
         token = partial("Token").deploy(holders, [amount] * len(holders))
     staking = partial("Staking").deploy(token.address, p.min_miner_stake, p.min_validator_stake, p.max_permits,
-                                        p.unbonding_delay, p.min_class_stake or p.min_validator_stake)
+                                        p.unbonding_delay, p.min_class_stake or 2 * p.min_validator_stake)
     keys = partial("BlsKeys").deploy(staking.address)
     rounds = partial("Rounds").deploy(staking.address, run_config_hash, GENESIS_MODEL, p.commit_duration,
                                       p.score_duration, p.reveal_duration, p.audit_duration)

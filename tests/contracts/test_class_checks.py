@@ -33,7 +33,7 @@ A, B, C = 1, 2, 4  # three permitted classes: C is held by no validator
 @pytest.fixture
 def mixed() -> World:
     """Validators: vA 500 (class A), vB and vB2 200 each (class B); miners of A, B and C. The
-    class minimum is the validator minimum (200), so A and B are covered and C is not."""
+    class minimum is twice the validator minimum (400), so A and B are covered and C is not."""
     stack = deploy_stack()
     p = stack.params
     miners = [join(stack, MINER, p.min_miner_stake + 60 * TOKEN, classes=c) for c in (A, B, C)]
@@ -67,7 +67,7 @@ def test_class_checkers_name_the_holders_and_an_unset_class_is_class_0():
     unset_validator = join(stack, VALIDATOR, 0)
     assert st.class_checkers(b_miner, vs + [unset_validator]) == 0b0110
     assert st.class_checkers(unset_miner, vs + [unset_validator]) == 0b1101
-    assert st.min_class_stake() == stack.params.min_validator_stake
+    assert st.min_class_stake() == 2 * stack.params.min_validator_stake  # one minimum validator never suffices
 
 
 def test_a_report_against_a_minority_class_miner_is_decided_by_its_class(mixed: World):
@@ -115,8 +115,10 @@ def test_a_miner_of_a_class_nobody_holds_can_only_be_reported_for_derivation_by_
     assert st.staked(m_c) < before
 
 
-def test_a_class_below_the_stake_minimum_is_not_class_bound():
-    stack = deploy_stack()
+def test_a_class_at_the_stake_minimum_is_class_bound():
+    from conftest import Params
+
+    stack = deploy_stack(Params(min_class_stake=200 * TOKEN))
     p = stack.params
     m_b = join(stack, MINER, p.min_miner_stake, classes=B)
     join(stack, MINER, p.min_miner_stake, classes=A)
@@ -126,7 +128,7 @@ def test_a_class_below_the_stake_minimum_is_not_class_bound():
     w = World(stack, [m_b], [v_a, v_b])
     w.to_scoring(0)
     assert stack.staking.class_checkers(m_b, [v_a, v_b]) == 0b10
-    # 200 of B reach the minimum of 200: class-bound; a 199 minimum would be met too, 201 not (next test)
+    # 200 of B reach the minimum of 200: class-bound; 201 would not (next test)
     rid = w.d.report_fraud(0, m_b, KIND_DERIVATION, 3, EVIDENCE, SIG, sender=v_b)
     assert w.d.reports(rid).class_bound
 
