@@ -8,7 +8,6 @@ reference (`protocol.core.result*`), tampered one value at a time.
 from __future__ import annotations
 
 import dataclasses
-
 from pathlib import Path
 
 import boa
