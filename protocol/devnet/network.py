@@ -130,6 +130,9 @@ def run_config_for(opts: DevnetOptions, accounts: list[LocalAccount]) -> RunConf
     chain = {"commit_duration": 300, "score_duration": 300, "reveal_duration": 60, "audit_duration": 60, "challenge_window": 60,
              "result_duration": 90, "result_challenge_window": 8, "unbonding_delay": 900, "emission_per_round": 1000,
              **opts.chain}
+    # one devnet validator (it stakes the minimum + 100) covers a hardware class, so each class
+    # that has a validator is checked exactly
+    chain.setdefault("min_class_stake", chain.get("min_validator_stake", ChainParams().min_validator_stake) + 100)
     training = {"preset": opts.preset, **opts.training}
     genesis = [GenesisAllocation(address=a.address, amount=10_000) for a in accounts]
     return RunConfig(run_name="devnet", chain=ChainParams(**chain), training=training, genesis=genesis)

@@ -145,3 +145,7 @@ def render_settlement(console: Console, report: dict[str, Any]) -> None:
         table.add_row(f["address"], f["role"], f["kind"], f"{f['stake']:,.2f}", f"{f['reputation']:.3f}",
                       f"{f['claimed']:,.2f}", f"{f['claimable']:,.2f}", f"{f['slashed']:,.2f}", style=style)
     console.print(table)
+    flagged = sorted({(m["address"], m["class"]) for r in report["rounds"] for m in r["miners"] if m["check"] == "tolerance"})
+    for address, cls in flagged:  # hardware classes: nobody held its class, so everyone checked it within δ
+        console.print(f"[yellow]tolerance-checked[/yellow] {address} (class {cls or 'default'}: no validator holds it; "
+                      "scores discounted)")

@@ -12,6 +12,9 @@ import trio
 
 from protocol.chain.client import ChainClient
 from protocol.config.run_setup import training_spec
+from protocol.core.class_checks import effective_classes
+from protocol.core.hardware_class import classes_in
+from protocol.core.keccak import checksum_address
 from protocol.core.replay_profile import class_id
 from protocol.node.chain_port import ChainPort
 from protocol.node.logs import kv
@@ -35,11 +38,19 @@ def registry_snapshot(client: ChainClient, log: logging.Logger) -> RegistryView:
 
 
 def records(client: ChainClient, domain: str, log: logging.Logger) -> str:
-    """The zone fragment for every eligible registered node of `client`'s deployment. The
-    class is the run's default profile (the chain records no class or throughput yet, so
-    throughput is published as 0, "unknown")."""
-    default_class = class_id(training_spec(client.deployment.run_config).profile)
-    return zone_fragment(registry_snapshot(client, log).entries(), domain, default_class)
+    """The zone fragment for every eligible registered node of `client`'s deployment: each
+    with the hardware class it registered on chain (the first, for a validator holding
+    several; class 0 when unset). The chain records no throughput, so it is published as 0,
+    "unknown"."""
+    spec = training_spec(client.deployment.run_config)
+    entries = registry_snapshot(client, log).entries()
+    classes = {}
+    for entry in entries:
+        mask = effective_classes(int(client.call("staking", "hardware_classes", checksum_address(entry.account))))
+        held = classes_in(spec.classes, mask)
+        if held:
+            classes[entry.account] = bytes(class_id(held[0]))
+    return zone_fragment(entries, domain, bytes(class_id(spec.profile)), classes=classes)
 
 
 async def dial_dns_hints(p2p: P2PNode, registry: RegistryView, domain: str,

@@ -26,9 +26,10 @@ TTL = 300  # seconds: registrations change rarely, and a stale hint only costs a
 
 
 def zone_fragment(entries: Iterable[RegistryEntry], domain: str, class_id: bytes,
-                  throughput: Mapping[bytes, int] | None = None) -> str:
+                  throughput: Mapping[bytes, int] | None = None, classes: Mapping[bytes, bytes] | None = None) -> str:
     """Index TXT, one SVCB and one dnsaddr TXT per eligible entry, sorted by label.
-    `throughput` maps an account to tokens/s (0 when absent). Entries that cannot be
+    `throughput` maps an account to tokens/s (0 when absent), `classes` to the id of the
+    hardware class it registered (`class_id` when absent). Entries that cannot be
     published (not eligible, unparsable multiaddr, label collision) become comments."""
     lines = [f"; DNS-AID records for {domain} (veritrain dns-aid records)"]
     labels: list[str] = []
@@ -42,7 +43,7 @@ def zone_fragment(entries: Iterable[RegistryEntry], domain: str, class_id: bytes
         seen.add(label)
         labels.append(label)
         tps = (throughput or {}).get(entry.account, 0)
-        lines += _node_records(entry, label, domain, class_id, tps)
+        lines += _node_records(entry, label, domain, (classes or {}).get(entry.account, class_id), tps)
     if labels:
         lines.insert(1, f"{index_name(domain)} {TTL} IN TXT " + " ".join(_quoted(x) for x in labels))
     return "\n".join(lines) + "\n"

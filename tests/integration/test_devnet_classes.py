@@ -34,8 +34,9 @@ def network(tmp_path_factory):
     opts = DevnetOptions(miners=3, validators=3, rounds=ROUNDS, preset="micro", out=out, timeout_s=600,
                          miner_classes=(A, B, C), validator_classes=(A, B, B), false_class_validators=1,
                          training={"classes": CLASSES, "compute": {"inner_steps": 12, "checkpoint_every": 3}},
-                         # a class needs 300 of validator stake: each devnet validator's (the false one: 200)
-                         chain={"commit_duration": 60, "challenge_window": 20, "min_class_stake": 300})
+                         # a class needs 300 of validator stake (the devnet's default: one validator's; the
+                         # false-class one stakes 200, so it never covers B alone)
+                         chain={"commit_duration": 60, "challenge_window": 20})
     admin, members, crashed = run_devnet(opts, lambda line: None)
     assert not crashed, crashed
     return build_report(admin, members, {}, ROUNDS), members
