@@ -43,7 +43,7 @@ def records(client: ChainClient, domain: str, log: logging.Logger) -> str:
     several; class 0 when unset). The chain records no throughput, so it is published as 0,
     "unknown"."""
     spec = training_spec(client.deployment.run_config)
-    entries = registry_snapshot(client, log).entries()
+    entries = list(registry_snapshot(client, log).entries())
     classes = {}
     for entry in entries:
         mask = effective_classes(int(client.call("staking", "hardware_classes", checksum_address(entry.account))))

@@ -43,6 +43,13 @@ def test_zone_fragment_lists_eligible_nodes_with_private_keys():
     assert "; skipped n-03030303: not eligible in its role" in text
 
 
+def test_zone_fragment_publishes_each_nodes_registered_class():
+    miner, validator = entry(1), entry(2, "validator")
+    text = zone_fragment([validator, miner], "example.org", b"\xab" * 32, classes={validator.account: b"\xcd" * 32})
+    assert f'key{KEY_CLASS}="{"cd" * 32}"' in text.split("n-02020202._libp2p")[1].splitlines()[0]
+    assert f'key{KEY_CLASS}="{"ab" * 32}"' in text.split("n-01010101._libp2p")[1].splitlines()[0]  # the default
+
+
 def test_zone_fragment_skips_unpublishable_addresses():
     text = zone_fragment([entry(1, addr="/dns4/x.example/tcp/1")], "example.org", b"\x00" * 32)
     assert "skipped n-01010101: registered multiaddr" in text and "_index" not in text

@@ -55,10 +55,11 @@ def test_a_step_count_the_run_does_not_allow_fails_as_a_derivation_and_voters_co
     assert check.challenge == make_challenge(me, 2, bytes.fromhex(MINER[2:]), SEED_BLOCK, CFG)
     d = Disputes.__new__(Disputes)
     d.ctx = ctx  # type: ignore[assignment]
-    report = {"round": 2, "miner": MINER, "reporter": REPORTER, "kind": FraudKind.DERIVATION,
-              "segment": check.challenge.segments[0]}
-    vote, found = trio.run(d._judge_check, report, SEED_BLOCK, check.challenge.signature, 0.0)
-    assert vote is Vote.CONFIRM and found == "derivation"
+    for class_bound in (True, False):  # the miner's class is held (exact) or nobody's (tolerance)
+        report = {"round": 2, "miner": MINER, "reporter": REPORTER, "kind": FraudKind.DERIVATION,
+                  "segment": check.challenge.segments[0], "class_bound": class_bound}
+        vote, found = trio.run(d._judge_check, report, SEED_BLOCK, check.challenge.signature, 0.0)
+        assert vote is Vote.CONFIRM and found == "derivation"
 
 
 def test_an_allowed_shorter_count_draws_its_challenge_from_its_own_segments():
