@@ -69,14 +69,15 @@ def _logging() -> None:
     quiet_noisy_loggers()
 
 
-def check_local_hashes(client: Any) -> None:
-    """Refuse to run unless this machine reproduces the run's model, corpus and profile hashes."""
+def check_local_hashes(client: Any, profile: Any = None) -> None:
+    """Refuse to run unless this machine reproduces the run's model, corpus and profile hashes,
+    computed in a worker of the class the node runs (`profile`; default the run's)."""
     from protocol.config.run_setup import pinned_hashes, resolve
     from protocol.node.worker_pool import ProfileWorker
 
     config = client.deployment.run_config
     setup = resolve(config)
-    with ProfileWorker(setup.profile) as worker:
+    with ProfileWorker(profile or setup.profile) as worker:
         local = worker.call(pinned_hashes, setup.spec)
     from protocol.config.run_setup import check_local
 
@@ -84,7 +85,7 @@ def check_local_hashes(client: Any) -> None:
 
 
 def prepare_node(role: str, rpc: str, deployment: Path, keys: Path, listen: str, stake: str | None,
-                 classes: int | None = None) -> tuple[Any, Any]:
+                 classes: int | None = None, profile: Any = None) -> tuple[Any, Any]:
     """Check the keys, funds and local hashes, then register (role, node key, address, the
     hardware class set `classes` when given, a validator's BLS key) and top up the stake."""
     from protocol.chain.client import Role
@@ -93,7 +94,7 @@ def prepare_node(role: str, rpc: str, deployment: Path, keys: Path, listen: str,
     client, node_keys = node_client(rpc, deployment, keys)
     if int(client.w3.eth.get_balance(client.address)) == 0:
         raise InsufficientFunds(f"account {client.address} has no gas money; fund it (veritrain deploy --fund)")
-    check_local_hashes(client)
+    check_local_hashes(client, profile)
     want = Role[role.upper()]
     current = client.call("staking", "role", client.address)
     if current not in (0, int(want)):
@@ -162,7 +163,7 @@ def _run(role: str, rpc: str, deployment: Path, keys: Path, data_dir: Path, list
     server = _discover_server(discover_server)  # so does a bad name server
     classes, chosen = node_classes(deployment, hardware_class)  # by default the run's profile
     addr = _listen(listen, data_dir)
-    client, node_keys = prepare_node(role, rpc, deployment, keys, addr, stake, classes)
+    client, node_keys = prepare_node(role, rpc, deployment, keys, addr, stake, classes, chosen)
     _remember_listen(data_dir, addr)
     config = NodeConfig(data_dir=data_dir, listen=addr, bootstrap=tuple(bootstrap or ()), max_rounds=max_rounds,
                         discover=discover, discover_server=server, capacity_margin=capacity_margin,
