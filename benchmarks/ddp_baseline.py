@@ -35,7 +35,14 @@ from benchmarks.overhead import corpus_slice
 from protocol.config.corpus import from_stdlib
 from protocol.core import data
 from protocol.core.hashing import blake3_hash
-from protocol.core.model import GPT, flatten, init_params, load_params, preset
+from protocol.core.model import (
+    LanguageModel,
+    build_model,
+    flatten,
+    init_params,
+    load_params,
+    preset,
+)
 from protocol.core.training import BatchFn, ComputeConfig, RoundTask, batch_fn
 
 Batch = tuple[torch.Tensor, torch.Tensor]  # (x, y), each (B, T) int64
@@ -130,7 +137,7 @@ class Curve:
         self.bytes.append(nbytes)
 
 
-def _train(model: torch.nn.Module, inner: GPT, spec: Spec, lr: float, steps: int, w: int,
+def _train(model: torch.nn.Module, inner: LanguageModel, spec: Spec, lr: float, steps: int, w: int,
            on_eval: bool) -> tuple[Curve, list[float]]:
     """The shared AdamW loop of a DDP rank (`model` is the DDP wrapper) or a lone worker."""
     opt, stream, hb = make_adamw(model, lr, spec.base), Stream(spec, w), heldout(spec)
@@ -170,7 +177,7 @@ def _ddp_rank(rank: int, spec: Spec, lr: float, port: int, out_dir: str) -> None
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=spec.workers)
     m = preset(spec.preset)
-    inner = GPT(m)
+    inner = build_model(m)
     load_params(inner, init_params(m, 0))  # the same θ_0 as veritrain's genesis state
     ddp = DistributedDataParallel(inner)
     counter = {"bytes": 0}
@@ -220,7 +227,7 @@ def run_single(spec: Spec, steps: int, lr: float | None = None) -> dict[str, Any
     torch.set_num_threads(1)
     lr = spec.base.inner_lr if lr is None else lr
     m = preset(spec.preset)
-    model = GPT(m)
+    model = build_model(m)
     load_params(model, init_params(m, 0))
     curve, step_s = _train(model, model, spec, lr, steps, 0, True)
     return {"lr": lr, "curve": asdict(curve),

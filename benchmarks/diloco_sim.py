@@ -23,7 +23,7 @@ import torch
 from benchmarks.ddp_baseline import Curve, Spec, dataset, heldout, heldout_loss, miner_address
 from benchmarks.overhead import bare_round
 from protocol.core.aggregate import GlobalState, aggregate, genesis_state
-from protocol.core.model import GPT, load_params, preset
+from protocol.core.model import LanguageModel, build_model, load_params, preset
 from protocol.core.proof import build_work
 from protocol.core.training import Carry, ComputeConfig, RoundTask, batch_fn, train_round
 
@@ -92,7 +92,7 @@ def _count_bytes(run: VtRun, blobs: list[bytes]) -> None:
     run.blob_bytes = sizes
 
 
-def _round(run: VtRun, spec: Spec, cfg: ComputeConfig, model: GPT) -> None:
+def _round(run: VtRun, spec: Spec, cfg: ComputeConfig, model: LanguageModel) -> None:
     assert run.state is not None
     m, ds, theta = preset(spec.preset), dataset(spec.corpus), run.state.params
     blobs = []
@@ -106,7 +106,7 @@ def _round(run: VtRun, spec: Spec, cfg: ComputeConfig, model: GPT) -> None:
     run.rounds += 1
 
 
-def _eval(run: VtRun, spec: Spec, model: GPT) -> None:
+def _eval(run: VtRun, spec: Spec, model: LanguageModel) -> None:
     assert run.state is not None
     load_params(model, run.state.params)
     nbytes = (sum(run.sent) + sum(run.recv)) / spec.workers  # per miner, sent + received
@@ -116,7 +116,7 @@ def _eval(run: VtRun, spec: Spec, model: GPT) -> None:
 def advance(spec: Spec, run: VtRun, to_steps: int) -> VtRun:
     """Train whole rounds until each miner has done at least `to_steps` inner steps."""
     torch.set_num_threads(1)
-    cfg, model = run.arm.config(spec.base), GPT(preset(spec.preset))
+    cfg, model = run.arm.config(spec.base), build_model(preset(spec.preset))
     if run.state is None:
         run.state = genesis_state(preset(spec.preset), cfg, seed=0)  # θ_0 = DDP's θ_0
         run.carry = [None] * spec.workers
@@ -139,7 +139,7 @@ def calibrate(spec: Spec, arm: Arm, trials: int) -> dict[str, float]:
     m, ds, cfg = preset(spec.preset), dataset(spec.corpus), arm.config(spec.base)
     state = genesis_state(m, cfg, seed=0)
     task = RoundTask(spec.run_seed, 0, miner_address(0), m, cfg)
-    model, batches = GPT(m), batch_fn(task, ds)
+    model, batches = build_model(m), batch_fn(task, ds)
     bare, ratio = [], []
     for i in range(trials + 1):  # trial 0 warms up
         b = bare_round(model, state.params, batches, cfg)

@@ -40,7 +40,7 @@ from benchmarks.ddp_baseline import Spec, dataset, heldout, heldout_loss, miner_
 from protocol.core.aggregate import GlobalState, aggregate, genesis_state
 from protocol.core.capacity import steps_for_window
 from protocol.core.data import Dataset
-from protocol.core.model import GPT, load_params, preset
+from protocol.core.model import LanguageModel, build_model, load_params, preset
 from protocol.core.proof import build_work
 from protocol.core.training import Carry, ComputeConfig, RoundTask, train_round
 from protocol.node.throughput import time_steps
@@ -111,7 +111,7 @@ class ArmRun:
     curve: list[tuple[float, float]] = field(default_factory=list)  # (windows, held-out loss)
 
 
-def miner_work(setup: Setup, run: ArmRun, miner: int, steps: int, model: GPT,
+def miner_work(setup: Setup, run: ArmRun, miner: int, steps: int, model: LanguageModel,
                ds: Dataset) -> tuple[bytes, Carry]:
     """One miner's honest round from θ_r: train `steps` inner steps, derive the update."""
     spec, theta = setup.spec, run.state.params
@@ -131,7 +131,7 @@ def record_pay(run: ArmRun, plan: Plan) -> None:
         run.pay[i] += pay.get(miner_address(i), 0.0) / total
 
 
-def play_round(setup: Setup, run: ArmRun, plan: Plan, model: GPT, ds: Dataset) -> None:
+def play_round(setup: Setup, run: ArmRun, plan: Plan, model: LanguageModel, ds: Dataset) -> None:
     blobs, steps = [], []
     for i, (s, ok) in enumerate(zip(plan.steps, plan.committed, strict=True)):
         if not ok:  # late: its work is never aggregated, so it is not trained here either
@@ -149,7 +149,7 @@ def play_round(setup: Setup, run: ArmRun, plan: Plan, model: GPT, ds: Dataset) -
     run.rounds += 1
 
 
-def evaluate(setup: Setup, run: ArmRun, model: GPT) -> None:
+def evaluate(setup: Setup, run: ArmRun, model: LanguageModel) -> None:
     load_params(model, run.state.params)
     run.curve.append((run.clock / setup.window_s, heldout_loss(model, heldout(setup.spec))))
 
@@ -157,7 +157,7 @@ def evaluate(setup: Setup, run: ArmRun, model: GPT) -> None:
 def run_arm(setup: Setup, arm: str) -> ArmRun:
     """Whole rounds from θ_0 until the next one would cross the wall budget."""
     m, ds = preset(setup.spec.preset), dataset(setup.spec.corpus)
-    model = GPT(m)
+    model = build_model(m)
     run = ArmRun(arm, genesis_state(m, setup.cfg, seed=0), [None] * len(CLASSES))
     plan = plan_round(setup, planned_steps(setup, arm))  # the same every round
     evaluate(setup, run, model)

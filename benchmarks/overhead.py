@@ -24,7 +24,14 @@ from rich.table import Table
 from protocol.config import corpus
 from protocol.core import data
 from protocol.core.hashing import blake3_hash
-from protocol.core.model import GPT, init_params, load_params, num_params, preset
+from protocol.core.model import (
+    LanguageModel,
+    build_model,
+    init_params,
+    load_params,
+    num_params,
+    preset,
+)
 from protocol.core.proof import build_work, trace_root
 from protocol.core.replay_profile import ReplayProfile, apply_profile, observe_profile
 from protocol.core.signing import NodeIdentity
@@ -44,7 +51,7 @@ def corpus_slice(n_bytes: int) -> data.Dataset:
                            heldout_every=20)
 
 
-def bare_round(model: GPT, theta: dict[str, torch.Tensor], batches: BatchFn,
+def bare_round(model: LanguageModel, theta: dict[str, torch.Tensor], batches: BatchFn,
                cfg: ComputeConfig) -> float:
     """The baseline: H plain AdamW steps, no checkpoints, hashing or compression."""
     start = time.perf_counter()
@@ -60,7 +67,7 @@ def bare_round(model: GPT, theta: dict[str, torch.Tensor], batches: BatchFn,
     return time.perf_counter() - start
 
 
-def miner_round(model: GPT, task: RoundTask, ds: data.Dataset, theta: dict[str, torch.Tensor],
+def miner_round(model: LanguageModel, task: RoundTask, ds: data.Dataset, theta: dict[str, torch.Tensor],
                 ident: NodeIdentity) -> float:
     start = time.perf_counter()
     work = build_work(task, train_round(task, ds, theta, None, model=model), theta)
@@ -77,7 +84,7 @@ def measure(quick: bool) -> dict[str, object]:
     ds = corpus_slice(600_000)
     task = RoundTask(b"bench", 1, b"\x01" * 20, mcfg, cfg)
     theta = init_params(mcfg, 0)
-    model, ident = GPT(mcfg), NodeIdentity(b"\x05" * 32)
+    model, ident = build_model(mcfg), NodeIdentity(b"\x05" * 32)
     batches = batch_fn(task, ds)
     bare_round(model, theta, batches, cfg)  # warm-up
     miner_round(model, task, ds, theta, ident)

@@ -439,7 +439,7 @@ def measure(p: Params, trials: int) -> dict[str, float]:
     confirmed: its own check finds fraud, and a voter's re-check of the reported segment does."""
     from benchmarks.overhead import corpus_slice
     from protocol.core.hashing import blake3_hash, u64
-    from protocol.core.model import GPT, init_params, preset
+    from protocol.core.model import build_model, init_params, preset
     from protocol.core.proof import make_challenge, zero_carry_hash
     from protocol.core.replay_profile import ReplayProfile, apply_profile, observe_profile
     from protocol.core.signing import NodeIdentity
@@ -450,7 +450,7 @@ def measure(p: Params, trials: int) -> dict[str, float]:
     apply_profile(profile)
     ds, cfg = corpus_slice(600_000), ComputeConfig(segments_per_validator=p.q)
     assert cfg.n_segments == p.n_segments
-    theta, model = init_params(preset("micro"), 0), GPT(preset("micro"))
+    theta, model = init_params(preset("micro"), 0), build_model(preset("micro"))
     carry0 = zero_carry_hash(preset("micro"))
 
     def finds(t: Any, sub: Any, segments: tuple[int, ...]) -> bool:

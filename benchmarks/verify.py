@@ -41,7 +41,7 @@ from benchmarks.overhead import corpus_slice
 from protocol.config.run_config import ChainParams
 from protocol.core.data import Dataset, heldout_batches
 from protocol.core.hashing import blake3_hash, u64
-from protocol.core.model import GPT, Params, init_params, num_params, preset
+from protocol.core.model import LanguageModel, Params, build_model, init_params, num_params, preset
 from protocol.core.proof import (
     ReplayStatus,
     Trace,
@@ -86,7 +86,7 @@ def miner_costs(t: RoundTask, ds: Dataset, theta: Params, profile: ReplayProfile
     start = time.perf_counter()
     d = verify_update_derivation(t, sub.trace, theta, carry0, blobs[0], blobs[t.cfg.n_segments],
                                  sub.blob)
-    model = GPT(t.model)
+    model = build_model(t.model)
     replays = [replay_segment(t, ds, sub.trace, s, blobs[s], blobs[s + 1], profile, model=model)
                for s in ch.segments]
     witness = witness_for(VALIDATOR, ch.signature, 1, t.miner, replays)
@@ -105,7 +105,7 @@ def miner_costs(t: RoundTask, ds: Dataset, theta: Params, profile: ReplayProfile
 
 
 def audit_cost(t: RoundTask, ds: Dataset, trace: Trace, start_blobs: dict[int, bytes | None],
-               sig: bytes, witness: bytes, profile: ReplayProfile, model: GPT) -> float:
+               sig: bytes, witness: bytes, profile: ReplayProfile, model: LanguageModel) -> float:
     """Seconds for another validator to audit this witness: the segments σ picked, replayed
     from their served (decoded, hash-checked) start checkpoints, and the witness recomputed.
     In exact mode the committed end hash decides the replay, so the end leaf is not needed."""
@@ -135,7 +135,7 @@ def cost_figures(model_name: str, n_miners: int, ds: Dataset,
     theta = init_params(mcfg, 0)
     start = time.perf_counter()
     heldout = heldout_batches(ds, b"validator", cfg.score_batches, cfg.batch_size, mcfg.block_size)
-    held_before = mean_loss(GPT(mcfg), theta, heldout)
+    held_before = mean_loss(build_model(mcfg), theta, heldout)
     shared_s = time.perf_counter() - start
     rows = [miner_costs(_task(model_name, i, cfg), ds, theta, profile, heldout, held_before)
             for i in range(n_miners)]
@@ -158,7 +158,7 @@ def hypergeometric(n: int, m: int, q: int) -> float:
 def detection(ds: Dataset, profile: ReplayProfile, trials: int) -> list[dict[str, float]]:
     cfg = ComputeConfig()  # 10 segments, q = 1
     theta = init_params(preset("micro"), 0)
-    model = GPT(preset("micro"))
+    model = build_model(preset("micro"))
     out = []
     for j, f in enumerate(FRACTIONS):
         t = _task("micro", 50 + j, cfg)

@@ -32,9 +32,10 @@ from protocol.core.compress import (
 from protocol.core.data import Dataset, assign_pages, batch, heldout_batches
 from protocol.core.hashing import Digest, blake3_hash
 from protocol.core.model import (
-    GPT,
+    LanguageModel,
     ModelConfig,
     Params,
+    build_model,
     flatten,
     load_params,
     num_params,
@@ -142,11 +143,11 @@ class Usefulness:
 
 
 class UsefulnessStrategy(Protocol):
-    def evaluate(self, model: GPT, theta_r: Params, delta: Tensor, own: Batches,
+    def evaluate(self, model: LanguageModel, theta_r: Params, delta: Tensor, own: Batches,
                  heldout: Batches, heldout_before: float) -> Usefulness: ...
 
 
-def mean_loss(model: GPT, params: Params, batches: Batches) -> float:
+def mean_loss(model: LanguageModel, params: Params, batches: Batches) -> float:
     """Mean loss over equal-size batches, as one forward pass over all of them."""
     load_params(model, params)
     x = torch.cat([b[0] for b in batches])  # (n*B, T)
@@ -161,7 +162,7 @@ class GauntletUsefulness:
     margin: float = 0.02  # own gain may trail held-out gain by this much, unpenalised
     soft_factor: float = 0.5  # multiplier beyond the margin (never zero)
 
-    def evaluate(self, model: GPT, theta_r: Params, delta: Tensor, own: Batches,
+    def evaluate(self, model: LanguageModel, theta_r: Params, delta: Tensor, own: Batches,
                  heldout: Batches, heldout_before: float) -> Usefulness:
         shapes = {k: tuple(v.shape) for k, v in theta_r.items()}
         after = unflatten(flatten(theta_r) - self.outer_lr * delta, shapes)
@@ -262,7 +263,7 @@ def usefulness_of(entries: Sequence[RoundEntry], ds: Dataset, theta_r: Params,
         return {}
     model_cfg, cfg = entries[0].task.model, entries[0].task.cfg
     strategy = strategy or GauntletUsefulness(cfg.outer_lr, cfg.own_margin, cfg.own_soft_factor)
-    model = GPT(model_cfg)
+    model = build_model(model_cfg)
     heldout = shared_heldout(ds, model_cfg, cfg, validator_seed)
     heldout_before = mean_loss(model, theta_r, heldout)  # shared by all miners: once per round
     useful: dict[bytes, Usefulness] = {}

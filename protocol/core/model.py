@@ -1,4 +1,5 @@
-"""A nanoGPT-style byte-level GPT (vocab 256), built from a frozen config.
+"""The model families, built from a frozen config: a nanoGPT-style byte-level GPT (vocab 256)
+here, and a Llama-style decoder in `protocol/core/llama.py` (`LlamaConfig` presets below).
 
 Weights are *not* tied (safetensors refuses shared storage, and the global state is a flat
 list of independent tensors). Dropout is 0 in every preset, so a forward pass draws no
@@ -39,6 +40,39 @@ class ModelConfig:
             raise ConfigError("model dimensions must be positive")
 
 
+@dataclass(frozen=True)
+class LlamaConfig(ModelConfig):
+    """A Llama-style decoder (protocol/core/llama.py): RMSNorm, rotary embeddings, SwiGLU,
+    grouped-query attention when `n_kv_head` < `n_head`, tied embeddings optional. No biases
+    and no learned positions. `family` is in the config (and its hash), so it is never mistaken
+    for a GPT of the same dimensions."""
+
+    family: str = "llama"
+    bias: bool = False
+    n_kv_head: int = 0  # key/value heads; 0 = n_head (no grouping)
+    intermediate_size: int = 0  # SwiGLU hidden width; 0 = 8/3 x n_embd rounded up to a multiple of 32
+    rope_theta: float = 10000.0  # rotary base
+    norm_eps: float = 1e-5  # RMSNorm epsilon
+    tie_embeddings: bool = False  # lm_head shares the token embedding
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.family != "llama" or self.bias:
+            raise ConfigError("a LlamaConfig has family 'llama' and no biases")
+        if self.n_head % self.kv_heads or (self.n_embd // self.n_head) % 2:
+            raise ConfigError("n_head must be a multiple of n_kv_head, and the head size even (rotary pairs)")
+        if self.intermediate_size < 0 or self.rope_theta <= 0 or self.norm_eps <= 0:
+            raise ConfigError("intermediate_size, rope_theta and norm_eps must be positive (0: the default width)")
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_kv_head or self.n_head
+
+    @property
+    def hidden(self) -> int:
+        return self.intermediate_size or -(-8 * self.n_embd // 3 // 32) * 32
+
+
 PRESETS: dict[str, ModelConfig] = {
     # tests: ~42k params, a training step takes a few ms on one core
     "micro": ModelConfig(block_size=32, n_layer=2, n_head=2, n_embd=32),
@@ -48,6 +82,15 @@ PRESETS: dict[str, ModelConfig] = {
     "small": ModelConfig(block_size=256, n_layer=6, n_head=6, n_embd=384),
     # GPT-2 small shape (124M with the BPE vocab; ~86M with 256 byte tokens)
     "gpt2": ModelConfig(block_size=1024, n_layer=12, n_head=12, n_embd=768),
+    # Llama-style (byte vocab unless a tokenizer sets vocab_size): tests, CPUs, then GPUs
+    "llama-micro": LlamaConfig(block_size=32, n_layer=2, n_head=4, n_kv_head=2, n_embd=32),
+    "llama-tiny": LlamaConfig(block_size=128, n_layer=4, n_head=4, n_kv_head=2, n_embd=128),
+    "llama-small": LlamaConfig(block_size=256, n_layer=6, n_head=6, n_kv_head=2, n_embd=384),
+    # ~125M with a 32k vocabulary; ~1.1B (TinyLlama's shape) needs a GPU: weights, gradients and
+    # AdamW state alone take about 16 GB
+    "llama-124m": LlamaConfig(vocab_size=32000, block_size=1024, n_layer=12, n_head=12, n_kv_head=4, n_embd=768),
+    "llama-1b": LlamaConfig(vocab_size=32000, block_size=2048, n_layer=22, n_head=32, n_kv_head=4, n_embd=2048,
+                            intermediate_size=5632),
 }
 
 
@@ -117,27 +160,44 @@ class GPT(nn.Module):
 
     def forward(self, idx: Tensor, targets: Tensor) -> Tensor:
         """Mean next-token cross-entropy; idx and targets are (B, T) int64."""
+        logits = self.logits(idx)  # (B, T, V)
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+
+    def logits(self, idx: Tensor) -> Tensor:
+        """Next-token logits (B, T, V) of (B, T) int64 tokens."""
         _, t = idx.shape
-        pos = torch.arange(t, device=idx.device)  # (T,)
-        x = self.wte(idx) + self.wpe(pos)  # (B, T, C)
+        x = self.wte(idx) + self.wpe(torch.arange(t, device=idx.device))  # (B, T, C)
         for block in self.h:
             x = block(x)  # (B, T, C)
-        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+        return self.lm_head(self.ln_f(x))  # (B, T, V)
+
+
+LanguageModel = nn.Module  # GPT or Llama: model(idx, targets) -> mean loss; logits(idx) -> (B, T, V)
+RESIDUAL_OUTPUTS = ("c_proj.weight", "o_proj.weight", "down_proj.weight")  # scaled at init (GPT-2)
+
+
+def build_model(cfg: ModelConfig) -> LanguageModel:
+    """The model `cfg` describes: a `Llama` for a `LlamaConfig`, else a `GPT`."""
+    if isinstance(cfg, LlamaConfig):
+        from protocol.core.llama import Llama
+
+        return Llama(cfg)
+    return GPT(cfg)
 
 
 def init_params(cfg: ModelConfig, seed: int) -> Params:
-    """Deterministic GPT-2 style initialisation (normal 0.02, scaled residual projections)."""
-    model = GPT(cfg)
+    """Deterministic GPT-2 style initialisation (normal 0.02, scaled residual projections;
+    norm gains 1, biases 0), for either family."""
+    model = build_model(cfg)
     gen = torch.Generator().manual_seed(seed)
     std_proj = 0.02 / math.sqrt(2 * cfg.n_layer)
     out: Params = {}
     for name, p in model.named_parameters():
-        if name.endswith("c_proj.weight"):
+        if name.endswith(RESIDUAL_OUTPUTS):
             t = torch.normal(0.0, std_proj, p.shape, generator=gen)
         elif p.dim() >= 2:
             t = torch.normal(0.0, 0.02, p.shape, generator=gen)
-        elif name.endswith("weight"):  # LayerNorm gains
+        elif name.endswith("weight"):  # LayerNorm / RMSNorm gains
             t = torch.ones(p.shape)
         else:  # biases
             t = torch.zeros(p.shape)
@@ -148,7 +208,7 @@ def init_params(cfg: ModelConfig, seed: int) -> Params:
 @functools.lru_cache(maxsize=16)
 def _shapes(cfg: ModelConfig) -> tuple[tuple[str, tuple[int, ...]], ...]:
     with torch.device("meta"):
-        model = GPT(cfg)
+        model = build_model(cfg)
     return tuple((name, tuple(p.shape)) for name, p in model.named_parameters())
 
 
@@ -161,7 +221,7 @@ def num_params(cfg: ModelConfig) -> int:
     return sum(math.prod(s) for s in param_shapes(cfg).values())
 
 
-def load_params(model: GPT, params: Params) -> None:
+def load_params(model: LanguageModel, params: Params) -> None:
     """Copy `params` into the model's own parameter tensors (same names, same shapes)."""
     with torch.no_grad():
         for name, p in model.named_parameters():

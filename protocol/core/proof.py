@@ -51,7 +51,15 @@ from protocol.core.hashing import (
     u64,
     verify_merkle_proof,
 )
-from protocol.core.model import GPT, ModelConfig, Params, flatten, num_params, param_shapes
+from protocol.core.model import (
+    LanguageModel,
+    ModelConfig,
+    Params,
+    build_model,
+    flatten,
+    num_params,
+    param_shapes,
+)
 from protocol.core.replay_profile import ReplayProfile, check_profile
 from protocol.core.signing import NodeIdentity, verify
 from protocol.core.training import (
@@ -312,7 +320,7 @@ def _status(match: bool, rel: float, end_served: bool, mode: str, tol: float) ->
 
 def replay_segment(task: RoundTask, ds: Dataset, trace: Trace, segment: int,
                    start_blob: bytes | None, end_blob: bytes | None, profile: ReplayProfile,
-                   mode: str = "exact", model: GPT | None = None) -> ReplayResult:
+                   mode: str = "exact", model: LanguageModel | None = None) -> ReplayResult:
     """Replay segment `segment` (k steps from leaf s to leaf s+1) and compare.
 
     Raises ProfileMismatch (not fraud) if this process does not run `profile`. An unserved
@@ -329,7 +337,7 @@ def replay_segment(task: RoundTask, ds: Dataset, trace: Trace, segment: int,
         return ReplayResult(segment, s, e, mode, ReplayStatus.UNAVAILABLE, expected, None,
                             nan, nan, nan, False, missing_leaf=s)
     end = served_checkpoint(end_blob, expected, task)
-    model = model if model is not None else GPT(task.model)
+    model = model if model is not None else build_model(task.model)
     inner: list[Digest] = []
     replayed, losses = run_steps(model, start, k, batch_fn(task, ds), task.cfg,
                                  lambda state: inner.append(checkpoint_hash(state, task.model)))

@@ -21,7 +21,15 @@ from protocol.core.checkpoint import Checkpoint
 from protocol.core.data import Dataset, assign_pages, batch, miner_seed
 from protocol.core.errors import ConfigError
 from protocol.core.hashing import Digest, seed_int
-from protocol.core.model import GPT, ModelConfig, Params, load_params, num_params, param_shapes
+from protocol.core.model import (
+    LanguageModel,
+    ModelConfig,
+    Params,
+    build_model,
+    load_params,
+    num_params,
+    param_shapes,
+)
 
 AGGREGATION_RULES = ("float32-v1", "exact-v1")  # float32-v1: bits depend on threads, ISA, device
 
@@ -180,7 +188,7 @@ def fresh_checkpoint(task: RoundTask, theta: Params, carry: Carry | None) -> Che
     )
 
 
-def _adamw(model: GPT, m: Params, v: Params, step: int, cfg: ComputeConfig, warm: bool) -> None:
+def _adamw(model: LanguageModel, m: Params, v: Params, step: int, cfg: ComputeConfig, warm: bool) -> None:
     """One decoupled-weight-decay Adam update in place (step is 1-based). A warm second
     moment needs no bias correction; the first moment then restarts uncorrected, which
     eases each round in over ~1/(1-beta1) steps."""
@@ -198,14 +206,14 @@ def _adamw(model: GPT, m: Params, v: Params, step: int, cfg: ComputeConfig, warm
             p.addcdiv_(m[name], denom, value=-cfg.inner_lr / bc1)
 
 
-def _live_state(model: GPT, m: Params, v: Params, gen: torch.Generator, step: int,
+def _live_state(model: LanguageModel, m: Params, v: Params, gen: torch.Generator, step: int,
                 warm: bool) -> Checkpoint:
     """The state after `step` steps as a checkpoint whose tensors are the live ones (no copy)."""
     params = {k: p.detach() for k, p in model.named_parameters()}
     return Checkpoint(step, params, m, v, gen.get_state(), None, warm)
 
 
-def run_steps(model: GPT, start: Checkpoint, n_steps: int, batches: BatchFn,
+def run_steps(model: LanguageModel, start: Checkpoint, n_steps: int, batches: BatchFn,
               cfg: ComputeConfig, on_step: StepHook | None = None) -> tuple[Checkpoint, list[float]]:
     """Run n_steps AdamW steps from `start`; returns the end checkpoint and per-step losses.
 
@@ -248,11 +256,11 @@ class TrainedRound:
 
 
 def train_round(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
-                batches: BatchFn | None = None, model: GPT | None = None,
+                batches: BatchFn | None = None, model: LanguageModel | None = None,
                 on_step: StepHook | None = None) -> TrainedRound:
     """The miner's honest work for one round (the `batches` override is for adversaries;
     `on_step` is `run_steps`'s hook, over all H steps)."""
-    model = model if model is not None else GPT(task.model)
+    model = model if model is not None else build_model(task.model)
     batches = batches if batches is not None else batch_fn(task, ds)
     ckpts = [fresh_checkpoint(task, theta, carry)]
     losses: list[float] = []

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from protocol.core.data import Dataset
 from protocol.core.fraud import FraudKind
-from protocol.core.model import GPT, Params
+from protocol.core.model import LanguageModel, Params, build_model
 from protocol.core.proof import (
     DerivationResult,
     ReplayResult,
@@ -49,7 +49,7 @@ class Judgement:
 def verify_submission(task: RoundTask, ds: Dataset, theta_r: Params, carry_in_hash: bytes,
                       root: bytes, trace: Trace | None, blob: bytes, fetch: Fetch,
                       segments: Sequence[int], profile: ReplayProfile, mode: str = "exact",
-                      model: GPT | None = None) -> Verification:
+                      model: LanguageModel | None = None) -> Verification:
     """All checks a validator makes on one miner. Raises ProfileMismatch before any work."""
     check_profile(profile)
     if trace is None:
@@ -60,7 +60,7 @@ def verify_submission(task: RoundTask, ds: Dataset, theta_r: Params, carry_in_ha
         return Verification(str(exc), None, ())
     last = len(trace.checkpoint_hashes) - 1
     derivation = verify_update_derivation(task, trace, theta_r, carry_in_hash, fetch(0), fetch(last), blob)
-    model = model if model is not None else GPT(task.model)
+    model = model if model is not None else build_model(task.model)
     replays = tuple(
         replay_segment(task, ds, trace, s, fetch(s), fetch(s + 1), profile, mode, model)
         for s in segments

@@ -22,7 +22,7 @@ from protocol.core.data import Dataset, assign_pages, sample_distinct
 from protocol.core.envelope import decode_envelope
 from protocol.core.errors import ConfigError
 from protocol.core.hashing import blake3_hash, seed_int
-from protocol.core.model import GPT, Params, init_params, num_params
+from protocol.core.model import Params, build_model, init_params, num_params
 from protocol.core.proof import MinerWork, build_work, carry_hash, derive_update
 from protocol.core.submission import Submission, honest, submit
 from protocol.core.training import (
@@ -50,7 +50,7 @@ def lazy(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
          fraction: float = 0.5) -> Submission:
     """Skips the steps of a fraction of segments, extrapolating their end checkpoints."""
     fake = set(faked_segments(task, fraction))
-    model, batches = GPT(task.model), batch_fn(task, ds)
+    model, batches = build_model(task.model), batch_fn(task, ds)
     ckpts, losses = [fresh_checkpoint(task, theta, carry)], list[float]()
     k = task.cfg.checkpoint_every
     for s in range(task.cfg.n_segments):
@@ -74,7 +74,7 @@ def fabricate(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
     ckpts = list(trained.checkpoints[:leaf])
     rand = init_params(task.model, seed_int(task.seed, 99) % 1000)
     ckpts.append(replace(trained.checkpoints[leaf], params=rand))
-    model, k = GPT(task.model), task.cfg.checkpoint_every
+    model, k = build_model(task.model), task.cfg.checkpoint_every
     for _ in range(leaf, task.cfg.n_segments):
         ckpts.append(run_steps(model, ckpts[-1], k, batch_fn(task, ds), task.cfg)[0])
     return submit(task, build_work(task, TrainedRound(ckpts, trained.losses), theta))

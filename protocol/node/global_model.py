@@ -16,7 +16,7 @@ from protocol.core.aggregate import aggregate, decode_state, encoded_state, gene
 from protocol.core.data import heldout_batches
 from protocol.core.envelope import decode_envelope
 from protocol.core.hashing import blake3_hash
-from protocol.core.model import GPT, load_params
+from protocol.core.model import build_model, load_params
 
 HELDOUT_BATCHES = 8  # batches in the attested held-out loss (same for every validator)
 
@@ -35,7 +35,7 @@ def heldout_loss(spec: TrainingSpec, run_seed: bytes, params: dict) -> float:
     ds = load_dataset(spec.dataset)
     batches = heldout_batches(ds, blake3_hash("attested-heldout", run_seed), HELDOUT_BATCHES, cfg.batch_size,
                               model_cfg.block_size)
-    model = GPT(model_cfg)
+    model = build_model(model_cfg)
     load_params(model, params)
     x = torch.cat([b[0] for b in batches])  # (n*B, T)
     y = torch.cat([b[1] for b in batches])  # (n*B, T)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from protocol.core.model import GPT, ModelConfig, init_params
+from protocol.core.model import ModelConfig, build_model, init_params
 from protocol.core.replay_profile import ReplayProfile
 from protocol.core.training import BatchFn, ComputeConfig, RoundTask, fresh_checkpoint, run_steps
 from protocol.node.worker_pool import ProfileWorker
@@ -47,7 +47,7 @@ def time_steps(model: ModelConfig, cfg: ComputeConfig, seconds: float = 2.0, max
                slowdown: float = 1.0) -> Throughput:
     """Inner steps of `model` under `cfg` for about `seconds` (at least 2 timed steps);
     `slowdown` > 1 sleeps after each step as a throttled miner does (tests, devnet)."""
-    net = GPT(model)
+    net = build_model(model)
     task = RoundTask(b"throughput", 0, bytes(20), model, cfg)
     ckpt = fresh_checkpoint(task, init_params(model, 0), None)
     batches = _random_batches(model, cfg.batch_size)
