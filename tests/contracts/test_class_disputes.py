@@ -21,6 +21,7 @@ from conftest import (
     VALIDATOR,
     VOTE_CONFIRM,
     VOTE_REJECT,
+    Params,
     World,
     deploy_stack,
     join,
@@ -116,7 +117,6 @@ def test_a_miner_of_a_class_nobody_holds_can_only_be_reported_for_derivation_by_
 
 
 def test_a_class_at_the_stake_minimum_is_class_bound():
-    from conftest import Params
 
     stack = deploy_stack(Params(min_class_stake=200 * TOKEN))
     p = stack.params
@@ -134,7 +134,6 @@ def test_a_class_at_the_stake_minimum_is_class_bound():
 
 
 def test_a_class_held_by_too_little_stake_is_judged_by_everyone():
-    from conftest import Params
 
     stack = deploy_stack(Params(min_class_stake=201 * TOKEN))
     p = stack.params
