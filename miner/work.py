@@ -8,12 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from miner.cheat import Cheat
+from miner.checkpoint_files import store_checkpoint
 from protocol.config.run_setup import Setup, TrainingSpec, load_dataset
 from protocol.core.aggregate import decode_state
 from protocol.core.checkpoint import encode_checkpoint
 from protocol.core.envelope import encode_envelope, encode_proof
-from protocol.core.proof import carry_hash, decode_carry, encode_carry, leaf_proof
-from protocol.core.submission import honest
+from protocol.core.proof import carry_hash, decode_carry, encode_carry, leaf_proof, trace_root
+from protocol.core.submission import honest_streamed
 from protocol.core.training import RoundTask, StepHook, zero_carry
 from protocol.node.store import write_blob
 
@@ -55,24 +56,29 @@ def produce(job: MinerJob) -> MinerOutput:
     theta = decode_state(job.state_blob, model, job.state_hash).params
     carry = decode_carry(job.carry_in, model) if job.carry_in else None
     task = RoundTask(job.run_seed, job.round, bytes.fromhex(job.miner[2:]), model, cfg)
-    started = time.perf_counter()
-    sub = honest(task, ds, theta, carry, throttle(job.slowdown)) if job.cheat is None else \
-        job.cheat.submit(task, ds, theta, carry, job.foreign_update)
-    train_s = time.perf_counter() - started
-    envelope = encode_envelope(job.chain_id, job.contract, job.round, job.miner, sub.trace, sub.blob)
-    root = bytes(sub.root)
-    carry_out = sub.carry if sub.carry is not None else zero_carry(model)
-    assert carry_hash(carry_out) == sub.trace.carry_hash or job.cheat is not None
-    proofs = []
-    for i in range(len(sub.checkpoints)):
-        p = leaf_proof(sub.trace, i)
-        proofs.append(encode_proof(p.index, p.size, list(p.siblings)))
     if job.blob_dir is None:
         raise ValueError("MinerJob.blob_dir is required: checkpoints are stored by the worker")
-    # ~14 MB each for the tiny model: written here rather than pickled to the node process
-    stored = [None if leaf in sub.withheld else write_blob(Path(job.blob_dir), encode_checkpoint(c, model))
-              for leaf, c in enumerate(sub.checkpoints)]
-    return MinerOutput(envelope, root, stored, proofs, sorted(sub.withheld),
+    blob_dir = Path(job.blob_dir)
+    started = time.perf_counter()
+    if job.cheat is None:  # each checkpoint goes to disk as it is made: one in memory at a time
+        work = honest_streamed(task, ds, theta, carry, lambda _leaf, c: store_checkpoint(blob_dir, c, model),
+                               throttle(job.slowdown))
+        trace, update, carry_out, withheld = work.trace, work.blob, work.carry, frozenset[int]()
+        stored: list[bytes | None] = list(work.stored)
+    else:
+        sub = job.cheat.submit(task, ds, theta, carry, job.foreign_update)
+        trace, update, withheld = sub.trace, sub.blob, sub.withheld
+        carry_out = sub.carry if sub.carry is not None else zero_carry(model)
+        stored = [None if leaf in sub.withheld else write_blob(blob_dir, encode_checkpoint(c, model))
+                  for leaf, c in enumerate(sub.checkpoints)]
+    train_s = time.perf_counter() - started
+    envelope = encode_envelope(job.chain_id, job.contract, job.round, job.miner, trace, update)
+    assert carry_hash(carry_out) == trace.carry_hash or job.cheat is not None
+    proofs = []
+    for i in range(len(stored)):
+        p = leaf_proof(trace, i)
+        proofs.append(encode_proof(p.index, p.size, list(p.siblings)))
+    return MinerOutput(envelope, bytes(trace_root(trace)), stored, proofs, sorted(withheld),
                        encode_carry(carry_out), cfg.inner_steps, train_s)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from protocol.config.run_setup import Setup, TrainingSpec, load_dataset
 from protocol.core.aggregate import decode_state
@@ -29,7 +30,9 @@ class CheckJob:
     envelope: bytes
     trace_root: bytes
     carry_in_hash: bytes | None  # carry hash of the miner's last trace (None: it carries zeros)
-    leaves: dict[int, bytes | None]  # fetched checkpoints by leaf index (None: not served)
+    # fetched checkpoints by leaf index (None: not served); a path is read when its check needs it,
+    # so the worker holds one checkpoint at a time
+    leaves: dict[int, bytes | Path | None]
     segments: tuple[int, ...]
     max_bytes: int
     steps: int = 0  # the miner's committed inner steps (0: the run's H)
@@ -58,7 +61,7 @@ def check_miner(job: CheckJob) -> CheckOutcome:
     task = RoundTask(job.run_seed, job.round, bytes.fromhex(job.miner[2:]), model, cfg)
     carry_in_hash = job.carry_in_hash or bytes(zero_carry_hash(model))
     v = verify_submission(task, ds, theta, carry_in_hash, job.trace_root, env.trace, env.update,
-                          lambda leaf: job.leaves.get(leaf), job.segments, setup.profile, job.mode)
+                          lambda leaf: _read(job.leaves.get(leaf)), job.segments, setup.profile, job.mode)
     j = judge(v)
     expected = actual = None
     for r in v.replays:
@@ -66,6 +69,15 @@ def check_miner(job: CheckJob) -> CheckOutcome:
             expected, actual = bytes(r.expected_hash), (bytes(r.actual_hash) if r.actual_hash else None)
     inner = tuple(tuple(bytes(h) for h in r.inner_hashes) for r in v.replays)
     return CheckOutcome(job.miner, j.kind, j.leaf, j.segment, j.detail, expected, actual, inner, j.tolerated)
+
+
+def _read(leaf: bytes | Path | None) -> bytes | None:
+    if isinstance(leaf, Path):
+        try:
+            return leaf.read_bytes()
+        except FileNotFoundError:
+            return None  # dropped from the store since the job was made: as if not served
+    return leaf
 
 
 @dataclass(frozen=True)

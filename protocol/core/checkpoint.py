@@ -91,9 +91,14 @@ def checkpoint_hash(c: Checkpoint, cfg: ModelConfig) -> Digest:
     return hash_tensors("checkpoint", _header(c, cfg).model_dump_json().encode(), _tensors(c))
 
 
+def checkpoint_layout(c: Checkpoint, cfg: ModelConfig) -> tuple[dict[str, Tensor], dict[str, str]]:
+    """The tensors and metadata `encode_checkpoint` serializes (for writers that stream them
+    to a file with safetensors instead of building the bytes in memory: the same bytes)."""
+    return {k: v.contiguous() for k, v in _tensors(c).items()}, {_META_KEY: _header(c, cfg).model_dump_json()}
+
+
 def encode_checkpoint(c: Checkpoint, cfg: ModelConfig) -> bytes:
-    meta = {_META_KEY: _header(c, cfg).model_dump_json()}
-    return safetensors.torch.save({k: v.contiguous() for k, v in _tensors(c).items()}, meta)
+    return safetensors.torch.save(*checkpoint_layout(c, cfg))
 
 
 def read_safetensors(blob: bytes, max_bytes: int) -> tuple[dict[str, Tensor], dict[str, str]]:

@@ -12,7 +12,7 @@ turns evidence into a fraud-report kind with thresholds from config.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -288,8 +288,13 @@ class ReplayResult:
     inner_hashes: tuple[Digest, ...] = ()
 
 
-def served_checkpoint(blob: bytes | None, expected: bytes, task: RoundTask) -> Checkpoint | None:
-    """Decode a served checkpoint; None if absent, malformed, or not the committed one."""
+ServedBlob = bytes | Callable[[], bytes | None] | None  # the bytes, or a call that reads them when needed
+
+
+def served_checkpoint(served: ServedBlob, expected: bytes, task: RoundTask) -> Checkpoint | None:
+    """Decode a served checkpoint; None if absent, malformed, or not the committed one. A
+    callable is read only here, so its bytes live no longer than the decoding."""
+    blob = served() if callable(served) else served
     if blob is None:
         return None
     try:
@@ -319,7 +324,7 @@ def _status(match: bool, rel: float, end_served: bool, mode: str, tol: float) ->
 
 
 def replay_segment(task: RoundTask, ds: Dataset, trace: Trace, segment: int,
-                   start_blob: bytes | None, end_blob: bytes | None, profile: ReplayProfile,
+                   start_blob: ServedBlob, end_blob: ServedBlob, profile: ReplayProfile,
                    mode: str = "exact", model: LanguageModel | None = None) -> ReplayResult:
     """Replay segment `segment` (k steps from leaf s to leaf s+1) and compare.
 
@@ -336,12 +341,15 @@ def replay_segment(task: RoundTask, ds: Dataset, trace: Trace, segment: int,
         nan = float("nan")
         return ReplayResult(segment, s, e, mode, ReplayStatus.UNAVAILABLE, expected, None,
                             nan, nan, nan, False, missing_leaf=s)
-    end = served_checkpoint(end_blob, expected, task)
     model = model if model is not None else build_model(task.model)
     inner: list[Digest] = []
+    # `start` is not read again (consumed), and the end checkpoint is decoded only after the
+    # replay: the peak holds one served checkpoint, not two
     replayed, losses = run_steps(model, start, k, batch_fn(task, ds), task.cfg,
-                                 lambda state: inner.append(checkpoint_hash(state, task.model)))
+                                 lambda state: inner.append(checkpoint_hash(state, task.model)), consume=True)
+    del start
     actual = inner[-1]  # the state after the last step is the replayed end checkpoint
+    end = served_checkpoint(end_blob, expected, task)
     max_err, mean_err, rel = _errors(replayed, end)
     claimed = np.asarray(trace.losses[s * k : e * k], dtype="<f4")
     losses_ok = bool(np.array_equal(np.asarray(losses, dtype="<f4"), claimed))
@@ -384,21 +392,26 @@ def _leaf0_failures(task: RoundTask, leaf0: Checkpoint, theta_r: Params, committ
 
 
 def verify_update_derivation(task: RoundTask, trace: Trace, theta_r: Params, carry_in_hash: bytes,
-                             leaf0_blob: bytes | None, final_blob: bytes | None,
+                             leaf0_blob: ServedBlob, final_blob: ServedBlob,
                              blob: bytes) -> DerivationResult:
     """Check leaf 0 is θ_r with a zero first moment and the committed carry (`carry_in_hash`:
     the carry hash of the miner's previous trace, or `zero_carry_hash` after a missed round),
     and that the blob and the carry out follow from leaf 0 and the final checkpoint."""
     cfg, n = task.cfg, len(trace.checkpoint_hashes)
     blob_hash = update_content_hash(blob)
+    # one served checkpoint decoded at a time: leaf 0 is checked and dropped (its error-feedback
+    # buffer kept) before the final one is decoded
     leaf0 = served_checkpoint(leaf0_blob, trace.checkpoint_hashes[0], task)
-    final = served_checkpoint(final_blob, trace.checkpoint_hashes[-1], task)
-    if leaf0 is None or final is None:
-        return DerivationResult((), 0 if leaf0 is None else n - 1, None, trace.checkpoint_hashes[0],
-                                None, blob_hash, None, trace.carry_hash)
+    if leaf0 is None:
+        return DerivationResult((), 0, None, trace.checkpoint_hashes[0], None, blob_hash, None, trace.carry_hash)
     failures, leaf0_expected = _leaf0_failures(task, leaf0, theta_r, trace.checkpoint_hashes[0],
                                                carry_in_hash)
     ef_in = leaf0.ef if leaf0.ef is not None else torch.zeros(num_params(task.model))
+    del leaf0
+    final = served_checkpoint(final_blob, trace.checkpoint_hashes[-1], task)
+    if final is None:
+        return DerivationResult((), n - 1, None, trace.checkpoint_hashes[0], None, blob_hash, None,
+                                trace.carry_hash)
     derived, residual = derive_update(theta_r, final, ef_in, cfg)
     want = expected_header(num_params(task.model), cfg.chunk, cfg.topk, cfg.bits)
     try:

@@ -8,14 +8,25 @@ other ways; the honest path never passes through them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
-from protocol.core.checkpoint import Checkpoint, encode_checkpoint
+from protocol.core.checkpoint import Checkpoint, checkpoint_hash, encode_checkpoint
 from protocol.core.data import Dataset
 from protocol.core.hashing import Digest
-from protocol.core.model import Params
-from protocol.core.proof import MinerWork, Trace, build_work, trace_root
-from protocol.core.training import Carry, RoundTask, StepHook, train_round
+from protocol.core.model import Params, build_model
+from protocol.core.proof import MinerWork, Trace, build_work, carry_hash, derive_update, trace_root
+from protocol.core.training import (
+    Carry,
+    RoundTask,
+    StepHook,
+    batch_fn,
+    fresh_checkpoint,
+    run_steps,
+    train_round,
+)
+
+CheckpointSink = Callable[[int, Checkpoint], bytes]  # (leaf, checkpoint) -> where it was put (a blob hash)
 
 
 @dataclass(frozen=True)
@@ -44,3 +55,37 @@ def honest(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
            on_step: StepHook | None = None) -> Submission:
     """`on_step`: `train_round`'s hook (it sees each step's state; the work does not depend on it)."""
     return submit(task, build_work(task, train_round(task, ds, theta, carry, on_step=on_step), theta))
+
+
+@dataclass(frozen=True)
+class StreamedWork:
+    """An honest round whose checkpoints went to a sink as they were made (none kept)."""
+
+    root: Digest
+    trace: Trace
+    blob: bytes
+    carry: Carry
+    stored: list[bytes]  # what the sink returned for each leaf
+
+
+def honest_streamed(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None, sink: CheckpointSink,
+                    on_step: StepHook | None = None) -> StreamedWork:
+    """`honest`, bit for bit, holding one checkpoint at a time: each leaf is hashed and handed to
+    `sink` (the miner writes it to its blob folder) before the next segment is trained, so a
+    miner's memory is a training loop's plus one checkpoint in flight, not all H/k + 1 of them."""
+    model, batches = build_model(task.model), batch_fn(task, ds)
+    leaf = replace(fresh_checkpoint(task, theta, carry), params=theta)  # θ_r itself: nothing writes to it
+    ef_in = leaf.ef
+    assert ef_in is not None
+    hashes, stored, losses = [checkpoint_hash(leaf, task.model)], [sink(0, leaf)], list[float]()
+    for segment in range(task.cfg.n_segments):
+        # the sink has the leaf: its moments are trained on in place
+        leaf, segment_losses = run_steps(model, leaf, task.cfg.checkpoint_every, batches, task.cfg, on_step,
+                                         consume=True)
+        hashes.append(checkpoint_hash(leaf, task.model))
+        stored.append(sink(segment + 1, leaf))
+        losses += segment_losses
+    blob, residual = derive_update(theta, leaf, ef_in, task.cfg)
+    carry_out = Carry(residual, leaf.exp_avg_sq)
+    trace = Trace(tuple(hashes), tuple(losses), carry_hash(carry_out))
+    return StreamedWork(trace_root(trace), trace, blob, carry_out, stored)

@@ -8,6 +8,7 @@ passed in as a function, so the I/O shell decides about timeouts and peers.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -59,10 +60,13 @@ def verify_submission(task: RoundTask, ds: Dataset, theta_r: Params, carry_in_ha
     except TraceError as exc:
         return Verification(str(exc), None, ())
     last = len(trace.checkpoint_hashes) - 1
-    derivation = verify_update_derivation(task, trace, theta_r, carry_in_hash, fetch(0), fetch(last), blob)
+    # each leaf is fetched when its check decodes it, so one served checkpoint is in memory at a time
+    derivation = verify_update_derivation(task, trace, theta_r, carry_in_hash, lambda: fetch(0),
+                                          lambda: fetch(last), blob)
     model = model if model is not None else build_model(task.model)
     replays = tuple(
-        replay_segment(task, ds, trace, s, fetch(s), fetch(s + 1), profile, mode, model)
+        replay_segment(task, ds, trace, s, functools.partial(fetch, s), functools.partial(fetch, s + 1), profile,
+                       mode, model)
         for s in segments
     )
     return Verification(None, derivation, replays)
