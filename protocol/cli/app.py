@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from protocol.core.errors import ConfigError, InsufficientFunds, VeritrainError
 
@@ -31,7 +32,7 @@ def one_line_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except VeritrainError as exc:
-            err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+            err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
             err_console.print("[yellow]interrupted[/yellow]")
@@ -237,6 +238,7 @@ def _log_to(path: Path) -> None:
 
 
 from protocol.cli import account as cli_account  # noqa: E402  (commands attach to `app`)
+from protocol.cli import data as cli_data  # noqa: E402
 from protocol.cli import dns_aid as cli_dns_aid  # noqa: E402
 from protocol.cli import hardware as cli_hardware  # noqa: E402
 from protocol.cli import node as cli_node  # noqa: E402
@@ -245,6 +247,7 @@ cli_account.install(app, one_line_errors)
 cli_node.install(app, one_line_errors)
 cli_hardware.install(app, one_line_errors)
 cli_dns_aid.install(app, one_line_errors)
+cli_data.install(app, one_line_errors)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -1,7 +1,9 @@
 """Reading a corpus from disk into a `Dataset` (the pure paging and hashing is core.data).
 
 Sources: the running Python's standard library (the default, offline everywhere), a folder
-of text files (sorted by relative path), or a nanoGPT-style uint16 `.bin`.
+of text files (sorted by relative path), a nanoGPT-style uint16 `.bin`, or a corpus packed by
+`veritrain data pack` (`protocol.config.tokenize_pack`): `corpus.bin` of little-endian tokens
+with its sidecar `corpus.bin.json` (`PackedMeta`).
 """
 
 from __future__ import annotations
@@ -11,10 +13,25 @@ import sys
 import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from protocol.core.data import Dataset, DatasetError, from_bytes, from_tokens
+from protocol.core.data import (
+    Dataset,
+    DatasetError,
+    from_bytes,
+    from_tokens,
+    token_dtype,
+    token_width,
+)
+from protocol.core.errors import ConfigError
+from protocol.core.hashing import content_hasher
+
+PACKED_FORMAT_VERSION: Literal[1] = 1  # bumped when the .bin or sidecar changes meaning
+_HEX64 = r"^[0-9a-f]{64}$"
+_HASH_CHUNK = 1 << 24  # tokens file hashed in 16 MiB slices of its mapping
 
 
 def _read_sorted(root: Path, files: Sequence[Path]) -> bytes:
@@ -56,3 +73,100 @@ def from_bin(path: Path, vocab_size: int = 256, **kw: int) -> Dataset:
     if len(raw) % 2:
         raise DatasetError(f"{path}: a uint16 .bin must have an even byte length")
     return from_tokens(np.frombuffer(raw, dtype="<u2"), f"bin {path}", vocab_size=vocab_size, **kw)
+
+
+class PackedCorpusError(DatasetError):
+    """Raised when a packed corpus's .bin or sidecar .json is missing, malformed, or the two
+    disagree (length, width, content hash)."""
+
+
+class PackedCorpusMismatch(ConfigError):
+    """Raised when a packed corpus was made with another tokenizer or vocabulary than the
+    run config's `[training.dataset]` names."""
+
+
+class PackedMeta(BaseModel):
+    """The sidecar `corpus.bin.json`: what the raw token file is and how it was made."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    format_version: Literal[1]  # PACKED_FORMAT_VERSION
+    token_width: Literal[2, 4]  # bytes per little-endian token; follows vocab_size
+    vocab_size: int = Field(gt=0)  # the tokenizer's, special tokens included
+    tokenizer_hash: str = Field(pattern=_HEX64)  # plain blake3 of tokenizer.json's bytes (b3sum)
+    tokens: int = Field(ge=0)  # tokens in the .bin
+    content_hash: str = Field(pattern=_HEX64)  # plain blake3 of the .bin's bytes
+    source_files: int = Field(ge=0)  # input files read
+    documents: int = Field(ge=0)  # documents tokenized (a text file, a JSONL line, a Parquet row)
+    eos_token_id: int = Field(ge=0)  # ends every document in the stream
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PackedMeta:
+        if self.token_width != token_width(self.vocab_size):
+            raise ValueError(f"token_width {self.token_width} does not fit vocab_size {self.vocab_size}")
+        if self.eos_token_id >= self.vocab_size:
+            raise ValueError(f"eos_token_id {self.eos_token_id} >= vocab_size {self.vocab_size}")
+        return self
+
+
+def sidecar_path(path: Path) -> Path:
+    return Path(f"{path}.json")
+
+
+def read_packed_meta(path: Path) -> PackedMeta:
+    """The sidecar of the packed corpus at `path` (the .bin), validated."""
+    side = sidecar_path(path)
+    try:
+        raw = side.read_bytes()
+    except OSError as exc:
+        raise PackedCorpusError(f"{path}: cannot read its sidecar {side} ({exc.strerror})") from exc
+    try:
+        return PackedMeta.model_validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"])) or "sidecar"
+        raise PackedCorpusError(f"{side}: {where}: {first['msg']}") from exc
+
+
+def check_packed_meta(meta: PackedMeta, path: Path, tokenizer_hash: str | None, vocab_size: int | None) -> None:
+    """Refuse a corpus packed with another tokenizer or vocabulary than the run config pins."""
+    if tokenizer_hash is not None and tokenizer_hash != meta.tokenizer_hash:
+        raise PackedCorpusMismatch(
+            f"[training.dataset] tokenizer_hash {tokenizer_hash[:16]}… differs from {path}'s "
+            f"{meta.tokenizer_hash[:16]}…: the corpus was packed with another tokenizer")
+    if vocab_size is not None and vocab_size != meta.vocab_size:
+        raise PackedCorpusMismatch(
+            f"[training.dataset] vocab_size {vocab_size} differs from {path}'s {meta.vocab_size}")
+
+
+def packed_tokens(path: Path, meta: PackedMeta) -> np.ndarray:
+    """The .bin's tokens, mapped read-only (worker processes share the page cache), after
+    checking its length and content hash against the sidecar."""
+    try:
+        size = Path(path).stat().st_size
+    except OSError as exc:
+        raise PackedCorpusError(f"{path}: cannot read the packed tokens ({exc.strerror})") from exc
+    if size != meta.tokens * meta.token_width:
+        raise PackedCorpusError(f"{path}: {size} bytes, but its sidecar says {meta.tokens} tokens of "
+                                f"{meta.token_width} bytes ({meta.tokens * meta.token_width})")
+    if size == 0:
+        raise PackedCorpusError(f"{path}: holds no tokens")
+    tokens = np.memmap(path, dtype=token_dtype(meta.token_width), mode="r")
+    hasher = content_hasher()
+    flat = tokens.view(np.uint8)
+    for start in range(0, size, _HASH_CHUNK):
+        hasher.update(flat[start : start + _HASH_CHUNK].data)  # a view of the mapping: no copy
+    if hasher.hexdigest() != meta.content_hash:
+        raise PackedCorpusError(f"{path}: content differs from its sidecar's content_hash "
+                                f"(rewritten or torn since packing; pack it again)")
+    return tokens
+
+
+def from_packed(path: Path, tokenizer_hash: str | None = None, vocab_size: int | None = None,
+                **kw: int) -> Dataset:
+    """A corpus packed by `veritrain data pack`; `tokenizer_hash` and `vocab_size`, when
+    given, must be the sidecar's (`PackedCorpusMismatch` otherwise)."""
+    meta = read_packed_meta(path)
+    check_packed_meta(meta, path, tokenizer_hash, vocab_size)
+    source = f"packed {path} ({meta.tokens} tokens, tokenizer {meta.tokenizer_hash[:16]}…)"
+    return from_tokens(packed_tokens(path, meta), source, vocab_size=meta.vocab_size, **kw)

@@ -30,10 +30,20 @@ class _Strict(BaseModel):
 
 
 class DatasetSpec(_Strict):
-    source: Literal["stdlib", "folder", "bin"] = "stdlib"  # stdlib: this Python's own .py files
-    path: str | None = None  # folder of text files, or a uint16 .bin
+    source: Literal["stdlib", "folder", "bin", "packed"] = "stdlib"  # stdlib: this Python's own .py files
+    path: str | None = None  # folder of text files, a uint16 .bin, or `veritrain data pack`'s corpus.bin
     page_tokens: int = Field(4096, gt=0)  # tokens per content-addressed page
     heldout_every: int = Field(20, ge=2)  # one page in this many is held out
+    # packed only, from the corpus's sidecar (`data pack` prints them); checked at load when set
+    tokenizer_hash: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")  # blake3 of tokenizer.json
+    vocab_size: int | None = Field(None, gt=0)  # the tokenizer's, special tokens included
+
+    @model_validator(mode="after")
+    def _tokenizer_only_when_packed(self) -> DatasetSpec:
+        if self.source != "packed" and (self.tokenizer_hash is not None or self.vocab_size is not None):
+            raise ConfigError(f"[training.dataset] tokenizer_hash and vocab_size apply to source "
+                              f"'packed', not {self.source!r} (whose tokens are bytes)")
+        return self
 
 
 class TrainingSpec(_Strict):
@@ -146,6 +156,8 @@ def load_dataset(spec: DatasetSpec) -> Any:
         raise ConfigError(f"dataset path {spec.path} does not exist")
     if spec.source == "folder":
         return corpus.from_folder(Path(spec.path), "**/*", **kw)
+    if spec.source == "packed":  # PackedCorpusMismatch (a ConfigError) when the tokenizer differs
+        return corpus.from_packed(Path(spec.path), spec.tokenizer_hash, spec.vocab_size, **kw)
     return corpus.from_bin(Path(spec.path), **kw)
 
 

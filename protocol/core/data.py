@@ -1,8 +1,9 @@
 """Corpus -> content-addressed token pages -> dataset root; deterministic sampling.
 
 A dataset is one token stream cut into fixed-size pages (a trailing partial page is
-dropped). Each page's hash covers its tokens as little-endian uint16, and the dataset root is
-the Merkle root over the page hashes. Every `heldout_every`-th page (index % heldout_every ==
+dropped). Tokens are 2 bytes wide when the vocabulary fits (<= 65536), else 4. A page's hash
+covers its tokens as little-endian uint16 (domain "page") or uint32 (domain "page-u32"), and
+the dataset root is the Merkle root over the page hashes. Every `heldout_every`-th page (index % heldout_every ==
 heldout_every - 1) is held out for validators' usefulness scoring, spread over the corpus.
 
 Randomness comes only from `seed_int` (blake3 counters), never from numpy or torch RNGs,
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import torch
@@ -23,6 +25,13 @@ from protocol.core.hashing import Digest, blake3_hash, merkle_root, seed_int, u6
 
 DEFAULT_PAGE_TOKENS = 4096  # tokens per page (a page must be longer than one block)
 DEFAULT_HELDOUT_EVERY = 20  # 1 page in 20 (5%) is held out
+MAX_U16_VOCAB = 1 << 16  # the largest vocabulary whose tokens fit in 2 bytes
+MAX_VOCAB = 1 << 32  # 4-byte tokens: the widest a page holds
+# token width -> (page hash domain, little-endian dtype). The uint16 entry is the format every
+# existing dataset root was made with; uint32 pages get their own domain, so the same small
+# token values hashed at the two widths can never be confused.
+_PAGE_FORMATS = {2: ("page", "<u2"), 4: ("page-u32", "<u4")}
+TokenWidth = Literal[2, 4]  # bytes per token
 
 
 class DatasetError(VeritrainError):
@@ -35,12 +44,17 @@ class DatasetMismatch(VeritrainError):
 
 @dataclass(frozen=True)
 class Dataset:
-    tokens: np.ndarray = field(repr=False)  # (n_pages * page_tokens,) uint16
+    tokens: np.ndarray = field(repr=False)  # (n_pages * page_tokens,) uint16, or uint32 for a large vocab
     page_tokens: int
     heldout_every: int
     source: str  # human description, shown in DatasetMismatch messages
     page_hashes: tuple[Digest, ...] = field(repr=False)
     root: Digest
+    vocab_size: int = 256  # every token is below it; byte corpora use 256
+
+    @property
+    def token_width(self) -> TokenWidth:
+        return token_width(self.vocab_size)
 
     @property
     def n_pages(self) -> int:
@@ -58,8 +72,33 @@ class Dataset:
         return self.tokens[index * self.page_tokens : (index + 1) * self.page_tokens]
 
 
-def page_hash(tokens: np.ndarray) -> Digest:
-    return blake3_hash("page", tokens.astype("<u2").tobytes())
+def token_width(vocab_size: int) -> TokenWidth:
+    """Bytes per token for a vocabulary: 2 up to 65536 tokens, else 4."""
+    if not 1 <= vocab_size <= MAX_VOCAB:
+        raise DatasetError(f"vocab size {vocab_size} is outside 1..{MAX_VOCAB}")
+    return 2 if vocab_size <= MAX_U16_VOCAB else 4
+
+
+def token_dtype(width: int) -> str:
+    """The little-endian numpy dtype of `width`-byte tokens ("<u2" or "<u4")."""
+    if width not in _PAGE_FORMATS:
+        raise DatasetError(f"token width {width} is not 2 or 4 bytes")
+    return _PAGE_FORMATS[width][1]
+
+
+def page_hash(tokens: np.ndarray, width: int = 2) -> Digest:
+    dtype = token_dtype(width)  # refuses a width that has no page format
+    return blake3_hash(_PAGE_FORMATS[width][0], tokens.astype(dtype).tobytes())
+
+
+def _check_token_values(tokens: np.ndarray, source: str, vocab_size: int) -> None:
+    """Before any cast to the page dtype, which would wrap an out-of-range token silently."""
+    if not np.issubdtype(tokens.dtype, np.integer):
+        raise DatasetError(f"{source}: tokens must be integers, not {tokens.dtype}")
+    if len(tokens) and int(tokens.min()) < 0:
+        raise DatasetError(f"{source}: token {int(tokens.min())} is negative")
+    if len(tokens) and int(tokens.max()) >= vocab_size:
+        raise DatasetError(f"{source}: token {int(tokens.max())} >= vocab size {vocab_size}")
 
 
 def from_tokens(
@@ -69,17 +108,18 @@ def from_tokens(
     heldout_every: int = DEFAULT_HELDOUT_EVERY,
     vocab_size: int = 256,
 ) -> Dataset:
-    """Cut a token stream into pages and compute page hashes and the dataset root."""
-    if heldout_every < 2:
-        raise DatasetError("heldout_every must be at least 2")
+    """Cut a token stream into pages and compute page hashes and the dataset root. The token
+    width, and so the page hash domain, follows `vocab_size` (`token_width`)."""
+    if heldout_every < 2 or page_tokens < 1:
+        raise DatasetError("heldout_every must be at least 2 and page_tokens at least 1")
+    width = token_width(vocab_size)
     n_pages = len(tokens) // page_tokens
     if n_pages < heldout_every:
         raise DatasetError(f"{source}: {len(tokens)} tokens give {n_pages} pages, too few")
-    toks = np.ascontiguousarray(tokens[: n_pages * page_tokens], dtype=np.uint16)
-    if int(toks.max()) >= vocab_size:
-        raise DatasetError(f"{source}: token {int(toks.max())} >= vocab size {vocab_size}")
-    hashes = tuple(page_hash(toks[i * page_tokens : (i + 1) * page_tokens]) for i in range(n_pages))
-    return Dataset(toks, page_tokens, heldout_every, source, hashes, merkle_root(hashes))
+    _check_token_values(tokens, source, vocab_size)
+    toks = np.ascontiguousarray(tokens[: n_pages * page_tokens], dtype=f"u{width}")  # native order
+    hashes = tuple(page_hash(toks[i * page_tokens : (i + 1) * page_tokens], width) for i in range(n_pages))
+    return Dataset(toks, page_tokens, heldout_every, source, hashes, merkle_root(hashes), vocab_size)
 
 
 def from_bytes(data: bytes, source: str = "bytes", **kw: int) -> Dataset:
