@@ -139,5 +139,5 @@ async def _replay(ctx: NodeContext, c: Claim, segments: tuple[int, ...]) -> Audi
         got = await fetch_leaf(ctx, c.round, commit.trace_root, leaf, holders, ctx.challenge_compute(commit))
         leaves[leaf] = None if got is None else got.data
     job = AuditJob(ctx.setup.spec, ctx.setup.run_seed, c.round, c.miner, envelope, segments, leaves,
-                   ctx.config.max_blob_bytes, commit.steps)
+                   ctx.caps.update, commit.steps)
     return await ctx._work(replay_for_audit, job)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import trio
 
+from protocol.core.blob_caps import BlobKind
 from protocol.core.class_checks import CheckMode
 from protocol.core.commitment import Commit
 from protocol.core.envelope import EnvelopeError, check_binding, decode_envelope
@@ -66,7 +68,7 @@ async def fetch_leaf(ctx: NodeContext, r: int, root: bytes, leaf: int, holders: 
 async def _fetch_from(ctx: NodeContext, key: bytes, r: int, root: bytes, leaf: int) -> Checkpoint | None:
     with trio.move_on_after(ctx.config.fetch_timeout_s):
         try:
-            return await ctx.p2p.fetch_checkpoint(key, r, root, leaf)
+            return await ctx.p2p.fetch_checkpoint(key, r, root, leaf, ctx.caps.checkpoint)
         except P2PError:
             return None
     return None
@@ -97,10 +99,10 @@ async def carry_in_hash_of(ctx: NodeContext, r: int, miner: str) -> bytes | None
     prev = (await ctx.commits(r - 1)).get(miner)
     if prev is None:
         return None
-    blob = await ctx.fetch_blob(prev[0], first=miner)
+    blob = await ctx.fetch_blob(prev[0], BlobKind.UPDATE, first=miner)
     if blob is None:
         return None
-    return bytes(decode_envelope(blob, ctx.config.max_blob_bytes).trace.carry_hash)
+    return bytes(decode_envelope(blob, ctx.caps.update).trace.carry_hash)
 
 
 EMBARGO_GRACE_S = 10.0  # how long a submission not (yet) served is asked for again
@@ -158,7 +160,7 @@ async def fetch_submission(ctx: NodeContext, r: int, miner: str, commit: Commit)
     if envelope is None:
         return None, "submission not served"
     try:
-        env = decode_envelope(envelope, ctx.config.max_blob_bytes)
+        env = decode_envelope(envelope, ctx.caps.update)
         check_binding(env, ctx.client.handle.chain_id, ctx.client.rounds.address, r, miner)
     except EnvelopeError as exc:
         return None, str(exc)
@@ -172,9 +174,11 @@ async def _fetch_envelope(ctx: NodeContext, update_hash: bytes, miner: str) -> b
     round before it sees the commit phase close (docs/PROTOCOL.md §9), which may be a poll
     (or a retried chain read) after this validator did."""
     deadline = trio.current_time() + EMBARGO_GRACE_S
-    while (envelope := await ctx.fetch_blob(update_hash, first=miner)) is None and trio.current_time() < deadline:
+    while True:
+        envelope = await ctx.fetch_blob(update_hash, BlobKind.UPDATE, first=miner)
+        if envelope is not None or trio.current_time() >= deadline:
+            return envelope
         await trio.sleep(ctx.config.poll_s)
-    return envelope
 
 
 def not_checked(ctx: NodeContext, r: int, miner: str, commit: Commit, seed_block: bytes) -> MinerCheck:
@@ -208,9 +212,9 @@ async def check_one(ctx: NodeContext, r: int, miner: str, commit: Commit, seed_b
     n_leaves = cfg.n_segments + 1
     started = time.monotonic()
     fetched = {leaf: await fetch_leaf(ctx, r, root, leaf, holders, cfg) for leaf in needed_leaves(segments, n_leaves)}
-    leaves = {leaf: None if got is None else got.data for leaf, got in fetched.items()}
+    leaves: dict[int, bytes | Path | None] = {leaf: None if got is None else got.data for leaf, got in fetched.items()}
     job = CheckJob(ctx.setup.spec, ctx.setup.run_seed, r, miner, state[0], state[1], envelope, root,
-                   await carry_in_hash_of(ctx, r, miner), leaves, segments, ctx.config.max_blob_bytes, commit.steps,
+                   await carry_in_hash_of(ctx, r, miner), leaves, segments, ctx.caps.update, commit.steps,
                    mode.value)
     fetch_done = time.monotonic()
     outcome = await ctx._work(check_miner, job)

@@ -161,7 +161,7 @@ class ValidatorNode(NodeContext):
                    entries: list[tuple[str, int, bytes | None, bool, int]]) -> ScoreJob:
         vseed = blake3_hash("validator-seed", self.keys.identity.sign(b"veritrain/score-seed/v1" + seed_block))
         return ScoreJob(self.setup.spec, self.setup.run_seed, r, state[0], state[1], entries, bytes(vseed),
-                        self.config.max_blob_bytes)
+                        self.caps.update)
 
     async def _commit_scores(self, r: int, checks: list[MinerCheck], state: tuple[bytes, bytes],
                              seed_block: bytes, useful: dict[bytes, Usefulness] | None) -> None:

@@ -8,7 +8,7 @@ from eth_account.signers.local import LocalAccount
 
 from contracts.build import compile_all, sources_hash
 from protocol.chain.backend import ChainHandle
-from protocol.chain.deployment import ContractAddresses, Deployment
+from protocol.chain.deployment import ContractAddresses, Deployment, run_blob_caps
 from protocol.chain.tx import TxSender
 from protocol.config.run_config import TOKEN_UNIT, RunConfig
 from protocol.core.errors import ChainError, InsufficientFunds
@@ -19,10 +19,11 @@ Progress = Callable[[str], None]
 def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
            progress: Progress = lambda _msg: None) -> Deployment:
     """Deploy Token, Staking, BlsKeys, Rounds, Scores, Rewards, Results, ColumnChallenges, AccountChallenges and Disputes, wire them
-    and renounce ownership."""
+    and renounce ownership. The deployment records the run's per-kind blob caps."""
     w3, sender = handle.w3, TxSender(handle.w3)
     if int(w3.eth.get_balance(deployer.address)) == 0:
         raise InsufficientFunds(f"deployer {deployer.address} has no gas money on chain {handle.chain_id}")
+    caps = run_blob_caps(config)  # before any transaction: a run config it refuses costs no gas
     progress("compiling contracts")
     artifacts = compile_all()
     start_block = int(w3.eth.block_number)
@@ -69,6 +70,7 @@ def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
                                     rewards=rewards, results=results, column_challenges=column_challenges,
                                     account_challenges=account_challenges, disputes=disputes),
         run_config=config, run_config_hash=config.config_hash().hex(), sources_hash=sources_hash(),
+        blob_caps=caps,  # where foreign peers read them (docs/INTEROP.md)
     )
 
 

@@ -1,4 +1,4 @@
-"""The deployment file: which chain, which contracts, which run config."""
+"""The deployment file: which chain, which contracts, which run config, which blob size caps."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from protocol.config.atomic import atomic_write
 from protocol.config.run_config import RunConfig
+from protocol.core.blob_caps import BlobCaps
 from protocol.core.errors import ConfigError
 
 ADDRESS = r"^0x[0-9a-fA-F]{40}$"
@@ -38,6 +39,22 @@ class Deployment(BaseModel):
     run_config: RunConfig
     run_config_hash: str  # hex, as stored in Rounds.run_config_hash
     sources_hash: str  # contracts + compiler + snekmate, for reproducible builds
+    # bytes a node accepts per fetched blob of each kind (protocol/core/blob_caps.py), computed
+    # from run_config by `deploy`; None in files written before caps were recorded
+    blob_caps: BlobCaps | None = None
+
+    def resolved_blob_caps(self) -> BlobCaps:
+        """The recorded caps, or for an older file the ones its run config implies."""
+        return self.blob_caps if self.blob_caps is not None else run_blob_caps(self.run_config)
+
+
+def run_blob_caps(config: RunConfig) -> BlobCaps:
+    """The per-kind blob caps of a run: from its model preset and compute config."""
+    from protocol.config.run_setup import resolve  # imports torch: only when caps are computed
+    from protocol.core.blob_caps import blob_caps
+
+    setup = resolve(config)
+    return blob_caps(setup.model, setup.compute)
 
 
 def save_deployment(deployment: Deployment, path: Path) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from protocol.core.blob_caps import BlobKind
 from protocol.core.compress import Compressed, decode_update, encode_update, expected_header
 from protocol.core.data import Dataset, assign_pages, sample_distinct
 from protocol.core.envelope import decode_envelope
@@ -265,8 +266,8 @@ class MinerCheat:
         commits = await node.commits(r - 1)
         others = [m for m in commits if m != node.address] if self.name == "copy" else [node.address]
         for m in others:
-            if m in commits and (blob := await node.fetch_blob(commits[m][0], first=m)) is not None:
-                return decode_envelope(blob, node.config.max_blob_bytes).update
+            if m in commits and (blob := await node.fetch_blob(commits[m][0], BlobKind.UPDATE, first=m)) is not None:
+                return decode_envelope(blob, node.caps.update).update
         return None
 
     def submit(self, task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,

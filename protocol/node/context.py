@@ -15,6 +15,7 @@ from protocol.chain.client import ChainClient, reveals_from
 from protocol.chain.events import EventLog
 from protocol.chain.settlement_history import SettlementHistory
 from protocol.config.run_setup import Setup, load_dataset, resolve
+from protocol.core.blob_caps import BlobCaps, BlobKind, blob_caps
 from protocol.core.commitment import Commit
 from protocol.core.errors import VeritrainError
 from protocol.core.messages import SignedGossip
@@ -50,7 +51,6 @@ class NodeConfig:
     bootstrap: tuple[str, ...] = ()  # extra /ip4/../tcp/N/p2p/ID peers to keep connected
     poll_s: float = 0.5  # how often round/phase are read from chain
     fetch_timeout_s: float = 20.0  # per blob or checkpoint, across all peers tried
-    max_blob_bytes: int = 64 * 1024 * 1024  # cap on any submission or checkpoint fetched
     top_g: int = 16  # updates aggregated per round (top-G by consensus)
     max_rounds: int | None = None  # stop after this many rounds (devnet, tests)
     capacity_margin: float = 0.5  # a miner trains as many steps as fit in this share of the commit window left
@@ -75,8 +75,9 @@ class NodeContext:
         self.registry = RegistryView(client.handle.chain_id, staking)
         self.history = SettlementHistory(client)  # every round's result, rebuilt from chain data
         self.sync = RegistrySync(self.port, self.registry, log, self.history.known_reputation)
+        self.caps = self._blob_caps()  # what each kind of fetched blob may weigh
         p2p_cfg = P2PConfig(chain_id=client.handle.chain_id, contract=staking, listen_addr=config.listen,
-                            bootstrap=config.bootstrap, max_blob_size=config.max_blob_bytes)
+                            bootstrap=config.bootstrap, spool_dir=self.data.blobs.root)
         self.current_round = 0
         self.p2p = P2PNode(keys.identity, p2p_cfg, self.registry, blobs=self.data, checkpoints=self.data,
                            current_round=lambda: self.current_round)
@@ -85,6 +86,17 @@ class NodeContext:
         self.commit_log = EventLog(client, "rounds", "UpdateCommitted")
         self.reveal_log = EventLog(client, "scores", "ScoresRevealed")
         self._bundles: dict[tuple[int, str], list[tuple[bytes, bytes]]] = {}
+
+    def _blob_caps(self) -> BlobCaps:
+        """The deployment's per-kind caps (older files: the ones the run config implies)."""
+        implied = blob_caps(self.setup.model, self.setup.compute)
+        recorded = self.client.deployment.blob_caps
+        if recorded is None:
+            return implied
+        if short := recorded.below(implied):
+            self.log.warning("deployment caps are below what this run's blobs may weigh %s",
+                             kv(kinds=",".join(short)))
+        return recorded
 
     async def run(self) -> None:
         """Start the worker, the p2p host, registry sync and gossip reading, then the role's
@@ -198,7 +210,7 @@ class NodeContext:
     async def _bundle(self, round_: int, validator: str, root: bytes, columns: int) -> list[tuple[bytes, bytes]] | None:
         if (round_, validator) in self._bundles:
             return self._bundles[(round_, validator)]
-        data = await self.fetch_blob(root, first=validator)  # content-addressed: checked against the root
+        data = await self.fetch_blob(root, BlobKind.WITNESS_BUNDLE, first=validator)  # checked against the root
         if data is None:
             return None
         try:
@@ -221,8 +233,9 @@ class NodeContext:
         keys += [e.node_key for e in entries if e.node_key not in keys and e.node_key != self.keys.identity.public_key]
         return keys
 
-    async def fetch_blob(self, blob_hash: bytes, first: str | None = None) -> bytes | None:
-        """A verified blob from the store, or from peers (then kept in the store)."""
+    async def fetch_blob(self, blob_hash: bytes, kind: BlobKind, first: str | None = None) -> bytes | None:
+        """A verified blob from the store, or from peers: refused over `kind`'s cap before a
+        byte of it is taken, streamed into the store as it arrives, then read once."""
         if self.data.blobs.has(blob_hash):
             return self.data.blobs.read(blob_hash)
         peers = self.peers_for(first)
@@ -230,14 +243,13 @@ class NodeContext:
             return None
         with trio.move_on_after(self.config.fetch_timeout_s):
             try:
-                got = await self.p2p.fetch_blob_any(peers, blob_hash)
+                got = await self.p2p.fetch_blob_any(peers, blob_hash, self.data.blobs, self.caps.of(kind))
             except P2PError as exc:
-                self.log.info("blob unavailable %s", kv(hash=blob_hash.hex()[:12], reason=type(exc).__name__))
+                self.log.info("blob unavailable %s", kv(hash=blob_hash.hex()[:12], kind=kind.value,
+                                                        reason=type(exc).__name__))
                 return None
-            data = got if isinstance(got, bytes) else Path(got).read_bytes()
-            await self.put_blob(data)
-            return data
-        self.log.info("blob fetch timed out %s", kv(hash=blob_hash.hex()[:12]))
+            return got if isinstance(got, bytes) else Path(got).read_bytes()  # hashed as it arrived
+        self.log.info("blob fetch timed out %s", kv(hash=blob_hash.hex()[:12], kind=kind.value))
         return None
 
     # ---- global state -----------------------------------------------------------------
@@ -266,7 +278,7 @@ class NodeContext:
             if got:
                 self.log.warning("computed model differs from the attested one %s",
                                  kv(round=round_, computed=got.hex()[:12], attested=want.hex()[:12]))
-        fetched = await self.fetch_blob(want)  # content-addressed: verified against `want`
+        fetched = await self.fetch_blob(want, BlobKind.STATE)  # content-addressed: verified against `want`
         if fetched is not None:
             self.log.info("global state fetched from peers %s", kv(round=round_, model=want.hex()[:12]))
             return await self._keep_state(round_, want, fetched), want
@@ -323,13 +335,13 @@ class NodeContext:
         commits = await self.commits(round_)
         envelopes = []
         for miner in chosen:
-            blob = await self.fetch_blob(commits[miner].update_hash, first=miner)
+            blob = await self.fetch_blob(commits[miner].update_hash, BlobKind.UPDATE, first=miner)
             if blob is None:
                 raise StateMismatch(f"round {round_}: update of {miner} is unavailable from every peer")
             envelopes.append(blob)
         spec, seed = self.setup.spec, self.setup.run_seed
         blob, new_hash, _ = await self._work(next_state, spec, seed, state_blob, state_hash, envelopes,
-                                             self.config.max_blob_bytes, False)
+                                             self.caps.update, False)
         return blob, new_hash
 
     async def _work(self, fn: Any, *args: Any) -> Any:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,8 @@ class StoreError(VeritrainError):
 
 
 class BlobStore:
-    """Content-addressed files; implements the p2p layer's `BlobSource.get`."""
+    """Content-addressed files; the p2p layer's `BlobSource` and `BlobSink` (fetches stream
+    into a `.partial-*` file here, renamed once its hash checks)."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -63,6 +65,11 @@ class BlobStore:
 
     def put(self, data: bytes) -> bytes:
         return write_blob(self.root, data)
+
+    def temp_file(self) -> tuple[int, Path]:
+        """A fresh temp file in the store (same filesystem: the rename is atomic; swept at open)."""
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=TEMP_PREFIX)
+        return fd, Path(tmp)
 
 
 def write_blob(root: Path, data: bytes) -> bytes:

@@ -7,6 +7,7 @@ from protocol.p2p.node import P2PNode
 from protocol.p2p.ratelimit import PeerLimiter, RateLimits, RatePolicy, limits_for
 from protocol.p2p.registry import RegistryEntry, RegistryView, node_key_of, peer_id_of
 from protocol.p2p.sources import (
+    BlobSink,
     BlobSource,
     CheckpointSource,
     DirectoryBlobSource,
@@ -17,6 +18,7 @@ __all__ = [
     "CHUNK_SIZE",
     "BlobClient",
     "BlobServer",
+    "BlobSink",
     "BlobSource",
     "Checkpoint",
     "CheckpointSource",

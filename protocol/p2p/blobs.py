@@ -2,9 +2,11 @@
 
 Server: only admitted peers (eligible registry entries) are served; each peer has a request bucket, a byte bucket
 (served bytes are paced, not refused) and a concurrent-stream cap; the node has a global
-stream cap. Client: the blake3 hash is checked before any byte is returned, and a partial
-download only ever lives in a `.partial-*` temp file that is deleted on failure and renamed
-into the content-addressed directory on success.
+stream cap. Files are sent in chunks, never read whole. Client: each fetch names the cap of
+the kind it fetches (protocol/core/blob_caps.py) and a longer announced blob is refused
+(FrameTooLarge) before a byte of it is taken; the blake3 hash is computed as the bytes arrive
+and checked before any is returned, and a partial download only ever lives in a temp file
+(sink.py) that is deleted on failure and renamed into the content-addressed directory on success.
 """
 
 from __future__ import annotations
@@ -43,11 +45,11 @@ from protocol.p2p.framing import Status
 from protocol.p2p.host import NET_ERRORS, Dialer
 from protocol.p2p.ratelimit import PeerLimiter
 from protocol.p2p.registry import RegistryEntry, RegistryView
-from protocol.p2p.sources import BlobSource, CheckpointSource, DirectoryBlobSource
+from protocol.p2p.sink import Sink
+from protocol.p2p.sources import BlobSink, BlobSource, CheckpointSource
 
 log = logging.getLogger(__name__)
 PROTOCOL = TProtocol(framing.BLOB_PROTOCOL_ID)
-_IOV_MAX = 1024  # buffers per writev call (Linux IOV_MAX)
 _WRITE_ERRORS: tuple[type[BaseException], ...] = (trio.TooSlowError, *NET_ERRORS)
 
 
@@ -199,60 +201,6 @@ def _hash_file(f: object) -> bytes:
     return hasher.digest()
 
 
-class _Sink:
-    """Receives verified-later bytes: in memory, or in a temp file of a blob directory.
-
-    Pieces are kept as the views the reader handed out (no copy) and written out with one
-    `writev` per FLUSH_BYTES, or joined once at the end when kept in memory.
-    """
-
-    FLUSH_BYTES = 1 << 20
-
-    def __init__(self, store: DirectoryBlobSource | None) -> None:
-        self.store = store
-        self.pieces: list[bytes | memoryview] = []
-        self.pending = 0
-        self.fd: int | None = None
-        self.tmp: Path | None = None
-        if store is not None:
-            self.fd, self.tmp = store.temp_file()
-
-    def write(self, data: bytes | memoryview) -> None:
-        self.pieces.append(data)
-        self.pending += len(data)
-        if self.fd is not None and self.pending >= self.FLUSH_BYTES:
-            self._flush()
-
-    def _flush(self) -> None:
-        assert self.fd is not None
-        views = [memoryview(p) for p in self.pieces]
-        while views:
-            written = os.writev(self.fd, views[:_IOV_MAX])
-            while views and written >= len(views[0]):
-                written -= len(views.pop(0))
-            if views and written:
-                views[0] = views[0][written:]
-        self.pieces, self.pending = [], 0
-
-    def commit(self, digest: bytes) -> bytes | Path:
-        if self.store is None or self.fd is None or self.tmp is None:
-            return b"".join(self.pieces)
-        self._flush()
-        os.close(self.fd)
-        self.fd = None
-        final = self.store.path_for(digest)
-        os.replace(self.tmp, final)  # atomic: readers see all of it or nothing
-        return final
-
-    def abort(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-        if self.tmp is not None:
-            self.tmp.unlink(missing_ok=True)
-        self.pieces, self.pending = [], 0
-
-
 class BlobClient:
     """Fetches blobs and checkpoints over BLOB_PROTOCOL_ID, reusing open connections."""
 
@@ -277,10 +225,13 @@ class BlobClient:
         peer_id: ID,
         addrs: Sequence[multiaddr.Multiaddr],
         request: BlobRequest | CheckpointRequest,
-        sink: _Sink,
+        store: BlobSink | None,
         expect_hash: bytes | None,
+        max_bytes: int | None,
     ) -> tuple[framing.OkHead, bytes | Path]:
+        cap = self.config.max_blob_size if max_bytes is None else max_bytes
         stream = await self._open(peer_id, addrs)
+        sink: Sink | None = None
         ok = False
         try:
             with trio.fail_after(self.config.transfer_timeout_s):
@@ -290,22 +241,24 @@ class BlobClient:
                 except NET_ERRORS as exc:
                     raise PeerUnavailable(f"request to {peer_id} failed: {exc}") from exc
                 reader = framing.StreamReader(stream, self.config.read_timeout_s)
-                head = await framing.read_head(reader, self.config.max_blob_size)
+                head = await framing.read_head(reader, cap)  # over the cap: refused here
                 if expect_hash is not None and head.blob_hash != expect_hash:
                     raise BlobHashMismatch("peer announced a different hash than requested")
+                sink = Sink.open(store, head.blob_len, self.config.spool_dir)
                 await self._read_body(reader, head, sink)
-            result = sink.commit(head.blob_hash)
+            # fsync or reading a spooled blob back can take a while: off the event loop
+            result = await trio.to_thread.run_sync(sink.commit, head.blob_hash)
             ok = True
             return head, result
         except trio.TooSlowError as exc:
             raise TransferTimeout(f"transfer from {peer_id} over its deadline") from exc
         finally:
-            if not ok:
+            if not ok and sink is not None:
                 sink.abort()
             await _close_quietly(stream, self.config.close_timeout_s, reset=not ok)
 
     async def _read_body(
-        self, reader: framing.StreamReader, head: framing.OkHead, sink: _Sink
+        self, reader: framing.StreamReader, head: framing.OkHead, sink: Sink
     ) -> None:
         hasher = content_hasher()
         remaining = head.blob_len
@@ -325,13 +278,15 @@ class BlobClient:
         peer_id: ID,
         blob_hash: bytes,
         addrs: Sequence[multiaddr.Multiaddr] = (),
-        store: DirectoryBlobSource | None = None,
+        store: BlobSink | None = None,
+        max_bytes: int | None = None,
     ) -> bytes | Path:
-        """The verified blob: bytes, or its final path in `store` if one is given."""
+        """The verified blob: bytes, or its final path in `store` if one is given. A blob
+        over `max_bytes` (default: `config.max_blob_size`) is refused with FrameTooLarge."""
         if store is not None and (held := store.get(blob_hash)) is not None:
             return held
         request = BlobRequest(hash=to_hex(blob_hash))
-        _, result = await self._exchange(peer_id, addrs, request, _Sink(store), blob_hash)
+        _, result = await self._exchange(peer_id, addrs, request, store, blob_hash, max_bytes)
         return result
 
     async def fetch_checkpoint(
@@ -341,9 +296,12 @@ class BlobClient:
         trace_root: bytes,
         index: int,
         addrs: Sequence[multiaddr.Multiaddr] = (),
+        max_bytes: int | None = None,
     ) -> Checkpoint:
+        """The checkpoint and its proof, in memory (a large one spooled through a temp file
+        on the way, sink.py); over `max_bytes`: FrameTooLarge."""
         request = CheckpointRequest(round=round_, trace_root=to_hex(trace_root), index=index)
-        head, data = await self._exchange(peer_id, addrs, request, _Sink(None), None)
+        head, data = await self._exchange(peer_id, addrs, request, None, None, max_bytes)
         assert isinstance(data, bytes)
         return Checkpoint(data=data, proof=head.proof, blob_hash=head.blob_hash)
 
@@ -351,10 +309,11 @@ class BlobClient:
         self,
         peers: Sequence[tuple[ID, Sequence[multiaddr.Multiaddr]]],
         blob_hash: bytes,
-        store: DirectoryBlobSource | None = None,
+        store: BlobSink | None = None,
+        max_bytes: int | None = None,
     ) -> bytes | Path:
-        """The blob from the first peer that delivers it; AllPeersFailed (with each typed
-        error) if none does.
+        """The blob from the first peer that delivers it (each transfer capped at `max_bytes`);
+        AllPeersFailed (with each typed error) if none does.
 
         Peers already connected are asked first, in the given order. The others are dialled
         concurrently (at most `max_concurrent_dials` at once, each under its own timeout)
@@ -367,7 +326,7 @@ class BlobClient:
         errors: dict[str, P2PError] = {}
         connected = [(p, a) for p, a in peers if self.dialer.is_connected(p)]
         for peer_id, _ in connected:
-            got = await self._try_fetch(peer_id, blob_hash, store, errors)
+            got = await self._try_fetch(peer_id, blob_hash, store, max_bytes, errors)
             if got is not None:
                 return got
         asked = {p for p, _ in connected}
@@ -376,7 +335,7 @@ class BlobClient:
             [(p, a) for p, a in peers if p not in asked], key=lambda pa: self.dialer.failures(pa[0])
         )
         if rest:
-            got = await self._fetch_via_dials(rest, blob_hash, store, errors)
+            got = await self._fetch_via_dials(rest, blob_hash, store, max_bytes, errors)
             if got is not None:
                 return got
         raise AllPeersFailed(errors)
@@ -385,11 +344,12 @@ class BlobClient:
         self,
         peer_id: ID,
         blob_hash: bytes,
-        store: DirectoryBlobSource | None,
+        store: BlobSink | None,
+        max_bytes: int | None,
         errors: dict[str, P2PError],
     ) -> bytes | Path | None:
         try:
-            return await self.fetch_blob(peer_id, blob_hash, (), store)
+            return await self.fetch_blob(peer_id, blob_hash, (), store, max_bytes)
         except P2PError as exc:
             log.info("fetch %s from %s failed: %s", blob_hash.hex()[:12], peer_id, exc)
             errors[str(peer_id)] = exc
@@ -399,7 +359,8 @@ class BlobClient:
         self,
         peers: Sequence[tuple[ID, Sequence[multiaddr.Multiaddr]]],
         blob_hash: bytes,
-        store: DirectoryBlobSource | None,
+        store: BlobSink | None,
+        max_bytes: int | None,
         errors: dict[str, P2PError],
     ) -> bytes | Path | None:
         limiter = trio.CapacityLimiter(self.config.max_concurrent_dials)
@@ -426,7 +387,7 @@ class BlobClient:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(dial_all)
             async for peer_id in recv:
-                result = await self._try_fetch(peer_id, blob_hash, store, errors)
+                result = await self._try_fetch(peer_id, blob_hash, store, max_bytes, errors)
                 if result is not None:
                     break
             nursery.cancel_scope.cancel()

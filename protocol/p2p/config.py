@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from protocol.core.errors import ConfigError
 from protocol.p2p.ratelimit import RatePolicy
@@ -16,7 +17,10 @@ class P2PConfig:
     contract: bytes  # 20-byte deployment contract address; with chain_id names the topic
     listen_addr: str = "/ip4/127.0.0.1/tcp/0"  # port 0 = any free port
     bootstrap: tuple[str, ...] = ()  # extra multiaddrs (with /p2p/<id>) to keep connected
-    max_blob_size: int = 256 * 1024 * 1024  # from the run config in production
+    # cap of a fetch that names none (tests, benchmarks); nodes name their blob kind's cap on
+    # every fetch (protocol/core/blob_caps.py, recorded in the deployment file)
+    max_blob_size: int = 256 * 1024 * 1024
+    spool_dir: Path | None = None  # temp files of large in-memory fetches (None: the system's temp dir)
     read_timeout_s: float = 10.0  # every single read; a frozen peer costs at most this
     close_timeout_s: float = 0.5  # closing/resetting a stream; the peer may be frozen
     transfer_timeout_s: float = 600.0  # a whole blob transfer, whatever the pacing

@@ -23,7 +23,8 @@ from functools import cache
 
 M_TRIM_THRESHOLD = -1  # glibc <malloc.h>
 M_MMAP_THRESHOLD = -3
-# Allocations up to this size come from the heap: covers blobs and checkpoints (tens of MB).
+# Allocations up to this size come from the heap: transfer buffers, envelopes, and the states and
+# checkpoints of the smaller presets; a larger blob is read once, into its own mapping (sink.py).
 MMAP_THRESHOLD_BYTES = 64 << 20
 # Free heap kept before trimming: room for a few transfers in flight at once.
 TRIM_THRESHOLD_BYTES = 256 << 20

@@ -5,7 +5,7 @@
         await node.connect(other.p2p_addr)              # or rely on registry/bootstrap dialing
         await node.publish(round_, UpdateAnnounced(...))
         msg = await node.receive()                       # SignedGossip, validated + de-duplicated
-        data = await node.fetch_blob(miner_node_key, update_hash)
+        data = await node.fetch_blob(miner_node_key, update_hash, max_bytes=caps.update)
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from protocol.p2p.gossip import Gossip
 from protocol.p2p.host import Dialer, build_host, split_multiaddr, wanted_from
 from protocol.p2p.ratelimit import PeerLimiter
 from protocol.p2p.registry import RegistryView, peer_id_of
-from protocol.p2p.sources import BlobSource, CheckpointSource, DirectoryBlobSource
+from protocol.p2p.sources import BlobSink, BlobSource, CheckpointSource
 
 log = logging.getLogger(__name__)
 
@@ -177,26 +177,32 @@ class P2PNode:
             raise TransferTimeout(f"only {len(self.gossip.mesh_peers())} topic peers") from exc
 
     async def fetch_blob(
-        self, node_key: bytes, blob_hash: bytes, store: DirectoryBlobSource | None = None
+        self,
+        node_key: bytes,
+        blob_hash: bytes,
+        store: BlobSink | None = None,
+        max_bytes: int | None = None,
     ) -> bytes | Path:
+        """The verified blob (its path, when fetched into `store`); FrameTooLarge over `max_bytes`."""
         peer_id, addrs = self._addrs_of(node_key)
-        return await self.client.fetch_blob(peer_id, blob_hash, addrs, store)
+        return await self.client.fetch_blob(peer_id, blob_hash, addrs, store, max_bytes)
 
     async def fetch_blob_any(
         self,
         node_keys: Sequence[bytes],
         blob_hash: bytes,
-        store: DirectoryBlobSource | None = None,
+        store: BlobSink | None = None,
+        max_bytes: int | None = None,
     ) -> bytes | Path:
         peers = [self._addrs_of(k) for k in node_keys]
-        return await self.client.fetch_blob_any(peers, blob_hash, store)
+        return await self.client.fetch_blob_any(peers, blob_hash, store, max_bytes)
 
     def connected_peers(self) -> set[ID]:
         """Peers with an open connection (every one of them passed the admission gate)."""
         return {p for p, conns in self.host.get_network().connections.items() if conns}
 
     async def fetch_checkpoint(
-        self, node_key: bytes, round_: int, trace_root: bytes, index: int
+        self, node_key: bytes, round_: int, trace_root: bytes, index: int, max_bytes: int | None = None
     ) -> Checkpoint:
         peer_id, addrs = self._addrs_of(node_key)
-        return await self.client.fetch_checkpoint(peer_id, round_, trace_root, index, addrs)
+        return await self.client.fetch_checkpoint(peer_id, round_, trace_root, index, addrs, max_bytes)

@@ -1,7 +1,7 @@
 """Where served blobs come from, and the tiny directory-backed store used by tests.
 
-The node's real content-addressed store (protocol/node/store.py) only has to implement
-`BlobSource.get`; checkpoints (with their Merkle proofs, opaque here) come from a
+The node's real content-addressed store (protocol/node/store.py) implements `BlobSource.get`
+and, to be fetched into, `BlobSink`; checkpoints (with their Merkle proofs, opaque here) come from a
 `CheckpointSource` that the miner or an evidence-keeping validator provides.
 """
 
@@ -19,6 +19,18 @@ class BlobSource(Protocol):
     def get(self, blob_hash: bytes) -> bytes | Path | None:
         """The blob's bytes, or a path to a file holding exactly them, or None."""
         ...
+
+
+class BlobSink(Protocol):
+    """A content-addressed folder that fetches stream into: `DirectoryBlobSource` here, the
+    node's `BlobStore` (protocol/node/store.py). A download lives in `temp_file()` until its
+    hash checks, then is renamed to `path_for(hash)`."""
+
+    def get(self, blob_hash: bytes) -> Path | None: ...
+
+    def path_for(self, blob_hash: bytes) -> Path: ...
+
+    def temp_file(self) -> tuple[int, Path]: ...
 
 
 class CheckpointSource(Protocol):

@@ -18,6 +18,7 @@ import fixtures_training as ft  # loaded by tests/conftest.py
 import pytest
 import trio
 
+from protocol.core.blob_caps import blob_caps
 from protocol.core.envelope import encode_proof
 from protocol.core.hashing import content_hash
 from protocol.core.proof import ProofMismatch, check_served_leaf, leaf_proof
@@ -69,9 +70,10 @@ def memory(tmp_path: Path, name: str) -> tuple[DirectoryBlobSource, MemoryCheckp
 
 
 def validator_ctx(node: P2PNode) -> Any:
-    """What `fetch_leaf` uses of a NodeContext: the p2p node, the fetch timeout, the setup."""
+    """What `fetch_leaf` uses of a NodeContext: the p2p node, the fetch timeout, the setup, the caps."""
     return SimpleNamespace(p2p=node, config=SimpleNamespace(fetch_timeout_s=10.0),
-                           setup=SimpleNamespace(model=TASK.model, compute=TASK.cfg), log=logging.getLogger("test"))
+                           setup=SimpleNamespace(model=TASK.model, compute=TASK.cfg), log=logging.getLogger("test"),
+                           caps=blob_caps(TASK.model, TASK.cfg))
 
 
 # ---- rule 10 ---------------------------------------------------------------------------

@@ -17,7 +17,7 @@ class LateMiner:
         self.serves_from, self.calls = serves_from, 0
         self.config = SimpleNamespace(poll_s=0.01)
 
-    async def fetch_blob(self, blob_hash: bytes, first: str | None = None) -> bytes | None:
+    async def fetch_blob(self, blob_hash: bytes, kind: str, first: str | None = None) -> bytes | None:
         self.calls += 1
         return b"envelope" if self.serves_from is not None and self.calls >= self.serves_from else None
 
