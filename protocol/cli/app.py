@@ -1,4 +1,5 @@
-"""`veritrain` command line: deploy, inspect, devnet (keys and accounts, nodes, hardware attach below)."""
+"""`veritrain` command line: deploy, inspect, devnet (keys and accounts, nodes, hardware, data,
+export attach below)."""
 
 from __future__ import annotations
 
@@ -73,6 +74,9 @@ def deploy(
     fund: Annotated[list[str] | None, typer.Option(help="Node account to fund with gas and tokens (repeatable)")] = None,
     fund_eth: Annotated[float, typer.Option(help="ETH of gas money per funded account")] = 10.0,
     fund_tokens: Annotated[int, typer.Option(help="Whole tokens per funded account")] = 10_000,
+    genesis: Annotated[Path | None, typer.Option(help="Start from this Hugging Face Llama checkpoint folder "
+                                                      "(config.json, *.safetensors); every node needs a copy "
+                                                      "at the same path")] = None,
 ) -> None:
     """Deploy the contracts with a run config and write the deployment file."""
     from protocol.chain.backend import connect
@@ -83,6 +87,12 @@ def deploy(
     from protocol.node.pinning import prepare
 
     run_config = load_run_config(config)
+    if genesis is not None:
+        from protocol.config.run_setup import with_hf_genesis
+
+        _progress(f"genesis: the Hugging Face Llama checkpoint in {genesis.expanduser().resolve()}")
+        run_config = with_hf_genesis(run_config, genesis)
+        _progress("wrote its config into [training.model] and the folder into [training.genesis]")
     handle = connect(rpc)
     deployer = _deployer(handle, key, dev_account)
     if int(handle.w3.eth.get_balance(deployer.address)) == 0:
@@ -167,6 +177,8 @@ def devnet(
     checkpoint_every: Annotated[int | None, typer.Option(min=1, help="k: inner steps per replayed segment "
                                                                     "(default: the run's 3)")] = None,
     preset: Annotated[str, typer.Option(help="Model preset: micro (fast), tiny (default), small")] = "tiny",
+    genesis: Annotated[Path | None, typer.Option(help="Start from this Hugging Face Llama checkpoint folder "
+                                                      "(its config replaces the preset's)")] = None,
     out: Annotated[Path, typer.Option(help="Report folder: report.json, plots, node logs")] = Path("out/devnet"),
     timeout: Annotated[float, typer.Option(help="Fail if the rounds are not done within this many seconds")] = 1800.0,
 ) -> None:
@@ -185,7 +197,8 @@ def devnet(
                          lazy_validators=lazy_validators, throttled=throttled, preset=preset, out=out,
                          miner_classes=_labels(miner_classes), validator_classes=_labels(validator_classes),
                          timeout_s=timeout, chain={"commit_duration": commit_window},
-                         training=_compute_overrides(inner_steps=inner_steps, checkpoint_every=checkpoint_every))
+                         training={**_compute_overrides(inner_steps=inner_steps, checkpoint_every=checkpoint_every),
+                                   **_genesis_tables(genesis)})
     out.mkdir(parents=True, exist_ok=True)
     _log_to(out / "devnet.log")
     log = logging.getLogger("veritrain.devnet")
@@ -210,6 +223,16 @@ def devnet(
     if crashed:  # the rounds finished without them, but a crash is a bug worth a failing exit
         raise DevnetIncomplete(f"{len(crashed)} node(s) crashed (traceback in {out / 'devnet.log'}): "
                                + "; ".join(f"{n}: {e}" for n, e in crashed.items()))
+
+
+def _genesis_tables(folder: Path | None) -> dict[str, Any]:
+    """`[training.model]` and `[training.genesis]` for a devnet started from a checkpoint."""
+    if folder is None:
+        return {}
+    from protocol.config.run_setup import hf_genesis_tables
+
+    _progress(f"genesis: the Hugging Face Llama checkpoint in {folder.expanduser().resolve()}")
+    return hf_genesis_tables(folder, {})
 
 
 def _labels(text: str) -> tuple[str, ...]:
@@ -240,6 +263,7 @@ def _log_to(path: Path) -> None:
 from protocol.cli import account as cli_account  # noqa: E402  (commands attach to `app`)
 from protocol.cli import data as cli_data  # noqa: E402
 from protocol.cli import dns_aid as cli_dns_aid  # noqa: E402
+from protocol.cli import export as cli_export  # noqa: E402
 from protocol.cli import hardware as cli_hardware  # noqa: E402
 from protocol.cli import node as cli_node  # noqa: E402
 
@@ -248,6 +272,7 @@ cli_node.install(app, one_line_errors)
 cli_hardware.install(app, one_line_errors)
 cli_dns_aid.install(app, one_line_errors)
 cli_data.install(app, one_line_errors)
+cli_export.install(app, one_line_errors)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -72,11 +72,12 @@ def _logging() -> None:
 def check_local_hashes(client: Any, profile: Any = None) -> None:
     """Refuse to run unless this machine reproduces the run's model, corpus and profile hashes,
     computed in a worker of the class the node runs (`profile`; default the run's)."""
-    from protocol.config.run_setup import pinned_hashes, resolve
+    from protocol.config.run_setup import check_genesis_present, pinned_hashes, resolve
     from protocol.node.worker_pool import ProfileWorker
 
     config = client.deployment.run_config
     setup = resolve(config)
+    check_genesis_present(setup.spec)  # a missing checkpoint folder: said before the worker starts
     with ProfileWorker(profile or setup.profile) as worker:
         local = worker.call(pinned_hashes, setup.spec)
     from protocol.config.run_setup import check_local

@@ -5,7 +5,9 @@ replay profile, genesis global state: `pinned_hashes`, run in a worker by
 `protocol.node.pinning.prepare`); nodes call `check_local` and refuse to run on any
 difference, with an error that says what differs. `[[training.classes]]` lists the permitted
 hardware classes (`protocol.core.hardware_class`); the profile, the class a node runs when it
-names none, must be one of them.
+names none, must be one of them. `[training.model]` overrides fields of the model preset;
+`[training.genesis]` starts the run from a Hugging Face Llama checkpoint instead of seeded
+initial weights (`veritrain deploy --genesis` writes both tables).
 """
 
 from __future__ import annotations
@@ -46,9 +48,19 @@ class DatasetSpec(_Strict):
         return self
 
 
+class GenesisSpec(_Strict):
+    """Genesis θ from a checkpoint instead of `init_params` (written by `veritrain deploy --genesis`)."""
+
+    path: str  # absolute folder with config.json and *.safetensors; every node needs a copy there
+    format: Literal["hf-llama"] = "hf-llama"  # the Hugging Face Llama layout
+
+
 class TrainingSpec(_Strict):
-    preset: str = "tiny"  # model preset (micro, tiny, small, gpt2)
-    init_seed: int = 0  # seeds the genesis weights
+    preset: str = "tiny"  # model preset (micro, tiny, small, gpt2, llama-*)
+    # ModelConfig/LlamaConfig field overrides on the preset (`family = "llama"` switches class)
+    model: dict[str, float | int | bool | str] = Field(default_factory=dict)
+    init_seed: int = 0  # seeds the genesis weights (unless `genesis` names a checkpoint)
+    genesis: GenesisSpec | None = None
     dataset: DatasetSpec = DatasetSpec()
     profile: ReplayProfile = Field(default_factory=ReplayProfile)  # the default class; torch_version pinned by deploy
     # permitted hardware classes; omitted: `default_classes(profile)` (torch_version pinned like the profile's)
@@ -92,9 +104,8 @@ class Setup:
 
     @property
     def model(self) -> Any:
-        from protocol.core.model import preset
-
-        return preset(self.spec.preset)
+        # the type is in the cache key: True == 1 == 1.0, but only one of them is a valid n_layer
+        return _model_config(self.spec.preset, tuple(sorted((k, type(v).__name__, v) for k, v in self.spec.model.items())))
 
     @property
     def compute(self) -> Any:
@@ -126,6 +137,14 @@ class Setup:
             permitted = ", ".join(label(c) for c in self.spec.classes)
             raise ConfigError(f"hardware class {label(profile)} is not permitted by this run (permitted: {permitted})")
         return Setup(self.spec.model_copy(update={"profile": profile}), self.run_seed)
+
+
+@functools.lru_cache(maxsize=8)
+def _model_config(preset_name: str, overrides: tuple[tuple[str, str, float | int | bool | str], ...]) -> Any:
+    from protocol.config.model_overrides import apply_overrides
+    from protocol.core.model import preset
+
+    return apply_overrides(preset(preset_name), {k: v for k, _, v in overrides})
 
 
 def training_spec(config: RunConfig) -> TrainingSpec:
@@ -163,19 +182,65 @@ def load_dataset(spec: DatasetSpec) -> Any:
 
 def pinned_hashes(spec: TrainingSpec) -> dict[str, str]:
     """Model config hash, dataset root, profile hash and genesis model hash, computed
-    here (run it in a worker under the profile: genesis init must match everyone's)."""
-    from protocol.core.aggregate import genesis_state, global_state_hash
+    here (run it in a worker under the profile: genesis init must match everyone's). The
+    genesis checkpoint, if any, is read first: a missing or wrong one fails before the corpus loads."""
+    from protocol.core.aggregate import global_state_hash
     from protocol.core.model import config_hash
     from protocol.core.replay_profile import profile_hash
 
     setup = Setup(spec, b"")
     model = setup.model
+    genesis_hash = global_state_hash(genesis(spec), model).hex()
     return {
         "model_config_hash": config_hash(model).hex(),
         "dataset_root": load_dataset(spec.dataset).root.hex(),
         "profile_hash": profile_hash(setup.profile).hex(),
-        "genesis_model_hash": global_state_hash(genesis_state(model, setup.compute, spec.init_seed), model).hex(),
+        "genesis_model_hash": genesis_hash,
     }
+
+
+def genesis(spec: TrainingSpec) -> Any:
+    """Round 0's global state: the `[training.genesis]` checkpoint's θ (its config.json must
+    give the run's model), else `init_params` seeded by `init_seed`."""
+    from protocol.core.aggregate import genesis_state
+
+    setup = Setup(spec, b"")
+    params = None
+    if spec.genesis is not None:
+        from protocol.config.hf_checkpoint import load_genesis
+
+        check_genesis_present(spec)
+        params = load_genesis(Path(spec.genesis.path), setup.model)
+    return genesis_state(setup.model, setup.compute, spec.init_seed, params)
+
+
+def check_genesis_present(spec: TrainingSpec) -> None:
+    """Fail at once (before a worker starts) when this node lacks the run's genesis checkpoint."""
+    if spec.genesis is not None and not (Path(spec.genesis.path) / "config.json").is_file():
+        raise ConfigError(f"the run's genesis checkpoint {spec.genesis.path} ([training.genesis]) is missing "
+                          f"on this node: copy the run's checkpoint folder to that path")
+
+
+def hf_genesis_tables(folder: Path, model: dict[str, Any]) -> dict[str, Any]:
+    """`[training.model]` (the checkpoint's whole config) and `[training.genesis]` for a run that
+    starts from the Hugging Face Llama checkpoint in `folder` (made absolute: every node reads
+    it there). `model`, the run config's own table, may set `block_size` (a shorter training
+    context); any other key it sets must agree with the checkpoint."""
+    from protocol.config.hf_checkpoint import genesis_model
+
+    folder = folder.expanduser().resolve()
+    full = genesis_model(folder, model.get("block_size"))
+    clash = sorted(k for k in model if k in full and model[k] != full[k])
+    if clash:
+        detail = ", ".join(f"{k} = {model[k]!r} (checkpoint: {full[k]!r})" for k in clash)
+        raise ConfigError(f"[training.model] disagrees with the genesis checkpoint {folder}: {detail}")
+    return {"model": {**model, **full}, "genesis": {"path": str(folder), "format": "hf-llama"}}
+
+
+def with_hf_genesis(config: RunConfig, folder: Path) -> RunConfig:
+    """`config` training from the checkpoint in `folder` (`veritrain deploy --genesis`)."""
+    tables = hf_genesis_tables(folder, dict(config.training.get("model", {})))
+    return config.model_copy(update={"training": {**config.training, **tables}})
 
 
 def check_local(config: RunConfig, local: dict[str, str]) -> None:
@@ -188,5 +253,8 @@ def check_local(config: RunConfig, local: dict[str, str]) -> None:
         raise ConfigError(f"deployment's run config lacks {', '.join(missing)}; redeploy with `veritrain deploy`")
     for key, want in expected.items():
         if local[key] != want:
+            cause = "this node's model, corpus or replay profile is not the run's"
+            if key == "genesis_model_hash" and spec.genesis is not None:
+                cause = f"this node's copy of the genesis checkpoint {spec.genesis.path} is not the run's"
             raise ConfigError(f"local {key.replace('_', ' ')} {local[key][:16]}… differs from the deployed "
-                              f"{str(want)[:16]}…; this node's model, corpus or replay profile is not the run's")
+                              f"{str(want)[:16]}…; {cause}")

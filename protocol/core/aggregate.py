@@ -51,9 +51,11 @@ class GlobalState:
     momentum: Tensor | None  # (N,) outer momentum buffer, None without momentum
 
 
-def genesis_state(model: ModelConfig, cfg: ComputeConfig, seed: int = 0) -> GlobalState:
+def genesis_state(model: ModelConfig, cfg: ComputeConfig, seed: int = 0, params: Params | None = None) -> GlobalState:
+    """Round 0's state: `params` (a checkpoint's θ, already checked against `model`) or, without
+    them, `init_params(model, seed)`; the outer momentum starts at zero either way."""
     momentum = torch.zeros(num_params(model)) if cfg.outer_momentum > 0 else None
-    return GlobalState(init_params(model, seed), momentum)
+    return GlobalState(params if params is not None else init_params(model, seed), momentum)
 
 
 def _state_tensors(s: GlobalState) -> dict[str, Tensor]:

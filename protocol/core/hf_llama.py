@@ -61,7 +61,7 @@ def config_to_hf(cfg: LlamaConfig) -> dict[str, Any]:
 
 
 def hf_names(cfg: LlamaConfig) -> dict[str, str]:
-    """Our parameter name -> the Hugging Face tensor name, in our order."""
+    """Our parameter name -> the Hugging Face tensor name (by layer; `param_shapes` gives our order)."""
     out = {"tok_emb.weight": "model.embed_tokens.weight"}
     for i in range(cfg.n_layer):
         out |= {f"layers.{i}.{ours}": f"model.layers.{i}.{theirs}" for ours, theirs in _LAYER.items()}
@@ -73,9 +73,11 @@ def hf_names(cfg: LlamaConfig) -> dict[str, str]:
 
 def params_from_hf(cfg: LlamaConfig, tensors: Mapping[str, Tensor]) -> Params:
     """Our global state from a checkpoint's tensors (float32, contiguous), each checked
-    against the shape `cfg` gives it. Extra tensors (rotary caches) are ignored."""
-    shapes, out = param_shapes(cfg), {}
-    for ours, theirs in hf_names(cfg).items():
+    against the shape `cfg` gives it, in our parameter order (the order `flatten` uses).
+    Extra tensors (rotary caches) are ignored."""
+    shapes, names, out = param_shapes(cfg), hf_names(cfg), {}
+    for ours in shapes:
+        theirs = names[ours]
         if theirs not in tensors:
             raise HfCheckpointError(f"checkpoint lacks tensor {theirs}")
         t = tensors[theirs]

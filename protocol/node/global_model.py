@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import torch
 
-from protocol.config.run_setup import Setup, TrainingSpec, load_dataset
-from protocol.core.aggregate import aggregate, decode_state, encoded_state, genesis_state
+from protocol.config.run_setup import Setup, TrainingSpec, genesis, load_dataset
+from protocol.core.aggregate import aggregate, decode_state, encoded_state
 from protocol.core.data import heldout_batches
 from protocol.core.envelope import decode_envelope
 from protocol.core.hashing import blake3_hash
@@ -64,7 +64,6 @@ def state_heldout_loss(spec: TrainingSpec, run_seed: bytes, state_blob: bytes, s
 
 
 def genesis_blob(spec: TrainingSpec) -> tuple[bytes, bytes]:
-    """(encoded genesis state, its hash)."""
-    setup = Setup(spec, b"")
-    blob, state_hash = encoded_state(genesis_state(setup.model, setup.compute, spec.init_seed), setup.model)
+    """(encoded genesis state, its hash): `init_params`, or the run's genesis checkpoint."""
+    blob, state_hash = encoded_state(genesis(spec), Setup(spec, b"").model)
     return blob, bytes(state_hash)

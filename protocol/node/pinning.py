@@ -8,7 +8,7 @@ thread count are fixed before torch is imported), never in the deployer's own pr
 from __future__ import annotations
 
 from protocol.config.run_config import RunConfig
-from protocol.config.run_setup import Setup, pinned_hashes, training_spec
+from protocol.config.run_setup import Setup, check_genesis_present, pinned_hashes, training_spec
 from protocol.node.worker_pool import ProfileWorker
 
 
@@ -16,8 +16,10 @@ def prepare(config: RunConfig, worker: ProfileWorker | None = None) -> RunConfig
     """The run config with the hashes nodes must reproduce filled in (used by deploy),
     computed in `worker` if it runs the config's profile, else in a worker of its own.
     The profile's torch version is this machine's unless the config names one; so is each
-    permitted class's (omitted classes take the profile's), written out with the spec."""
+    permitted class's (omitted classes take the profile's), written out with the spec. A
+    `[training.genesis]` checkpoint gives the genesis model hash of the state loaded from it."""
     spec = training_spec(config)
+    check_genesis_present(spec)  # before a worker spends seconds importing torch
     profile = Setup(spec, b"").profile
     if worker is not None and worker.profile == profile:
         pinned = worker.ready().call(pinned_hashes, spec)
