@@ -179,6 +179,8 @@ def devnet(
     preset: Annotated[str, typer.Option(help="Model preset: micro (fast), tiny (default), small")] = "tiny",
     genesis: Annotated[Path | None, typer.Option(help="Start from this Hugging Face Llama checkpoint folder "
                                                       "(its config replaces the preset's)")] = None,
+    dataset: Annotated[Path | None, typer.Option(help="Train on this corpus.bin from `veritrain data pack` (its "
+                                                      "vocabulary sizes the model unless --genesis does)")] = None,
     out: Annotated[Path, typer.Option(help="Report folder: report.json, plots, node logs")] = Path("out/devnet"),
     timeout: Annotated[float, typer.Option(help="Fail if the rounds are not done within this many seconds")] = 1800.0,
 ) -> None:
@@ -198,7 +200,7 @@ def devnet(
                          miner_classes=_labels(miner_classes), validator_classes=_labels(validator_classes),
                          timeout_s=timeout, chain={"commit_duration": commit_window},
                          training={**_compute_overrides(inner_steps=inner_steps, checkpoint_every=checkpoint_every),
-                                   **_genesis_tables(genesis)})
+                                   **_corpus_tables(dataset, genesis)})
     out.mkdir(parents=True, exist_ok=True)
     _log_to(out / "devnet.log")
     log = logging.getLogger("veritrain.devnet")
@@ -233,6 +235,22 @@ def _genesis_tables(folder: Path | None) -> dict[str, Any]:
 
     _progress(f"genesis: the Hugging Face Llama checkpoint in {folder.expanduser().resolve()}")
     return hf_genesis_tables(folder, {})
+
+
+def _corpus_tables(dataset: Path | None, genesis: Path | None) -> dict[str, Any]:
+    """`[training.dataset]` for a packed corpus and the model tables: the checkpoint's model when
+    there is one (deploy checks its vocabulary covers the corpus), else the preset sized to the
+    corpus's vocabulary."""
+    tables = _genesis_tables(genesis)
+    if dataset is None:
+        return tables
+    from protocol.config.corpus import read_packed_meta
+
+    path = dataset.expanduser().resolve()
+    meta = read_packed_meta(path)
+    _progress(f"dataset: {path} ({meta.tokens:,} tokens, vocabulary {meta.vocab_size:,})")
+    model = tables.get("model", {"vocab_size": meta.vocab_size})
+    return {**tables, "model": model, "dataset": {"source": "packed", "path": str(path)}}
 
 
 def _labels(text: str) -> tuple[str, ...]:

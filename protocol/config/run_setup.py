@@ -191,12 +191,36 @@ def pinned_hashes(spec: TrainingSpec) -> dict[str, str]:
     setup = Setup(spec, b"")
     model = setup.model
     genesis_hash = global_state_hash(genesis(spec), model).hex()
+    dataset = load_dataset(spec.dataset)
+    check_vocabulary(model.vocab_size, dataset.vocab_size, spec.dataset)
     return {
         "model_config_hash": config_hash(model).hex(),
-        "dataset_root": load_dataset(spec.dataset).root.hex(),
+        "dataset_root": dataset.root.hex(),
         "profile_hash": profile_hash(setup.profile).hex(),
         "genesis_model_hash": genesis_hash,
     }
+
+
+def check_vocabulary(model_vocab: int, data_vocab: int, dataset: DatasetSpec) -> None:
+    """The model must have an embedding row for every token the corpus can hold."""
+    if model_vocab < data_vocab:
+        hint = (f"set [training.model] vocab_size = {data_vocab}" if dataset.source == "packed"
+                else "byte corpora need vocab_size >= 256")
+        raise ConfigError(f"the model's vocab_size {model_vocab} is smaller than the corpus's {data_vocab} "
+                          f"({dataset.source} dataset): {hint}")
+
+
+def with_packed_facts(spec: TrainingSpec) -> TrainingSpec:
+    """A packed dataset's tokenizer hash and vocabulary size, read from its sidecar into the spec
+    (deploy pins them, so they are in the run config and its hash)."""
+    if spec.dataset.source != "packed" or spec.dataset.path is None:
+        return spec
+    from protocol.config.corpus import read_packed_meta
+
+    meta = read_packed_meta(Path(spec.dataset.path))
+    dataset = spec.dataset.model_copy(update={"tokenizer_hash": spec.dataset.tokenizer_hash or meta.tokenizer_hash,
+                                              "vocab_size": spec.dataset.vocab_size or meta.vocab_size})
+    return spec.model_copy(update={"dataset": dataset})
 
 
 def genesis(spec: TrainingSpec) -> Any:

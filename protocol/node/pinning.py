@@ -8,7 +8,13 @@ thread count are fixed before torch is imported), never in the deployer's own pr
 from __future__ import annotations
 
 from protocol.config.run_config import RunConfig
-from protocol.config.run_setup import Setup, check_genesis_present, pinned_hashes, training_spec
+from protocol.config.run_setup import (
+    Setup,
+    check_genesis_present,
+    pinned_hashes,
+    training_spec,
+    with_packed_facts,
+)
 from protocol.node.worker_pool import ProfileWorker
 
 
@@ -18,7 +24,7 @@ def prepare(config: RunConfig, worker: ProfileWorker | None = None) -> RunConfig
     The profile's torch version is this machine's unless the config names one; so is each
     permitted class's (omitted classes take the profile's), written out with the spec. A
     `[training.genesis]` checkpoint gives the genesis model hash of the state loaded from it."""
-    spec = training_spec(config)
+    spec = with_packed_facts(training_spec(config))  # a packed corpus's tokenizer hash is pinned too
     check_genesis_present(spec)  # before a worker spends seconds importing torch
     profile = Setup(spec, b"").profile
     if worker is not None and worker.profile == profile:

@@ -233,3 +233,14 @@ def _byte_tokenizer(folder: Path) -> tp.LoadedTokenizer:
 
 
 MIN_VOCAB = tp.MIN_TRAINED_VOCAB
+
+
+def test_deploy_pins_the_tokenizer_hash_and_vocabulary_from_the_sidecar(packed) -> None:
+    from protocol.config.run_setup import TrainingSpec, with_packed_facts
+
+    _, bin_path, meta, _ = packed
+    spec = TrainingSpec.model_validate({"dataset": {"source": "packed", "path": str(bin_path), "page_tokens": PAGE,
+                                                    "heldout_every": HELDOUT}})
+    pinned = with_packed_facts(spec).dataset
+    assert (pinned.tokenizer_hash, pinned.vocab_size) == (meta.tokenizer_hash, meta.vocab_size)
+    assert with_packed_facts(TrainingSpec()) == TrainingSpec()  # a byte corpus has nothing to pin

@@ -173,3 +173,13 @@ def test_deploy_genesis_writes_both_tables_and_pins_the_checkpoints_hash(tmp_pat
     assert missing.exit_code == 1, missing.output
     assert missing.stderr.strip().splitlines()[-1] == f"error: {tmp_path / 'missing'} has no config.json " \
                                                       "(a Hugging Face checkpoint folder)"
+
+
+def test_a_model_smaller_than_the_corpus_vocabulary_is_refused_at_pinning() -> None:
+    from protocol.config.run_setup import DatasetSpec, check_vocabulary
+
+    with pytest.raises(ConfigError, match=r"vocab_size 200 is smaller than the corpus's 320 .*vocab_size = 320"):
+        check_vocabulary(200, 320, DatasetSpec(source="packed", path="/x/corpus.bin"))
+    with pytest.raises(ConfigError, match="byte corpora need vocab_size >= 256"):
+        check_vocabulary(128, 256, DatasetSpec())
+    check_vocabulary(320, 320, DatasetSpec())  # equal is enough
