@@ -1,8 +1,11 @@
 """What a miner's worker process computes (module-level functions: they run under the
-replay profile in a spawned process, never on the trio thread)."""
+replay profile in a spawned process, never on the trio thread). An honest miner trains on its
+profile's device, and with a world size above 1 through a process group of that many ranks
+(protocol/node/ddp_worker.py)."""
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +19,7 @@ from protocol.core.envelope import encode_envelope, encode_proof
 from protocol.core.proof import carry_hash, decode_carry, encode_carry, leaf_proof, trace_root
 from protocol.core.submission import honest_streamed
 from protocol.core.training import RoundTask, StepHook, zero_carry
+from protocol.node.ddp_worker import stepper_for
 from protocol.node.store import write_blob
 
 
@@ -61,8 +65,10 @@ def produce(job: MinerJob) -> MinerOutput:
     blob_dir = Path(job.blob_dir)
     started = time.perf_counter()
     if job.cheat is None:  # each checkpoint goes to disk as it is made: one in memory at a time
-        work = honest_streamed(task, ds, theta, carry, lambda _leaf, c: store_checkpoint(blob_dir, c, model),
-                               throttle(job.slowdown))
+        reload = functools.partial(load_dataset, job.spec.dataset)  # a process group's ranks load their own
+        with stepper_for(setup.profile, task, ds, reload, throttle(job.slowdown)) as stepper:
+            work = honest_streamed(task, ds, theta, carry, lambda _leaf, c: store_checkpoint(blob_dir, c, model),
+                                   stepper=stepper)
         trace, update, carry_out, withheld = work.trace, work.blob, work.carry, frozenset[int]()
         stored: list[bytes | None] = list(work.stored)
     else:

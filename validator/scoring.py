@@ -148,10 +148,12 @@ class UsefulnessStrategy(Protocol):
 
 
 def mean_loss(model: LanguageModel, params: Params, batches: Batches) -> float:
-    """Mean loss over equal-size batches, as one forward pass over all of them."""
+    """Mean loss over equal-size batches, as one float32 forward pass over all of them, on the
+    model's device (the batches move there)."""
     load_params(model, params)
-    x = torch.cat([b[0] for b in batches])  # (n*B, T)
-    y = torch.cat([b[1] for b in batches])  # (n*B, T)
+    device = next(model.parameters()).device
+    x = torch.cat([b[0] for b in batches]).to(device)  # (n*B, T)
+    y = torch.cat([b[1] for b in batches]).to(device)  # (n*B, T)
     with torch.no_grad():
         return float(model(x, y))
 
@@ -255,15 +257,17 @@ class RoundEntry:
 
 
 def usefulness_of(entries: Sequence[RoundEntry], ds: Dataset, theta_r: Params,
-                  validator_seed: Digest, strategy: UsefulnessStrategy | None = None) -> dict[bytes, Usefulness]:
+                  validator_seed: Digest, strategy: UsefulnessStrategy | None = None,
+                  device: str = "cpu") -> dict[bytes, Usefulness]:
     """Usefulness of every decodable update: the costly part of scoring (three loss
     estimates per miner). It needs no proof verdict, so a validator runs it while the
-    checkpoints for those verdicts are still arriving."""
+    checkpoints for those verdicts are still arriving. The losses are computed on `device`
+    (the profile's); the updates and θ_r stay on the CPU."""
     if not entries:
         return {}
     model_cfg, cfg = entries[0].task.model, entries[0].task.cfg
     strategy = strategy or GauntletUsefulness(cfg.outer_lr, cfg.own_margin, cfg.own_soft_factor)
-    model = build_model(model_cfg)
+    model = build_model(model_cfg).to(device)
     heldout = shared_heldout(ds, model_cfg, cfg, validator_seed)
     heldout_before = mean_loss(model, theta_r, heldout)  # shared by all miners: once per round
     useful: dict[bytes, Usefulness] = {}
@@ -279,9 +283,10 @@ def usefulness_of(entries: Sequence[RoundEntry], ds: Dataset, theta_r: Params,
 def score_round(entries: Sequence[RoundEntry], ds: Dataset, theta_r: Params,
                 validator_seed: Digest, strategy: UsefulnessStrategy | None = None,
                 detector: CopyDetector | None = None,
-                useful: dict[bytes, Usefulness] | None = None) -> dict[bytes, MinerScore]:
+                useful: dict[bytes, Usefulness] | None = None, device: str = "cpu") -> dict[bytes, MinerScore]:
     """Integer scores for every miner of a round, with the evidence behind each. `useful`:
-    `usefulness_of` the same entries, when it was computed ahead of the proof verdicts."""
+    `usefulness_of` the same entries, when it was computed ahead of the proof verdicts (else it
+    is computed here, its losses on `device`)."""
     if not entries:
         return {}
     model_cfg, cfg = entries[0].task.model, entries[0].task.cfg
@@ -293,7 +298,7 @@ def score_round(entries: Sequence[RoundEntry], ds: Dataset, theta_r: Params,
     reasons, copies = zero_reasons(miners, failed, decoded, cfg, detector)
     if useful is None:
         useful = usefulness_of([e for e in entries if e.task.miner not in reasons], ds, theta_r,
-                               validator_seed, strategy)
+                               validator_seed, strategy, device)
     useful = {m: u for m, u in useful.items() if m in decoded and m not in reasons}
     steps = {e.task.miner: e.task.cfg.inner_steps for e in entries}
     ints = to_ints(token_weighted({m: u.value for m, u in useful.items()}, steps))

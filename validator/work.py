@@ -1,7 +1,10 @@
-"""What a validator's worker process computes: proof checks and usefulness scores."""
+"""What a validator's worker process computes: proof checks and usefulness scores. Replays run
+on the profile's device, and with a world size above 1 through a process group of that many
+ranks (protocol/node/ddp_worker.py); usefulness losses are float32 on the profile's device."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +19,7 @@ from protocol.core.model import Params
 from protocol.core.proof import replay_segment, zero_carry_hash
 from protocol.core.training import RoundTask
 from protocol.core.verdict import judge, verify_submission
+from protocol.node.ddp_worker import stepper_for
 from validator.scoring import RoundEntry, Usefulness, score_round, usefulness_of
 
 
@@ -60,8 +64,11 @@ def check_miner(job: CheckJob) -> CheckOutcome:
     env = decode_envelope(job.envelope, job.max_bytes)
     task = RoundTask(job.run_seed, job.round, bytes.fromhex(job.miner[2:]), model, cfg)
     carry_in_hash = job.carry_in_hash or bytes(zero_carry_hash(model))
-    v = verify_submission(task, ds, theta, carry_in_hash, job.trace_root, env.trace, env.update,
-                          lambda leaf: _read(job.leaves.get(leaf)), job.segments, setup.profile, job.mode)
+    reload = functools.partial(load_dataset, job.spec.dataset)  # a process group's ranks load their own
+    with stepper_for(setup.profile, task, ds, reload, hash_steps=True) as stepper:
+        v = verify_submission(task, ds, theta, carry_in_hash, job.trace_root, env.trace, env.update,
+                              lambda leaf: _read(job.leaves.get(leaf)), job.segments, setup.profile, job.mode,
+                              stepper=stepper)
     j = judge(v)
     expected = actual = None
     for r in v.replays:
@@ -108,8 +115,11 @@ def replay_for_audit(job: AuditJob) -> AuditReplay:
     task = RoundTask(job.run_seed, job.round, bytes.fromhex(job.miner[2:]), setup.model,
                      setup.compute.with_steps(job.steps))
     ds = load_dataset(job.spec.dataset)
-    replays = [replay_segment(task, ds, env.trace, s, job.leaves.get(s), job.leaves.get(s + 1), setup.profile)
-               for s in job.segments]
+    reload = functools.partial(load_dataset, job.spec.dataset)
+    with stepper_for(setup.profile, task, ds, reload, hash_steps=True) as stepper:
+        replays = [replay_segment(task, ds, env.trace, s, job.leaves.get(s), job.leaves.get(s + 1), setup.profile,
+                                  stepper=stepper)
+                   for s in job.segments]
     if any(r.actual_hash is None for r in replays):
         return AuditReplay(False, False, ())
     # exact mode: the committed hash decides, whether or not the end checkpoint was served
@@ -145,7 +155,8 @@ def _score_inputs(job: ScoreJob) -> tuple[list[RoundEntry], Dataset, Params]:
 def usefulness_by_miner(job: ScoreJob) -> dict[bytes, Usefulness]:
     """The costly half of `score_miners`, run before the proof verdicts are in."""
     entries, ds, theta = _score_inputs(job)
-    return usefulness_of(entries, ds, theta, Digest(job.validator_seed))
+    device = Setup(job.spec, job.run_seed).profile.device
+    return usefulness_of(entries, ds, theta, Digest(job.validator_seed), device=device)
 
 
 def score_miners(job: ScoreJob, useful: dict[bytes, Usefulness] | None = None) -> dict[str, int]:
@@ -153,7 +164,8 @@ def score_miners(job: ScoreJob, useful: dict[bytes, Usefulness] | None = None) -
     `usefulness_by_miner` of the same job, if it ran already."""
     entries, ds, theta = _score_inputs(job)
     out = {miner.lower(): 0 for miner, *_ in job.entries}
-    scores = score_round(entries, ds, theta, Digest(job.validator_seed), useful=useful)
+    device = Setup(job.spec, job.run_seed).profile.device
+    scores = score_round(entries, ds, theta, Digest(job.validator_seed), useful=useful, device=device)
     for raw, s in scores.items():
         out["0x" + raw.hex()] = s.score
     return {_checksum(m): v for m, v in out.items()}

@@ -17,15 +17,14 @@ MEASURE_SECONDS = 2.0  # timed training per class: enough for a stable tokens/s,
 
 def _candidates(deployment: Path | None) -> tuple[list[ReplayProfile], list[ReplayProfile], ReplayProfile, Any]:
     """(classes to show, permitted classes, default class, training spec). Without a deployment:
-    the default run config's classes and this machine's own observed class."""
+    the default run config's classes and this machine's own classes (its CPU's, and its GPU's
+    when it has one)."""
     from protocol.config.run_setup import TrainingSpec, training_spec
-    from protocol.core.hardware_class import this_host
+    from protocol.core.hardware_class import own_classes, this_host
 
     if deployment is None:
         spec = TrainingSpec(preset="micro")
-        host = this_host()  # its own class: every CPU, its strongest ISA, deterministic float32
-        own = ReplayProfile(threads=host.cpu_count, cpu_capability=host.capability, torch_version=host.torch_version)
-        shown = spec.classes if own in spec.classes else [*spec.classes, own]
+        shown = [*spec.classes, *(c for c in own_classes(this_host()) if c not in spec.classes)]
         return shown, spec.classes, spec.profile, spec
     from protocol.chain.deployment import load_deployment
 
@@ -48,7 +47,7 @@ def class_rows(deployment: Path | None, measure: bool, progress: Any) -> tuple[s
         ok, why = runnable_here(cls)
         row = {"id": class_id(cls).hex(), "label": label(cls), "profile": asdict(cls), "runnable": ok, "reason": why,
                "permitted": cls in permitted, "default": cls == default, "tokens_per_s": None}
-        if ok and measure and cls.device == "cpu":
+        if ok and measure and cls.device == "cpu" and cls.world_size == 1:  # timed in one CPU worker
             progress(f"measuring {row['label']} ({MEASURE_SECONDS:.0f} s of {spec.preset} training)")
             row["tokens_per_s"] = _measure(cls, setup)
         rows.append(row)

@@ -66,10 +66,11 @@ from protocol.core.training import (
     Carry,
     ComputeConfig,
     RoundTask,
+    Stepper,
     TrainedRound,
     batch_fn,
     fresh_checkpoint,
-    run_steps,
+    local_stepper,
     zero_carry,
 )
 
@@ -325,12 +326,15 @@ def _status(match: bool, rel: float, end_served: bool, mode: str, tol: float) ->
 
 def replay_segment(task: RoundTask, ds: Dataset, trace: Trace, segment: int,
                    start_blob: ServedBlob, end_blob: ServedBlob, profile: ReplayProfile,
-                   mode: str = "exact", model: LanguageModel | None = None) -> ReplayResult:
+                   mode: str = "exact", model: LanguageModel | None = None,
+                   stepper: Stepper | None = None) -> ReplayResult:
     """Replay segment `segment` (k steps from leaf s to leaf s+1) and compare.
 
     Raises ProfileMismatch (not fraud) if this process does not run `profile`. An unserved
     start checkpoint gives UNAVAILABLE; a replay that differs gives MISMATCH even when the
-    end checkpoint is withheld, since the committed hash suffices in exact mode.
+    end checkpoint is withheld, since the committed hash suffices in exact mode. The replay
+    runs on the profile's device in this process, or through `stepper` (one that hashes every
+    step: a world size above 1 brings its process group, protocol/node/ddp_worker.py).
     """
     check_profile(profile)
     k = task.cfg.checkpoint_every
@@ -341,13 +345,15 @@ def replay_segment(task: RoundTask, ds: Dataset, trace: Trace, segment: int,
         nan = float("nan")
         return ReplayResult(segment, s, e, mode, ReplayStatus.UNAVAILABLE, expected, None,
                             nan, nan, nan, False, missing_leaf=s)
-    model = model if model is not None else build_model(task.model)
-    inner: list[Digest] = []
+    if stepper is None:
+        stepper = local_stepper(profile, model if model is not None else build_model(task.model),
+                                batch_fn(task, ds), task.cfg, hash_with=task.model)
     # `start` is not read again (consumed), and the end checkpoint is decoded only after the
     # replay: the peak holds one served checkpoint, not two
-    replayed, losses = run_steps(model, start, k, batch_fn(task, ds), task.cfg,
-                                 lambda state: inner.append(checkpoint_hash(state, task.model)), consume=True)
+    run = stepper(start, k, consume=True)
     del start
+    replayed, losses, inner = run.end, run.losses, run.step_hashes
+    assert len(inner) == k, "a replay's stepper hashes every step"
     actual = inner[-1]  # the state after the last step is the replayed end checkpoint
     end = served_checkpoint(end_blob, expected, task)
     max_err, mean_err, rel = _errors(replayed, end)

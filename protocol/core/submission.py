@@ -18,11 +18,12 @@ from protocol.core.model import Params, build_model
 from protocol.core.proof import MinerWork, Trace, build_work, carry_hash, derive_update, trace_root
 from protocol.core.training import (
     Carry,
+    LocalStepper,
     RoundTask,
     StepHook,
+    Stepper,
     batch_fn,
     fresh_checkpoint,
-    run_steps,
     train_round,
 )
 
@@ -69,19 +70,21 @@ class StreamedWork:
 
 
 def honest_streamed(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None, sink: CheckpointSink,
-                    on_step: StepHook | None = None) -> StreamedWork:
+                    on_step: StepHook | None = None, stepper: Stepper | None = None) -> StreamedWork:
     """`honest`, bit for bit, holding one checkpoint at a time: each leaf is hashed and handed to
     `sink` (the miner writes it to its blob folder) before the next segment is trained, so a
-    miner's memory is a training loop's plus one checkpoint in flight, not all H/k + 1 of them."""
-    model, batches = build_model(task.model), batch_fn(task, ds)
+    miner's memory is a training loop's plus one checkpoint in flight, not all H/k + 1 of them.
+    `stepper` (the profile's device, or a process group) replaces the CPU one `on_step` hooks."""
+    if stepper is None:
+        stepper = LocalStepper(build_model(task.model), batch_fn(task, ds), task.cfg, on_step=on_step)
     leaf = replace(fresh_checkpoint(task, theta, carry), params=theta)  # θ_r itself: nothing writes to it
     ef_in = leaf.ef
     assert ef_in is not None
     hashes, stored, losses = [checkpoint_hash(leaf, task.model)], [sink(0, leaf)], list[float]()
     for segment in range(task.cfg.n_segments):
         # the sink has the leaf: its moments are trained on in place
-        leaf, segment_losses = run_steps(model, leaf, task.cfg.checkpoint_every, batches, task.cfg, on_step,
-                                         consume=True)
+        run = stepper(leaf, task.cfg.checkpoint_every, consume=True)
+        leaf, segment_losses = run.end, run.losses
         hashes.append(checkpoint_hash(leaf, task.model))
         stored.append(sink(segment + 1, leaf))
         losses += segment_losses

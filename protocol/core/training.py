@@ -4,7 +4,10 @@
 one frozen dataclass (it goes on chain at deploy). The replay profile lives in
 `protocol.core.replay_profile`; call `apply_profile` (or run in a `ProfileWorker`) before anything
 here. `run_steps` is the one function both the miner (training) and the validator (replay)
-use, so a correct replay is bitwise equal to the miner's run.
+use, so a correct replay is bitwise equal to the miner's run. It runs on the profile's
+device (`placement.Placement`) and hands back CPU checkpoints. A `Stepper` is how a node runs
+a segment's steps: `LocalStepper` in this process, or a process group of `world_size` ranks
+(`protocol.core.ddp_training`, launched by protocol/node/ddp_worker.py) behind the same call.
 """
 
 from __future__ import annotations
@@ -13,11 +16,12 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from torch import Tensor
 
-from protocol.core.checkpoint import Checkpoint
+from protocol.core.checkpoint import Checkpoint, checkpoint_hash
 from protocol.core.data import Dataset, assign_pages, batch, miner_seed
 from protocol.core.errors import ConfigError
 from protocol.core.hashing import Digest, seed_int
@@ -30,12 +34,19 @@ from protocol.core.model import (
     num_params,
     param_shapes,
 )
+from protocol.core.placement import CPU, Placement, placement_of
+from protocol.core.replay_profile import ReplayProfile
 
 AGGREGATION_RULES = ("float32-v1", "exact-v1")  # float32-v1: bits depend on threads, ISA, device
 
 
 class StepCountError(ConfigError):
     """Raised when a step count is not one a miner of this run may commit."""
+
+
+class ProcessGroupRequired(ConfigError):
+    """Raised when a profile of world size > 1 is asked to train or replay in one process: its
+    steps run in a process group (protocol.node.ddp_worker.DdpGroup)."""
 
 
 @dataclass(frozen=True)
@@ -143,6 +154,8 @@ class RoundTask:
 
 BatchFn = Callable[[int], tuple[Tensor, Tensor]]  # global step -> (x, y), each (B, T)
 StepHook = Callable[[Checkpoint], None]  # the live state after each inner step (copy to keep it)
+# after each backward: make this rank's gradients the whole batch's and return the batch's loss
+GradSync = Callable[[LanguageModel, Tensor], Tensor]
 
 
 def batch_fn(task: RoundTask, ds: Dataset, batch_size: int | None = None,
@@ -210,24 +223,36 @@ def _adamw(model: LanguageModel, m: Params, v: Params, step: int, cfg: ComputeCo
 
 def _live_state(model: LanguageModel, m: Params, v: Params, gen: torch.Generator, step: int,
                 warm: bool) -> Checkpoint:
-    """The state after `step` steps as a checkpoint whose tensors are the live ones (no copy)."""
-    params = {k: p.detach() for k, p in model.named_parameters()}
-    return Checkpoint(step, params, m, v, gen.get_state(), None, warm)
+    """The state after `step` steps as a checkpoint on the CPU: the live tensors themselves
+    when training runs there (no copy), else copies (hashes are taken of CPU tensors)."""
+    params = {k: p.detach().cpu() for k, p in model.named_parameters()}
+    return Checkpoint(step, params, _on(m, "cpu"), _on(v, "cpu"), gen.get_state(), None, warm)
+
+
+def _on(tensors: Params, device: torch.device | str, copy: bool = False) -> Params:
+    """`tensors` on `device`: the same tensors when they are there already and `copy` is False."""
+    return {k: t.to(device, copy=copy) for k, t in tensors.items()}
 
 
 def run_steps(model: LanguageModel, start: Checkpoint, n_steps: int, batches: BatchFn,
               cfg: ComputeConfig, on_step: StepHook | None = None,
-              consume: bool = False) -> tuple[Checkpoint, list[float]]:
+              consume: bool = False, placement: Placement = CPU,
+              sync: GradSync | None = None) -> tuple[Checkpoint, list[float]]:
     """Run n_steps AdamW steps from `start`; returns the end checkpoint and per-step losses.
 
     `on_step`, if given, sees the full state after every step, the last one included (the
     validator hashes it for its replay witness). Its tensors are live and change with the
     next step: a hook copies what it keeps and must not modify them. `consume`: the caller
     hands `start` over and never reads it again, so its moments are trained in place instead
-    of copied (two parameter-sized tensors less in a streamed miner's peak)."""
+    of copied (two parameter-sized tensors less in a streamed miner's peak). `placement`: the
+    model, moments and batches move to its device once; the checkpoints (and the hook's
+    states) are CPU tensors. `sync`: a rank of a process group averages gradients with it
+    (`ddp_training.GatherSync`)."""
+    device = placement.torch_device
+    model.to(device)
     load_params(model, start.params)
-    m = start.exp_avg if consume else {k: t.clone() for k, t in start.exp_avg.items()}
-    v = start.exp_avg_sq if consume else {k: t.clone() for k, t in start.exp_avg_sq.items()}
+    copy = placement.on_host and not consume  # off the host, moving is the copy
+    m, v = _on(start.exp_avg, device, copy), _on(start.exp_avg_sq, device, copy)
     gen = torch.Generator()
     gen.set_state(start.rng)  # carried for stochastic layers; the presets draw nothing
     losses: list[float] = []
@@ -235,8 +260,11 @@ def run_steps(model: LanguageModel, start: Checkpoint, n_steps: int, batches: Ba
         step = start.step + i
         x, y = batches(step)  # (B, T), (B, T)
         model.zero_grad(set_to_none=True)
-        loss = model(x, y)
+        with placement.autocast():
+            loss = model(x.to(device), y.to(device))
         loss.backward()
+        if sync is not None:
+            loss = sync(model, loss)
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip, foreach=False)
         _adamw(model, m, v, step + 1, cfg, start.warm)
         losses.append(float(loss.detach()))
@@ -244,14 +272,67 @@ def run_steps(model: LanguageModel, start: Checkpoint, n_steps: int, batches: Ba
             on_step(_live_state(model, m, v, gen, step + 1, start.warm))
     end = Checkpoint(
         step=start.step + n_steps,
-        params={k: p.detach().clone() for k, p in model.named_parameters()},
-        exp_avg=m,
-        exp_avg_sq=v,
+        params={k: p.detach().to("cpu", copy=True) for k, p in model.named_parameters()},
+        exp_avg=_on(m, "cpu"),
+        exp_avg_sq=_on(v, "cpu"),
         rng=gen.get_state(),
         ef=None,
         warm=start.warm,
     )
     return end, losses
+
+
+@dataclass(frozen=True)
+class Stepped:
+    """What a stepper returns for one run of steps."""
+
+    end: Checkpoint  # CPU tensors
+    losses: list[float]  # per step
+    step_hashes: tuple[Digest, ...] = ()  # checkpoint hash after each step, when the stepper hashes them
+
+
+class Stepper(Protocol):
+    """Runs `n_steps` inner steps of one task from `start` (in this process, or in a process group)."""
+
+    def __call__(self, start: Checkpoint, n_steps: int, consume: bool = False) -> Stepped: ...
+
+
+@dataclass
+class LocalStepper:
+    """`run_steps` in this process. `hash_with`: hash the state after every step (a replay's
+    witness needs them); `on_step`: a hook over every step (tests and devnet throttling)."""
+
+    model: LanguageModel
+    batches: BatchFn
+    cfg: ComputeConfig
+    placement: Placement = CPU
+    on_step: StepHook | None = None
+    hash_with: ModelConfig | None = None
+    sync: GradSync | None = None
+
+    def __call__(self, start: Checkpoint, n_steps: int, consume: bool = False) -> Stepped:
+        hashes: list[Digest] = []
+
+        def hook(state: Checkpoint) -> None:
+            if self.hash_with is not None:
+                hashes.append(checkpoint_hash(state, self.hash_with))
+            if self.on_step is not None:
+                self.on_step(state)
+
+        wants_hook = self.hash_with is not None or self.on_step is not None
+        end, losses = run_steps(self.model, start, n_steps, self.batches, self.cfg, hook if wants_hook else None,
+                                consume, self.placement, self.sync)
+        return Stepped(end, losses, tuple(hashes))
+
+
+def local_stepper(profile: ReplayProfile, model: LanguageModel, batches: BatchFn, cfg: ComputeConfig,
+                  on_step: StepHook | None = None, hash_with: ModelConfig | None = None) -> LocalStepper:
+    """A one-process stepper on `profile`'s device and dtype; ProcessGroupRequired for a
+    world size above 1."""
+    if profile.world_size > 1:
+        raise ProcessGroupRequired(f"world size {profile.world_size} trains and replays in a process group, "
+                                   "not in one process (protocol.node.ddp_worker.DdpGroup)")
+    return LocalStepper(model, batches, cfg, placement_of(profile), on_step, hash_with)
 
 
 @dataclass(frozen=True)
@@ -262,16 +343,19 @@ class TrainedRound:
 
 def train_round(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
                 batches: BatchFn | None = None, model: LanguageModel | None = None,
-                on_step: StepHook | None = None) -> TrainedRound:
+                on_step: StepHook | None = None, placement: Placement = CPU,
+                stepper: Stepper | None = None) -> TrainedRound:
     """The miner's honest work for one round (the `batches` override is for adversaries;
-    `on_step` is `run_steps`'s hook, over all H steps)."""
-    model = model if model is not None else build_model(task.model)
-    batches = batches if batches is not None else batch_fn(task, ds)
+    `on_step` is `run_steps`'s hook, over all H steps). `stepper` (a process group's) replaces
+    the local one that `model`, `batches`, `on_step` and `placement` describe."""
+    if stepper is None:
+        model = model if model is not None else build_model(task.model)
+        batches = batches if batches is not None else batch_fn(task, ds)
+        stepper = LocalStepper(model, batches, task.cfg, placement, on_step)
     ckpts = [fresh_checkpoint(task, theta, carry)]
     losses: list[float] = []
     for _ in range(task.cfg.n_segments):
-        end, seg_losses = run_steps(model, ckpts[-1], task.cfg.checkpoint_every, batches, task.cfg,
-                                    on_step)
-        ckpts.append(end)
-        losses += seg_losses
+        run = stepper(ckpts[-1], task.cfg.checkpoint_every)
+        ckpts.append(run.end)
+        losses += run.losses
     return TrainedRound(ckpts, losses)

@@ -26,7 +26,7 @@ from protocol.core.proof import (
     verify_update_derivation,
 )
 from protocol.core.replay_profile import ReplayProfile, check_profile
-from protocol.core.training import RoundTask
+from protocol.core.training import RoundTask, Stepper
 
 Fetch = Callable[[int], bytes | None]  # leaf index -> checkpoint bytes, None if not served
 
@@ -50,8 +50,9 @@ class Judgement:
 def verify_submission(task: RoundTask, ds: Dataset, theta_r: Params, carry_in_hash: bytes,
                       root: bytes, trace: Trace | None, blob: bytes, fetch: Fetch,
                       segments: Sequence[int], profile: ReplayProfile, mode: str = "exact",
-                      model: LanguageModel | None = None) -> Verification:
-    """All checks a validator makes on one miner. Raises ProfileMismatch before any work."""
+                      model: LanguageModel | None = None, stepper: Stepper | None = None) -> Verification:
+    """All checks a validator makes on one miner. Raises ProfileMismatch before any work.
+    `stepper`: how the challenged segments are replayed (`proof.replay_segment`)."""
     check_profile(profile)
     if trace is None:
         return Verification("trace not served", None, ())
@@ -63,10 +64,11 @@ def verify_submission(task: RoundTask, ds: Dataset, theta_r: Params, carry_in_ha
     # each leaf is fetched when its check decodes it, so one served checkpoint is in memory at a time
     derivation = verify_update_derivation(task, trace, theta_r, carry_in_hash, lambda: fetch(0),
                                           lambda: fetch(last), blob)
-    model = model if model is not None else build_model(task.model)
+    if stepper is None:
+        model = model if model is not None else build_model(task.model)
     replays = tuple(
         replay_segment(task, ds, trace, s, functools.partial(fetch, s), functools.partial(fetch, s + 1), profile,
-                       mode, model)
+                       mode, model, stepper)
         for s in segments
     )
     return Verification(None, derivation, replays)

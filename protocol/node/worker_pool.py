@@ -2,8 +2,10 @@
 
 Training holds the GIL for seconds; run on the trio thread it would stall every transfer,
 so each node has one spawned worker process. `ProfileWorker` starts it with
-`ATEN_CPU_CAPABILITY` and the thread count in its environment before torch is imported;
-`AsyncWorker` calls it from trio without blocking the event loop, one job at a time.
+`ATEN_CPU_CAPABILITY`, the thread count and the fixed cuBLAS workspace in its environment
+before torch is imported (`profile_environment`; a multi-process miner's ranks start the
+same way, protocol/node/ddp_worker.py); `AsyncWorker` calls it from trio without blocking the
+event loop, one job at a time.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from multiprocessing import get_context
 from typing import Any, TypeVar
 
@@ -20,6 +23,7 @@ import trio
 
 from protocol.core.errors import VeritrainError
 from protocol.core.replay_profile import (
+    CUBLAS_WORKSPACE,
     ProfileMismatch,
     ReplayProfile,
     observe_profile,
@@ -31,6 +35,30 @@ T = TypeVar("T")
 _ENV_LOCK = threading.Lock()  # os.environ is process-global: one spawn at a time
 
 
+def spawn_environment(profile: ReplayProfile) -> dict[str, str]:
+    """What a process must find in its environment before it imports torch: the ISA dispatch,
+    the OpenMP threads, and cuBLAS's fixed workspace (read when CUDA initialises; harmless on
+    CPU)."""
+    return {"ATEN_CPU_CAPABILITY": profile.cpu_capability, "OMP_NUM_THREADS": str(profile.threads),
+            "CUBLAS_WORKSPACE_CONFIG": CUBLAS_WORKSPACE}
+
+
+@contextmanager
+def profile_environment(profile: ReplayProfile) -> Iterator[None]:
+    """`spawn_environment(profile)` in os.environ while processes are started inside (spawned
+    children copy it), restored after. Held only while they start: nodes boot workers in parallel."""
+    env = spawn_environment(profile)
+    with _ENV_LOCK:
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
 
 class ProfileWorker:
@@ -51,21 +79,10 @@ class ProfileWorker:
         devnet starts every node's worker this way, so they import torch while it deploys."""
         if self._pool is not None:
             return self
-        env = {"ATEN_CPU_CAPABILITY": self.profile.cpu_capability,
-               "OMP_NUM_THREADS": str(self.profile.threads)}
-        with _ENV_LOCK:  # held only while the process starts: nodes boot their workers in parallel
-            saved = {k: os.environ.get(k) for k in env}
-            os.environ.update(env)
-            try:
-                self._pool = ProcessPoolExecutor(1, get_context("spawn"), set_in_process,
-                                                 (self.profile,))
-                self._observed = self._pool.submit(observe_profile)  # starts the process, env set
-            finally:
-                for k, v in saved.items():
-                    if v is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = v
+        with profile_environment(self.profile):
+            self._pool = ProcessPoolExecutor(1, get_context("spawn"), set_in_process, (self.profile,))
+            # starts the process with the environment set; observes the profile's device
+            self._observed = self._pool.submit(observe_profile, self.profile)
         return self
 
     def ready(self) -> ProfileWorker:

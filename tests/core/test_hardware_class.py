@@ -15,6 +15,7 @@ from protocol.core.hardware_class import (
     default_classes,
     find_class,
     label,
+    own_classes,
     runnable_here,
     runnable_on,
     this_host,
@@ -81,8 +82,55 @@ def test_runnable_on(change, reason):
     assert ok == (reason == "") and why.startswith(reason)
 
 
-def test_cuda_class_runs_where_torch_sees_cuda():
-    assert runnable_on(dataclasses.replace(PINNED, device="cuda"), dataclasses.replace(HOST, cuda=True)) == (True, "")
+GPU_HOST = dataclasses.replace(HOST, cuda=True, gpu_model="NVIDIA H200", compute_capability="9.0",
+                               cuda_version="12.4", cudnn_version="90100", gpu_count=2)
+H200 = dataclasses.replace(PINNED, device="cuda", gpu_model="NVIDIA H200", compute_capability="9.0",
+                           cuda_version="12.4", cudnn_version="90100")
+
+
+def test_cuda_class_runs_only_on_its_own_gpu_and_builds():
+    assert runnable_on(H200, GPU_HOST) == (True, "")
+    assert runnable_on(dataclasses.replace(H200, world_size=2), GPU_HOST) == (True, "")
+    assert runnable_on(H200, HOST) == (False, "no CUDA device")
+    unnamed = dataclasses.replace(PINNED, device="cuda")  # a CUDA class that names no GPU replays on none
+    assert runnable_on(unnamed, GPU_HOST)[1].startswith("a CUDA class must name its GPU model")
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"gpu_model": "NVIDIA A100-SXM4-80GB"}, "needs GPU NVIDIA A100-SXM4-80GB, this machine has NVIDIA H200"),
+    ({"compute_capability": "8.0"}, "needs compute capability 8.0, this machine has 9.0"),
+    ({"cuda_version": "12.1"}, "needs CUDA 12.1, this machine has 12.4"),
+    ({"cudnn_version": ""}, "needs cuDNN none, this machine has 90100"),
+    ({"world_size": 3}, "needs 3 GPUs (NVIDIA H200), this machine has 2"),
+    ({"world_size": 2, "threads": 2}, "needs 4 threads (2 processes x 2), this machine has 2 CPUs"),
+    ({"torch_version": "2.6.0"}, "needs torch 2.6.0, this machine has 2.5.1"),
+    ({"cpu_capability": "avx512"}, "needs avx512, this CPU runs at most avx2"),  # the host's side of the work
+    ({"dtype": "bf16-autocast"}, ""),
+])
+def test_cuda_runnable_on(change, reason):
+    assert runnable_on(dataclasses.replace(H200, **change), GPU_HOST) == (reason == "", reason)
+
+
+def test_a_cpu_world_size_needs_threads_for_every_process():
+    assert runnable_on(dataclasses.replace(PINNED, world_size=2), HOST) == (True, "")
+    ok, why = runnable_on(dataclasses.replace(PINNED, world_size=3), HOST)
+    assert not ok and why == "needs 3 threads (3 processes x 1), this machine has 2 CPUs"
+
+
+def test_cuda_and_world_size_labels():
+    assert label(H200) == "cuda/nvidia-h200/sm90/float32"
+    assert label(dataclasses.replace(H200, dtype="bf16-autocast", world_size=2)) == "cuda/nvidia-h200/sm90/bf16-autocast/x2"
+    assert label(dataclasses.replace(PINNED, world_size=2)) == "cpu/avx2/1t/float32/x2"
+    classes = [PINNED, H200, dataclasses.replace(PINNED, world_size=2)]
+    assert find_class(classes, "CUDA/NVIDIA-H200/SM90/FLOAT32") == H200  # labels are found case-insensitively
+    assert find_class(classes, "cpu/avx2/1t/float32/x2") == classes[2]
+
+
+def test_own_classes_add_the_gpu_when_there_is_one():
+    assert own_classes(HOST) == [ReplayProfile(threads=2, cpu_capability="avx2", torch_version="2.5.1")]
+    cpu, gpu = own_classes(GPU_HOST)
+    assert gpu == dataclasses.replace(H200, threads=1) and runnable_on(gpu, GPU_HOST) == (True, "")
+    assert runnable_on(cpu, GPU_HOST) == (True, "")
 
 
 def test_this_host():
