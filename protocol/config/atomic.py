@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 
-def atomic_write(path: Path, data: bytes, mode: int | None = None, prefix: str = ".partial-") -> None:
-    """Write `data` to `path` so a crash leaves either the old file or the whole new one,
-    never a half-written file under the final name. `mode` is set before any byte is written."""
+@contextlib.contextmanager
+def atomic_stream(path: Path, mode: int | None = None, prefix: str = ".partial-") -> Iterator[IO[bytes]]:
+    """A handle to write `path` in chunks so a crash leaves either the old file or the whole new
+    one, never a half-written file under the final name; removed if anything fails. `mode` is
+    set before any byte is written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix)
@@ -17,10 +22,16 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None, prefix: str =
         if mode is not None:
             os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write(path: Path, data: bytes, mode: int | None = None, prefix: str = ".partial-") -> None:
+    """`atomic_stream` for bytes already in hand."""
+    with atomic_stream(path, mode, prefix) as handle:
+        handle.write(data)

@@ -13,19 +13,17 @@ The reading side is `protocol.config.corpus.from_packed`.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
-import tempfile
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
-from protocol.config.atomic import atomic_write
+from protocol.config.atomic import atomic_stream, atomic_write
 from protocol.config.corpus import PACKED_FORMAT_VERSION, PackedMeta, sidecar_path
 from protocol.core.data import MAX_VOCAB, DatasetError, token_dtype, token_width
 from protocol.core.errors import ConfigError
@@ -262,7 +260,7 @@ def pack(files: list[Path], tok: LoadedTokenizer, out: Path,
     dtype = token_dtype(width)
     hasher = content_hasher()
     documents = tokens = 0
-    with _atomic_stream(Path(out)) as handle:
+    with atomic_stream(Path(out), FILE_MODE) as handle:
         for docs, files_read in document_batches(files):
             chunk = encode_batch(tok, docs).astype(dtype).tobytes()
             handle.write(chunk)
@@ -277,21 +275,3 @@ def pack(files: list[Path], tok: LoadedTokenizer, out: Path,
                       source_files=len(files), documents=documents, eos_token_id=tok.eos_id)
     atomic_write(sidecar_path(Path(out)), (meta.model_dump_json(indent=2) + "\n").encode(), mode=FILE_MODE)
     return meta
-
-
-@contextlib.contextmanager
-def _atomic_stream(path: Path) -> Iterator[IO[bytes]]:
-    """`atomic.atomic_write` for a file written in chunks: a temp file in the same folder,
-    fsynced, then renamed; removed if anything fails."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".partial-")
-    try:
-        os.fchmod(fd, FILE_MODE)
-        with os.fdopen(fd, "wb") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -35,20 +35,13 @@ from protocol.core.model import (
 )
 from protocol.node.global_model import genesis_blob
 from protocol.node.pinning import prepare
+from tests.hf_models import tiny_hf
 
 transformers = pytest.importorskip("transformers")  # a dev dependency: installed wherever tests run
 
 COMPUTE = {"inner_steps": 6, "outer_momentum": 0.9}  # momentum: the state holds a zero buffer too
 
 
-def tiny_hf(folder, **overrides):
-    cfg = transformers.LlamaConfig(vocab_size=256, hidden_size=32, intermediate_size=56, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=24,
-                                   rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False, **overrides)
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(cfg).eval()
-    model.save_pretrained(folder)
-    return model
 
 
 def genesis_config(folder, **model) -> RunConfig:

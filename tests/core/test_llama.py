@@ -23,18 +23,13 @@ from protocol.core.model import (
     num_params,
     preset,
 )
+from tests import hf_models
 
 transformers = pytest.importorskip("transformers")  # a dev dependency: installed wherever tests run
 
 
 def tiny_hf(tmp_path, **overrides):
-    cfg = transformers.LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=56, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=24,
-                                   rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False, **overrides)
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(cfg).eval()
-    model.save_pretrained(tmp_path)
-    return model
+    return hf_models.tiny_hf(tmp_path, vocab_size=97, **overrides)
 
 
 def test_presets_build_their_family_and_the_family_is_in_the_hash():
