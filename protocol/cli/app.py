@@ -281,6 +281,7 @@ def _log_to(path: Path) -> None:
 from protocol.cli import account as cli_account  # noqa: E402  (commands attach to `app`)
 from protocol.cli import data as cli_data  # noqa: E402
 from protocol.cli import dns_aid as cli_dns_aid  # noqa: E402
+from protocol.cli import explorer as cli_explorer  # noqa: E402
 from protocol.cli import export as cli_export  # noqa: E402
 from protocol.cli import hardware as cli_hardware  # noqa: E402
 from protocol.cli import node as cli_node  # noqa: E402
@@ -291,6 +292,7 @@ cli_hardware.install(app, one_line_errors)
 cli_dns_aid.install(app, one_line_errors)
 cli_data.install(app, one_line_errors)
 cli_export.install(app, one_line_errors)
+cli_explorer.install(app, one_line_errors)
 
 if __name__ == "__main__":  # pragma: no cover
     app()
