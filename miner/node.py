@@ -117,6 +117,7 @@ class MinerNode(NodeContext):
         self.log.info("training %s", kv(round=r, steps=steps, of=self.setup.compute.inner_steps,
                                         cheat=self.cheat.name if self.cheat else "none"))
         out: MinerOutput = await self._work(produce, job)
+        self.metrics.observe_training(out.train_s)
         self.seconds_per_step = out.train_s / out.steps
         return out
 

@@ -149,6 +149,9 @@ async def check_all(ctx: NodeContext, r: int, commits: dict[str, Commit], seed_b
     async with trio.open_nursery() as nursery:
         for miner, commit in sorted(commits.items()):
             nursery.start_soon(one, miner, commit)
+    for check in done.values():
+        if check.mode is not CheckMode.SKIP:
+            ctx.metrics.check_done(passed=check.outcome.kind is None)
     return [done[m] for m in sorted(done)]
 
 
@@ -218,6 +221,7 @@ async def check_one(ctx: NodeContext, r: int, miner: str, commit: Commit, seed_b
                    mode.value)
     fetch_done = time.monotonic()
     outcome = await ctx._work(check_miner, job)
+    ctx.metrics.observe_replay(time.monotonic() - fetch_done)
     kept = kept_leaves(fetched, segments, failed=outcome.kind is not None)
     await trio.to_thread.run_sync(keep_evidence, ctx, r, root, kept)
     ctx.log.info("checked %s", kv(round=r, miner=miner, mode=mode.value, segments=list(segments),

@@ -135,6 +135,7 @@ class ValidatorNode(NodeContext):
     async def _file(self, r: int, accused: str, kind: FraudKind, segment: int, evidence: bytes, sig: bytes) -> None:
         try:
             rid = await self.port(self.client.report_fraud, r, accused, kind, segment, evidence, sig)
+            self.metrics.report_filed(kind.label)
             self.log.warning("fraud reported %s", kv(round=r, accused=accused, kind=kind, report=rid))
         except ContractRevert as exc:
             self.log.info("report not filed %s", kv(round=r, accused=accused, reason=exc.reason))

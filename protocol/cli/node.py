@@ -13,6 +13,7 @@ import typer
 from protocol.cli.account import DeploymentOpt, KeysOpt, RpcOpt, node_client, parse_tokens
 from protocol.config.atomic import atomic_write
 from protocol.core.errors import ConfigError, InsufficientFunds
+from protocol.node.json_logs import LogFormat
 
 DataDirOpt = Annotated[Path, typer.Option(help="Node data dir (SQLite state + blob store)")]
 ListenOpt = Annotated[str | None, typer.Option(help="libp2p listen multiaddr (default: a free 127.0.0.1 port)")]
@@ -26,6 +27,12 @@ DiscoverServerOpt = Annotated[str | None, typer.Option(metavar="HOST:PORT",
 ClassOpt = Annotated[str | None, typer.Option("--hardware-class", metavar="ID_OR_LABEL",
                                               help="Hardware class to run (label or id, see `veritrain hardware`; "
                                                    "default: the run's profile)")]
+MetricsPortOpt = Annotated[int | None, typer.Option(min=0, max=65535, help="Serve Prometheus metrics on this port "
+                                                                          "(GET /metrics; default: none served)")]
+MetricsHostOpt = Annotated[str, typer.Option(help="Address the metrics endpoint listens on")]
+LogFormatOpt = Annotated[LogFormat, typer.Option(envvar="VERITRAIN_LOG_FORMAT",
+                                                 help="Log lines on stderr: auto (JSON lines unless stderr is a "
+                                                      "terminal), json or text")]
 
 
 def _listen(listen: str | None, data_dir: Path) -> str:
@@ -61,10 +68,11 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _logging() -> None:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+def _logging(fmt: LogFormat = LogFormat.AUTO) -> None:
+    from protocol.node.json_logs import stream_handler
     from protocol.node.logs import quiet_noisy_loggers
+
+    logging.basicConfig(level=logging.INFO, handlers=[stream_handler(sys.stderr, fmt)])
 
     quiet_noisy_loggers()
 
@@ -154,14 +162,20 @@ def node_classes(deployment: Path, wanted: str | None) -> tuple[int, Any]:
 def _run(role: str, rpc: str, deployment: Path, keys: Path, data_dir: Path, listen: str | None,
          bootstrap: list[str] | None, stake: str | None, max_rounds: int | None, cheat: str | None = None,
          hardware_class: str | None = None, discover: str | None = None,
-         discover_server: str | None = None, capacity_margin: float = 0.5) -> None:
+         discover_server: str | None = None, capacity_margin: float = 0.5, metrics_host: str = "127.0.0.1",
+         metrics_port: int | None = None, log_format: LogFormat = LogFormat.AUTO) -> None:
     import trio
 
     from protocol.node.context import NodeConfig
+    from protocol.node.logs import kv
+    from protocol.node.metrics import NodeMetrics
+    from protocol.node.metrics_server import check_metrics_port, serving
 
-    _logging()
+    _logging(log_format)
     miner_cheat = _cheat(cheat)  # a bad name fails before anything is sent
     server = _discover_server(discover_server)  # so does a bad name server
+    if metrics_port is not None:
+        check_metrics_port(metrics_host, metrics_port)  # and so does a metrics port in use
     classes, chosen = node_classes(deployment, hardware_class)  # by default the run's profile
     addr = _listen(listen, data_dir)
     client, node_keys = prepare_node(role, rpc, deployment, keys, addr, stake, classes, chosen)
@@ -170,16 +184,18 @@ def _run(role: str, rpc: str, deployment: Path, keys: Path, data_dir: Path, list
                         discover=discover, discover_server=server, capacity_margin=capacity_margin,
                         hardware_class=chosen)
     log = logging.getLogger(f"veritrain.{role}")
+    metrics = NodeMetrics()
     if role == "miner":
         from miner.node import MinerNode
 
-        node: Any = MinerNode(client, node_keys, config, log, cheat=miner_cheat)
+        node: Any = MinerNode(client, node_keys, config, log, cheat=miner_cheat, metrics=metrics)
     else:
         from validator.node import ValidatorNode
 
-        node = ValidatorNode(client, node_keys, config, log)
-    log.info("node up account=%s listen=%s data_dir=%s", client.address, addr, data_dir)
-    trio.run(node.run)
+        node = ValidatorNode(client, node_keys, config, log, metrics=metrics)
+    with serving(metrics, metrics_host, metrics_port) as url:  # stopped when the node stops
+        log.info("node up %s", kv(account=client.address, listen=addr, data_dir=data_dir, metrics=url or "off"))
+        trio.run(node.run)
 
 
 def _discover_server(text: str | None) -> tuple[str, int] | None:
@@ -210,19 +226,23 @@ def miner(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt, data_dir: DataD
           discover_server: DiscoverServerOpt = None,
           capacity_margin: Annotated[float, typer.Option(
               min=0.05, max=1.0, help="Capacity-scaled work: train as many steps (up to the run's H) as fit in "
-                                     "this share of the commit window left when training starts")] = 0.5) -> None:
+                                     "this share of the commit window left when training starts")] = 0.5,
+          metrics_port: MetricsPortOpt = None, metrics_host: MetricsHostOpt = "127.0.0.1",
+          log_format: LogFormatOpt = LogFormat.AUTO) -> None:
     """Run a miner: train each round in a worker process, commit, publish, serve."""
     _run("miner", rpc, deployment, keys, data_dir, listen, bootstrap, stake, max_rounds, cheat, hardware_class,
-         discover, discover_server, capacity_margin)
+         discover, discover_server, capacity_margin, metrics_host, metrics_port, log_format)
 
 
 def validator(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt, data_dir: DataDirOpt, listen: ListenOpt = None,
               bootstrap: BootstrapOpt = None, stake: StakeOpt = None, max_rounds: RoundsOpt = None,
               hardware_class: ClassOpt = None, discover: DiscoverOpt = None,
-              discover_server: DiscoverServerOpt = None) -> None:
+              discover_server: DiscoverServerOpt = None, metrics_port: MetricsPortOpt = None,
+              metrics_host: MetricsHostOpt = "127.0.0.1", log_format: LogFormatOpt = LogFormat.AUTO) -> None:
     """Run a validator: replay challenged segments, score, report fraud, vote, finalize, attest."""
     _run("validator", rpc, deployment, keys, data_dir, listen, bootstrap, stake, max_rounds,
-         hardware_class=hardware_class, discover=discover, discover_server=discover_server)
+         hardware_class=hardware_class, discover=discover, discover_server=discover_server,
+         metrics_host=metrics_host, metrics_port=metrics_port, log_format=log_format)
 
 
 def start(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt) -> None:

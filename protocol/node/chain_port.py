@@ -21,11 +21,14 @@ RETRY_GIVE_UP_S = 300.0  # after this long without the chain a node stops with a
 
 class ChainPort:
     """A ChainClient used from trio: each call runs in a thread; transient RPC failures
-    are retried with backoff and a log line; reverts pass straight through."""
+    are retried with backoff and a log line (and `on_retry("error" | "unreachable")`, the
+    node's metrics); reverts pass straight through."""
 
-    def __init__(self, client: ChainClient, log: logging.Logger) -> None:
+    def __init__(self, client: ChainClient, log: logging.Logger,
+                 on_retry: Callable[[str], None] = lambda _reason: None) -> None:
         self.client = client
         self.log = log
+        self.on_retry = on_retry
 
     async def __call__(self, fn: Callable[..., T], *args: Any) -> T:
         delay, started = RETRY_MIN_S, time.monotonic()
@@ -38,10 +41,12 @@ class ChainPort:
                 if time.monotonic() - started > RETRY_GIVE_UP_S:
                     raise
                 self.log.warning("chain call failed, retrying %s", kv(in_s=delay, error=str(exc)[:120]))
+                self.on_retry("error")
             except (OSError, ConnectionError) as exc:  # requests' errors subclass OSError
                 if time.monotonic() - started > RETRY_GIVE_UP_S:
                     raise ChainError(f"chain unreachable for {RETRY_GIVE_UP_S:.0f}s") from exc
                 self.log.warning("chain unreachable, retrying %s", kv(in_s=delay, error=type(exc).__name__))
+                self.on_retry("unreachable")
             await trio.sleep(delay)
             delay = min(RETRY_MAX_S, delay * 2)
 

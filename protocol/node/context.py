@@ -29,6 +29,7 @@ from protocol.node.class_book import ClassBook
 from protocol.node.global_model import genesis_blob, next_state, select_updates
 from protocol.node.keys import NodeKeys
 from protocol.node.logs import kv
+from protocol.node.metrics import NodeMetrics
 from protocol.node.registry_sync import RegistrySync
 from protocol.node.store import DataDir
 from protocol.node.worker_pool import AsyncWorker, ProfileWorker
@@ -38,6 +39,7 @@ from protocol.p2p.node import P2PNode
 from protocol.p2p.registry import RegistryView
 
 ZERO32 = b"\x00" * 32
+METRICS_POLL_S = 2.0  # how often a served node reads round, phase and peers for its gauges
 
 
 class StateMismatch(VeritrainError):
@@ -62,10 +64,12 @@ class NodeConfig:
 
 
 class NodeContext:
-    def __init__(self, client: ChainClient, keys: NodeKeys, config: NodeConfig, log: logging.Logger) -> None:
+    def __init__(self, client: ChainClient, keys: NodeKeys, config: NodeConfig, log: logging.Logger,
+                 metrics: NodeMetrics | None = None) -> None:
         self.client, self.keys, self.config, self.log = client, keys, config, log
+        self.metrics = metrics or NodeMetrics()  # kept either way; served only when asked (metrics_server.py)
         self.address: str = keys.account.address
-        self.port = ChainPort(client, log)
+        self.port = ChainPort(client, log, on_retry=self.metrics.chain_retry)
         self.classes = ClassBook(self.port, self.address)  # who checks which miner (hardware classes)
         self.data = DataDir(config.data_dir)
         self.setup: Setup = resolve(client.deployment.run_config)
@@ -80,7 +84,7 @@ class NodeContext:
                             bootstrap=config.bootstrap, spool_dir=self.data.blobs.root)
         self.current_round = 0
         self.p2p = P2PNode(keys.identity, p2p_cfg, self.registry, blobs=self.data, checkpoints=self.data,
-                           current_round=lambda: self.current_round)
+                           current_round=lambda: self.current_round, traffic=self.metrics)
         self.worker: AsyncWorker | None = None
         self.prestarted_worker: ProfileWorker | None = None  # the devnet starts them early
         self.commit_log = EventLog(client, "rounds", "UpdateCommitted")
@@ -117,6 +121,8 @@ class NodeContext:
                     nursery.start_soon(self._drain_gossip)
                     if self.config.discover:  # after the first refresh: hints are checked against it
                         nursery.start_soon(self._dial_dns_hints, self.config.discover)
+                    if self.metrics.exported:  # its chain reads only for a node someone scrapes
+                        nursery.start_soon(self._watch_for_metrics)
                     await self.main(nursery)
                     nursery.cancel_scope.cancel()
         finally:
@@ -132,6 +138,15 @@ class NodeContext:
 
         await dial_dns_hints(self.p2p, self.registry, domain,
                              DiscoveryConfig(server=self.config.discover_server), self.log)
+
+    async def _watch_for_metrics(self) -> None:
+        """Forever: the round, its phase and the connected peers into the node's gauges."""
+        while True:
+            round_ = await self.port(self.client.current_round)
+            self.metrics.set_round(round_)
+            self.metrics.set_phase(await self.port.phase(round_))
+            self.metrics.set_peers(len(self.p2p.connected_peers()))
+            await trio.sleep(METRICS_POLL_S)
 
     async def _drain_gossip(self) -> None:
         # read promptly: py-libp2p drops messages when the subscription buffer fills
@@ -158,6 +173,7 @@ class NodeContext:
         while True:
             if await self.port.view("rounds", "started") and await self.port(self.client.current_round) >= round_:
                 self.current_round = await self.port(self.client.current_round)
+                self.metrics.set_round(self.current_round)
                 return
             await trio.sleep(self.config.poll_s)
 

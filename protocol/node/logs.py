@@ -22,6 +22,21 @@ def quiet_noisy_loggers() -> None:
     logging.getLogger("libp2p.protocol_muxer.multiselect_client").setLevel(logging.CRITICAL)
 
 
-def kv(**fields: Any) -> str:
-    """key=value pairs for structured log lines."""
-    return " ".join(f"{k}={v}" for k, v in fields.items())
+class Fields(str):
+    """The `key=value ...` text of a log line's fields, still holding the fields themselves,
+    so a JSON formatter (json_logs.py) writes them as fields rather than as one string."""
+
+    fields: dict[str, Any]
+
+    def __new__(cls, fields: dict[str, Any]) -> Fields:
+        text = super().__new__(cls, " ".join(f"{k}={v}" for k, v in fields.items()))
+        text.fields = fields
+        return text
+
+    def __reduce__(self) -> tuple[type[Fields], tuple[dict[str, Any]]]:
+        return Fields, (self.fields,)  # copied or pickled (a QueueHandler's record): fields kept
+
+
+def kv(**fields: Any) -> Fields:
+    """key=value pairs for structured log lines (as text, and as fields for JSON lines)."""
+    return Fields(fields)

@@ -47,6 +47,7 @@ from protocol.p2p.ratelimit import PeerLimiter
 from protocol.p2p.registry import RegistryEntry, RegistryView
 from protocol.p2p.sink import Sink
 from protocol.p2p.sources import BlobSink, BlobSource, CheckpointSource
+from protocol.p2p.traffic import NO_TRAFFIC, CountedStream, Traffic
 
 log = logging.getLogger(__name__)
 PROTOCOL = TProtocol(framing.BLOB_PROTOCOL_ID)
@@ -81,21 +82,25 @@ class BlobServer:
         limiter: PeerLimiter,
         blobs: BlobSource,
         checkpoints: CheckpointSource | None = None,
+        traffic: Traffic = NO_TRAFFIC,
     ) -> None:
         self.config = config
         self.registry = registry
         self.limiter = limiter
         self.blobs = blobs
         self.checkpoints = checkpoints
+        self.traffic = traffic  # bytes served and received, and refusals at the stream cap
         self.active = 0
         self.refusals: dict[str, int] = {}  # status name -> count, for tests and metrics
 
     async def handle(self, stream: INetStream) -> None:
+        stream = CountedStream(stream, PROTOCOL, self.traffic)
         entry = self.registry.admitted_peer(stream.muxed_conn.peer_id)
         if entry is None:  # the connection gate let it in, but it lost eligibility since
             await self._refuse(stream, Status.REFUSED, "node key not bound to an eligible account")
             return
         if self.active >= self.config.max_inbound_streams:
+            self.traffic.rate_limited("busy")
             await self._refuse(stream, Status.BUSY, "server at stream capacity")
             return
         if not self.limiter.open_stream(entry):
@@ -204,17 +209,21 @@ def _hash_file(f: object) -> bytes:
 class BlobClient:
     """Fetches blobs and checkpoints over BLOB_PROTOCOL_ID, reusing open connections."""
 
-    def __init__(self, host: IHost, dialer: Dialer, config: P2PConfig) -> None:
+    def __init__(
+        self, host: IHost, dialer: Dialer, config: P2PConfig, traffic: Traffic = NO_TRAFFIC
+    ) -> None:
         self.host = host
         self.dialer = dialer
         self.config = config
+        self.traffic = traffic  # bytes fetched and requested
 
     async def _open(self, peer_id: ID, addrs: Sequence[multiaddr.Multiaddr]) -> INetStream:
         if addrs or not self.dialer.is_connected(peer_id):
             await self.dialer.connect(peer_id, addrs, redial_failed=False)
         try:
             with trio.fail_after(self.config.dial_timeout_s):
-                return await self.host.new_stream(peer_id, [PROTOCOL])
+                stream = await self.host.new_stream(peer_id, [PROTOCOL])
+                return CountedStream(stream, PROTOCOL, self.traffic)
         except trio.TooSlowError as exc:
             raise TransferTimeout(f"opening a stream to {peer_id} timed out") from exc
         except NET_ERRORS as exc:

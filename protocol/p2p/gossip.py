@@ -24,7 +24,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 import trio
-from libp2p.abc import IHost
+from libp2p.abc import IHost, INetStream
 from libp2p.peer.id import ID
 from libp2p.pubsub.gossipsub import PROTOCOL_ID_V11, PROTOCOL_ID_V12, GossipSub
 from libp2p.pubsub.pb import rpc_pb2
@@ -48,6 +48,7 @@ from protocol.core.signing import NodeIdentity
 from protocol.p2p.config import P2PConfig
 from protocol.p2p.ratelimit import PeerLimiter
 from protocol.p2p.registry import RegistryEntry, RegistryView, peer_id_of
+from protocol.p2p.traffic import NO_TRAFFIC, CountedStream, Traffic
 
 log = logging.getLogger(__name__)
 
@@ -109,14 +110,33 @@ class _Lru:
 
 class AdmittingPubsub(Pubsub):
     """py-libp2p's Pubsub, but a message from a sender that `admit` refuses is dropped before
-    StrictSign (or anything else) looks at it. Our own publishes pass."""
+    StrictSign (or anything else) looks at it. Our own publishes pass. Every RPC read or
+    written (messages, forwards and control) is counted in `traffic`."""
 
     def __init__(
-        self, *args: object, admit: Callable[[rpc_pb2.Message], bool], **kwargs: object
+        self,
+        *args: object,
+        admit: Callable[[rpc_pb2.Message], bool],
+        traffic: Traffic = NO_TRAFFIC,
+        **kwargs: object,
     ) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.admit = admit
+        self.traffic = traffic
         self.not_admitted = 0  # messages dropped at the gate, for tests and metrics
+
+    async def continuously_read_stream(self, stream: INetStream) -> None:
+        # pubsub reads every inbound RPC here, from the stream a peer opened to us
+        protocol = str(stream.get_protocol() or PROTOCOL_ID_V12)
+        await super().continuously_read_stream(CountedStream(stream, protocol, self.traffic))
+
+    async def write_msg(self, stream: INetStream, rpc_msg: rpc_pb2.RPC) -> bool:
+        # and writes every outbound one here (as one varint-prefixed write)
+        written = await super().write_msg(stream, rpc_msg)
+        if written:
+            size = rpc_msg.ByteSize()
+            self.traffic.bytes_out(str(stream.get_protocol() or PROTOCOL_ID_V12), size + _varint_len(size))
+        return written
 
     async def push_msg(self, msg_forwarder: ID, msg: rpc_pb2.Message) -> None:
         if msg_forwarder != self.my_id and not self.admit(msg):
@@ -124,6 +144,10 @@ class AdmittingPubsub(Pubsub):
             log.info("gossip from %s dropped: originator not admitted", msg_forwarder)
             return
         await super().push_msg(msg_forwarder, msg)
+
+
+def _varint_len(n: int) -> int:
+    return max(1, (n.bit_length() + 6) // 7)
 
 
 class GossipRules:
@@ -191,6 +215,7 @@ class Gossip:
         registry: RegistryView,
         limiter: PeerLimiter,
         current_round: Callable[[], int],
+        traffic: Traffic = NO_TRAFFIC,
     ) -> None:
         self.host = host
         self.identity = identity
@@ -207,7 +232,7 @@ class Gossip:
             spam_protection_enabled=False,
         )
         self.pubsub = AdmittingPubsub(
-            host, self.router, msg_id_constructor=message_id, admit=self._admit
+            host, self.router, msg_id_constructor=message_id, admit=self._admit, traffic=traffic
         )
         self._send, self._recv = trio.open_memory_channel[rpc_pb2.Message](config.delivery_buffer)
         self._delivered = _Lru(config.seen_cache_size)

@@ -30,6 +30,7 @@ from protocol.p2p.host import Dialer, build_host, split_multiaddr, wanted_from
 from protocol.p2p.ratelimit import PeerLimiter
 from protocol.p2p.registry import RegistryView, peer_id_of
 from protocol.p2p.sources import BlobSink, BlobSource, CheckpointSource
+from protocol.p2p.traffic import NO_TRAFFIC, Traffic
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +55,16 @@ class P2PNode:
         blobs: BlobSource,
         checkpoints: CheckpointSource | None = None,
         current_round: Callable[[], int] = lambda: 0,
+        traffic: Traffic = NO_TRAFFIC,
     ) -> None:
+        """`traffic` hears of the bytes each protocol moves and of rate-limit refusals (the
+        node's metrics; the p2p layer imports none of the node)."""
         self.identity = identity
         self.config = config
         self.registry = registry
         # DESIGN.md §8.1 rule 8: only peers bound to an eligible account keep a connection
         self.host = build_host(identity, admit=registry.admits)
-        self.limiter = PeerLimiter(config.rate_policy)
+        self.limiter = PeerLimiter(config.rate_policy, on_drop=traffic.rate_limited)
         self.dialer = Dialer(
             self.host,
             config.dial_timeout_s,
@@ -69,9 +73,11 @@ class P2PNode:
             max_concurrent=config.max_concurrent_dials,
             admit=registry.admits,
         )
-        self.gossip = Gossip(self.host, identity, config, registry, self.limiter, current_round)
-        self.server = BlobServer(config, registry, self.limiter, blobs, checkpoints)
-        self.client = BlobClient(self.host, self.dialer, config)
+        self.gossip = Gossip(
+            self.host, identity, config, registry, self.limiter, current_round, traffic
+        )
+        self.server = BlobServer(config, registry, self.limiter, blobs, checkpoints, traffic)
+        self.client = BlobClient(self.host, self.dialer, config, traffic)
         self.host.set_stream_handler(PROTOCOL, self.server.handle)
         self._revoked: set[bytes] = set()
         self._revoked_event = trio.Event()

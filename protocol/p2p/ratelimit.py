@@ -84,6 +84,10 @@ class _PeerState:
     streams: int = 0
 
 
+def _ignore(_limit: str) -> None:
+    pass
+
+
 def _bucket(rate: float, burst: float, now: float) -> TokenBucket:
     cap = max(rate * burst, 1.0)
     return TokenBucket(rate=rate, capacity=cap, tokens=cap, stamp=now)
@@ -91,10 +95,12 @@ def _bucket(rate: float, burst: float, now: float) -> TokenBucket:
 
 @dataclass
 class PeerLimiter:
-    """Mutable per-peer buckets. Re-derives limits when the entry's standing changes."""
+    """Mutable per-peer buckets. Re-derives limits when the entry's standing changes.
+    `on_drop(limit)` hears of each refusal ("request", "gossip", "streams"): metrics."""
 
     policy: RatePolicy = field(default_factory=RatePolicy)
     clock: Callable[[], float] = time.monotonic
+    on_drop: Callable[[str], None] = _ignore
     _peers: dict[bytes, _PeerState] = field(default_factory=dict)
 
     def _state(self, entry: RegistryEntry) -> _PeerState:
@@ -115,10 +121,15 @@ class PeerLimiter:
         return state
 
     def allow_request(self, entry: RegistryEntry) -> bool:
-        return self._state(entry).requests.try_take(1.0, self.clock())
+        return self._counted(self._state(entry).requests.try_take(1.0, self.clock()), "request")
 
     def allow_gossip(self, entry: RegistryEntry) -> bool:
-        return self._state(entry).gossip.try_take(1.0, self.clock())
+        return self._counted(self._state(entry).gossip.try_take(1.0, self.clock()), "gossip")
+
+    def _counted(self, allowed: bool, limit: str) -> bool:
+        if not allowed:
+            self.on_drop(limit)
+        return allowed
 
     def byte_delay(self, entry: RegistryEntry, nbytes: int) -> float:
         """Charge `nbytes` to the peer; seconds the sender should wait before sending more."""
@@ -127,6 +138,7 @@ class PeerLimiter:
     def open_stream(self, entry: RegistryEntry) -> bool:
         state = self._state(entry)
         if state.streams >= state.limits.max_concurrent_streams:
+            self.on_drop("streams")
             return False
         state.streams += 1
         return True

@@ -64,7 +64,8 @@ def start_node(role: str, rpc_url: str, dep: Path, keys: Path, data: Path, round
     also kills its training worker, as a crash of the machine would."""
     args = [sys.executable, "-m", "protocol.cli.app", role, "--rpc", rpc_url, "--deployment", str(dep), "--keys",
             str(keys), "--data-dir", str(data), "--max-rounds", str(rounds), *extra]
-    env = {**os.environ, "VERITRAIN_PASSWORD": PASSWORD}
+    # the tests read the logs as a person would: the text format, not JSON lines (stderr is a file)
+    env = {**os.environ, "VERITRAIN_PASSWORD": PASSWORD, "VERITRAIN_LOG_FORMAT": "text"}
     return subprocess.Popen(args, cwd=REPO, env=env, stdout=log.open("a"), stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True)
 
