@@ -29,25 +29,65 @@ def _hash_file(path: Path) -> bytes:
     return hasher.digest()
 
 
-def store_checkpoint(root: Path, checkpoint: Checkpoint, model: ModelConfig) -> bytes:
-    """Write `checkpoint` into blob folder `root` under its content hash; return the hash."""
-    root = Path(root)
+def _write_temp(root: Path, checkpoint: Checkpoint, model: ModelConfig) -> tuple[Path, bytes]:
+    """`checkpoint` in a temp file in `root` (not yet durable) and its content hash."""
     fd, name = tempfile.mkstemp(dir=root, prefix=TEMP_PREFIX)
     os.close(fd)
     tmp = Path(name)
     try:
         tensors, meta = checkpoint_layout(checkpoint, model)
         safetensors.torch.save_file(tensors, str(tmp), metadata=meta)
-        blob_hash = _hash_file(tmp)
-        with tmp.open("rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, root / blob_hash.hex())
+        return tmp, _hash_file(tmp)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    dir_fd = os.open(root, os.O_RDONLY)
+
+
+def _fsync_path(path: Path, flags: int = os.O_RDONLY) -> None:
+    fd = os.open(path, flags)
     try:
-        os.fsync(dir_fd)
+        os.fsync(fd)
     finally:
-        os.close(dir_fd)
+        os.close(fd)
+
+
+class CheckpointWriter:
+    """A round's checkpoints into blob folder `root`: each written to a temp file and hashed as it
+    is made (the sink of `submission.honest_streamed`), all made durable together by `commit`
+    (fsync, rename to the content hash, fsync the folder), so the kernel writes them back while
+    training goes on instead of each step waiting for the disk. Nothing is under a final name
+    before its bytes are on disk; `abort` removes what a failed round wrote."""
+
+    def __init__(self, root: Path, model: ModelConfig) -> None:
+        self.root, self.model = Path(root), model
+        self._pending: list[tuple[Path, bytes]] = []
+
+    def __call__(self, _leaf: int, checkpoint: Checkpoint) -> bytes:
+        tmp, blob_hash = _write_temp(self.root, checkpoint, self.model)
+        self._pending.append((tmp, blob_hash))
+        return blob_hash
+
+    def commit(self) -> None:
+        for tmp, _ in self._pending:
+            _fsync_path(tmp)
+        for tmp, blob_hash in self._pending:
+            os.replace(tmp, self.root / blob_hash.hex())
+        _fsync_path(self.root)
+        self._pending = []
+
+    def abort(self) -> None:
+        for tmp, _ in self._pending:
+            tmp.unlink(missing_ok=True)
+        self._pending = []
+
+
+def store_checkpoint(root: Path, checkpoint: Checkpoint, model: ModelConfig) -> bytes:
+    """Write `checkpoint` durably into blob folder `root` under its content hash; return the hash."""
+    writer = CheckpointWriter(root, model)
+    try:
+        blob_hash = writer(0, checkpoint)
+        writer.commit()
+    except BaseException:
+        writer.abort()
+        raise
     return blob_hash

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from miner.cheat import Cheat
-from miner.checkpoint_files import store_checkpoint
+from miner.checkpoint_files import CheckpointWriter
 from protocol.config.run_setup import Setup, TrainingSpec, load_dataset
 from protocol.core.aggregate import decode_state
 from protocol.core.checkpoint import encode_checkpoint
@@ -66,9 +66,14 @@ def produce(job: MinerJob) -> MinerOutput:
     started = time.perf_counter()
     if job.cheat is None:  # each checkpoint goes to disk as it is made: one in memory at a time
         reload = functools.partial(load_dataset, job.spec.dataset)  # a process group's ranks load their own
-        with stepper_for(setup.profile, task, ds, reload, throttle(job.slowdown)) as stepper:
-            work = honest_streamed(task, ds, theta, carry, lambda _leaf, c: store_checkpoint(blob_dir, c, model),
-                                   stepper=stepper)
+        writer = CheckpointWriter(blob_dir, model)
+        try:
+            with stepper_for(setup.profile, task, ds, reload, throttle(job.slowdown)) as stepper:
+                work = honest_streamed(task, ds, theta, carry, writer, stepper=stepper)
+            writer.commit()  # durable before the node commits to them on chain
+        except BaseException:
+            writer.abort()
+            raise
         trace, update, carry_out, withheld = work.trace, work.blob, work.carry, frozenset[int]()
         stored: list[bytes | None] = list(work.stored)
     else:

@@ -51,3 +51,21 @@ def test_a_failed_write_leaves_no_partial_file(inputs, tmp_path) -> None:  # typ
     with pytest.raises(AttributeError):
         store_checkpoint(tmp_path, bad, t.model)
     assert not list(tmp_path.iterdir())
+
+
+def test_a_round_is_under_final_names_only_once_committed(inputs, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from miner.checkpoint_files import CheckpointWriter
+
+    ds, theta = inputs
+    t = ft.task(5)
+    writer = CheckpointWriter(tmp_path, t.model)
+    got = honest_streamed(t, ds, theta, None, writer)
+    names = {p.name for p in tmp_path.iterdir()}
+    assert not names & {h.hex() for h in got.stored}  # all still temp files: nothing served yet
+    writer.commit()
+    assert {p.name for p in tmp_path.iterdir()} == {h.hex() for h in got.stored}
+    aborted = CheckpointWriter(tmp_path / "b", t.model)
+    (tmp_path / "b").mkdir()
+    honest_streamed(t, ds, theta, None, aborted)
+    aborted.abort()
+    assert not list((tmp_path / "b").iterdir())
