@@ -12,6 +12,7 @@ quorum decides by running the same audit (validator/disputes.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import trio
 
@@ -22,7 +23,7 @@ from protocol.core.witness import NO_WITNESS, audit_picks, make_audit_seed, repl
 from protocol.node.context import NodeContext
 from protocol.node.logs import kv
 from validator.challenges import verified_challenge
-from validator.checks import MinerCheck, fetch_leaf, fetch_submission
+from validator.checks import MinerCheck, drop_unkept, fetch_leaf, fetch_submission
 from validator.work import AuditJob, AuditReplay, replay_for_audit
 
 
@@ -134,10 +135,12 @@ async def _replay(ctx: NodeContext, c: Claim, segments: tuple[int, ...]) -> Audi
     # the miner first, then the audited validator (it must serve what it replayed), then anyone
     holders = [k for k in (ctx.node_key_of(c.miner), ctx.node_key_of(c.validator)) if k]
     holders += [k for k in ctx.peers_for(None) if k not in holders]
-    leaves = {}
-    for leaf in sorted({end for s in segments for end in (s, s + 1)}):
-        got = await fetch_leaf(ctx, c.round, commit.trace_root, leaf, holders, ctx.challenge_compute(commit))
-        leaves[leaf] = None if got is None else got.data
+    fetched = {leaf: await fetch_leaf(ctx, c.round, commit.trace_root, leaf, holders, ctx.challenge_compute(commit))
+               for leaf in sorted({end for s in segments for end in (s, s + 1)})}
+    leaves: dict[int, bytes | Path | None] = {leaf: None if got is None else got.path for leaf, got in fetched.items()}
     job = AuditJob(ctx.setup.spec, ctx.setup.run_seed, c.round, c.miner, envelope, segments, leaves,
                    ctx.caps.update, commit.steps)
-    return await ctx._work(replay_for_audit, job)
+    try:
+        return await ctx._work(replay_for_audit, job)
+    finally:  # an audit keeps no evidence: what it fetched goes (what was held before stays)
+        drop_unkept(ctx, c.round, commit.trace_root, fetched, kept=())

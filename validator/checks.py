@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from protocol.core.class_checks import CheckMode
 from protocol.core.commitment import Commit
 from protocol.core.envelope import EnvelopeError, check_binding, decode_envelope
 from protocol.core.fraud import FraudKind
+from protocol.core.model import ModelConfig
 from protocol.core.proof import (
     Challenge,
     ProofMismatch,
@@ -23,7 +25,7 @@ from protocol.core.proof import (
 from protocol.core.training import ComputeConfig, StepCountError
 from protocol.node.context import NodeContext
 from protocol.node.logs import kv
-from protocol.p2p.blobs import Checkpoint
+from protocol.p2p.blobs import StoredCheckpoint
 from protocol.p2p.errors import P2PError
 from validator.work import CheckJob, CheckOutcome, check_miner
 
@@ -44,46 +46,69 @@ def needed_leaves(segments: tuple[int, ...], n_leaves: int) -> list[int]:
     return sorted({0, n_leaves - 1, *[s for s in segments], *[s + 1 for s in segments]})
 
 
+@dataclass(frozen=True)
+class FetchedLeaf:
+    """A served checkpoint whose proof checked, as a file in the data dir indexed by (round,
+    trace root, leaf): served to voters and auditors even if the miner stops serving it."""
+
+    path: Path
+    proof: bytes
+    fresh: bool  # indexed by this fetch (the fetcher drops it unless kept), not held before
+
+
 async def fetch_leaf(ctx: NodeContext, r: int, root: bytes, leaf: int, holders: list[bytes],
-                     cfg: ComputeConfig | None = None) -> Checkpoint | None:
+                     cfg: ComputeConfig | None = None) -> FetchedLeaf | None:
     """A checkpoint from the first holder that serves it with a Merkle proof leading from its
     checkpoint hash at `leaf` to the committed trace root `root` (docs/INTEROP.md §6) of a trace
     of `cfg`'s shape (the miner's committed steps; default the run's H). A holder whose proof
-    does not verify did not serve it: the next one is asked. None if nobody did."""
+    does not verify did not serve it: the next one is asked. None if nobody did. It streams
+    into the data dir, so the node never holds it whole; one indexed already (evidence kept
+    earlier, or this node's own) is used as it is."""
     cfg = cfg if cfg is not None else ctx.setup.compute
+    held = ctx.data.held_checkpoint(r, root, leaf)
+    if held is not None:
+        return FetchedLeaf(held[0], held[1], fresh=False)
     for key in holders:
         got = await _fetch_from(ctx, key, r, root, leaf)
         if got is None:
             continue
         try:
-            await trio.to_thread.run_sync(check_served_leaf, got.data, got.proof, root, leaf,
-                                          ctx.setup.model, cfg)
+            await trio.to_thread.run_sync(_check_file, got, root, leaf, ctx.setup.model, cfg)
         except ProofMismatch as exc:
+            got.path.unlink(missing_ok=True)
             ctx.log.info("checkpoint rejected %s", kv(round=r, leaf=leaf, peer=key.hex()[:12], reason=exc))
             continue
-        return got
+        path, fresh = await trio.to_thread.run_sync(ctx.data.keep_fetched, r, root, leaf, got.path, got.blob_hash,
+                                                    got.proof)
+        return FetchedLeaf(path, got.proof, fresh)
     return None
 
 
-async def _fetch_from(ctx: NodeContext, key: bytes, r: int, root: bytes, leaf: int) -> Checkpoint | None:
+def _check_file(got: StoredCheckpoint, root: bytes, leaf: int, model: ModelConfig, cfg: ComputeConfig) -> None:
+    check_served_leaf(got.path.read_bytes(), got.proof, root, leaf, model, cfg)  # decoded once, then dropped
+
+
+async def _fetch_from(ctx: NodeContext, key: bytes, r: int, root: bytes, leaf: int) -> StoredCheckpoint | None:
     with trio.move_on_after(ctx.config.fetch_timeout_s):
         try:
-            return await ctx.p2p.fetch_checkpoint(key, r, root, leaf, ctx.caps.checkpoint)
+            return await ctx.p2p.fetch_checkpoint_into(key, r, root, leaf, ctx.data.checkpoint_sink(),
+                                                       ctx.caps.checkpoint)
         except P2PError:
             return None
     return None
 
 
-def keep_evidence(ctx: NodeContext, r: int, root: bytes, fetched: dict[int, Checkpoint | None]) -> None:
-    """Store checkpoints this validator fetched, to serve them to voters and auditors even if
-    the miner stops serving (dropped once the round is final: `prune_checkpoints`)."""
+def drop_unkept(ctx: NodeContext, r: int, root: bytes, fetched: dict[int, FetchedLeaf | None],
+                kept: Collection[int]) -> None:
+    """Drop the leaves this fetch indexed that are not kept as evidence (`kept_leaves`); those
+    held before it stay (dropped once the round is final: `prune_checkpoints`)."""
     for leaf, got in fetched.items():
-        if got is not None:
-            ctx.data.add_checkpoint(r, root, leaf, got.data, got.proof)
+        if got is not None and got.fresh and leaf not in kept:
+            ctx.data.drop_checkpoint(r, root, leaf)
 
 
-def kept_leaves(fetched: dict[int, Checkpoint | None], segments: tuple[int, ...],
-                failed: bool) -> dict[int, Checkpoint | None]:
+def kept_leaves(fetched: dict[int, FetchedLeaf | None], segments: tuple[int, ...],
+                failed: bool) -> dict[int, FetchedLeaf | None]:
     """All of a failed check (the report's evidence); of a passed one, the ends of the replayed
     segments, which auditors of its witness must be able to get (docs/PROTOCOL.md, audits)."""
     if failed:
@@ -106,7 +131,7 @@ async def carry_in_hash_of(ctx: NodeContext, r: int, miner: str) -> bytes | None
 
 
 EMBARGO_GRACE_S = 10.0  # how long a submission not (yet) served is asked for again
-PREFETCH = 3  # miners fetched ahead of the one being checked (each holds its checkpoints in memory)
+PREFETCH = 3  # miners fetched ahead of the one being checked (each holds its checkpoints on disk)
 
 
 ServedSubmission = tuple[bytes | None, str | None]  # (envelope, None) or (None, what is wrong)
@@ -142,7 +167,7 @@ async def check_all(ctx: NodeContext, r: int, commits: dict[str, Commit], seed_b
         if mode is CheckMode.SKIP:
             done[miner] = not_checked(ctx, r, miner, commit, seed_block)
             return
-        async with limiter:  # held until checked: bounds the checkpoints held in memory
+        async with limiter:  # held until checked: bounds the checkpoints held on disk
             done[miner] = await check_one(ctx, r, miner, commit, seed_block, state, submission=submissions[miner],
                                           mode=mode)
 
@@ -215,15 +240,19 @@ async def check_one(ctx: NodeContext, r: int, miner: str, commit: Commit, seed_b
     n_leaves = cfg.n_segments + 1
     started = time.monotonic()
     fetched = {leaf: await fetch_leaf(ctx, r, root, leaf, holders, cfg) for leaf in needed_leaves(segments, n_leaves)}
-    leaves: dict[int, bytes | Path | None] = {leaf: None if got is None else got.data for leaf, got in fetched.items()}
+    leaves: dict[int, bytes | Path | None] = {leaf: None if got is None else got.path for leaf, got in fetched.items()}
     job = CheckJob(ctx.setup.spec, ctx.setup.run_seed, r, miner, state[0], state[1], envelope, root,
                    await carry_in_hash_of(ctx, r, miner), leaves, segments, ctx.caps.update, commit.steps,
                    mode.value)
     fetch_done = time.monotonic()
-    outcome = await ctx._work(check_miner, job)
+    try:
+        outcome = await ctx._work(check_miner, job)
+    except BaseException:
+        drop_unkept(ctx, r, root, fetched, kept=())  # nothing judged: nothing to keep as evidence
+        raise
     ctx.metrics.observe_replay(time.monotonic() - fetch_done)
     kept = kept_leaves(fetched, segments, failed=outcome.kind is not None)
-    await trio.to_thread.run_sync(keep_evidence, ctx, r, root, kept)
+    await trio.to_thread.run_sync(drop_unkept, ctx, r, root, fetched, kept)
     ctx.log.info("checked %s", kv(round=r, miner=miner, mode=mode.value, segments=list(segments),
                                   verdict=outcome.kind or ("tolerated" if outcome.tolerated else "ok"),
                                   fetch_s=f"{fetch_done - started:.2f}", check_s=f"{time.monotonic() - fetch_done:.2f}"))

@@ -16,7 +16,7 @@ from protocol.core.fraud import FraudKind
 from protocol.core.hashing import Digest
 from protocol.core.keccak import checksum_address
 from protocol.core.model import Params
-from protocol.core.proof import replay_segment, zero_carry_hash
+from protocol.core.proof import ServedBlob, replay_segment, zero_carry_hash
 from protocol.core.training import RoundTask
 from protocol.core.verdict import judge, verify_submission
 from protocol.node.ddp_worker import stepper_for
@@ -87,6 +87,10 @@ def _read(leaf: bytes | Path | None) -> bytes | None:
     return leaf
 
 
+def _served(leaf: bytes | Path | None) -> ServedBlob:
+    return functools.partial(_read, leaf) if isinstance(leaf, Path) else leaf  # read when the replay needs it
+
+
 @dataclass(frozen=True)
 class AuditJob:
     """Replay the segments another validator claims to have replayed (validator/audits.py)."""
@@ -97,7 +101,7 @@ class AuditJob:
     miner: str
     envelope: bytes
     segments: tuple[int, ...]
-    leaves: dict[int, bytes | None]  # both ends of each segment (None: not served)
+    leaves: dict[int, bytes | Path | None]  # both ends of each segment (None: not served; a path is read when needed)
     max_bytes: int
     steps: int = 0  # the miner's committed inner steps (0: the run's H)
 
@@ -117,8 +121,8 @@ def replay_for_audit(job: AuditJob) -> AuditReplay:
     ds = load_dataset(job.spec.dataset)
     reload = functools.partial(load_dataset, job.spec.dataset)
     with stepper_for(setup.profile, task, ds, reload, hash_steps=True) as stepper:
-        replays = [replay_segment(task, ds, env.trace, s, job.leaves.get(s), job.leaves.get(s + 1), setup.profile,
-                                  stepper=stepper)
+        replays = [replay_segment(task, ds, env.trace, s, _served(job.leaves.get(s)), _served(job.leaves.get(s + 1)),
+                                  setup.profile, stepper=stepper)
                    for s in job.segments]
     if any(r.actual_hash is None for r in replays):
         return AuditReplay(False, False, ())

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sqlite3
 import tempfile
 import threading
@@ -182,6 +183,18 @@ class NodeState:
         with self._lock:
             return [r[0] for r in self._db.execute("SELECT DISTINCT round FROM checkpoints ORDER BY round")]
 
+    def unindex_checkpoint(self, round_: int, trace_root: bytes, leaf: int) -> bytes | None:
+        """Forget one checkpoint entry: its blob hash if no other entry still points to it."""
+        with self._lock:
+            row = self._db.execute("SELECT blob FROM checkpoints WHERE round = ? AND trace_root = ? AND leaf = ?",
+                                   (round_, trace_root.hex(), leaf)).fetchone()
+            if row is None:
+                return None
+            self._db.execute("DELETE FROM checkpoints WHERE round = ? AND trace_root = ? AND leaf = ?",
+                             (round_, trace_root.hex(), leaf))
+            still = self._db.execute("SELECT 1 FROM checkpoints WHERE blob = ? LIMIT 1", (row[0],)).fetchone()
+        return None if still is not None else bytes.fromhex(row[0])
+
     def unindex_checkpoints(self, round_: int) -> frozenset[bytes]:
         """Forget `round_`'s checkpoints: the blob hashes no other entry still points to."""
         with self._lock:
@@ -204,6 +217,9 @@ class DataDir:
         self.root = Path(root)
         self.blobs = BlobStore(self.root / "blobs")
         self.state = NodeState(self.root / "state.sqlite")
+        # naming-and-indexing a fetched checkpoint and dropping one are atomic with respect to each
+        # other: two checks sharing a file (every miner's leaf 0) never leave an entry without it
+        self._checkpoint_lock = threading.Lock()
 
     def get(self, blob_hash: bytes) -> Path | None:
         """What peers may fetch by hash: any held blob but an embargoed one (a round's own
@@ -218,15 +234,54 @@ class DataDir:
         validator's evidence (served even if the miner stops serving)."""
         self.state.index_checkpoint(round_, trace_root, leaf, self.blobs.put(data), proof)
 
+    def checkpoint_sink(self) -> CheckpointSink:
+        """Where a fetched checkpoint streams to (hash-checked as it arrives) before its proof is
+        checked: a private file in the blob folder, named by its hash only by `keep_fetched`."""
+        return CheckpointSink(self.blobs)
+
+    def held_checkpoint(self, round_: int, trace_root: bytes, leaf: int) -> tuple[Path, bytes] | None:
+        """(file, proof) of an indexed checkpoint, embargoed or not (the node's own use)."""
+        entry = self.state.checkpoint_entry(round_, trace_root, leaf)
+        path = None if entry is None else self.blobs.get(entry[0])
+        return None if entry is None or path is None else (path, entry[1])
+
+    def keep_fetched(self, round_: int, trace_root: bytes, leaf: int, fetched: Path, blob_hash: bytes,
+                     proof: bytes) -> tuple[Path, bool]:
+        """Name a fetched checkpoint whose proof checked by its hash and index it: (its path, whether
+        the entry is new). An entry already there (with its file) is kept and `fetched` deleted."""
+        with self._checkpoint_lock:
+            held = self.held_checkpoint(round_, trace_root, leaf)
+            if held is not None:
+                fetched.unlink(missing_ok=True)
+                return held[0], False
+            final = self.blobs.path_for(blob_hash)
+            os.replace(fetched, final)  # same content if already there (content-addressed)
+            _fsync_dir(self.blobs.root)  # the name reaches the disk before the entry does
+            self.state.index_checkpoint(round_, trace_root, leaf, blob_hash, proof)
+            return final, True
+
+    def drop_checkpoint(self, round_: int, trace_root: bytes, leaf: int) -> int:
+        """Delete one indexed checkpoint (its file only once no other entry refers to it: the same
+        bytes may be another miner's leaf or this node's own); returns the bytes freed."""
+        with self._checkpoint_lock:
+            blob_hash = self.state.unindex_checkpoint(round_, trace_root, leaf)
+            path = None if blob_hash is None else self.blobs.get(blob_hash)
+            if path is None:
+                return 0
+            freed = path.stat().st_size
+            path.unlink(missing_ok=True)
+            return freed
+
     def drop_checkpoints(self, round_: int) -> int:
         """Delete `round_`'s checkpoints (index first, so a crash leaves at worst an orphan
         file, never an entry without its file); returns the bytes freed."""
         freed = 0
-        for blob_hash in self.state.unindex_checkpoints(round_):
-            path = self.blobs.get(blob_hash)
-            if path is not None:
-                freed += path.stat().st_size
-                path.unlink(missing_ok=True)
+        with self._checkpoint_lock:
+            for blob_hash in self.state.unindex_checkpoints(round_):
+                path = self.blobs.get(blob_hash)
+                if path is not None:
+                    freed += path.stat().st_size
+                    path.unlink(missing_ok=True)
         return freed
 
     def get_checkpoint(self, round_: int, trace_root: bytes, index: int) -> tuple[bytes | Path, bytes] | None:
@@ -235,3 +290,21 @@ class DataDir:
             return None
         path = self.blobs.get(entry[0])
         return None if path is None else (path, entry[1])
+
+
+class CheckpointSink:
+    """A `BlobSink` for checkpoints: a download lands in a private `.partial-*` file in the blob
+    folder (swept at open), never under the content hash that other entries or blobs may use."""
+
+    def __init__(self, blobs: BlobStore) -> None:
+        self.blobs = blobs
+
+    def get(self, blob_hash: bytes) -> Path | None:
+        return None  # checkpoints are asked for by (round, root, leaf), never by hash
+
+    def path_for(self, blob_hash: bytes) -> Path:
+        self.blobs.path_for(blob_hash)  # the length check
+        return self.blobs.root / f"{TEMP_PREFIX}ckpt-{secrets.token_hex(8)}-{blob_hash.hex()}"
+
+    def temp_file(self) -> tuple[int, Path]:
+        return self.blobs.temp_file()

@@ -62,6 +62,15 @@ class Checkpoint:
     blob_hash: bytes  # blake3(data), verified
 
 
+@dataclass(frozen=True)
+class StoredCheckpoint:
+    """A checkpoint fetched into a `BlobSink`: the file its verified bytes were written to."""
+
+    path: Path
+    proof: bytes  # not checked here, as for `Checkpoint`
+    blob_hash: bytes  # blake3 of the file's bytes, verified as they arrived
+
+
 async def _close_quietly(stream: INetStream, timeout_s: float, reset: bool = False) -> None:
     # A frozen peer must not hold us here: its connection's write lock may be stuck behind
     # a full TCP buffer, so even writing the RST frame can block.
@@ -313,6 +322,23 @@ class BlobClient:
         head, data = await self._exchange(peer_id, addrs, request, None, None, max_bytes)
         assert isinstance(data, bytes)
         return Checkpoint(data=data, proof=head.proof, blob_hash=head.blob_hash)
+
+    async def fetch_checkpoint_into(
+        self,
+        peer_id: ID,
+        round_: int,
+        trace_root: bytes,
+        index: int,
+        store: BlobSink,
+        addrs: Sequence[multiaddr.Multiaddr] = (),
+        max_bytes: int | None = None,
+    ) -> StoredCheckpoint:
+        """The checkpoint streamed into `store` (never held in memory) and its proof; over
+        `max_bytes`: FrameTooLarge."""
+        request = CheckpointRequest(round=round_, trace_root=to_hex(trace_root), index=index)
+        head, path = await self._exchange(peer_id, addrs, request, store, None, max_bytes)
+        assert isinstance(path, Path)
+        return StoredCheckpoint(path=path, proof=head.proof, blob_hash=head.blob_hash)
 
     async def fetch_blob_any(
         self,

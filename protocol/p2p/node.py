@@ -22,7 +22,7 @@ from libp2p.tools.anyio_service import background_trio_service
 
 from protocol.core.messages import Body, SignedGossip
 from protocol.core.signing import NodeIdentity
-from protocol.p2p.blobs import PROTOCOL, BlobClient, BlobServer, Checkpoint
+from protocol.p2p.blobs import PROTOCOL, BlobClient, BlobServer, Checkpoint, StoredCheckpoint
 from protocol.p2p.config import P2PConfig
 from protocol.p2p.errors import PeerUnavailable, TransferTimeout
 from protocol.p2p.gossip import Gossip
@@ -212,3 +212,13 @@ class P2PNode:
     ) -> Checkpoint:
         peer_id, addrs = self._addrs_of(node_key)
         return await self.client.fetch_checkpoint(peer_id, round_, trace_root, index, addrs, max_bytes)
+
+    async def fetch_checkpoint_into(
+        self, node_key: bytes, round_: int, trace_root: bytes, index: int, store: BlobSink,
+        max_bytes: int | None = None,
+    ) -> StoredCheckpoint:
+        """The checkpoint streamed into `store` as it arrives (hash-checked), with its proof."""
+        peer_id, addrs = self._addrs_of(node_key)
+        return await self.client.fetch_checkpoint_into(
+            peer_id, round_, trace_root, index, store, addrs, max_bytes
+        )

@@ -69,9 +69,10 @@ def memory(tmp_path: Path, name: str) -> tuple[DirectoryBlobSource, MemoryCheckp
     return DirectoryBlobSource(tmp_path / name), MemoryCheckpointSource()
 
 
-def validator_ctx(node: P2PNode) -> Any:
-    """What `fetch_leaf` uses of a NodeContext: the p2p node, the fetch timeout, the setup, the caps."""
-    return SimpleNamespace(p2p=node, config=SimpleNamespace(fetch_timeout_s=10.0),
+def validator_ctx(node: P2PNode, data: DataDir) -> Any:
+    """What `fetch_leaf` uses of a NodeContext: the p2p node, the data dir it fetches into, the
+    fetch timeout, the setup, the caps."""
+    return SimpleNamespace(p2p=node, data=data, config=SimpleNamespace(fetch_timeout_s=10.0),
                            setup=SimpleNamespace(model=TASK.model, compute=TASK.cfg), log=logging.getLogger("test"),
                            caps=blob_caps(TASK.model, TASK.cfg))
 
@@ -90,8 +91,9 @@ async def test_honest_checkpoints_verify_after_the_real_protocol(tmp_path, sub):
             for leaf in range(len(sub.checkpoints)):
                 got = await validator.fetch_checkpoint(key, ROUND, sub.root, leaf)
                 check_served_leaf(got.data, got.proof, sub.root, leaf, TASK.model, TASK.cfg)
-                fetched = await fetch_leaf(validator_ctx(validator), ROUND, sub.root, leaf, [key])
-                assert fetched is not None and fetched.data == served(sub, leaf)[0]
+                fetched = await fetch_leaf(validator_ctx(validator, DataDir(tmp_path / "vdata")), ROUND, sub.root,
+                                           leaf, [key])
+                assert fetched is not None and fetched.path.read_bytes() == served(sub, leaf)[0]
 
 
 @pytest.mark.trio
@@ -106,7 +108,7 @@ async def test_a_forged_proof_is_not_served_and_the_next_peer_is_asked(tmp_path,
         honest_peer[1].add(ROUND, sub.root, 1, blob1, proof1)
         async with hosts([memory(tmp_path, "v"), forger, misplacer, honest_peer]) as nodes:
             validator, f, m, h = nodes
-            ctx = validator_ctx(validator)
+            ctx = validator_ctx(validator, DataDir(tmp_path / "vdata"))
             keys = [f.identity.public_key, m.identity.public_key]
             for key in keys:  # each is served over the wire (valid blob, hash checked) ...
                 got = await validator.fetch_checkpoint(key, ROUND, sub.root, 1)
@@ -114,8 +116,9 @@ async def test_a_forged_proof_is_not_served_and_the_next_peer_is_asked(tmp_path,
                 with pytest.raises(ProofMismatch):  # ... and its proof fails
                     check_served_leaf(got.data, got.proof, sub.root, 1, TASK.model, TASK.cfg)
             assert await fetch_leaf(ctx, ROUND, sub.root, 1, keys) is None  # reported unavailable
-            got = await fetch_leaf(ctx, ROUND, sub.root, 1, [*keys, h.identity.public_key])
-            assert got is not None and got.data == blob1 and got.proof == proof1
+            leaf1 = await fetch_leaf(ctx, ROUND, sub.root, 1, [*keys, h.identity.public_key])
+            assert leaf1 is not None and leaf1.path.read_bytes() == blob1 and leaf1.proof == proof1
+            assert not list((tmp_path / "vdata" / "blobs").glob(".partial-*"))  # rejected downloads deleted
 
 
 # ---- rule 9 ----------------------------------------------------------------------------
