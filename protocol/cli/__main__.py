@@ -1,5 +1,5 @@
-"""`python -m protocol.cli.app`: the same app as the `veritrain` script."""
+"""`python -m protocol.cli`: the same entry point as the `veritrain` script."""
 
-from protocol.cli.app import app
+from protocol.cli.usage import main
 
-app()
+main()

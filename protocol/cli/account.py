@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+from protocol.cli.human import tokens, when
 from protocol.core.errors import ConfigError
 
 keys_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Create and show node keys.")
@@ -31,16 +33,20 @@ def password(confirm: bool = False) -> str:
 
 
 def parse_tokens(text: str) -> int:
-    """Whole or fractional tokens ("150", "0.5") to base units."""
+    """Whole or fractional tokens ("150", "0.5") to base units, exactly (a bad amount is a usage
+    error, exit 2)."""
+    from protocol.cli.usage import BadUsage
     from protocol.config.run_config import TOKEN_UNIT
 
     try:
-        value = Decimal(text)
-    except InvalidOperation as exc:
-        raise ConfigError(f"not a token amount: {text!r}") from exc
+        value = Decimal(text) * TOKEN_UNIT
+    except InvalidOperation:
+        raise BadUsage(f"not a token amount: {text!r}") from None
     if value <= 0:
-        raise ConfigError("token amount must be positive")
-    return int(value * TOKEN_UNIT)
+        raise BadUsage(f"token amount must be positive, got {text}")
+    if value != value.to_integral_value():
+        raise BadUsage(f"token amount {text} has more than 18 decimals")
+    return int(value)
 
 
 def node_client(rpc: str, deployment: Path, keys: Path) -> Any:
@@ -102,26 +108,41 @@ def register(
 def stake(amount: Annotated[str, typer.Argument(help="Tokens to stake")], rpc: RpcOpt, deployment: DeploymentOpt,
           keys: KeysOpt) -> None:
     """Stake tokens (approves the staking contract first if needed)."""
+    units = parse_tokens(amount)
     client, _ = node_client(rpc, deployment, keys)
-    client.stake(parse_tokens(amount))
-    typer.echo(f"staked {amount}; total {client.call('staking', 'staked', client.address) / 10**18:g}")
+    client.stake(units)
+    typer.echo(f"staked {tokens(units)}; total {tokens(client.call('staking', 'staked', client.address))}")
 
 
 def unbond(amount: Annotated[str, typer.Argument(help="Tokens to unbond")], rpc: RpcOpt, deployment: DeploymentOpt,
            keys: KeysOpt) -> None:
     """Queue stake for withdrawal after the unbonding delay (it stays slashable meanwhile)."""
+    units = parse_tokens(amount)
     client, _ = node_client(rpc, deployment, keys)
-    client.request_unbond(parse_tokens(amount))
+    client.request_unbond(units)
     release = client.call("staking", "unbond_release_time", client.address)
-    typer.echo(f"unbonding {amount}; withdrawable from chain time {release}")
+    queued = client.call("staking", "unbonding", client.address)
+    typer.echo(f"unbonding {tokens(units)} (queued in all: {tokens(queued)}); "
+               f"withdrawable from {when(release, client.block_time())}")
 
 
 def withdraw(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt) -> None:
     """Withdraw stake whose unbonding delay has passed."""
+    from protocol.core.errors import ContractRevert
+
     client, _ = node_client(rpc, deployment, keys)
     amount = client.call("staking", "unbonding", client.address)
-    client.withdraw()
-    typer.echo(f"withdrew {amount / 10**18:g}")
+    if amount == 0:
+        raise ConfigError(f"nothing unbonding for {client.address} (`veritrain unbond AMOUNT` first)")
+    try:
+        client.withdraw()
+    except ContractRevert as exc:
+        if "still unbonding" not in exc.reason:
+            raise
+        release = client.call("staking", "unbond_release_time", client.address)
+        raise ContractRevert(f"{exc.reason}: {tokens(amount)} withdrawable from "
+                             f"{when(release, client.block_time())}") from None
+    typer.echo(f"withdrew {tokens(amount)}")
 
 
 def claim(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt) -> None:
@@ -134,13 +155,67 @@ def claim(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt) -> None:
     if claimed is None:
         raise ConfigError(f"nothing to claim for {client.address}")
     owed = claimed[0]
-    typer.echo(f"claimed {format_tokens(owed.owed)} (everything earned up to round {owed.round})")
+    typer.echo(f"claimed {tokens(owed.owed)} (everything earned up to round {owed.round})")
 
 
-def format_tokens(wei: int) -> str:
-    """An exact token amount: whole tokens, then the significant decimals of 18."""
-    whole, frac = divmod(wei, 10**18)
-    return f"{whole}" if frac == 0 else f"{whole}.{frac:018d}".rstrip("0")
+ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
+DEV_CHAIN_IDS = (31337, 1337)  # anvil and hardhat, ganache and geth --dev: the chains with a known dev key
+
+
+def fund(
+    addresses: Annotated[list[str], typer.Argument(help="Accounts to fund (node accounts added after deploy)")],
+    rpc: RpcOpt, deployment: DeploymentOpt,
+    dev_account: Annotated[bool, typer.Option("--dev-account", help="Pay from the chain's pre-funded dev account "
+                                                                    "(the deployer on a dev chain)")] = False,
+    eth: Annotated[str, typer.Option(help="ETH of gas money per account")] = "10",
+    tokens_each: Annotated[int, typer.Option("--tokens", min=0, help="Whole tokens per account")] = 10_000,
+) -> None:
+    """Send gas money and tokens from the dev account to accounts added after deploy, on a dev
+    chain (anvil), as `deploy --fund` does."""
+    from protocol.chain.backend import connect
+    from protocol.chain.backend import dev_account as dev
+    from protocol.chain.client import ChainClient
+    from protocol.chain.deploy import fund as do_fund
+    from protocol.chain.deployment import load_deployment
+    from protocol.cli.usage import BadUsage
+    from protocol.config.run_config import TOKEN_UNIT
+    from protocol.core.errors import InsufficientFunds
+
+    if not dev_account:
+        raise BadUsage("give --dev-account: `veritrain fund` pays from a dev chain's pre-funded account "
+                       "(on another chain the operator sends gas and tokens)")
+    wei = parse_eth(eth)
+    for address in addresses:
+        if not ADDRESS.fullmatch(address):
+            raise BadUsage(f"not an address: {address!r}")
+    dep = load_deployment(deployment)
+    handle = connect(rpc)
+    if not handle.embedded and handle.chain_id not in DEV_CHAIN_IDS:
+        raise ConfigError(f"chain {handle.chain_id} is not a dev chain (ids {', '.join(map(str, DEV_CHAIN_IDS))}): "
+                          "--dev-account's key is public, so it funds nothing there")
+    payer = dev(handle)
+    client = ChainClient(handle, dep, payer)
+    client.check_deployment()
+    held, needed = client.token_balance(client.address), tokens_each * TOKEN_UNIT * len(addresses)
+    if needed > held:
+        raise InsufficientFunds(f"the dev account {client.address} holds {tokens(held)} tokens; "
+                                f"{tokens(needed)} needed")
+    do_fund(handle, dep, payer, list(addresses), wei, tokens_each)
+    for address in addresses:
+        typer.echo(f"funded {address}: {tokens(wei)} ETH, {tokens_each} tokens")
+
+
+def parse_eth(text: str) -> int:
+    """ETH ("10", "0.5", "0") to wei, exactly."""
+    from protocol.cli.usage import BadUsage
+
+    try:
+        value = Decimal(text) * 10**18
+    except InvalidOperation:
+        raise BadUsage(f"not an ETH amount: {text!r}") from None
+    if value < 0 or value != value.to_integral_value():
+        raise BadUsage(f"not an ETH amount: {text!r} (at least 0, at most 18 decimals)")
+    return int(value)
 
 
 def install(app: typer.Typer, wrap: Any) -> None:
@@ -148,5 +223,5 @@ def install(app: typer.Typer, wrap: Any) -> None:
     keys_app.command("new")(wrap(new))
     keys_app.command("show")(wrap(show))
     app.add_typer(keys_app, name="keys")
-    for fn in (register, stake, unbond, withdraw, claim):
+    for fn in (register, stake, unbond, withdraw, claim, fund):
         app.command()(wrap(fn))

@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from protocol.cli.usage import USAGE_EXIT, BadUsage
 from protocol.core.errors import ConfigError, InsufficientFunds, VeritrainError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="veritrain: verifiable decentralized training.")
@@ -26,7 +27,8 @@ INSPECT_VIEWS = ("summary", "rounds", "round", "node", "disputes")
 
 
 def one_line_errors(fn: F) -> F:
-    """Turn any VeritrainError into one red line on stderr and exit 1 (no traceback)."""
+    """Turn any VeritrainError into one red line on stderr and exit 1, or 2 for a bad argument
+    (no traceback)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -34,7 +36,7 @@ def one_line_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except VeritrainError as exc:
             err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
-            raise typer.Exit(1) from None
+            raise typer.Exit(USAGE_EXIT if isinstance(exc, BadUsage) else 1) from None
         except KeyboardInterrupt:
             err_console.print("[yellow]interrupted[/yellow]")
             raise typer.Exit(130) from None
@@ -132,16 +134,16 @@ def show(client: Any, view: str, target: str | None, as_json: bool) -> None:
     from protocol.cli import inspect_render as render
 
     if view not in INSPECT_VIEWS:
-        raise ConfigError(f"unknown view {view!r}; expected one of {', '.join(INSPECT_VIEWS)}")
+        raise BadUsage(f"unknown view {view!r}; expected one of {', '.join(INSPECT_VIEWS)}")
     if view in ("round", "node") and target is None:
-        raise ConfigError(f"`inspect {view}` needs a {'round number' if view == 'round' else 'node address'}")
+        raise BadUsage(f"`inspect {view}` needs a {'round number' if view == 'round' else 'node address'}")
     if view == "round":
         if not target.isdigit():  # type: ignore[union-attr]
-            raise ConfigError(f"round must be a number, got {target!r}")
+            raise BadUsage(f"round must be a number, got {target!r}")
         data: Any = sv.round_detail(client, int(target))  # type: ignore[arg-type]
     elif view == "node":
         if target is None or not client.w3.is_address(target):
-            raise ConfigError(f"not an address: {target!r}")
+            raise BadUsage(f"not an address: {target!r}")
         data = sv.node(client, target)
     else:
         builders: dict[str, Callable[[Any], Any]] = {"summary": sv.summary, "rounds": sv.rounds, "disputes": sv.disputes}
@@ -149,9 +151,9 @@ def show(client: Any, view: str, target: str | None, as_json: bool) -> None:
     if as_json:
         print(json.dumps({"view": view, "data": data}, indent=2, sort_keys=True, default=str))
         return
-    renderers: dict[str, Callable[[Console, Any], None]] = {"summary": render.render_summary, "rounds": render.render_rounds, "round": render.render_round,
+    renderers: dict[str, Callable[[Console, Any, int], None]] = {"summary": render.render_summary, "rounds": render.render_rounds, "round": render.render_round,
                 "node": render.render_node, "disputes": render.render_disputes}
-    renderers[view](console, data)
+    renderers[view](console, data, client.block_time())  # chain times are shown against the chain's clock
 
 
 @app.command()
@@ -294,5 +296,7 @@ cli_data.install(app, one_line_errors)
 cli_export.install(app, one_line_errors)
 cli_explorer.install(app, one_line_errors)
 
-if __name__ == "__main__":  # pragma: no cover
-    app()
+if __name__ == "__main__":  # pragma: no cover  (`python -m protocol.cli.app`, as the tests run it)
+    from protocol.cli.usage import main
+
+    main()

@@ -1,4 +1,5 @@
-"""Rich tables for `veritrain inspect` (the JSON form prints the same dicts)."""
+"""Rich tables for `veritrain inspect` (the JSON form prints the same dicts). Each renderer gets
+the chain's `now`, so that a deadline reads as a local time and the time left until it."""
 
 from __future__ import annotations
 
@@ -7,15 +8,17 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from protocol.config.run_config import TOKEN_UNIT
+from protocol.cli import human
 
 
 def tokens(amount: int | None) -> str:
     """An exact token amount (no rounding): whole tokens, then the significant decimals."""
-    if amount is None:
-        return "—"
-    whole, frac = divmod(amount, TOKEN_UNIT)
-    return f"{whole:,}" if frac == 0 else f"{whole:,}.{frac:018d}".rstrip("0")
+    return "—" if amount is None else human.tokens(amount, grouped=True)
+
+
+def at(ts: int | None, now: int) -> str:
+    """A chain time as local date and time and how far from now; `—` when unset (0)."""
+    return human.when(ts, now) if ts else "—"
 
 
 def short(value: str | None, keep: int = 10) -> str:
@@ -33,7 +36,7 @@ def _kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
     return table
 
 
-def render_summary(console: Console, data: dict[str, Any]) -> None:
+def render_summary(console: Console, data: dict[str, Any], now: int) -> None:
     t, tot = data["token"], data["totals"]
     console.print(_kv_table("deployment", [
         ("chain id", str(data["chain_id"])), ("rounds", data["contracts"]["rounds"]),
@@ -49,7 +52,7 @@ def render_summary(console: Console, data: dict[str, Any]) -> None:
     ]))
 
 
-def render_rounds(console: Console, rows: list[dict[str, Any]]) -> None:
+def render_rounds(console: Console, rows: list[dict[str, Any]], now: int) -> None:
     table = Table(title="rounds")
     for col in ("round", "phase", "commits", "active", "model hash", "held-out loss", "minted", "revealed", "result"):
         table.add_column(col)
@@ -61,10 +64,12 @@ def render_rounds(console: Console, rows: list[dict[str, Any]]) -> None:
     console.print(table)
 
 
-def render_round(console: Console, data: dict[str, Any]) -> None:
+def render_round(console: Console, data: dict[str, Any], now: int) -> None:
     console.print(_kv_table(f"round {data['round']}", [
         ("phase", data["phase"]), ("seed", short(data["seed"], 18)), ("model", short(data["model_hash"], 18)),
         ("next model", short(data["next_model_hash"], 18)),
+        *[(f"{phase} deadline", at(data[f"{phase}_deadline"], now))
+          for phase in ("commit", "score", "reveal", "audit", "result")],
         ("held-out loss", "—" if data["heldout_loss"] is None else f"{data['heldout_loss']:.4f}"),
         ("result", _result(data["result"], False)),
     ]))
@@ -92,19 +97,20 @@ def render_round(console: Console, data: dict[str, Any]) -> None:
         for col in ("attempt", "root", "status", "posted", "non-signers"):
             roots.add_column(col)
         for root in data["result"]["roots"]:
-            roots.add_row(str(root["attempt"]), short(root["root"], 18), root["status"], str(root["posted_time"]),
+            roots.add_row(str(root["attempt"]), short(root["root"], 18), root["status"], at(root["posted_time"], now),
                           str(len(root["non_signers"])))
         console.print(roots)
     if data["reports"]:
-        render_disputes(console, data["reports"])
+        render_disputes(console, data["reports"], now)
 
 
-def render_node(console: Console, data: dict[str, Any]) -> None:
+def render_node(console: Console, data: dict[str, Any], now: int) -> None:
     console.print(_kv_table(f"node {data['address']}", [
         ("role", data["role"] or "unregistered"), ("node key", short(data["node_key"], 18)),
         ("multiaddr", data["multiaddr"] or "—"), ("hardware classes", ", ".join(data["hardware_classes"]) or "—"),
         ("token balance", tokens(data["token_balance"])),
         ("staked", tokens(data["staked"])), ("unbonding", tokens(data["unbonding"])),
+        ("withdrawable from", at(data["unbond_release_time"], now) if data["unbonding"] else "—"),
         ("eligible", "yes" if data["eligible"] else "no"), ("reputation", _score(data["reputation"])),
         ("earned (cumulative)", tokens(data["cumulative_earned"])),
         ("claimable", tokens(data["claimable"])), ("claimed", tokens(data["claimed"])),
@@ -119,13 +125,13 @@ def render_node(console: Console, data: dict[str, Any]) -> None:
         console.print(table)
 
 
-def render_disputes(console: Console, rows: list[dict[str, Any]]) -> None:
+def render_disputes(console: Console, rows: list[dict[str, Any]], now: int) -> None:
     table = Table(title="disputes")
-    for col in ("id", "round", "miner", "kind", "segment", "status", "votes", "slashed"):
+    for col in ("id", "round", "miner", "kind", "segment", "status", "vote deadline", "votes", "slashed"):
         table.add_column(col)
     for d in rows:
         table.add_row(str(d["id"]), str(d["round"]), d["miner"], d["kind"], str(d["segment"]), d["status"],
-                      str(d["votes"]), tokens(d["slashed"]))
+                      at(d["deadline"], now), str(d["votes"]), tokens(d["slashed"]))
     console.print(table)
 
 

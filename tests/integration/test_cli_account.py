@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import stat
 
 import pytest
@@ -32,9 +33,14 @@ def test_account_lifecycle_on_anvil(anvil, tmp_path):
     assert node["role"] == "miner" and node["staked"] == 150 * 10**18 and node["eligible"] is True
     assert node["token_balance"] == 350 * 10**18
 
-    assert run_cli("unbond", "50", *common, env=ENV).code == 0
+    unbonded = run_cli("unbond", "50", *common, env=ENV)
+    assert unbonded.code == 0, unbonded.stderr
+    when = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+ \(in (40 min|39 min \d+ s)\)"  # the default 2400 s delay
+    assert re.fullmatch(rf"unbonding 50 \(queued in all: 50\); withdrawable from {when}", unbonded.stdout.strip())
     early = run_cli("withdraw", *common, env=ENV)
-    assert early.code == 1 and early.stderr.strip().splitlines()[-1] == "error: staking: still unbonding"
+    last = early.stderr.strip().splitlines()[-1]
+    assert early.code == 1 and last.startswith("error: staking: still unbonding: 50 withdrawable from "), last
+    assert re.search(rf"{when}$", last), last
     nothing = run_cli("claim", *common, env=ENV)
     assert nothing.code == 1 and nothing.stderr.strip().splitlines()[-1].lower() == f"error: nothing to claim for {address}".lower()
     wrong = run_cli("stake", "1", *common, env={"VERITRAIN_PASSWORD": "wrong"})
