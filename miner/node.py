@@ -42,7 +42,7 @@ class MinerNode(NodeContext):
 
     async def _rounds(self) -> None:
         done = 0
-        await self.wait_round_open(0)
+        await self.wait_first_round()
         r = first = self.current_round
         while self.config.max_rounds is None or done < self.config.max_rounds:
             await self.wait_round_open(r)

@@ -57,7 +57,7 @@ class ValidatorNode(NodeContext):
         await disputes.drain(max_wait_s=2 * window + 30)  # votes and resolutions of the last round
 
     async def _rounds(self) -> None:
-        await self.wait_round_open(0)
+        await self.wait_first_round()
         r, done = self.current_round, 0
         while self.config.max_rounds is None or done < self.config.max_rounds:
             await self.wait_round_open(r)

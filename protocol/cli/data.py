@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from protocol.core.data import DEFAULT_HELDOUT_EVERY, DEFAULT_PAGE_TOKENS
+from protocol.core.data_defaults import DEFAULT_HELDOUT_EVERY, DEFAULT_PAGE_TOKENS  # no torch
 
 PROGRESS_EVERY_S = 1.0  # at most one progress line a second on stderr
 

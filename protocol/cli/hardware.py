@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from protocol.core.replay_profile import ReplayProfile
+if TYPE_CHECKING:  # it imports torch: not at every command's start
+    from protocol.core.replay_profile import ReplayProfile
 
 MEASURE_SECONDS = 2.0  # timed training per class: enough for a stable tokens/s, short enough to wait for
 

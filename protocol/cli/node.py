@@ -18,7 +18,9 @@ from protocol.node.json_logs import LogFormat
 DataDirOpt = Annotated[Path, typer.Option(help="Node data dir (SQLite state + blob store)")]
 ListenOpt = Annotated[str | None, typer.Option(help="libp2p listen multiaddr (default: a free 127.0.0.1 port)")]
 BootstrapOpt = Annotated[list[str] | None, typer.Option(help="Peer /ip4/../tcp/N/p2p/ID to keep connected (repeatable)")]
-StakeOpt = Annotated[str | None, typer.Option(help="Top the stake up to this many tokens before starting")]
+StakeOpt = Annotated[str | None, typer.Option(help="Target stake in tokens: top up to it before starting, less what "
+                                                   "the account unbonded since this target was first given (a "
+                                                   "restart never re-stakes what `veritrain unbond` queued)")]
 RoundsOpt = Annotated[int | None, typer.Option(help="Stop after this many rounds")]
 DiscoverOpt = Annotated[str | None, typer.Option(help="Also dial the peers this domain's DNS-AID records list, "
                                                       "once the on-chain registry confirms them")]
@@ -77,42 +79,55 @@ def _logging(fmt: LogFormat = LogFormat.AUTO) -> None:
     quiet_noisy_loggers()
 
 
-def check_local_hashes(client: Any, profile: Any = None) -> None:
+def open_client(rpc: str, deployment: Path, keys: Path) -> tuple[Any, Any]:
+    """The checked client and keys, cheapest check first: the deployment file, the keystore
+    password, then the RPC node and its contracts. Nothing slow (torch, the worker) runs before."""
+    from protocol.chain.deployment import load_deployment
+    from protocol.cli.account import password
+    from protocol.node.keys import load_keys
+
+    dep = load_deployment(deployment)
+    node_keys = load_keys(keys, password())
+    from protocol.chain.backend import connect
+    from protocol.chain.client import ChainClient
+
+    client = ChainClient(connect(rpc), dep, node_keys.account)
+    client.check_deployment()
+    if int(client.w3.eth.get_balance(node_keys.account.address)) == 0:
+        raise InsufficientFunds(f"account {client.address} has no gas money; fund it (veritrain deploy --fund)")
+    return client, node_keys
+
+
+def check_local_hashes(client: Any, worker: Any) -> None:
     """Refuse to run unless this machine reproduces the run's model, corpus and profile hashes,
-    computed in a worker of the class the node runs (`profile`; default the run's)."""
-    from protocol.config.run_setup import check_genesis_present, pinned_hashes, resolve
-    from protocol.node.worker_pool import ProfileWorker
+    computed in `worker` (of the class the node runs)."""
+    from protocol.config.run_setup import check_genesis_present, check_local, pinned_hashes, resolve
 
     config = client.deployment.run_config
-    setup = resolve(config)
-    check_genesis_present(setup.spec)  # a missing checkpoint folder: said before the worker starts
-    with ProfileWorker(profile or setup.profile) as worker:
-        local = worker.call(pinned_hashes, setup.spec)
-    from protocol.config.run_setup import check_local
-
-    check_local(config, local)
+    check_genesis_present(resolve(config).spec)  # a missing checkpoint folder: said before the worker starts
+    check_local(config, worker.ready().call(pinned_hashes, resolve(config).spec))
 
 
-def prepare_node(role: str, rpc: str, deployment: Path, keys: Path, listen: str, stake: str | None,
-                 classes: int | None = None, profile: Any = None) -> tuple[Any, Any]:
-    """Check the keys, funds and local hashes, then register (role, node key, address, the
-    hardware class set `classes` when given, a validator's BLS key) and top up the stake."""
+def register_and_stake(role: str, client: Any, node_keys: Any, keys: Path, listen: str, stake: str | None,
+                       classes: int | None, data_dir: Path, steps: Any) -> None:
+    """Register (role, node key, address, the hardware class set `classes` when given, a
+    validator's BLS key) where the chain does not hold it already, then top the stake up to
+    its target (protocol/core/stake_target.py)."""
     from protocol.chain.client import Role
     from protocol.core.signing import binding_message
 
-    client, node_keys = node_client(rpc, deployment, keys)
-    if int(client.w3.eth.get_balance(client.address)) == 0:
-        raise InsufficientFunds(f"account {client.address} has no gas money; fund it (veritrain deploy --fund)")
-    check_local_hashes(client, profile)
     want = Role[role.upper()]
     current = client.call("staking", "role", client.address)
     if current not in (0, int(want)):
         raise ConfigError(f"account {client.address} is registered as the other role")
     if current == 0 or client.call("staking", "multiaddr", client.address) != listen or \
             bytes(client.call("staking", "node_key", client.address)) != node_keys.identity.public_key:
+        steps.step("registering", role=role, listen=listen)
         msg = binding_message(client.handle.chain_id, bytes.fromhex(client.staking.address[2:]),
                               bytes.fromhex(client.address[2:]))
         client.register(want, node_keys.identity.public_key, listen, node_keys.identity.sign(msg))
+    else:
+        steps.step("registration found", role=role, listen=listen)
     if classes is not None:
         _register_classes(client, classes)
     if want == Role.VALIDATOR:
@@ -122,10 +137,25 @@ def prepare_node(role: str, rpc: str, deployment: Path, keys: Path, listen: str,
             raise ConfigError(f"{keys} holds no BLS key; a validator signs results with one (veritrain keys new)")
         ensure_bls_key(client, node_keys.bls)
     if stake is not None:
-        missing = parse_tokens(stake) - client.call("staking", "staked", client.address)
-        if missing > 0:
-            client.stake(missing)
-    return client, node_keys
+        _top_up(client, parse_tokens(stake), data_dir, steps)
+
+
+def _top_up(client: Any, target: int, data_dir: Path, steps: Any) -> None:
+    from protocol.cli.human import tokens
+    from protocol.node.stake_target import stake_to_add
+    from protocol.node.store import NodeState
+
+    state = NodeState(data_dir / "state.sqlite")  # the same file the node's DataDir opens
+    try:
+        missing, unbonded = stake_to_add(client, state, target)
+    finally:
+        state.close()
+    if missing > 0:
+        steps.step("staking", amount=tokens(missing), target=tokens(target))
+        client.stake(missing)
+    else:
+        steps.step("stake in place", staked=tokens(client.call("staking", "staked", client.address)),
+                   target=tokens(target), unbonded_since=tokens(unbonded))
 
 
 def _register_classes(client: Any, classes: int) -> None:
@@ -164,38 +194,95 @@ def _run(role: str, rpc: str, deployment: Path, keys: Path, data_dir: Path, list
          hardware_class: str | None = None, discover: str | None = None,
          discover_server: str | None = None, capacity_margin: float = 0.5, metrics_host: str = "127.0.0.1",
          metrics_port: int | None = None, log_format: LogFormat = LogFormat.AUTO) -> None:
-    import trio
+    from protocol.node.startup_steps import StartupSteps
+    from protocol.node.stopping import Stopped, raise_on_stop_signals, reap_children
 
-    from protocol.node.context import NodeConfig
-    from protocol.node.logs import kv
-    from protocol.node.metrics import NodeMetrics
-    from protocol.node.metrics_server import check_metrics_port, serving
-
+    raise_on_stop_signals()  # from here on a stop signal unwinds: `with` blocks close what they hold
     _logging(log_format)
+    log = logging.getLogger(f"veritrain.{role}")
+    steps = StartupSteps(log, live=sys.stderr.isatty() and log_format != LogFormat.JSON)
+    try:
+        code = _start_and_run(role, rpc, deployment, keys, data_dir, listen, bootstrap, stake, max_rounds, cheat,
+                              hardware_class, discover, discover_server, capacity_margin, metrics_host,
+                              metrics_port, log, steps)
+    except Stopped as stop:
+        steps.done()
+        log.info("stopping: %s", stop)
+        code = stop.exit_code
+    finally:
+        steps.done()
+        reap_children()  # multiprocessing's resource tracker, and any process left behind
+    if code:
+        raise typer.Exit(code)
+
+
+def _start_and_run(role: str, rpc: str, deployment: Path, keys: Path, data_dir: Path, listen: str | None,
+                   bootstrap: list[str] | None, stake: str | None, max_rounds: int | None, cheat: str | None,
+                   hardware_class: str | None, discover: str | None, discover_server: str | None,
+                   capacity_margin: float, metrics_host: str, metrics_port: int | None, log: logging.Logger,
+                   steps: Any) -> int:
+    """Check the input, start the worker, register and stake, then run the node until it is
+    done (0) or a stop signal ends it (its exit code)."""
+    steps.step("checking the run config", deployment=deployment)
     miner_cheat = _cheat(cheat)  # a bad name fails before anything is sent
     server = _discover_server(discover_server)  # so does a bad name server
     if metrics_port is not None:
+        from protocol.node.metrics_server import check_metrics_port
+
         check_metrics_port(metrics_host, metrics_port)  # and so does a metrics port in use
-    classes, chosen = node_classes(deployment, hardware_class)  # by default the run's profile
+    classes, chosen = node_classes(deployment, hardware_class)  # the deployment file, then the class asked for
+    client, node_keys = open_client(rpc, deployment, keys)  # password, RPC: before anything slow
     addr = _listen(listen, data_dir)
-    client, node_keys = prepare_node(role, rpc, deployment, keys, addr, stake, classes, chosen)
-    _remember_listen(data_dir, addr)
+    from protocol.node.worker_pool import ProfileWorker
+
+    steps.step("starting the worker (imports torch)")
+    with ProfileWorker(chosen).start() as worker:
+        steps.step("checking local model, corpus and profile hashes")
+        check_local_hashes(client, worker)
+        register_and_stake(role, client, node_keys, keys, addr, stake, classes, data_dir, steps)
+        _remember_listen(data_dir, addr)
+        node = _node(role, client, node_keys, data_dir, addr, bootstrap, max_rounds, miner_cheat, chosen,
+                     discover, server, capacity_margin, log)
+        node.prestarted_worker = worker  # the node runs its jobs in the worker the hashes came from
+        node.startup = steps
+        try:
+            return _serve_node(node, client, addr, data_dir, metrics_host, metrics_port, log)
+        finally:
+            node.data.state.close()
+
+
+def _node(role: str, client: Any, node_keys: Any, data_dir: Path, addr: str, bootstrap: list[str] | None,
+          max_rounds: int | None, miner_cheat: Any, chosen: Any, discover: str | None, server: Any,
+          capacity_margin: float, log: logging.Logger) -> Any:
+    from protocol.node.context import NodeConfig
+    from protocol.node.metrics import NodeMetrics
+
     config = NodeConfig(data_dir=data_dir, listen=addr, bootstrap=tuple(bootstrap or ()), max_rounds=max_rounds,
                         discover=discover, discover_server=server, capacity_margin=capacity_margin,
                         hardware_class=chosen)
-    log = logging.getLogger(f"veritrain.{role}")
-    metrics = NodeMetrics()
     if role == "miner":
         from miner.node import MinerNode
 
-        node: Any = MinerNode(client, node_keys, config, log, cheat=miner_cheat, metrics=metrics)
-    else:
-        from validator.node import ValidatorNode
+        return MinerNode(client, node_keys, config, log, cheat=miner_cheat, metrics=NodeMetrics())
+    from validator.node import ValidatorNode
 
-        node = ValidatorNode(client, node_keys, config, log, metrics=metrics)
-    with serving(metrics, metrics_host, metrics_port) as url:  # stopped when the node stops
+    return ValidatorNode(client, node_keys, config, log, metrics=NodeMetrics())
+
+
+def _serve_node(node: Any, client: Any, addr: str, data_dir: Path, metrics_host: str, metrics_port: int | None,
+                log: logging.Logger) -> int:
+    import signal
+
+    import trio
+
+    from protocol.node.logs import kv
+    from protocol.node.metrics_server import serving
+    from protocol.node.stopping import Stopped, run_until_stopped
+
+    with serving(node.metrics, metrics_host, metrics_port) as url:  # stopped when the node stops
         log.info("node up %s", kv(account=client.address, listen=addr, data_dir=data_dir, metrics=url or "off"))
-        trio.run(node.run)
+        signum = trio.run(run_until_stopped, node.run, log)
+    return 0 if signum is None else Stopped(signal.Signals(signum)).exit_code
 
 
 def _discover_server(text: str | None) -> tuple[str, int] | None:

@@ -20,11 +20,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from protocol.core.data_defaults import DEFAULT_HELDOUT_EVERY, DEFAULT_PAGE_TOKENS  # re-exported
 from protocol.core.errors import VeritrainError
 from protocol.core.hashing import Digest, blake3_hash, merkle_root, seed_int, u64
 
-DEFAULT_PAGE_TOKENS = 4096  # tokens per page (a page must be longer than one block)
-DEFAULT_HELDOUT_EVERY = 20  # 1 page in 20 (5%) is held out
 MAX_U16_VOCAB = 1 << 16  # the largest vocabulary whose tokens fit in 2 bytes
 MAX_VOCAB = 1 << 32  # 4-byte tokens: the widest a page holds
 # token width -> (page hash domain, little-endian dtype). The uint16 entry is the format every

@@ -31,6 +31,7 @@ from protocol.node.keys import NodeKeys
 from protocol.node.logs import kv
 from protocol.node.metrics import NodeMetrics
 from protocol.node.registry_sync import RegistrySync
+from protocol.node.startup_steps import StartupSteps
 from protocol.node.store import DataDir
 from protocol.node.worker_pool import AsyncWorker, ProfileWorker
 from protocol.p2p.config import P2PConfig
@@ -86,7 +87,8 @@ class NodeContext:
         self.p2p = P2PNode(keys.identity, p2p_cfg, self.registry, blobs=self.data, checkpoints=self.data,
                            current_round=lambda: self.current_round, traffic=self.metrics)
         self.worker: AsyncWorker | None = None
-        self.prestarted_worker: ProfileWorker | None = None  # the devnet starts them early
+        self.prestarted_worker: ProfileWorker | None = None  # the devnet and the CLI start them early
+        self.startup: StartupSteps | None = None  # the CLI's start-up report; the devnet has none
         self.commit_log = EventLog(client, "rounds", "UpdateCommitted")
         self.reveal_log = EventLog(client, "scores", "ScoresRevealed")
         self._bundles: dict[tuple[int, str], list[tuple[bytes, bytes]]] = {}
@@ -107,13 +109,16 @@ class NodeContext:
         `main`; everything stops when `main` returns."""
         worker = self.prestarted_worker
         if worker is None or worker.profile != self.setup.profile:
+            self.startup_step("starting the worker")
             worker = ProfileWorker(self.setup.profile)
+        self.startup_step("loading data", source=self.setup.spec.dataset.source)
         worker.warm(load_dataset, self.setup.spec.dataset)  # while the node boots, not in round 0
-        # spawning the worker (it imports torch) and stopping it take seconds: off the event
-        # loop, which the devnet shares among all of its nodes
-        await trio.to_thread.run_sync(worker.ready)
         try:
+            # spawning the worker (it imports torch) and stopping it take seconds: off the event
+            # loop, which the devnet shares among all of its nodes; a stop signal abandons the wait
+            await trio.to_thread.run_sync(worker.ready, abandon_on_cancel=True)  # type: ignore[call-arg]
             self.worker = AsyncWorker(worker)
+            self.startup_step("connecting to peers", listen=self.config.listen)
             async with self.p2p.run():
                 async with trio.open_nursery() as nursery:
                     await self.sync.refresh()
@@ -167,6 +172,20 @@ class NodeContext:
         the pending block says which, where the node serves one."""
         pending = await self.port(self.client.block_time, "pending")  # never before the latest block
         return max(pending or await self.chain_time(), int(time.time()))
+
+    def startup_step(self, what: str, **fields: Any) -> None:
+        if self.startup is not None:
+            self.startup.step(what, **fields)
+
+    async def wait_first_round(self) -> None:
+        """`wait_round_open(0)`, saying what the node waits for; start-up ends when it returns."""
+        if not await self.port.view("rounds", "started"):
+            self.startup_step("waiting for `veritrain start` (it opens round 0)")
+        elif (current := await self.port(self.client.current_round)) > 0:
+            self.startup_step("catching up: joining the current round", round=current)
+        await self.wait_round_open(0)
+        if self.startup is not None:
+            self.startup.done()
 
     async def wait_round_open(self, round_: int) -> None:
         """Until `round_` is the current (or a past) round."""

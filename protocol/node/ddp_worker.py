@@ -13,7 +13,7 @@ the losses and, with `hash_steps`, each step's checkpoint hash. The group is a
 
 A rank that raises or dies fails the call with `DdpError` (a `ProfileMismatch` stays itself: a
 profile problem, never fraud) and takes the group down. Closing stops every rank and reaps it;
-a rank whose launcher vanishes sees its pipe close and exits. Messages are pickled, but only
+a rank whose launcher vanishes sees its pipe close, or its parent change, and exits. Messages are pickled, but only
 between this process and the ranks it started; checkpoints travel as safetensors bytes.
 """
 
@@ -43,7 +43,7 @@ from protocol.core.replay_profile import (
     set_in_process,
 )
 from protocol.core.training import RoundTask, StepHook, Stepped, Stepper, batch_fn, local_stepper
-from protocol.node.worker_pool import profile_environment
+from protocol.node.worker_pool import profile_environment, watch_parent
 
 COLLECTIVE_TIMEOUT = timedelta(minutes=10)  # a rank waits this long for its peers in one collective
 STOP_GRACE_S = 30.0  # seconds a stopped rank gets to leave its group before it is terminated
@@ -173,6 +173,7 @@ def _rank_main(rank: int, store: str, profile: ReplayProfile, task: RoundTask, d
 
     from protocol.core.placement import placement_of
 
+    watch_parent()  # a rank busy in a step outlives no killed worker, nor takes Ctrl-C itself
     try:
         set_in_process(profile)
         if is_cuda(profile):

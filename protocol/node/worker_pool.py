@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
@@ -32,6 +34,8 @@ from protocol.core.replay_profile import (
 )
 
 T = TypeVar("T")
+STOP_GRACE_S = 2.0  # an idle worker leaves this fast; a busy one is terminated after it
+PARENT_POLL_S = 1.0  # how often a worker checks that the node that started it still runs
 _ENV_LOCK = threading.Lock()  # os.environ is process-global: one spawn at a time
 
 
@@ -61,6 +65,26 @@ def profile_environment(profile: ReplayProfile) -> Iterator[None]:
                     os.environ[k] = v
 
 
+def watch_parent(poll_s: float = PARENT_POLL_S) -> None:
+    """In a child process: exit as soon as its parent is gone (a SIGKILLed node leaves no
+    430 MB worker behind), and leave Ctrl-C to the parent, which stops its children itself
+    (the terminal sends SIGINT to the whole process group)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
+
+    def poll() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os._exit(1)
+
+    threading.Thread(target=poll, name="veritrain-parent-watch", daemon=True).start()
+
+
+def _worker_init(profile: ReplayProfile) -> None:
+    watch_parent()
+    set_in_process(profile)
+
+
 class ProfileWorker:
     """A spawned worker process that runs functions under a replay profile.
 
@@ -80,7 +104,7 @@ class ProfileWorker:
         if self._pool is not None:
             return self
         with profile_environment(self.profile):
-            self._pool = ProcessPoolExecutor(1, get_context("spawn"), set_in_process, (self.profile,))
+            self._pool = ProcessPoolExecutor(1, get_context("spawn"), _worker_init, (self.profile,))
             # starts the process with the environment set; observes the profile's device
             self._observed = self._pool.submit(observe_profile, self.profile)
         return self
@@ -110,13 +134,33 @@ class ProfileWorker:
             raise VeritrainError("ProfileWorker used outside its context")
         return self._pool.submit(fn, *args).result()
 
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool, self._observed = None, None
+    def close(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop the worker: it gets `grace_s` to leave by itself (it does at once when idle),
+        then is terminated, then killed; a job still running fails (BrokenProcessPool)."""
+        pool = self._pool
+        if pool is None:
+            return
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        _end_processes(procs, grace_s)
+        pool.shutdown(wait=True)  # joins the pool's own thread, quick once its process is gone
+        self._pool, self._observed = None, None
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _end_processes(procs: list[Any], grace_s: float) -> None:
+    deadline = time.monotonic() + grace_s
+    for proc in procs:
+        proc.join(max(0.0, deadline - time.monotonic()))
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(3.0)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
 
 
 class AsyncWorker:
@@ -128,4 +172,6 @@ class AsyncWorker:
 
     async def __call__(self, fn: Callable[..., T], *args: Any) -> T:
         async with self._lock:
-            return await trio.to_thread.run_sync(functools.partial(self.worker.call, fn, *args))
+            # abandoned on cancel: a stopping node closes the worker, which ends the job
+            return await trio.to_thread.run_sync(functools.partial(self.worker.call, fn, *args),
+                                                 abandon_on_cancel=True)  # type: ignore[call-arg]

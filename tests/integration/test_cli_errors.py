@@ -14,8 +14,8 @@ from protocol.config.run_config import RunConfig
 from tests.conftest import free_port, run_cli
 
 
-def assert_one_line_error(result, *needles: str) -> None:
-    assert result.code == 1, (result.code, result.stdout, result.stderr)
+def assert_one_line_error(result, *needles: str, code: int = 1) -> None:
+    assert result.code == code, (result.code, result.stdout, result.stderr)
     lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("error:")]
     assert len(errors) == 1 and lines[-1] == errors[0], result.stderr
@@ -96,7 +96,7 @@ def test_bad_run_config(anvil, tmp_path):
 
 def test_unknown_inspect_view(anvil, anvil_deployment):
     result = run_cli("inspect", "everything", "--rpc", anvil.url, "--deployment", str(anvil_deployment))
-    assert_one_line_error(result, "unknown view")
+    assert_one_line_error(result, "unknown view", code=2)  # a usage error
 
 
 def test_inspect_summary_table(anvil, anvil_deployment):

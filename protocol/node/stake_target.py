@@ -1,0 +1,31 @@
+"""Applying the stake rule (protocol/core/stake_target.py) with the chain and the data dir."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.core.stake_target import StakeTarget, current_target
+from protocol.node.store import NodeState
+
+STAKE_TARGET_KEY = "stake:target"  # {"target": units, "unbonded_at": units}
+
+
+def unbonded_total(client: Any) -> int:
+    """Everything `client`'s account ever asked to unbond (Staking's UnbondRequested events):
+    unlike `unbonding`, it does not drop back once the tokens are withdrawn."""
+    from protocol.chain.events import read_events
+
+    me = client.address.lower()
+    return sum(int(e["amount"]) for e in read_events(client, "staking", "UnbondRequested")
+               if str(e["account"]).lower() == me)
+
+
+def stake_to_add(client: Any, state: NodeState, target: int) -> tuple[int, int]:
+    """(units to stake now, units unbonded since the target was given); records the target."""
+    saved = state.get(STAKE_TARGET_KEY)
+    unbonded = unbonded_total(client)
+    chosen = current_target(StakeTarget(int(saved["target"]), int(saved["unbonded_at"])) if saved else None,
+                            target, unbonded)
+    state.set(STAKE_TARGET_KEY, {"target": chosen.target, "unbonded_at": chosen.unbonded_at})
+    staked = int(client.call("staking", "staked", client.address))
+    return chosen.to_add(staked, unbonded), unbonded - chosen.unbonded_at
