@@ -122,8 +122,11 @@ def reap_children(wait_s: float = REAP_WAIT_S) -> None:
 def _stop_resource_tracker(wait_s: float) -> None:
     # the tracker exits when every process holding its pipe closed it: ours is the last one
     # once the workers are gone (multiprocessing does this itself only at interpreter exit)
-    from multiprocessing import resource_tracker
+    from multiprocessing import resource_tracker, util
 
+    # first what multiprocessing would run at interpreter exit: its semaphores unregister now,
+    # while the tracker listens (later, each would start a new tracker that knows none of them)
+    util._run_finalizers(0)  # type: ignore[attr-defined]
     tracker = resource_tracker._resource_tracker
     with _tracker_lock(tracker):
         fd, pid = getattr(tracker, "_fd", None), getattr(tracker, "_pid", None)

@@ -44,15 +44,15 @@ def test_input_errors_come_first_and_fast(chain, tmp_path: Path, case: str) -> N
     url, dep, keys, _ = chain
     deployment = tmp_path / "absent.json" if case == "missing deployment" else dep
     password = PASSWORD if case == "missing deployment" else "not the password"
-    began = time.monotonic()
     result = run_cli(*_node_args(url, deployment, keys, tmp_path / "data"), "--log-format", "text",
                      env={"VERITRAIN_PASSWORD": password})
-    elapsed = time.monotonic() - began
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert result.code == 1, result.stderr
     assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr
     assert ("not found" in errors[0]) if case == "missing deployment" else ("wrong password" in errors[0])
-    assert elapsed < 3.0, f"{case}: the error took {elapsed:.1f} s"
+    # before anything slow: no worker (torch) started, no corpus loaded (how fast that is on a
+    # given machine is a figure, not a test: it is in the closing note)
+    assert "starting the worker" not in result.stderr and "loading data" not in result.stderr, result.stderr
     assert not (tmp_path / "data").exists()  # bad input leaves no state behind
 
 
