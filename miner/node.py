@@ -18,6 +18,7 @@ from protocol.core.capacity import steps_for_window
 from protocol.core.errors import ContractRevert
 from protocol.core.hashing import content_hash
 from protocol.core.messages import UpdateAnnounced
+from protocol.node import round_notes
 from protocol.node.context import NodeContext, StateMismatch
 from protocol.node.logs import kv
 from protocol.node.throughput import time_steps
@@ -44,9 +45,12 @@ class MinerNode(NodeContext):
         done = 0
         await self.wait_first_round()
         r = first = self.current_round
+        await round_notes.note_passed_rounds(self, r)  # rounds that ran while this node was down
         while self.config.max_rounds is None or done < self.config.max_rounds:
             await self.wait_round_open(r)
+            await round_notes.note_fallen_behind(self, r, self.current_round)
             r = self.current_round  # a node that fell behind joins the current round
+            round_notes.round_seen(self, r)
             self.log.info("round open %s", kv(round=r, phase="commit"))
             await self._lift_embargoes()  # of rounds a restart or a refused commit left behind
             took_part = await self._work_and_commit(r)
@@ -57,8 +61,12 @@ class MinerNode(NodeContext):
             if self.config.max_rounds is None or done < self.config.max_rounds:
                 await self._next_state_early(r)
             await self.wait_round_open(r + 1)
+            round_notes.round_done(self, r)
             await self._prune(r + 1)
             r += 1
+
+    async def duties_in(self, round_: int) -> dict[str, bool]:
+        return {"commit": bool(await self.port(self.client.call, "rounds", "has_committed", round_, self.address))}
 
     async def _work_and_commit(self, r: int) -> bool:
         committed = await self.port(self.client.call, "rounds", "has_committed", r, self.address)

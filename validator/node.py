@@ -24,6 +24,7 @@ from protocol.core.messages import SignedGossip
 from protocol.core.score_vector import pack_scores, score_commitment, vector_root
 from protocol.core.witness import NO_WITNESS
 from protocol.core.witness_bundle import SIG_BYTES, bundle_root, encode_bundle
+from protocol.node import round_notes
 from protocol.node.context import NodeContext, StateMismatch
 from protocol.node.global_model import state_heldout_loss
 from protocol.node.logs import kv
@@ -31,6 +32,7 @@ from validator.audits import audit_round, witness_of
 from validator.cheat import ValidatorCheat
 from validator.checks import MinerCheck, check_all, fetch_submissions
 from validator.disputes import Disputes
+from validator.late_submissions import fetch_late, recheck_unavailable
 from validator.result_flow import ResultFlow
 from validator.scoring import Usefulness, class_adjusted
 from validator.work import ScoreJob, score_miners, usefulness_by_miner
@@ -59,19 +61,30 @@ class ValidatorNode(NodeContext):
     async def _rounds(self) -> None:
         await self.wait_first_round()
         r, done = self.current_round, 0
+        await round_notes.note_passed_rounds(self, r)  # rounds that ran while this node was down
         while self.config.max_rounds is None or done < self.config.max_rounds:
             await self.wait_round_open(r)
+            await round_notes.note_fallen_behind(self, r, self.current_round)
             r = self.current_round
+            round_notes.round_seen(self, r)
             if await self.port.view("rounds", "validator_weight", r, self.address) == 0:
                 self.log.info("no permit this round %s", kv(round=r))
             else:
                 try:
                     await self.play_round(r)
+                    await round_notes.note_round(self, r, down=False)  # e.g. no one revealed, or a fallback
                 except StateMismatch as exc:  # θ_r is not to be had from anyone yet
                     self.log.warning("cannot get the round's model, skipping the round %s", kv(round=r, reason=exc))
             done += 1
             await self.wait_round_open(r + 1)
+            round_notes.round_done(self, r)
             r += 1
+
+    async def duties_in(self, round_: int) -> dict[str, bool]:
+        if await self.port.view("rounds", "validator_weight", round_, self.address) == 0:
+            return {}  # no permit: nothing was this validator's to do
+        committed = await self.port.view("scores", "score_commitment", round_, self.address) != b"\x00" * 32
+        return {"commit": committed, "reveal": bool(await self.port.view("scores", "revealed", round_, self.address))}
 
     async def play_round(self, r: int) -> None:
         seed_block = await self._close_commits(r)
@@ -81,6 +94,8 @@ class ValidatorNode(NodeContext):
         self.log.info("verifying %s", kv(round=r, miners=len(commits), phase="scoring",
                                          **{mode.value: sum(m is mode for m in modes.values()) for mode in CheckMode}))
         submissions = await fetch_submissions(self, r, commits)
+        if self.data.state.recall(r, "scores") is None:  # a miner restarting mid-round serves again soon
+            submissions = await fetch_late(self, r, commits, submissions)
         useful: dict[bytes, Usefulness] | None = None
 
         async def usefulness_ahead() -> None:
@@ -94,6 +109,8 @@ class ValidatorNode(NodeContext):
                 nursery.start_soon(usefulness_ahead)
             if self.cheat is None:
                 checks = await check_all(self, r, commits, seed_block, state, submissions, modes)
+                if self.data.state.recall(r, "scores") is None:  # a miner killed mid-check may be back soon
+                    checks = await recheck_unavailable(self, r, commits, seed_block, state, checks)
             else:
                 checks = await self.cheat.checks(self, r, commits, seed_block)
         await self._report(r, checks)
@@ -169,6 +186,9 @@ class ValidatorNode(NodeContext):
         if await self.port.view("scores", "score_commitment", r, self.address) != b"\x00" * 32:
             return
         entry = self.data.state.recall(r, "scores")
+        if useful is not None and any(c.envelope is not None and bytes.fromhex(c.miner[2:]) not in useful
+                                      for c in checks):
+            useful = None  # a submission served only after the usefulness ran ahead: score all again
         if entry is None:
             job = self._score_job(r, state, seed_block,
                                   [(c.miner, c.order, c.envelope, c.outcome.kind is None, c.steps)

@@ -359,6 +359,11 @@ class NodeContext:
         result = compute_result(inputs)
         return dict(zip(inputs.miners, result.consensus, strict=True)) if result.quorum else None
 
+    # ---- rounds that passed the node by (protocol/node/round_notes.py) ---------------------
+    async def duties_in(self, round_: int) -> dict[str, bool]:
+        """This node's duties in `round_` (in order) and whether each landed; roles override it."""
+        return {}
+
     async def compute_next(self, round_: int) -> tuple[bytes, bytes]:
         """θ_{round+1} from round `round_`'s result: (blob, hash). Without the quorum (or
         after a fallback) it is θ_round itself."""
