@@ -267,11 +267,14 @@ def _compute_overrides(**values: int | None) -> dict[str, Any]:
 
 
 def _log_to(path: Path) -> None:
-    """Node logs go to a file; the terminal shows progress and the final tables."""
+    """Node logs go to a file, as JSON lines (one field set per event, as a node's own log off a
+    terminal); the terminal shows progress and the final tables."""
     import logging
 
+    from protocol.node.json_logs import JsonFormatter
+
     handler = logging.FileHandler(path, mode="w")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.INFO)

@@ -8,11 +8,11 @@ an honest one that is slow once a round (it refuses its first checkpoint request
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
 from tests.conftest import run_cli
+from tests.integration.json_log import node_of, records
 
 pytestmark = pytest.mark.slow
 
@@ -119,12 +119,12 @@ def test_miners_free_checkpoints_nobody_can_ask_for(devnet_report):
     """Each finalized round's checkpoints are deleted, and no report is resolved before the
     votes on it are in: voters fetch the checkpoints while it is open."""
     _, out = devnet_report
-    lines = (out / "devnet.log").read_text().splitlines()
-    pruned = [i for i, line in enumerate(lines) if "pruned checkpoints round=0" in line]
+    logged = records(out / "devnet.log")  # JSON lines, one field set per event
+    pruned = [i for i, e in enumerate(logged) if e["event"] == "pruned checkpoints" and e.get("round") == 0]
     # members are numbered honest miners first: miner0 and miner1 honest
-    assert {n for n in ("miner0 ", "miner1 ") if any(n in lines[i] for i in pruned)} == {"miner0 ", "miner1 "}
-    resolved = {m.group(1): i for i, line in enumerate(lines) if (m := re.search(r"report resolved report=(\d+)", line))}
-    voted = [(m.group(1), i) for i, line in enumerate(lines) if (m := re.search(r" voted report=(\d+)", line))]
+    assert {node_of(logged[i]) for i in pruned} >= {"miner0", "miner1"}
+    resolved = {e["report"]: i for i, e in enumerate(logged) if e["event"] == "report resolved"}
+    voted = [(e["report"], i) for i, e in enumerate(logged) if e["event"] == "voted"]
     assert voted and all(i < resolved[rid] for rid, i in voted if rid in resolved)
     first_resolution = min(resolved.values())
-    assert all(i > first_resolution for i in pruned if "miner2 " in lines[i]), "round freed while its report was open"
+    assert all(i > first_resolution for i in pruned if node_of(logged[i]) == "miner2"), "round freed while its report was open"

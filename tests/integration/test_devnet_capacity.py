@@ -12,6 +12,7 @@ import json
 import pytest
 
 from tests.conftest import run_cli
+from tests.integration.json_log import node_of, records
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +27,7 @@ def report(tmp_path_factory):
                      "--preset", "micro", "--commit-window", str(WINDOW), "--inner-steps", str(H),
                      "--checkpoint-every", "60", "--out", str(out), "--timeout", "500", timeout=700)
     assert result.code == 0, (result.stdout[-2000:], result.stderr[-3000:])
-    return json.loads((out / "report.json").read_text()), (out / "devnet.log").read_text()
+    return json.loads((out / "report.json").read_text()), records(out / "devnet.log")
 
 
 def test_the_throttled_miner_trains_fewer_steps_and_takes_part_in_every_round(report):
@@ -52,11 +53,7 @@ def test_the_throttled_miner_measured_itself_slower(report):
     are measured while every node boots on the same cores, so one of them may read up to about
     2x the bare time (CI measured 0.016 and 0.009 s against the throttled 0.027 s)."""
     _, log = report
-    times = {}
-    for line in log.splitlines():
-        if "throughput" in line and "s_per_step=" in line:
-            name = line.split("veritrain.")[1].split()[0].rstrip(":")
-            times[name] = float(line.split("s_per_step=")[1].split()[0])
+    times = {node_of(e): float(e["s_per_step"]) for e in log if e["event"] == "throughput"}
     assert len(times) == 3, times
     throttled = times.pop("miner2")  # the devnet lists the honest miners first, then the throttled one
     assert throttled > max(times.values()) and throttled > 1.5 * min(times.values()), (throttled, times)
