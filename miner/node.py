@@ -37,7 +37,7 @@ class MinerNode(NodeContext):
     async def main(self, nursery: trio.Nursery) -> None:
         measured = await self._work(time_steps, self.setup.model, self.setup.compute, 1.0, 50, self.config.slowdown)
         self.seconds_per_step = measured.seconds_per_step  # updated from each round's training
-        self.log.info("throughput %s", kv(s_per_step=f"{self.seconds_per_step:.3f}",
+        self.log.info("throughput %s", kv(s_per_step=f"{self.seconds_per_step:.4f}",
                                           tokens_per_s=f"{measured.tokens_per_s:.0f}"))
         await self._rounds()
 

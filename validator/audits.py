@@ -11,13 +11,14 @@ quorum decides by running the same audit (validator/disputes.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import trio
 
 from protocol.core.class_checks import CheckMode
 from protocol.core.errors import SignatureError
+from protocol.core.hashing import blake3_hash
 from protocol.core.proof import ChallengeError
 from protocol.core.witness import NO_WITNESS, audit_picks, make_audit_seed, replay_witness
 from protocol.node.context import NodeContext
@@ -25,6 +26,9 @@ from protocol.node.logs import kv
 from validator.challenges import verified_challenge
 from validator.checks import MinerCheck, drop_unkept, fetch_leaf, fetch_submission
 from validator.work import AuditJob, AuditReplay, replay_for_audit
+
+REPORT_MARGIN_S = 6.0  # an auditor still waiting for a witness reports this long before reporting closes
+UNSERVED = "witness bundle not served"
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,7 @@ class Claim:
     score: int
     witness: bytes
     sig: bytes
+    served: bool = True  # False: its witness bundle was not served yet, so witness and sig are blanks
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,17 @@ class AuditResult:
     failed: bool
     detail: str
     retry: bool = False  # unserved: worth asking again before the deadline
+
+
+def lazy_evidence(claim: Claim, result: AuditResult) -> bytes:
+    """The evidence hash of a lazy-validator report: what was audited and what was found."""
+    return blake3_hash("lazy-evidence", claim.witness, result.detail.encode())
+
+
+def unserved_evidence() -> bytes:
+    """The evidence of a report filed because the bundle was never served to the reporter: voters
+    that are served a bundle that holds vote `served` (void: the bond comes back), not reject."""
+    return blake3_hash("lazy-evidence", NO_WITNESS, UNSERVED.encode())
 
 
 def witness_of(ctx: NodeContext, r: int, check: MinerCheck) -> bytes:
@@ -61,7 +77,7 @@ def claims_of(r: int, reveals: dict[str, dict]) -> dict[str, list[Claim]]:
     """Every revealed claim of a passed check (a non-zero score or a witness), by validator."""
     out: dict[str, list[Claim]] = {}
     for v, rev in reveals.items():
-        out[v] = [Claim(r, v, m, i, s, bytes(w), bytes(sig))
+        out[v] = [Claim(r, v, m, i, s, bytes(w), bytes(sig), rev["served"])
                   for i, (m, s, w, sig) in enumerate(zip(rev["miners"], rev["scores"], rev["witnesses"],
                                                          rev["sigs"], strict=True))
                   if s > 0 or bytes(w) != NO_WITNESS]
@@ -81,8 +97,9 @@ async def audit_round(ctx: NodeContext, r: int, seed_block: bytes, sample: int) 
     seed = make_audit_seed(ctx.keys.identity, r, seed_block)
     picks = audit_picks(seed, {v: [c.miner for c in cs] for v, cs in claims.items()}, ctx.address, sample)
     failed = []
+    report_by = await _report_by(ctx, r)
     for v, m in picks:
-        result = await audit_claim(ctx, by_pair[(v, m)], seed_block, deadline=None)
+        result = await audit_claim(ctx, by_pair[(v, m)], seed_block, deadline=report_by)
         ctx.log.info("audited %s", kv(round=r, validator=v, miner=m, verdict="failed" if result.failed else "ok",
                                       detail=result.detail))
         if result.failed:
@@ -90,19 +107,42 @@ async def audit_round(ctx: NodeContext, r: int, seed_block: bytes, sample: int) 
     return failed
 
 
+async def _report_by(ctx: NodeContext, r: int) -> float:
+    """When, on the trio clock, an auditor stops waiting for unserved witnesses and reports:
+    shortly before reporting closes with the audit phase. A validator that crashed after its
+    reveal gets until then to come back and serve its bundle."""
+    audit_deadline = int((await ctx.port(ctx.client.round_info, r))["audit_deadline"])
+    return trio.current_time() + max(0.0, audit_deadline - await ctx.next_block_time() - REPORT_MARGIN_S)
+
+
 async def audit_claim(ctx: NodeContext, claim: Claim, seed_block: bytes, deadline: float | None) -> AuditResult:
-    """Audit one claim; while its checkpoints are not served, ask again until `deadline`
-    (trio clock; None: one try)."""
+    """Audit one claim; while its witness bundle or checkpoints are not served, ask again
+    until `deadline` (trio clock; None: one try)."""
     while True:
+        claim = await _with_bundle(ctx, claim)
         result = await _audit_once(ctx, claim, seed_block)
         if not result.retry or deadline is None or trio.current_time() >= deadline:
             return result
         await trio.sleep(max(ctx.config.poll_s, 1.0))
 
 
+async def _with_bundle(ctx: NodeContext, c: Claim) -> Claim:
+    """`c` with its witness and σ, once its validator's bundle is served (fetched again each try)."""
+    if c.served:
+        return c
+    rev = (await ctx.reveals(c.round)).get(c.validator)
+    if rev is None or not rev["served"]:
+        return c
+    return replace(c, witness=bytes(rev["witnesses"][c.index]), sig=bytes(rev["sigs"][c.index]), served=True)
+
+
 async def _audit_once(ctx: NodeContext, c: Claim, seed_block: bytes) -> AuditResult:
     commit = (await ctx.commits(c.round)).get(c.miner)
     cfg = ctx.challenge_compute(commit) if commit is not None else ctx.setup.compute
+    if not c.served:  # its blanks would read as a forged σ: a crashed validator is not a lazy one
+        return AuditResult(True, UNSERVED, retry=True)
+    if c.score == 0 and c.witness == NO_WITNESS:
+        return AuditResult(False, "the validator claimed no check of that miner")
     try:
         segments = verified_challenge(ctx, c.validator, c.round, c.miner, seed_block, c.sig, cfg).segments
     except (SignatureError, ChallengeError) as exc:

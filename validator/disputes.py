@@ -25,7 +25,7 @@ from protocol.core.fraud import FraudKind
 from protocol.core.proof import ChallengeError
 from protocol.core.witness import NO_WITNESS
 from protocol.node.logs import kv
-from validator.audits import Claim, audit_claim
+from validator.audits import Claim, audit_claim, unserved_evidence
 from validator.challenges import verified_challenge
 from validator.checks import check_one
 
@@ -154,8 +154,8 @@ class Disputes:
             return Vote.REJECT, "no such claim"
         i = rep["segment"]
         claim = Claim(r, rep["miner"], reveal["miners"][i], i, reveal["scores"][i], bytes(reveal["witnesses"][i]),
-                      bytes(reveal["sigs"][i]))
-        if claim.score == 0 and claim.witness == NO_WITNESS:
+                      bytes(reveal["sigs"][i]), reveal["served"])
+        if claim.score == 0 and claim.witness == NO_WITNESS and claim.served:
             return Vote.REJECT, "the validator claimed no check of that miner"
         mode = await ctx.classes.mode(r, claim.miner)
         if mode is CheckMode.TOLERANCE:
@@ -163,4 +163,8 @@ class Disputes:
         if mode is CheckMode.SKIP:
             return None, "not holding the miner's class: abstains"
         result = await audit_claim(ctx, claim, seed, deadline=vote_by)
-        return (Vote.CONFIRM if result.failed else Vote.REJECT), result.detail
+        if result.failed:
+            return Vote.CONFIRM, result.detail
+        # filed while the bundle was not served (a crash, a slow peer): served now and holding, the
+        # report is void and the reporter keeps its bond; any other report that fails to hold is rejected
+        return (Vote.SERVED if bytes(rep["evidence_hash"]) == unserved_evidence() else Vote.REJECT), result.detail

@@ -28,7 +28,7 @@ from protocol.node import round_notes
 from protocol.node.context import NodeContext, StateMismatch
 from protocol.node.global_model import state_heldout_loss
 from protocol.node.logs import kv
-from validator.audits import audit_round, witness_of
+from validator.audits import audit_round, lazy_evidence, witness_of
 from validator.cheat import ValidatorCheat
 from validator.checks import MinerCheck, check_all, fetch_submissions
 from validator.disputes import Disputes
@@ -164,8 +164,8 @@ class ValidatorNode(NodeContext):
         if not await self.port.view("scores", "audited", r, self.address):
             sample = 0 if self.cheat else self.client.deployment.run_config.chain.audit_sample
             for claim, result in await audit_round(self, r, seed_block, sample):
-                evidence = blake3_hash("lazy-evidence", claim.witness, result.detail.encode())
-                await self._file(r, claim.validator, FraudKind.LAZY_VALIDATOR, claim.index, bytes(evidence), claim.sig)
+                await self._file(r, claim.validator, FraudKind.LAZY_VALIDATOR, claim.index,
+                                 bytes(lazy_evidence(claim, result)), claim.sig)
             await self.port.try_send(self.client.audits_done, r)
 
     async def _prune(self, r: int) -> None:

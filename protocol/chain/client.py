@@ -216,8 +216,18 @@ class ChainClient:
     def started(self) -> bool:
         return bool(self.rounds.functions.started().call())
 
-    def phase(self, round_: int) -> Phase:
-        return Phase(self.rounds.functions.phase(round_).call())
+    def phase(self, round_: int, block: str = "latest") -> Phase:
+        """The phase of `round_` at `block`. A node waiting for a phase asks "pending", the
+        block its next transaction lands in: a chain that mines on demand (anvil) keeps the
+        latest timestamp while idle, so a phase that ends by time alone (scoring, when a
+        validator never commits) would never end at "latest" if no one sent a transaction."""
+        fn = self.rounds.functions.phase(round_)
+        if block != "latest":
+            try:
+                return Phase(fn.call(block_identifier=block))  # type: ignore[arg-type]
+            except (Web3Exception, ValueError):
+                pass  # a node that serves no pending block mines on its own clock
+        return Phase(fn.call())
 
     def round_info(self, round_: int) -> dict[str, Any]:
         start, commits, active, closed_block, closed_time, seed = self.rounds.functions.round_info(round_).call()

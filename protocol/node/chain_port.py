@@ -54,7 +54,7 @@ class ChainPort:
         return await self(self.client.call, contract, fn, *args)
 
     async def phase(self, round_: int) -> Phase:
-        return await self(self.client.phase, round_)
+        return await self(self.client.phase, round_, "pending")  # what the next block will see
 
     async def try_send(self, fn: Callable[..., Any], *args: Any) -> bool:
         """Send a transaction another node may already have sent (close_commit, store_seed,

@@ -7,6 +7,7 @@ no corpus has to be loaded. Timing is wall clock, so this lives in the shell, no
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass
 
@@ -23,14 +24,15 @@ class Throughput:
     steps: int  # timed inner steps (after one untimed warm-up step)
     seconds: float  # wall time of the timed steps
     tokens_per_step: int  # batch_size x block_size
+    median_step_s: float  # the median step: a stall while other processes boot is not the machine's speed
 
     @property
     def tokens_per_s(self) -> float:
-        return self.steps * self.tokens_per_step / self.seconds
+        return self.tokens_per_step / self.median_step_s
 
     @property
     def seconds_per_step(self) -> float:
-        return self.seconds / self.steps
+        return self.median_step_s
 
 
 def _random_batches(model: ModelConfig, batch_size: int) -> BatchFn:
@@ -45,20 +47,22 @@ def _random_batches(model: ModelConfig, batch_size: int) -> BatchFn:
 
 def time_steps(model: ModelConfig, cfg: ComputeConfig, seconds: float = 2.0, max_steps: int = 200,
                slowdown: float = 1.0) -> Throughput:
-    """Inner steps of `model` under `cfg` for about `seconds` (at least 2 timed steps);
+    """Inner steps of `model` under `cfg` for about `seconds` (at least 3 timed steps);
     `slowdown` > 1 sleeps after each step as a throttled miner does (tests, devnet)."""
     net = build_model(model)
     task = RoundTask(b"throughput", 0, bytes(20), model, cfg)
     ckpt = fresh_checkpoint(task, init_params(model, 0), None)
     batches = _random_batches(model, cfg.batch_size)
     ckpt, _ = run_steps(net, ckpt, 1, batches, cfg)  # warm-up: allocation, first dispatch
-    steps, start = 0, time.perf_counter()
-    while steps < 2 or (time.perf_counter() - start < seconds and steps < max_steps):
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < 3 or (time.perf_counter() - start < seconds and len(times) < max_steps):
         began = time.perf_counter()
         ckpt, _ = run_steps(net, ckpt, 1, batches, cfg)
         time.sleep(max(slowdown - 1, 0.0) * (time.perf_counter() - began))
-        steps += 1
-    return Throughput(steps, time.perf_counter() - start, cfg.batch_size * model.block_size)
+        times.append(time.perf_counter() - began)
+    return Throughput(len(times), time.perf_counter() - start, cfg.batch_size * model.block_size,
+                      statistics.median(times))
 
 
 def measure_class(profile: ReplayProfile, model: ModelConfig, cfg: ComputeConfig, seconds: float = 2.0) -> Throughput:

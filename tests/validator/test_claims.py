@@ -23,8 +23,8 @@ CFG = ComputeConfig()
 
 def test_claims_are_the_scored_or_witnessed_miners_only():
     w = b"\x07" * 32
-    reveals = {V1: {"miners": [M1, M2], "scores": [5, 0], "witnesses": [w, NO_WITNESS], "sigs": [b"a", b"b"]},
-               V2: {"miners": [M1, M2], "scores": [0, 0], "witnesses": [NO_WITNESS, w], "sigs": [b"c", b"d"]}}
+    reveals = {V1: {"miners": [M1, M2], "scores": [5, 0], "witnesses": [w, NO_WITNESS], "sigs": [b"a", b"b"], "served": True},
+               V2: {"miners": [M1, M2], "scores": [0, 0], "witnesses": [NO_WITNESS, w], "sigs": [b"c", b"d"], "served": True}}
     claims = claims_of(3, reveals)
     assert [(c.miner, c.index, c.score) for c in claims[V1]] == [(M1, 0, 5)]
     # a witness without a score is still a claim that the check passed: audited too
