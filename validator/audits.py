@@ -52,15 +52,20 @@ class AuditResult:
     retry: bool = False  # unserved: worth asking again before the deadline
 
 
+def _evidence(witness: bytes, detail: str) -> bytes:
+    return blake3_hash("lazy-evidence", witness, detail.encode())
+
+
 def lazy_evidence(claim: Claim, result: AuditResult) -> bytes:
     """The evidence hash of a lazy-validator report: what was audited and what was found."""
-    return blake3_hash("lazy-evidence", claim.witness, result.detail.encode())
+    return _evidence(claim.witness, result.detail)
 
 
 def unserved_evidence() -> bytes:
-    """The evidence of a report filed because the bundle was never served to the reporter: voters
-    that are served a bundle that holds vote `served` (void: the bond comes back), not reject."""
-    return blake3_hash("lazy-evidence", NO_WITNESS, UNSERVED.encode())
+    """The evidence of a report filed because the bundle was never served to the reporter (an
+    unserved claim's witness reads as NO_WITNESS): voters that are served a bundle that holds
+    vote `served` (void: the bond comes back), not reject."""
+    return _evidence(NO_WITNESS, UNSERVED)
 
 
 def witness_of(ctx: NodeContext, r: int, check: MinerCheck) -> bytes:

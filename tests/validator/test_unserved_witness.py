@@ -24,7 +24,15 @@ from protocol.core.training import ComputeConfig
 from protocol.core.witness import NO_WITNESS
 from protocol.core.witness_bundle import SIG_BYTES
 from protocol.node.context import NodeContext
-from validator.audits import UNSERVED, Claim, _audit_once, audit_claim, claims_of, unserved_evidence
+from validator.audits import (
+    UNSERVED,
+    Claim,
+    _audit_once,
+    audit_claim,
+    claims_of,
+    lazy_evidence,
+    unserved_evidence,
+)
 from validator.disputes import Disputes
 
 CFG = ComputeConfig()  # H = 30, k = 3
@@ -78,6 +86,8 @@ def test_an_unserved_claim_is_asked_for_again_not_read_as_a_forged_signature():
     assert not claim.served and claim.sig == BLANK
     once = trio.run(_audit_once, ctx, claim, SEED_BLOCK)
     assert once.retry and once.detail == UNSERVED and "signature" not in once.detail
+    # what the auditor files once it stops waiting is the evidence voters void when the bundle holds
+    assert lazy_evidence(claim, once) == unserved_evidence()
 
 
 def test_a_bundle_served_while_the_auditor_waits_is_audited_with_its_own_signature():
