@@ -13,7 +13,7 @@ from pathlib import Path
 
 import safetensors.torch
 
-from protocol.core.checkpoint import Checkpoint, checkpoint_layout
+from protocol.core.checkpoint import Checkpoint, Leaves, checkpoint_layout, checkpoint_leaves
 from protocol.core.hashing import content_hasher
 from protocol.core.model import ModelConfig
 from protocol.node.store import TEMP_PREFIX
@@ -29,13 +29,13 @@ def _hash_file(path: Path) -> bytes:
     return hasher.digest()
 
 
-def _write_temp(root: Path, checkpoint: Checkpoint, model: ModelConfig) -> tuple[Path, bytes]:
+def _write_temp(root: Path, checkpoint: Checkpoint, model: ModelConfig, leaves: Leaves) -> tuple[Path, bytes]:
     """`checkpoint` in a temp file in `root` (not yet durable) and its content hash."""
     fd, name = tempfile.mkstemp(dir=root, prefix=TEMP_PREFIX)
     os.close(fd)
     tmp = Path(name)
     try:
-        tensors, meta = checkpoint_layout(checkpoint, model)
+        tensors, meta = checkpoint_layout(checkpoint, model, leaves)
         safetensors.torch.save_file(tensors, str(tmp), metadata=meta)
         return tmp, _hash_file(tmp)
     except BaseException:
@@ -62,8 +62,8 @@ class CheckpointWriter:
         self.root, self.model = Path(root), model
         self._pending: list[tuple[Path, bytes]] = []
 
-    def __call__(self, _leaf: int, checkpoint: Checkpoint) -> bytes:
-        tmp, blob_hash = _write_temp(self.root, checkpoint, self.model)
+    def __call__(self, _leaf: int, checkpoint: Checkpoint, leaves: Leaves) -> bytes:
+        tmp, blob_hash = _write_temp(self.root, checkpoint, self.model, leaves)
         self._pending.append((tmp, blob_hash))
         return blob_hash
 
@@ -85,7 +85,7 @@ def store_checkpoint(root: Path, checkpoint: Checkpoint, model: ModelConfig) -> 
     """Write `checkpoint` durably into blob folder `root` under its content hash; return the hash."""
     writer = CheckpointWriter(root, model)
     try:
-        blob_hash = writer(0, checkpoint)
+        blob_hash = writer(0, checkpoint, checkpoint_leaves(checkpoint))
         writer.commit()
     except BaseException:
         writer.abort()

@@ -2,23 +2,28 @@
 
 A checkpoint holds the parameters, the AdamW moments, the step, the RNG state, whether the
 second moment was carried in from the miner's previous round (`warm`: then AdamW skips its
-bias correction) and (at leaf 0 only) the error-feedback buffer carried into the round. Its hash is over a canonical framing
-of the header and every tensor (sorted keys, dtype, shape, raw little-endian bytes), so it
-does not depend on how safetensors lays out a file. Decoding never unpickles: it reads a
-size-capped safetensors blob and a strict pydantic header, and checks every key, shape and
-dtype against the model.
+bias correction) and (at leaf 0 only) the error-feedback buffer carried into the round.
+
+Its hash is a one-level Merkle tree: each tensor is hashed alone (dtype, shape, raw
+little-endian bytes: its *digest*), and the checkpoint hash is over the header and the sorted
+(key, digest) list, so it does not depend on how safetensors lays out a file, and a peer can
+ship the digest list with only the tensors a check reads (`checkpoint_parts.py`). The list
+travels in the file's metadata. Decoding never unpickles: it reads a size-capped safetensors
+blob and a strict pydantic header, and checks every key, shape, dtype and digest against the
+model and the list.
 """
 
 from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 import safetensors.torch
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor
 
 from protocol.core.errors import VeritrainError
@@ -28,6 +33,7 @@ from protocol.core.model import ModelConfig, Params, config_hash, num_params, pa
 RNG_STATE_BYTES = 5056  # torch CPU generator (mt19937) state size
 MAX_HEADER_BYTES = 1 << 20  # a safetensors JSON header larger than 1 MiB is refused
 _META_KEY = "veritrain"
+Leaves = dict[str, Digest]  # tensor key -> digest (`tensor_digest`)
 
 
 class CheckpointFormatError(VeritrainError):
@@ -42,7 +48,7 @@ class CheckpointHeader(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     format: Literal["veritrain-checkpoint"] = "veritrain-checkpoint"
-    version: Literal[2] = 2
+    version: Literal[3] = 3  # 3: hashed per tensor
     step: int = Field(ge=0, le=10**9)
     model: str = Field(pattern=r"^[0-9a-f]{64}$")  # hex model config hash
     has_ef: bool
@@ -75,26 +81,55 @@ def _header(c: Checkpoint, cfg: ModelConfig) -> CheckpointHeader:
                             warm=c.warm)
 
 
-def hash_tensors(domain: str, header: bytes, tensors: dict[str, Tensor]) -> Digest:
-    """Canonical content hash of a header and named tensors (sorted by name)."""
-    h = StreamHasher(domain)
-    h.update(header)
-    for key in sorted(tensors):
-        t = tensors[key].contiguous()
-        h.update(key.encode())
-        h.update(f"{t.dtype}{tuple(t.shape)}".encode())
-        h.update(memoryview(t.view(torch.uint8).reshape(-1).numpy()))  # type: ignore[arg-type]
+def tensor_digest(t: Tensor) -> Digest:
+    """One tensor's hash: its dtype, shape and raw little-endian bytes (not its key)."""
+    t = t.contiguous()
+    h = StreamHasher("checkpoint-tensor")
+    h.update(f"{t.dtype}{tuple(t.shape)}".encode())
+    h.update(memoryview(t.view(torch.uint8).reshape(-1).numpy()))  # type: ignore[arg-type]
     return h.digest()
 
 
-def checkpoint_hash(c: Checkpoint, cfg: ModelConfig) -> Digest:
-    return hash_tensors("checkpoint", _header(c, cfg).model_dump_json().encode(), _tensors(c))
+def digests_of(tensors: Mapping[str, Tensor]) -> Leaves:
+    return {k: tensor_digest(t) for k, t in tensors.items()}
 
 
-def checkpoint_layout(c: Checkpoint, cfg: ModelConfig) -> tuple[dict[str, Tensor], dict[str, str]]:
+def hash_digests(domain: str, header: bytes, leaves: Mapping[str, bytes]) -> Digest:
+    """The root over a header and named digests (sorted by name): a checkpoint's or a carry's hash."""
+    h = StreamHasher(domain)
+    h.update(header)
+    for key in sorted(leaves):
+        h.update(key.encode())
+        h.update(leaves[key])
+    return h.digest()
+
+
+def header_bytes(header: CheckpointHeader) -> bytes:
+    return header.model_dump_json().encode()
+
+
+def checkpoint_leaves(c: Checkpoint) -> Leaves:
+    return digests_of(_tensors(c))
+
+
+def checkpoint_hash(c: Checkpoint, cfg: ModelConfig, leaves: Leaves | None = None) -> Digest:
+    """`leaves`: `checkpoint_leaves(c)` when the caller has them already (one pass over the bytes)."""
+    return hash_digests("checkpoint", header_bytes(_header(c, cfg)), leaves if leaves is not None else checkpoint_leaves(c))
+
+
+def checkpoint_layout(c: Checkpoint, cfg: ModelConfig,
+                      leaves: Leaves | None = None) -> tuple[dict[str, Tensor], dict[str, str]]:
     """The tensors and metadata `encode_checkpoint` serializes (for writers that stream them
     to a file with safetensors instead of building the bytes in memory: the same bytes)."""
-    return {k: v.contiguous() for k, v in _tensors(c).items()}, {_META_KEY: _header(c, cfg).model_dump_json()}
+    leaves = leaves if leaves is not None else checkpoint_leaves(c)
+    return {k: v.contiguous() for k, v in _tensors(c).items()}, checkpoint_metadata(_header(c, cfg), leaves)
+
+
+def checkpoint_metadata(header: CheckpointHeader, leaves: Mapping[str, bytes]) -> dict[str, str]:
+    """The safetensors metadata of a checkpoint or a part: one key (safetensors writes several
+    in no fixed order), holding {"header": …, "leaves": {tensor key: hex digest}}."""
+    body = {"header": header.model_dump(), "leaves": {k: leaves[k].hex() for k in sorted(leaves)}}
+    return {_META_KEY: json.dumps(body, separators=(",", ":"))}
 
 
 def encode_checkpoint(c: Checkpoint, cfg: ModelConfig) -> bytes:
@@ -135,26 +170,70 @@ def _expect(tensors: dict[str, Tensor], key: str, shape: tuple[int, ...], dtype:
     return t
 
 
-def decode_checkpoint(blob: bytes, cfg: ModelConfig) -> Checkpoint:
-    """Parse and validate a checkpoint for model `cfg`; never unpickles."""
+def expected_tensors(cfg: ModelConfig, has_ef: bool) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+    """Every tensor key of a checkpoint of `cfg`, with its shape and dtype."""
+    f32 = torch.float32
+    shapes = param_shapes(cfg)
+    out = {f"{p}/{k}": (s, f32) for p in "pmv" for k, s in shapes.items()}
+    out["rng"] = ((RNG_STATE_BYTES,), torch.uint8)
+    if has_ef:
+        out["ef"] = ((num_params(cfg),), f32)
+    return out
+
+
+def _read_metadata(meta: dict[str, str]) -> tuple[CheckpointHeader, Leaves]:
+    try:
+        body = json.loads(meta.get(_META_KEY, ""))
+        header = CheckpointHeader.model_validate(body["header"])
+        raw = body["leaves"]
+    except (ValueError, TypeError, KeyError) as exc:  # ValidationError is a ValueError
+        raise CheckpointFormatError(f"bad checkpoint metadata: {exc}") from exc
+    if not isinstance(raw, dict) or not all(isinstance(v, str) and len(v) == 64 for v in raw.values()):
+        raise CheckpointFormatError("the digest list must map tensor keys to 32-byte hex digests")
+    try:
+        return header, {str(k): Digest(bytes.fromhex(v)) for k, v in raw.items()}
+    except ValueError as exc:
+        raise CheckpointFormatError(f"bad digest list: {exc}") from exc
+
+
+def decode_tensors(blob: bytes, cfg: ModelConfig) -> tuple[CheckpointHeader, Leaves, dict[str, Tensor]]:
+    """A served checkpoint, whole or in part: its header, the digest of every tensor, and the
+    tensors it holds, each checked for shape, dtype, finiteness and against its digest. Its
+    hash is `hash_digests("checkpoint", header, leaves)`. Never unpickles."""
     try:
         tensors, meta = read_safetensors(blob, max_checkpoint_bytes(cfg))
-        header = CheckpointHeader.model_validate_json(meta.get(_META_KEY, ""))
-    except (BlobFormatError, ValidationError) as exc:
+    except BlobFormatError as exc:
         raise CheckpointFormatError(f"bad checkpoint: {exc}") from exc
+    header, leaves = _read_metadata(meta)
     if header.model != config_hash(cfg).hex():
         raise CheckpointFormatError("checkpoint is for a different model config")
+    want = expected_tensors(cfg, header.has_ef)
+    if set(leaves) != set(want) or not set(tensors) <= set(want):
+        extra = (set(leaves) ^ set(want)) | (set(tensors) - set(want))
+        raise CheckpointFormatError(f"unexpected tensor keys: {sorted(extra)[:5]}")
+    for key in tensors:
+        t = _expect(tensors, key, *want[key])
+        if tensor_digest(t) != leaves[key]:
+            raise CheckpointFormatError(f"{key}: does not match its digest")
+    return header, leaves, tensors
+
+
+def decode_checkpoint(blob: bytes, cfg: ModelConfig) -> Checkpoint:
+    """Parse and validate a whole checkpoint for model `cfg`; never unpickles."""
+    header, leaves, tensors = decode_tensors(blob, cfg)
+    if set(tensors) != set(leaves):
+        raise CheckpointFormatError(f"a part, not a whole checkpoint: {len(tensors)} of {len(leaves)} tensors")
+    return checkpoint_of(header, tensors, cfg)
+
+
+def checkpoint_of(header: CheckpointHeader, tensors: dict[str, Tensor], cfg: ModelConfig) -> Checkpoint:
     shapes = param_shapes(cfg)
-    want = {f"{p}/{k}" for p in "pmv" for k in shapes} | {"rng"} | ({"ef"} if header.has_ef else set())
-    if set(tensors) != want:
-        raise CheckpointFormatError(f"unexpected tensor keys: {sorted(set(tensors) ^ want)[:5]}")
-    f32 = torch.float32
     return Checkpoint(
         step=header.step,
-        params={k: _expect(tensors, f"p/{k}", s, f32) for k, s in shapes.items()},
-        exp_avg={k: _expect(tensors, f"m/{k}", s, f32) for k, s in shapes.items()},
-        exp_avg_sq={k: _expect(tensors, f"v/{k}", s, f32) for k, s in shapes.items()},
-        rng=_expect(tensors, "rng", (RNG_STATE_BYTES,), torch.uint8),
-        ef=_expect(tensors, "ef", (num_params(cfg),), f32) if header.has_ef else None,
+        params={k: tensors[f"p/{k}"] for k in shapes},
+        exp_avg={k: tensors[f"m/{k}"] for k in shapes},
+        exp_avg_sq={k: tensors[f"v/{k}"] for k in shapes},
+        rng=tensors["rng"],
+        ef=tensors["ef"] if header.has_ef else None,
         warm=header.warm,
     )

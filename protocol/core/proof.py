@@ -25,11 +25,16 @@ from protocol.core.checkpoint import (
     BlobFormatError,
     Checkpoint,
     CheckpointFormatError,
+    CheckpointHeader,
+    Leaves,
     checkpoint_hash,
-    decode_checkpoint,
-    hash_tensors,
+    checkpoint_leaves,
+    hash_digests,
+    header_bytes,
     read_safetensors,
+    tensor_digest,
 )
+from protocol.core.checkpoint_parts import CheckpointPart, ServedCheckpoint, decode_served
 from protocol.core.compress import (
     UpdateFormatError,
     compress_with_feedback,
@@ -56,6 +61,7 @@ from protocol.core.model import (
     ModelConfig,
     Params,
     build_model,
+    config_hash,
     flatten,
     num_params,
     param_shapes,
@@ -112,7 +118,14 @@ def _carry_tensors(carry: Carry) -> dict[str, Tensor]:
 
 
 def carry_hash(carry: Carry) -> Digest:
-    return hash_tensors("carry", b"", _carry_tensors(carry))
+    return carry_hash_of(tensor_digest(carry.residual), {f"v/{k}": tensor_digest(t) for k, t in carry.second_moment.items()})
+
+
+def carry_hash_of(residual: bytes, second_moment: Leaves | dict[str, bytes]) -> Digest:
+    """A carry's hash from digests: the residual's, and the second moment's as `v/<name>` keys
+    (a checkpoint's own `v/*` digests), so a part of a checkpoint binds its carry."""
+    v = {k: d for k, d in second_moment.items() if k.startswith("v/")}
+    return hash_digests("carry", b"", {"residual": residual} | v)
 
 
 def encode_carry(carry: Carry) -> bytes:
@@ -174,15 +187,16 @@ def check_leaf_proof(root: bytes, leaf_index: int, n_leaves: int, leaf: bytes, p
 
 def check_served_leaf(blob: bytes, proof: bytes, root: bytes, leaf_index: int, model: ModelConfig,
                       cfg: ComputeConfig) -> None:
-    """Raise ProofMismatch unless `blob` is a checkpoint of `model` whose checkpoint hash sits
-    at checkpoint leaf `leaf_index` (0..H/k) under the committed trace root `root`."""
+    """Raise ProofMismatch unless `blob` is a checkpoint of `model`, whole or a part
+    (checkpoint_parts.py), whose hash sits at checkpoint leaf `leaf_index` (0..H/k) under the
+    committed trace root `root`."""
     if not 0 <= leaf_index <= cfg.n_segments:
         raise ProofMismatch(f"leaf {leaf_index} is not a checkpoint leaf (0..{cfg.n_segments})")
     try:
-        ckpt = decode_checkpoint(blob, model)
+        served = decode_served(blob, model)
     except CheckpointFormatError as exc:
         raise ProofMismatch(f"leaf {leaf_index}: served bytes are not a checkpoint: {exc}") from exc
-    check_leaf_proof(root, leaf_index, trace_size(cfg), checkpoint_hash(ckpt, model), proof)
+    check_leaf_proof(root, leaf_index, trace_size(cfg), served.hash, proof)
 
 
 def check_trace(t: Trace, root: bytes, cfg: ComputeConfig) -> None:
@@ -205,10 +219,10 @@ class MinerWork:
     checkpoints: list[Checkpoint]  # served on request, by leaf index
 
 
-def derive_update(theta_r: Params, final: Checkpoint, ef_in: Tensor,
+def derive_update(theta_r: Params, final_params: Params, ef_in: Tensor,
                   cfg: ComputeConfig) -> tuple[bytes, Tensor]:
     """Δ = θ_r − θ_H, compressed with error feedback: (update blob, residual)."""
-    delta = flatten(theta_r) - flatten(final.params)  # (N,)
+    delta = flatten(theta_r) - flatten(final_params)  # (N,)
     c, residual = compress_with_feedback(delta, ef_in, cfg.chunk, cfg.topk, cfg.bits, cfg.ef_decay)
     return encode_update(c), residual
 
@@ -216,7 +230,7 @@ def derive_update(theta_r: Params, final: Checkpoint, ef_in: Tensor,
 def build_work(task: RoundTask, trained: TrainedRound, theta_r: Params) -> MinerWork:
     leaf0, final = trained.checkpoints[0], trained.checkpoints[-1]
     assert leaf0.ef is not None
-    blob, residual = derive_update(theta_r, final, leaf0.ef, task.cfg)
+    blob, residual = derive_update(theta_r, final.params, leaf0.ef, task.cfg)
     carry = Carry(residual, final.exp_avg_sq)
     hashes = tuple(checkpoint_hash(c, task.model) for c in trained.checkpoints)
     trace = Trace(hashes, tuple(trained.losses), carry_hash(carry))
@@ -292,23 +306,32 @@ class ReplayResult:
 ServedBlob = bytes | Callable[[], bytes | None] | None  # the bytes, or a call that reads them when needed
 
 
-def served_checkpoint(served: ServedBlob, expected: bytes, task: RoundTask) -> Checkpoint | None:
-    """Decode a served checkpoint; None if absent, malformed, or not the committed one. A
-    callable is read only here, so its bytes live no longer than the decoding."""
+def served_part(served: ServedBlob, expected: bytes, task: RoundTask,
+                part: CheckpointPart = CheckpointPart.ALL) -> ServedCheckpoint | None:
+    """Decode a served checkpoint or part; None if absent, malformed, not the committed one, or
+    without `part`'s tensors. A callable is read only here, so its bytes live no longer than
+    the decoding."""
     blob = served() if callable(served) else served
     if blob is None:
         return None
     try:
-        ckpt = decode_checkpoint(blob, task.model)
+        got = decode_served(blob, task.model)
     except CheckpointFormatError:
         return None
-    return ckpt if checkpoint_hash(ckpt, task.model) == expected else None
+    return got if got.hash == expected and got.holds(part) else None
 
 
-def _errors(replayed: Checkpoint, served: Checkpoint | None) -> tuple[float, float, float]:
-    if served is None:
+def served_checkpoint(served: ServedBlob, expected: bytes, task: RoundTask) -> Checkpoint | None:
+    """A whole served checkpoint that is the committed one, or None."""
+    got = served_part(served, expected, task)
+    return None if got is None else got.whole(task.model)
+
+
+def _errors(replayed: Checkpoint, served: ServedCheckpoint | None) -> tuple[float, float, float]:
+    if served is None or not served.holds(CheckpointPart.PARAMS):
         return float("nan"), float("nan"), float("nan")
-    a, b = flatten(replayed.params), flatten(served.params)  # (N,), (N,)
+    a = flatten(replayed.params)  # (N,)
+    b = torch.cat([served.tensors[f"p/{k}"].reshape(-1) for k in replayed.params])  # (N,), the same order
     diff = (a - b).abs()
     rel = float(torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(b).clamp_min(1e-30))
     return float(diff.max()), float(diff.mean()), rel
@@ -355,7 +378,8 @@ def replay_segment(task: RoundTask, ds: Dataset, trace: Trace, segment: int,
     replayed, losses, inner = run.end, run.losses, run.step_hashes
     assert len(inner) == k, "a replay's stepper hashes every step"
     actual = inner[-1]  # the state after the last step is the replayed end checkpoint
-    end = served_checkpoint(end_blob, expected, task)
+    # exact mode decides on the hash: the end need only be served as its digest list (`HASHES`)
+    end = served_part(end_blob, expected, task, CheckpointPart.PARAMS if mode == "tolerance" else CheckpointPart.HASHES)
     max_err, mean_err, rel = _errors(replayed, end)
     claimed = np.asarray(trace.losses[s * k : e * k], dtype="<f4")
     losses_ok = bool(np.array_equal(np.asarray(losses, dtype="<f4"), claimed))
@@ -384,14 +408,29 @@ class DerivationResult:
     carry_committed: Digest
 
 
-def _leaf0_failures(task: RoundTask, leaf0: Checkpoint, theta_r: Params, committed: bytes,
+def _zero_digest(shape: tuple[int, ...]) -> Digest:
+    return tensor_digest(torch.zeros(shape))
+
+
+def expected_leaf0_hash(task: RoundTask, theta_r: Params, served: Leaves) -> Digest:
+    """The hash leaf 0 must have: θ_r, a zero first moment, step 0, the seeded RNG state, and
+    the carried second moment and `ef` as `served` lists their digests (bound by the carry-in
+    hash). `warm` follows from the second moment, as `training.fresh_checkpoint` sets it."""
+    fresh = fresh_checkpoint(task, theta_r, None)  # zero carry: its p, m and rng are leaf 0's
+    leaves = checkpoint_leaves(fresh)
+    carried = {k: served[k] for k in leaves if k.startswith("v/") or k == "ef"}
+    zeros = {k: _zero_digest(tuple(v.shape)) for k, v in fresh.exp_avg_sq.items()}
+    warm = any(carried[f"v/{k}"] != zeros[k] for k in zeros)
+    header = CheckpointHeader(step=0, model=config_hash(task.model).hex(), has_ef=True, warm=warm)
+    return hash_digests("checkpoint", header_bytes(header), leaves | carried)
+
+
+def _leaf0_failures(task: RoundTask, leaf0: ServedCheckpoint, theta_r: Params, committed: bytes,
                     carry_in_hash: bytes) -> tuple[list[str], Digest | None]:
-    if leaf0.ef is None:
+    if not leaf0.header.has_ef:
         return ["ef-missing"], None
-    carried = Carry(leaf0.ef, leaf0.exp_avg_sq)
-    failures = [] if carry_hash(carried) == carry_in_hash else ["carry-in"]
-    fresh = fresh_checkpoint(task, theta_r, carried)
-    leaf0_expected = checkpoint_hash(fresh, task.model)
+    failures = [] if carry_hash_of(leaf0.leaves["ef"], leaf0.leaves) == carry_in_hash else ["carry-in"]
+    leaf0_expected = expected_leaf0_hash(task, theta_r, leaf0.leaves)
     if leaf0_expected != committed:
         failures.append("leaf0-state")
     return failures, leaf0_expected
@@ -402,23 +441,26 @@ def verify_update_derivation(task: RoundTask, trace: Trace, theta_r: Params, car
                              blob: bytes) -> DerivationResult:
     """Check leaf 0 is θ_r with a zero first moment and the committed carry (`carry_in_hash`:
     the carry hash of the miner's previous trace, or `zero_carry_hash` after a missed round),
-    and that the blob and the carry out follow from leaf 0 and the final checkpoint."""
+    and that the blob and the carry out follow from leaf 0 and the final checkpoint. Leaf 0
+    need only be served with its `ef` and the final leaf with its parameters (checkpoint_parts.py):
+    every other tensor is checked by its digest."""
     cfg, n = task.cfg, len(trace.checkpoint_hashes)
     blob_hash = update_content_hash(blob)
     # one served checkpoint decoded at a time: leaf 0 is checked and dropped (its error-feedback
     # buffer kept) before the final one is decoded
-    leaf0 = served_checkpoint(leaf0_blob, trace.checkpoint_hashes[0], task)
+    leaf0 = served_part(leaf0_blob, trace.checkpoint_hashes[0], task, CheckpointPart.EF)
     if leaf0 is None:
         return DerivationResult((), 0, None, trace.checkpoint_hashes[0], None, blob_hash, None, trace.carry_hash)
     failures, leaf0_expected = _leaf0_failures(task, leaf0, theta_r, trace.checkpoint_hashes[0],
                                                carry_in_hash)
-    ef_in = leaf0.ef if leaf0.ef is not None else torch.zeros(num_params(task.model))
+    ef_in = leaf0.tensors["ef"] if leaf0.header.has_ef else torch.zeros(num_params(task.model))
     del leaf0
-    final = served_checkpoint(final_blob, trace.checkpoint_hashes[-1], task)
+    final = served_part(final_blob, trace.checkpoint_hashes[-1], task, CheckpointPart.PARAMS)
     if final is None:
         return DerivationResult((), n - 1, None, trace.checkpoint_hashes[0], None, blob_hash, None,
                                 trace.carry_hash)
-    derived, residual = derive_update(theta_r, final, ef_in, cfg)
+    final_params = {k: final.tensors[f"p/{k}"] for k in param_shapes(task.model)}
+    derived, residual = derive_update(theta_r, final_params, ef_in, cfg)
     want = expected_header(num_params(task.model), cfg.chunk, cfg.topk, cfg.bits)
     try:
         same = encode_update(decode_update(blob, want)) == derived
@@ -426,7 +468,7 @@ def verify_update_derivation(task: RoundTask, trace: Trace, theta_r: Params, car
         same = False
     if not same:
         failures.append("update-bytes")
-    carry_out = carry_hash(Carry(residual, final.exp_avg_sq))
+    carry_out = carry_hash_of(tensor_digest(residual), final.leaves)
     if carry_out != trace.carry_hash:
         failures.append("carry-out")
     return DerivationResult(tuple(failures), None, leaf0_expected, trace.checkpoint_hashes[0],

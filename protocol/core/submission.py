@@ -11,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from protocol.core.checkpoint import Checkpoint, checkpoint_hash, encode_checkpoint
+from protocol.core.checkpoint import (
+    Checkpoint,
+    Leaves,
+    checkpoint_hash,
+    checkpoint_leaves,
+    encode_checkpoint,
+)
 from protocol.core.data import Dataset
 from protocol.core.hashing import Digest
 from protocol.core.model import Params, build_model
@@ -27,7 +33,7 @@ from protocol.core.training import (
     train_round,
 )
 
-CheckpointSink = Callable[[int, Checkpoint], bytes]  # (leaf, checkpoint) -> where it was put (a blob hash)
+CheckpointSink = Callable[[int, Checkpoint, Leaves], bytes]  # (leaf, checkpoint, its digests) -> where it was put (a blob hash)
 
 
 @dataclass(frozen=True)
@@ -80,15 +86,21 @@ def honest_streamed(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | 
     leaf = replace(fresh_checkpoint(task, theta, carry), params=theta)  # θ_r itself: nothing writes to it
     ef_in = leaf.ef
     assert ef_in is not None
-    hashes, stored, losses = [checkpoint_hash(leaf, task.model)], [sink(0, leaf)], list[float]()
+    hashes, stored, losses = [], [], list[float]()
+
+    def keep(index: int, leaf: Checkpoint) -> None:
+        leaves = checkpoint_leaves(leaf)  # one pass over its bytes, for its hash and its file
+        hashes.append(checkpoint_hash(leaf, task.model, leaves))
+        stored.append(sink(index, leaf, leaves))
+
+    keep(0, leaf)
     for segment in range(task.cfg.n_segments):
         # the sink has the leaf: its moments are trained on in place
         run = stepper(leaf, task.cfg.checkpoint_every, consume=True)
         leaf, segment_losses = run.end, run.losses
-        hashes.append(checkpoint_hash(leaf, task.model))
-        stored.append(sink(segment + 1, leaf))
+        keep(segment + 1, leaf)
         losses += segment_losses
-    blob, residual = derive_update(theta, leaf, ef_in, task.cfg)
+    blob, residual = derive_update(theta, leaf.params, ef_in, task.cfg)
     carry_out = Carry(residual, leaf.exp_avg_sq)
     trace = Trace(tuple(hashes), tuple(losses), carry_hash(carry_out))
     return StreamedWork(trace_root(trace), trace, blob, carry_out, stored)

@@ -199,7 +199,7 @@ def fresh_checkpoint(task: RoundTask, theta: Params, carry: Carry | None) -> Che
         exp_avg_sq=second,
         rng=gen.get_state(),
         ef=carry.residual.clone(),
-        warm=any(bool(t.any()) for t in second.values()),
+        warm=any(bool((t.view(torch.int32) != 0).any()) for t in second.values()),  # bitwise: -0.0 counts, as its digest does
     )
 
 

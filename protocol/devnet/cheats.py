@@ -209,7 +209,7 @@ def not_derived(task: RoundTask, work: MinerWork) -> bytes:
     theta = work.checkpoints[0].params
     ef = work.checkpoints[0].ef
     assert ef is not None
-    return derive_update(theta, work.checkpoints[-2], ef, task.cfg)[0]
+    return derive_update(theta, work.checkpoints[-2].params, ef, task.cfg)[0]
 
 
 def carry_of(sub: Submission) -> Carry:

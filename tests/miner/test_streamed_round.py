@@ -27,7 +27,7 @@ def test_the_streamed_round_commits_what_the_honest_round_commits(inputs, tmp_pa
     want = honest(t, ds, theta, carry)
     live: list[int] = []
 
-    def sink(leaf, c):  # type: ignore[no-untyped-def]
+    def sink(leaf, c, _leaves):  # type: ignore[no-untyped-def]
         live.append(leaf)
         return store_checkpoint(tmp_path, c, t.model)
 
