@@ -181,9 +181,9 @@ def expected_tensors(cfg: ModelConfig, has_ef: bool) -> dict[str, tuple[tuple[in
     return out
 
 
-def _read_metadata(meta: dict[str, str]) -> tuple[CheckpointHeader, Leaves]:
+def read_metadata(meta: Mapping[str, object]) -> tuple[CheckpointHeader, Leaves]:
     try:
-        body = json.loads(meta.get(_META_KEY, ""))
+        body = json.loads(str(meta.get(_META_KEY, "")))
         header = CheckpointHeader.model_validate(body["header"])
         raw = body["leaves"]
     except (ValueError, TypeError, KeyError) as exc:  # ValidationError is a ValueError
@@ -204,7 +204,7 @@ def decode_tensors(blob: bytes, cfg: ModelConfig) -> tuple[CheckpointHeader, Lea
         tensors, meta = read_safetensors(blob, max_checkpoint_bytes(cfg))
     except BlobFormatError as exc:
         raise CheckpointFormatError(f"bad checkpoint: {exc}") from exc
-    header, leaves = _read_metadata(meta)
+    header, leaves = read_metadata(meta)
     if header.model != config_hash(cfg).hex():
         raise CheckpointFormatError("checkpoint is for a different model config")
     want = expected_tensors(cfg, header.has_ef)

@@ -15,8 +15,9 @@ which must match its digest. The checks of docs/PROTOCOL.md §7 read:
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from torch import Tensor
 
@@ -29,9 +30,19 @@ from protocol.core.checkpoint import (
     decode_tensors,
     hash_digests,
     header_bytes,
+    read_metadata,
 )
 from protocol.core.hashing import Digest
 from protocol.core.model import ModelConfig
+from protocol.core.tensor_subset import (
+    PREFIX_BYTES,
+    SubsetError,
+    SubsetLayout,
+    header_length,
+    parse_header,
+    subset_layout,
+    tensor_keys,
+)
 
 
 class CheckpointPart(enum.StrEnum):
@@ -86,3 +97,27 @@ def decode_served(blob: bytes, cfg: ModelConfig) -> ServedCheckpoint:
     does not fit `cfg`, or a tensor does not match its digest."""
     header, leaves, tensors = decode_tensors(blob, cfg)
     return ServedCheckpoint(header, leaves, tensors)
+
+
+def part_layout(header: Mapping[str, Any], header_len: int, part: CheckpointPart) -> SubsetLayout:
+    """How to serve `part` of a checkpoint file (or of a part that holds it) with the parsed
+    safetensors header `header` of `header_len` bytes; SubsetError if it does not hold it."""
+    meta = header.get("__metadata__")
+    if not isinstance(meta, Mapping):
+        raise SubsetError("no checkpoint metadata")
+    try:
+        _, leaves = read_metadata(meta)
+    except CheckpointFormatError as exc:
+        raise SubsetError(str(exc)) from exc
+    keys = part_keys(part, leaves)
+    if not keys <= tensor_keys(header):
+        raise SubsetError(f"holds no {part.value} part")
+    return subset_layout(header, header_len, keys)
+
+
+def part_of_blob(blob: bytes, part: CheckpointPart, max_header: int) -> bytes:
+    """`part` of a checkpoint held in memory (tests, the devnet's in-memory holders)."""
+    n = header_length(blob[:PREFIX_BYTES], max_header)
+    layout = part_layout(parse_header(blob[PREFIX_BYTES : PREFIX_BYTES + n]), n, part)
+    return layout.head + b"".join(blob[at : at + size] for at, size in layout.ranges)
+

@@ -186,16 +186,18 @@ def check_leaf_proof(root: bytes, leaf_index: int, n_leaves: int, leaf: bytes, p
 
 
 def check_served_leaf(blob: bytes, proof: bytes, root: bytes, leaf_index: int, model: ModelConfig,
-                      cfg: ComputeConfig) -> None:
-    """Raise ProofMismatch unless `blob` is a checkpoint of `model`, whole or a part
-    (checkpoint_parts.py), whose hash sits at checkpoint leaf `leaf_index` (0..H/k) under the
-    committed trace root `root`."""
+                      cfg: ComputeConfig, part: CheckpointPart = CheckpointPart.ALL) -> None:
+    """Raise ProofMismatch unless `blob` is a checkpoint of `model` holding `part` (whole, or
+    a part: checkpoint_parts.py) whose hash sits at checkpoint leaf `leaf_index` (0..H/k) under
+    the committed trace root `root`."""
     if not 0 <= leaf_index <= cfg.n_segments:
         raise ProofMismatch(f"leaf {leaf_index} is not a checkpoint leaf (0..{cfg.n_segments})")
     try:
         served = decode_served(blob, model)
     except CheckpointFormatError as exc:
         raise ProofMismatch(f"leaf {leaf_index}: served bytes are not a checkpoint: {exc}") from exc
+    if not served.holds(part):
+        raise ProofMismatch(f"leaf {leaf_index}: served without its {part.value} part")
     check_leaf_proof(root, leaf_index, trace_size(cfg), served.hash, proof)
 
 
