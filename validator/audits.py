@@ -24,7 +24,7 @@ from protocol.core.witness import NO_WITNESS, audit_picks, make_audit_seed, repl
 from protocol.node.context import NodeContext
 from protocol.node.logs import kv
 from validator.challenges import verified_challenge
-from validator.checks import MinerCheck, drop_unkept, fetch_leaf, fetch_submission
+from validator.checks import MinerCheck, drop_unkept, fetch_leaf, fetch_submission, segment_parts
 from validator.work import AuditJob, AuditReplay, replay_for_audit
 
 REPORT_MARGIN_S = 6.0  # an auditor still waiting for a witness reports this long before reporting closes
@@ -180,8 +180,9 @@ async def _replay(ctx: NodeContext, c: Claim, segments: tuple[int, ...]) -> Audi
     # the miner first, then the audited validator (it must serve what it replayed), then anyone
     holders = [k for k in (ctx.node_key_of(c.miner), ctx.node_key_of(c.validator)) if k]
     holders += [k for k in ctx.peers_for(None) if k not in holders]
-    fetched = {leaf: await fetch_leaf(ctx, c.round, commit.trace_root, leaf, holders, ctx.challenge_compute(commit))
-               for leaf in sorted({end for s in segments for end in (s, s + 1)})}
+    fetched = {leaf: await fetch_leaf(ctx, c.round, commit.trace_root, leaf, holders, ctx.challenge_compute(commit),
+                                      part)
+               for leaf, part in segment_parts(segments).items()}
     leaves: dict[int, bytes | Path | None] = {leaf: None if got is None else got.path for leaf, got in fetched.items()}
     job = AuditJob(ctx.setup.spec, ctx.setup.run_seed, c.round, c.miner, envelope, segments, leaves,
                    ctx.caps.update, commit.steps)

@@ -10,6 +10,7 @@ from pathlib import Path
 import trio
 
 from protocol.core.blob_caps import BlobKind
+from protocol.core.checkpoint_parts import CheckpointPart, merge_parts
 from protocol.core.class_checks import CheckMode
 from protocol.core.commitment import Commit
 from protocol.core.envelope import EnvelopeError, check_binding, decode_envelope
@@ -23,6 +24,7 @@ from protocol.core.proof import (
     trace_root,
 )
 from protocol.core.training import ComputeConfig, StepCountError
+from protocol.node.checkpoint_part_files import holds_part
 from protocol.node.context import NodeContext
 from protocol.node.logs import kv
 from protocol.p2p.blobs import StoredCheckpoint
@@ -41,9 +43,25 @@ class MinerCheck:
     mode: CheckMode = CheckMode.EXACT  # how this validator checked it (hardware classes)
 
 
-def needed_leaves(segments: tuple[int, ...], n_leaves: int) -> list[int]:
-    """Leaf 0 and the last leaf (derivation), plus both ends of each challenged segment."""
-    return sorted({0, n_leaves - 1, *[s for s in segments], *[s + 1 for s in segments]})
+def needed_leaves(segments: tuple[int, ...], n_leaves: int,
+                  mode: CheckMode = CheckMode.EXACT) -> dict[int, CheckpointPart]:
+    """Each leaf a check reads, with the part it reads (docs/PROTOCOL.md §7): leaf 0's `ef` and
+    the last leaf's parameters (derivation), and both ends of each challenged segment."""
+    wanted: dict[int, list[CheckpointPart]] = {0: [CheckpointPart.EF], n_leaves - 1: [CheckpointPart.PARAMS]}
+    for leaf, part in segment_parts(segments, mode).items():
+        wanted.setdefault(leaf, []).append(part)
+    return {leaf: merge_parts(parts) for leaf, parts in sorted(wanted.items())}
+
+
+def segment_parts(segments: tuple[int, ...], mode: CheckMode = CheckMode.EXACT) -> dict[int, CheckpointPart]:
+    """What replaying `segments` reads: each start whole; each end as its digest list (exact
+    mode: the replay's hash decides) or its parameters (tolerance: the distance is measured)."""
+    end = CheckpointPart.PARAMS if mode is CheckMode.TOLERANCE else CheckpointPart.HASHES
+    wanted: dict[int, list[CheckpointPart]] = {}
+    for s in segments:
+        wanted.setdefault(s, []).append(CheckpointPart.ALL)
+        wanted.setdefault(s + 1, []).append(end)
+    return {leaf: merge_parts(parts) for leaf, parts in sorted(wanted.items())}
 
 
 @dataclass(frozen=True)
@@ -57,42 +75,47 @@ class FetchedLeaf:
 
 
 async def fetch_leaf(ctx: NodeContext, r: int, root: bytes, leaf: int, holders: list[bytes],
-                     cfg: ComputeConfig | None = None) -> FetchedLeaf | None:
-    """A checkpoint from the first holder that serves it with a Merkle proof leading from its
-    checkpoint hash at `leaf` to the committed trace root `root` (docs/INTEROP.md §6) of a trace
-    of `cfg`'s shape (the miner's committed steps; default the run's H). A holder whose proof
-    does not verify did not serve it: the next one is asked. None if nobody did. It streams
-    into the data dir, so the node never holds it whole; one indexed already (evidence kept
-    earlier, or this node's own) is used as it is."""
+                     cfg: ComputeConfig | None = None,
+                     part: CheckpointPart = CheckpointPart.ALL) -> FetchedLeaf | None:
+    """`part` of a checkpoint (checkpoint_parts.py) from the first holder that serves it with a
+    Merkle proof leading from its checkpoint hash at `leaf` to the committed trace root `root`
+    (docs/INTEROP.md §6) of a trace of `cfg`'s shape (the miner's committed steps; default the
+    run's H). A holder whose proof does not verify, or that serves less than `part`, did not
+    serve it: the next one is asked. None if nobody did. It streams into the data dir, so the
+    node never holds it whole; one indexed already (evidence kept earlier, or this node's own)
+    that holds `part` is used as it is."""
     cfg = cfg if cfg is not None else ctx.setup.compute
     held = ctx.data.held_checkpoint(r, root, leaf)
-    if held is not None:
+    if held is not None and await trio.to_thread.run_sync(holds_part, held[0], part):
         return FetchedLeaf(held[0], held[1], fresh=False)
     for key in holders:
-        got = await _fetch_from(ctx, key, r, root, leaf)
+        got = await _fetch_from(ctx, key, r, root, leaf, part)
         if got is None:
             continue
         try:
-            await trio.to_thread.run_sync(_check_file, got, root, leaf, ctx.setup.model, cfg)
+            await trio.to_thread.run_sync(_check_file, got, root, leaf, ctx.setup.model, cfg, part)
         except ProofMismatch as exc:
             got.path.unlink(missing_ok=True)
-            ctx.log.info("checkpoint rejected %s", kv(round=r, leaf=leaf, peer=key.hex()[:12], reason=exc))
+            ctx.log.info("checkpoint rejected %s", kv(round=r, leaf=leaf, part=part.value, peer=key.hex()[:12],
+                                                      reason=exc))
             continue
         path, fresh = await trio.to_thread.run_sync(ctx.data.keep_fetched, r, root, leaf, got.path, got.blob_hash,
-                                                    got.proof)
+                                                    got.proof, part)
         return FetchedLeaf(path, got.proof, fresh)
     return None
 
 
-def _check_file(got: StoredCheckpoint, root: bytes, leaf: int, model: ModelConfig, cfg: ComputeConfig) -> None:
-    check_served_leaf(got.path.read_bytes(), got.proof, root, leaf, model, cfg)  # decoded once, then dropped
+def _check_file(got: StoredCheckpoint, root: bytes, leaf: int, model: ModelConfig, cfg: ComputeConfig,
+                part: CheckpointPart) -> None:
+    check_served_leaf(got.path.read_bytes(), got.proof, root, leaf, model, cfg, part)  # decoded once, then dropped
 
 
-async def _fetch_from(ctx: NodeContext, key: bytes, r: int, root: bytes, leaf: int) -> StoredCheckpoint | None:
+async def _fetch_from(ctx: NodeContext, key: bytes, r: int, root: bytes, leaf: int,
+                      part: CheckpointPart) -> StoredCheckpoint | None:
     with trio.move_on_after(ctx.config.fetch_timeout_s):
         try:
             return await ctx.p2p.fetch_checkpoint_into(key, r, root, leaf, ctx.data.checkpoint_sink(),
-                                                       ctx.caps.checkpoint)
+                                                       ctx.caps.checkpoint, part.value)
         except P2PError:
             return None
     return None
@@ -239,7 +262,8 @@ async def check_one(ctx: NodeContext, r: int, miner: str, commit: Commit, seed_b
     holders = ctx.peers_for(miner)  # the miner once, first; then everyone else (voters keep evidence)
     n_leaves = cfg.n_segments + 1
     started = time.monotonic()
-    fetched = {leaf: await fetch_leaf(ctx, r, root, leaf, holders, cfg) for leaf in needed_leaves(segments, n_leaves)}
+    fetched = {leaf: await fetch_leaf(ctx, r, root, leaf, holders, cfg, part)
+               for leaf, part in needed_leaves(segments, n_leaves, mode).items()}
     leaves: dict[int, bytes | Path | None] = {leaf: None if got is None else got.path for leaf, got in fetched.items()}
     job = CheckJob(ctx.setup.spec, ctx.setup.run_seed, r, miner, state[0], state[1], envelope, root,
                    await carry_in_hash_of(ctx, r, miner), leaves, segments, ctx.caps.update, commit.steps,

@@ -120,6 +120,9 @@ class BlobRequest(_Strict):
     hash: Hex32
 
 
+PartName = Literal["all", "params", "ef", "hashes"]  # protocol.core.checkpoint_parts.CheckpointPart
+
+
 class CheckpointRequest(_Strict):
     """Blob protocol request: checkpoint `index` of the trace with root `trace_root`."""
 
@@ -128,6 +131,8 @@ class CheckpointRequest(_Strict):
     round: Round
     trace_root: Hex32
     index: int = Field(ge=0, lt=2**32)
+    # which tensors to ship with the digest list (docs/INTEROP.md §6); absent: all of them
+    part: PartName = "all"
 
 
 BlobRequestAny = Annotated[BlobRequest | CheckpointRequest, Field(discriminator="kind")]

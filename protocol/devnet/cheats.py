@@ -20,6 +20,7 @@ from torch import Tensor
 from protocol.core.blob_caps import BlobKind
 from protocol.core.compress import Compressed, decode_update, encode_update, expected_header
 from protocol.core.data import Dataset, assign_pages, sample_distinct
+from protocol.core.messages import PartName
 from protocol.core.envelope import decode_envelope
 from protocol.core.errors import ConfigError
 from protocol.core.hashing import blake3_hash, seed_int
@@ -129,12 +130,12 @@ class RefuseFirstAsker:
         self.inner, self.hidden = inner, hidden
         self._asked: set[tuple[int, bytes, int]] = set()
 
-    def get_checkpoint(self, round_: int, trace_root: bytes, index: int) -> Any:
+    def get_checkpoint(self, round_: int, trace_root: bytes, index: int, part: PartName = "all") -> Any:
         key = (round_, bytes(trace_root), index)
         if index in self.hidden(round_) and key not in self._asked:
             self._asked.add(key)
             return None
-        return self.inner.get_checkpoint(round_, trace_root, index)
+        return self.inner.get_checkpoint(round_, trace_root, index, part)
 
 
 class RefuseFirstRequest:
@@ -146,11 +147,11 @@ class RefuseFirstRequest:
         self.inner = inner
         self._rounds: set[int] = set()
 
-    def get_checkpoint(self, round_: int, trace_root: bytes, index: int) -> Any:
+    def get_checkpoint(self, round_: int, trace_root: bytes, index: int, part: PartName = "all") -> Any:
         if round_ not in self._rounds:
             self._rounds.add(round_)
             return None
-        return self.inner.get_checkpoint(round_, trace_root, index)
+        return self.inner.get_checkpoint(round_, trace_root, index, part)
 
 
 def withhold(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,

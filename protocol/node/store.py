@@ -23,7 +23,11 @@ from typing import Any
 
 from protocol.config.atomic import atomic_write
 from protocol.core.errors import VeritrainError
+from protocol.core.checkpoint_parts import CheckpointPart
 from protocol.core.hashing import content_hash
+from protocol.core.messages import PartName
+from protocol.node.checkpoint_part_files import holds_part, part_view
+from protocol.p2p.sources import SplicedFile
 
 TEMP_PREFIX = ".partial-"
 
@@ -103,6 +107,9 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 CREATE TABLE IF NOT EXISTS embargo (
     round INTEGER NOT NULL, blob TEXT NOT NULL, PRIMARY KEY (round, blob)
 );
+CREATE TABLE IF NOT EXISTS superseded (  -- files of checkpoint entries replaced by a fuller part
+    round INTEGER NOT NULL, blob TEXT NOT NULL, PRIMARY KEY (round, blob)
+);
 CREATE TABLE IF NOT EXISTS journal (
     round INTEGER NOT NULL, step TEXT NOT NULL, data TEXT NOT NULL,
     PRIMARY KEY (round, step)
@@ -179,6 +186,21 @@ class NodeState:
             self._db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?, ?)",
                              (round_, trace_root.hex(), leaf, blob_hash.hex(), proof))
 
+    def supersede_checkpoint(self, round_: int, trace_root: bytes, leaf: int, blob_hash: bytes, proof: bytes) -> None:
+        """Point an entry at a fuller part of the same checkpoint. Its old file may still be read
+        by a check that fetched it, so it is deleted with the round (`unindex_checkpoints`)."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("INSERT OR IGNORE INTO superseded SELECT round, blob FROM checkpoints "
+                                 "WHERE round = ? AND trace_root = ? AND leaf = ?", (round_, trace_root.hex(), leaf))
+                self._db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?, ?)",
+                                 (round_, trace_root.hex(), leaf, blob_hash.hex(), proof))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
     def checkpoint_rounds(self) -> list[int]:
         with self._lock:
             return [r[0] for r in self._db.execute("SELECT DISTINCT round FROM checkpoints ORDER BY round")]
@@ -198,8 +220,10 @@ class NodeState:
     def unindex_checkpoints(self, round_: int) -> frozenset[bytes]:
         """Forget `round_`'s checkpoints: the blob hashes no other entry still points to."""
         with self._lock:
-            rows = self._db.execute("SELECT blob FROM checkpoints WHERE round = ?", (round_,)).fetchall()
+            rows = self._db.execute("SELECT blob FROM checkpoints WHERE round = ? UNION "
+                                    "SELECT blob FROM superseded WHERE round = ?", (round_, round_)).fetchall()
             self._db.execute("DELETE FROM checkpoints WHERE round = ?", (round_,))
+            self._db.execute("DELETE FROM superseded WHERE round = ?", (round_,))
             still = {r[0] for r in self._db.execute("SELECT DISTINCT blob FROM checkpoints")}
         return frozenset(bytes.fromhex(r[0]) for r in rows if r[0] not in still)
 
@@ -246,19 +270,24 @@ class DataDir:
         return None if entry is None or path is None else (path, entry[1])
 
     def keep_fetched(self, round_: int, trace_root: bytes, leaf: int, fetched: Path, blob_hash: bytes,
-                     proof: bytes) -> tuple[Path, bool]:
-        """Name a fetched checkpoint whose proof checked by its hash and index it: (its path, whether
-        the entry is new). An entry already there (with its file) is kept and `fetched` deleted."""
+                     proof: bytes, part: CheckpointPart = CheckpointPart.ALL) -> tuple[Path, bool]:
+        """Name a fetched checkpoint (or `part` of one) whose proof checked by its hash and index
+        it: (its path, whether the entry is new). An entry already there (with its file) that holds
+        `part` is kept and `fetched` deleted; one that does not is replaced, and stays not new:
+        someone kept it, and it is dropped with the round."""
         with self._checkpoint_lock:
             held = self.held_checkpoint(round_, trace_root, leaf)
-            if held is not None:
+            if held is not None and holds_part(held[0], part):
                 fetched.unlink(missing_ok=True)
                 return held[0], False
             final = self.blobs.path_for(blob_hash)
             os.replace(fetched, final)  # same content if already there (content-addressed)
             _fsync_dir(self.blobs.root)  # the name reaches the disk before the entry does
-            self.state.index_checkpoint(round_, trace_root, leaf, blob_hash, proof)
-            return final, True
+            if held is None:
+                self.state.index_checkpoint(round_, trace_root, leaf, blob_hash, proof)
+            else:
+                self.state.supersede_checkpoint(round_, trace_root, leaf, blob_hash, proof)
+            return final, held is None
 
     def drop_checkpoint(self, round_: int, trace_root: bytes, leaf: int) -> int:
         """Delete one indexed checkpoint (its file only once no other entry refers to it: the same
@@ -284,12 +313,15 @@ class DataDir:
                     path.unlink(missing_ok=True)
         return freed
 
-    def get_checkpoint(self, round_: int, trace_root: bytes, index: int) -> tuple[bytes | Path, bytes] | None:
+    def get_checkpoint(self, round_: int, trace_root: bytes, index: int,
+                       part: PartName = "all") -> tuple[Path | SplicedFile, bytes] | None:
+        """What peers may fetch: `part` of an indexed checkpoint not embargoed, if it holds it."""
         entry = self.state.checkpoint_entry(round_, trace_root, index)
         if entry is None or self.state.embargoed(entry[0]):
             return None
         path = self.blobs.get(entry[0])
-        return None if path is None else (path, entry[1])
+        view = None if path is None else part_view(path, CheckpointPart(part))
+        return None if view is None else (view, entry[1])
 
 
 class CheckpointSink:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import multiaddr
 import trio
@@ -25,6 +26,7 @@ from libp2p.peer.id import ID
 
 from protocol.core.hashing import content_hash, content_hasher
 from protocol.core.messages import (
+    PartName,
     BlobRequest,
     CheckpointRequest,
     MalformedMessage,
@@ -46,7 +48,7 @@ from protocol.p2p.host import NET_ERRORS, Dialer
 from protocol.p2p.ratelimit import PeerLimiter
 from protocol.p2p.registry import RegistryEntry, RegistryView
 from protocol.p2p.sink import Sink
-from protocol.p2p.sources import BlobSink, BlobSource, CheckpointSource
+from protocol.p2p.sources import BlobSink, BlobSource, CheckpointSource, Served, SplicedFile
 from protocol.p2p.traffic import NO_TRAFFIC, CountedStream, Traffic
 
 log = logging.getLogger(__name__)
@@ -161,14 +163,14 @@ class BlobServer:
 
     def _lookup(
         self, request: BlobRequest | CheckpointRequest
-    ) -> tuple[bytes | Path, bytes, bytes | None] | None:
+    ) -> tuple[Served, bytes, bytes | None] | None:
         if isinstance(request, BlobRequest):
             found = self.blobs.get(from_hex(request.hash))
             return None if found is None else (found, b"", from_hex(request.hash))
         if self.checkpoints is None:
             return None
         got = self.checkpoints.get_checkpoint(
-            request.round, from_hex(request.trace_root), request.index
+            request.round, from_hex(request.trace_root), request.index, request.part
         )
         return None if got is None else (got[0], got[1], None)
 
@@ -176,10 +178,13 @@ class BlobServer:
         self,
         stream: INetStream,
         entry: RegistryEntry,
-        content: bytes | Path,
+        content: Served,
         proof: bytes,
         known_hash: bytes | None,
     ) -> None:
+        if isinstance(content, SplicedFile):
+            await self._send_spliced(stream, entry, content, proof)
+            return
         if isinstance(content, Path):
             with content.open("rb") as f:  # one handle per stream; streams are capped
                 size = os.fstat(f.fileno()).st_size
@@ -195,6 +200,18 @@ class BlobServer:
         for off in range(0, len(content), framing.SEND_CHUNK_SIZE):
             await self._send_chunk(stream, entry, view[off : off + framing.SEND_CHUNK_SIZE])
 
+    async def _send_spliced(
+        self, stream: INetStream, entry: RegistryEntry, content: SplicedFile, proof: bytes
+    ) -> None:
+        """Its hash in a first pass over the ranges, then the bytes in a second: held once, never whole."""
+        with content.path.open("rb") as f:
+            hasher = content_hasher()
+            for chunk in _spliced_chunks(f, content):
+                hasher.update(chunk)
+            await self._write(stream, framing.encode_ok_head(content.size, hasher.digest(), proof))
+            for chunk in _spliced_chunks(f, content):
+                await self._send_chunk(stream, entry, chunk)
+
     async def _send_chunk(
         self, stream: INetStream, entry: RegistryEntry, chunk: bytes | memoryview
     ) -> None:
@@ -206,6 +223,19 @@ class BlobServer:
 
     async def _write(self, stream: INetStream, data: bytes) -> None:
         await framing.write_within(stream, data, self.config.read_timeout_s)
+
+
+def _spliced_chunks(f: BinaryIO, content: SplicedFile) -> Iterator[bytes]:
+    """`content`'s bytes in pieces of at most SEND_CHUNK_SIZE, read from `f` (its file)."""
+    yield content.head
+    for offset, length in content.ranges:
+        f.seek(offset)
+        while length:
+            chunk = f.read(min(length, framing.SEND_CHUNK_SIZE))
+            if not chunk:
+                raise PeerUnavailable("a served file was truncated while it was being sent")
+            length -= len(chunk)
+            yield chunk
 
 
 def _hash_file(f: object) -> bytes:
@@ -315,10 +345,11 @@ class BlobClient:
         index: int,
         addrs: Sequence[multiaddr.Multiaddr] = (),
         max_bytes: int | None = None,
+        part: PartName = "all",
     ) -> Checkpoint:
-        """The checkpoint and its proof, in memory (a large one spooled through a temp file
-        on the way, sink.py); over `max_bytes`: FrameTooLarge."""
-        request = CheckpointRequest(round=round_, trace_root=to_hex(trace_root), index=index)
+        """The checkpoint (or `part` of it) and its proof, in memory (a large one spooled through
+        a temp file on the way, sink.py); over `max_bytes`: FrameTooLarge."""
+        request = CheckpointRequest(round=round_, trace_root=to_hex(trace_root), index=index, part=part)
         head, data = await self._exchange(peer_id, addrs, request, None, None, max_bytes)
         assert isinstance(data, bytes)
         return Checkpoint(data=data, proof=head.proof, blob_hash=head.blob_hash)
@@ -332,10 +363,11 @@ class BlobClient:
         store: BlobSink,
         addrs: Sequence[multiaddr.Multiaddr] = (),
         max_bytes: int | None = None,
+        part: PartName = "all",
     ) -> StoredCheckpoint:
-        """The checkpoint streamed into `store` (never held in memory) and its proof; over
-        `max_bytes`: FrameTooLarge."""
-        request = CheckpointRequest(round=round_, trace_root=to_hex(trace_root), index=index)
+        """The checkpoint (or `part` of it) streamed into `store` (never held in memory) and its
+        proof; over `max_bytes`: FrameTooLarge."""
+        request = CheckpointRequest(round=round_, trace_root=to_hex(trace_root), index=index, part=part)
         head, path = await self._exchange(peer_id, addrs, request, store, None, max_bytes)
         assert isinstance(path, Path)
         return StoredCheckpoint(path=path, proof=head.proof, blob_hash=head.blob_hash)

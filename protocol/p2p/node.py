@@ -20,7 +20,7 @@ import trio
 from libp2p.peer.id import ID
 from libp2p.tools.anyio_service import background_trio_service
 
-from protocol.core.messages import Body, SignedGossip
+from protocol.core.messages import Body, PartName, SignedGossip
 from protocol.core.signing import NodeIdentity
 from protocol.p2p.blobs import PROTOCOL, BlobClient, BlobServer, Checkpoint, StoredCheckpoint
 from protocol.p2p.config import P2PConfig
@@ -208,17 +208,18 @@ class P2PNode:
         return {p for p, conns in self.host.get_network().connections.items() if conns}
 
     async def fetch_checkpoint(
-        self, node_key: bytes, round_: int, trace_root: bytes, index: int, max_bytes: int | None = None
+        self, node_key: bytes, round_: int, trace_root: bytes, index: int, max_bytes: int | None = None,
+        part: PartName = "all",
     ) -> Checkpoint:
         peer_id, addrs = self._addrs_of(node_key)
-        return await self.client.fetch_checkpoint(peer_id, round_, trace_root, index, addrs, max_bytes)
+        return await self.client.fetch_checkpoint(peer_id, round_, trace_root, index, addrs, max_bytes, part)
 
     async def fetch_checkpoint_into(
         self, node_key: bytes, round_: int, trace_root: bytes, index: int, store: BlobSink,
-        max_bytes: int | None = None,
+        max_bytes: int | None = None, part: PartName = "all",
     ) -> StoredCheckpoint:
-        """The checkpoint streamed into `store` as it arrives (hash-checked), with its proof."""
+        """The checkpoint (or `part` of it) streamed into `store` as it arrives (hash-checked), with its proof."""
         peer_id, addrs = self._addrs_of(node_key)
         return await self.client.fetch_checkpoint_into(
-            peer_id, round_, trace_root, index, store, addrs, max_bytes
+            peer_id, round_, trace_root, index, store, addrs, max_bytes, part
         )

@@ -9,10 +9,32 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from protocol.core.checkpoint import MAX_HEADER_BYTES
+from protocol.core.checkpoint_parts import CheckpointPart, part_of_blob
 from protocol.core.hashing import content_hash
+from protocol.core.messages import PartName
+from protocol.core.tensor_subset import SubsetError
+
+
+@dataclass(frozen=True)
+class SplicedFile:
+    """Bytes served as `head` then byte ranges (offset, length) of the file at `path`: a part
+    of a held file, streamed without being copied (a checkpoint part: checkpoint_parts.py)."""
+
+    path: Path
+    head: bytes
+    ranges: tuple[tuple[int, int], ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.head) + sum(n for _, n in self.ranges)
+
+
+Served = bytes | Path | SplicedFile
 
 
 class BlobSource(Protocol):
@@ -35,9 +57,10 @@ class BlobSink(Protocol):
 
 class CheckpointSource(Protocol):
     def get_checkpoint(
-        self, round_: int, trace_root: bytes, index: int
-    ) -> tuple[bytes | Path, bytes] | None:
-        """(checkpoint bytes or file, Merkle proof bytes), or None if not held."""
+        self, round_: int, trace_root: bytes, index: int, part: PartName = "all"
+    ) -> tuple[Served, bytes] | None:
+        """(`part` of the checkpoint, Merkle proof bytes), or None if not held (or held without
+        that part). Parts are opaque here: `CheckpointRequest.part`."""
         ...
 
 
@@ -79,7 +102,12 @@ class MemoryCheckpointSource:
         self._items[(round_, trace_root, index)] = (data, proof)
 
     def get_checkpoint(
-        self, round_: int, trace_root: bytes, index: int
-    ) -> tuple[bytes | Path, bytes] | None:
+        self, round_: int, trace_root: bytes, index: int, part: PartName = "all"
+    ) -> tuple[Served, bytes] | None:
         item = self._items.get((round_, trace_root, index))
-        return None if item is None else (item[0], item[1])
+        if item is None or part == "all":
+            return item
+        try:
+            return part_of_blob(item[0], CheckpointPart(part), MAX_HEADER_BYTES), item[1]
+        except SubsetError:
+            return None

@@ -6,7 +6,7 @@ from protocol.devnet.cheats import RefuseFirstAsker
 
 
 class _Store:
-    def get_checkpoint(self, round_: int, trace_root: bytes, index: int) -> tuple[bytes, bytes]:
+    def get_checkpoint(self, round_: int, trace_root: bytes, index: int, part: str = "all") -> tuple[bytes, bytes]:
         return b"ckpt%d" % index, b"proof"
 
 
