@@ -15,13 +15,15 @@ import pytest
 import trio
 
 from protocol.core.blob_caps import blob_caps
+from protocol.core.checkpoint import MAX_HEADER_BYTES
+from protocol.core.checkpoint_parts import CheckpointPart, part_of_blob
 from protocol.core.commitment import Commit
 from protocol.core.fraud import FraudKind
 from protocol.core.submission import Submission, honest
 from protocol.node.context import NodeContext
 from protocol.node.store import DataDir
 from protocol.p2p import DirectoryBlobSource, MemoryCheckpointSource
-from validator.checks import check_one
+from validator.checks import check_one, needed_leaves
 from validator.work import CheckJob, CheckOutcome
 
 from .conftest import identity
@@ -76,6 +78,13 @@ async def run_check(tmp_path: Path, sub: Submission, verdict: FraudKind | None) 
     return jobs[0], data
 
 
+def part_served(sub: Submission, leaf: int) -> tuple[bytes, bytes]:
+    """What the check fetches of `leaf`: the part it reads (`needed_leaves`), and the proof."""
+    blob, proof = served(sub, leaf)
+    part = needed_leaves((SEGMENT,), len(sub.checkpoints))[leaf]
+    return part_of_blob(blob, part, MAX_HEADER_BYTES), proof
+
+
 def leaf_files(data: DataDir) -> set[Path]:
     return {p for p in data.blobs.root.iterdir() if not p.name.startswith(".")}
 
@@ -90,7 +99,8 @@ async def test_the_worker_gets_paths_and_a_passed_check_keeps_only_its_segment_e
     assert {leaf for leaf, h in held.items() if h is not None} == {SEGMENT, SEGMENT + 1}
     for leaf in (SEGMENT, SEGMENT + 1):
         path, proof = held[leaf]  # type: ignore[misc]
-        assert (path.read_bytes(), proof) == served(sub, leaf)
+        assert (path.read_bytes(), proof) == part_served(sub, leaf)
+    assert held[SEGMENT][0].read_bytes() == served(sub, SEGMENT)[0]  # type: ignore[index]  # the start, whole
     assert leaf_files(data) == {job.leaves[SEGMENT], job.leaves[SEGMENT + 1]}  # the others' files are gone
     assert not job.leaves[0].exists() and not job.leaves[3].exists()  # type: ignore[union-attr]
 
@@ -101,8 +111,16 @@ async def test_a_failed_check_keeps_every_leaf_it_fetched(tmp_path, sub):
         job, data = await run_check(tmp_path, sub, verdict=FraudKind.REPLAY)
     for leaf in job.leaves:
         held = data.held_checkpoint(ROUND, sub.root, leaf)
-        assert held is not None and (held[0].read_bytes(), held[1]) == served(sub, leaf)
+        assert held is not None and (held[0].read_bytes(), held[1]) == part_served(sub, leaf)
     assert leaf_files(data) == set(job.leaves.values())
+
+
+def test_each_leaf_ships_only_the_part_its_check_reads(sub):
+    parts = needed_leaves((SEGMENT,), len(sub.checkpoints))
+    assert parts == {0: CheckpointPart.EF, 1: CheckpointPart.ALL, 2: CheckpointPart.HASHES, 3: CheckpointPart.PARAMS}
+    whole = sum(len(served(sub, leaf)[0]) for leaf in parts)
+    fetched = sum(len(part_served(sub, leaf)[0]) for leaf in parts)
+    assert fetched < 0.5 * whole
 
 
 def test_dropping_one_entry_keeps_a_file_another_entry_refers_to(tmp_path):
