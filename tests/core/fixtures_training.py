@@ -51,3 +51,18 @@ def miner(i: int) -> bytes:
 def task(i: int, round_: int = 1, cfg: ComputeConfig = SMALL_CFG,
          model: ModelConfig = MICRO, run_seed: bytes = RUN_SEED) -> RoundTask:
     return RoundTask(run_seed, round_, miner(i), model, cfg)
+
+
+def checkpoint_file(tag: bytes) -> bytes:
+    """A file a data dir serves as a checkpoint: safetensors with a checkpoint header and digest
+    list (it reads only those to know which part it holds; the tensor's digest is not checked)."""
+    import json
+
+    import safetensors.torch
+    import torch
+
+    header = {"format": "veritrain-checkpoint", "version": 3, "step": 0, "model": "ab" * 32, "has_ef": False,
+              "warm": False}
+    meta = {"veritrain": json.dumps({"header": header, "leaves": {"p/x": "00" * 32}})}
+    return safetensors.torch.save({"p/x": torch.frombuffer(bytearray(tag), dtype=torch.uint8)}, meta)
+

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 import trio
+from fixtures_training import checkpoint_file  # loaded by tests/conftest.py
 
 from miner.node import MinerNode
 from miner.work import MinerOutput
@@ -31,7 +32,7 @@ class Phases:
 
 def _miner(tmp_path, phases: Phases) -> tuple[SimpleNamespace, MinerOutput]:
     data = DataDir(tmp_path)
-    ckpts = [write_blob(data.blobs.root, b"leaf-%d" % i * 100) for i in range(3)]  # as the worker does
+    ckpts = [write_blob(data.blobs.root, checkpoint_file(b"leaf-%d" % i * 100)) for i in range(3)]  # as the worker does
     out = MinerOutput(b"envelope", ROOT, [*ckpts[:2], None], [b"p0", b"p1", b"p2"], [2], b"carry", 30, 1.0)
     node = SimpleNamespace(data=data, port=phases, log=logging.getLogger("test"))
     return node, out

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from fixtures_training import checkpoint_file  # loaded by tests/conftest.py
+
 from protocol.config.atomic import atomic_write
 from protocol.core.hashing import content_hash
 from protocol.node.store import TEMP_PREFIX, BlobStore, DataDir, NodeState, StoreError
@@ -170,28 +172,28 @@ def test_unusable_state_file(tmp_path):
 
 
 def test_checkpoints_are_served_by_round_root_and_leaf(tmp_path):
-    d = DataDir(tmp_path)
-    d.add_checkpoint(2, b"\x01" * 32, 3, b"ckpt-bytes", b'{"proof": 1}')
+    d, ckpt = DataDir(tmp_path), checkpoint_file(b"ckpt-bytes")
+    d.add_checkpoint(2, b"\x01" * 32, 3, ckpt, b'{"proof": 1}')
     path, proof = d.get_checkpoint(2, b"\x01" * 32, 3)
-    assert path.read_bytes() == b"ckpt-bytes" and proof == b'{"proof": 1}'
+    assert path.read_bytes() == ckpt and proof == b'{"proof": 1}'
     assert d.get_checkpoint(2, b"\x01" * 32, 4) is None
     assert d.get_checkpoint(3, b"\x01" * 32, 3) is None
-    assert d.get(content_hash(b"ckpt-bytes")) == path
+    assert d.get(content_hash(ckpt)) == path
 
 
 def test_dropping_a_round_frees_its_checkpoints_only(tmp_path):
     d = DataDir(tmp_path)
-    d.add_checkpoint(1, b"\x01" * 32, 0, b"round-1-leaf-0" * 100, b"p")
-    d.add_checkpoint(1, b"\x01" * 32, 1, b"shared-leaf" * 100, b"p")
-    d.add_checkpoint(2, b"\x02" * 32, 0, b"shared-leaf" * 100, b"p")  # same bytes, still needed
-    d.add_checkpoint(2, b"\x02" * 32, 1, b"round-2-leaf-1" * 100, b"p")
+    d.add_checkpoint(1, b"\x01" * 32, 0, checkpoint_file(b"round-1-leaf-0" * 100), b"p")
+    d.add_checkpoint(1, b"\x01" * 32, 1, checkpoint_file(b"shared-leaf" * 100), b"p")
+    d.add_checkpoint(2, b"\x02" * 32, 0, checkpoint_file(b"shared-leaf" * 100), b"p")  # same bytes, still needed
+    d.add_checkpoint(2, b"\x02" * 32, 1, checkpoint_file(b"round-2-leaf-1" * 100), b"p")
     assert d.state.checkpoint_rounds() == [1, 2]
-    assert d.drop_checkpoints(1) == len(b"round-1-leaf-0" * 100)
+    assert d.drop_checkpoints(1) == len(checkpoint_file(b"round-1-leaf-0" * 100))
     assert d.state.checkpoint_rounds() == [2]
     assert d.get_checkpoint(1, b"\x01" * 32, 0) is None and d.get_checkpoint(1, b"\x01" * 32, 1) is None
-    assert not d.blobs.has(content_hash(b"round-1-leaf-0" * 100))
+    assert not d.blobs.has(content_hash(checkpoint_file(b"round-1-leaf-0" * 100)))
     path, _ = d.get_checkpoint(2, b"\x02" * 32, 0)
-    assert path.read_bytes() == b"shared-leaf" * 100
+    assert path.read_bytes() == checkpoint_file(b"shared-leaf" * 100)
     assert d.drop_checkpoints(1) == 0  # dropping twice is harmless
 
 
@@ -200,7 +202,7 @@ def test_dropping_a_round_frees_its_checkpoints_only(tmp_path):
 
 def test_embargoed_work_is_withheld_from_peers_until_released(tmp_path):
     d = DataDir(tmp_path)
-    envelope, ckpt = b"envelope-bytes", b"ckpt-bytes" * 10
+    envelope, ckpt = b"envelope-bytes", checkpoint_file(b"ckpt-bytes" * 10)
     d.state.embargo(4, [content_hash(envelope), content_hash(ckpt)])
     h = d.blobs.put(envelope)
     d.add_checkpoint(4, b"\x01" * 32, 0, ckpt, b"p")
