@@ -100,7 +100,7 @@ def measure(device: str, preset_name: str, steps: int, every: int, batch_size: i
 
     _synced(device)
     start = time.perf_counter()
-    work = honest_streamed(task, ds, theta, None, lambda _leaf, c: store_checkpoint(folder, c, model_cfg),
+    work = honest_streamed(task, ds, theta, None, lambda _leaf, c, _digests: store_checkpoint(folder, c, model_cfg),
                            stepper=local_stepper(profile, build_model(model_cfg), batches, cfg))
     _synced(device)
     miner_s = time.perf_counter() - start

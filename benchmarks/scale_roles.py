@@ -11,8 +11,9 @@ Roles:
 
 The miner round is the node's own worker function (`miner.work.produce`: training with a
 checkpoint every k steps, hashing, compression, the envelope, the checkpoints written to the
-blob folder); the check is `validator.work.check_miner` on the leaves a check fetches (0, the
-last, both ends of the challenged segment). Prints one JSON line.
+blob folder); the check is `validator.work.check_miner` on the parts of the leaves a check
+fetches (`validator.checks.needed_leaves`: leaf 0's `ef`, the last leaf's parameters, the
+challenged segment's start whole and its end's digest list). Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -28,12 +29,15 @@ from benchmarks.overhead import bare_round
 from miner.work import MinerJob, MinerOutput, produce
 from protocol.config.run_setup import Setup, TrainingSpec, load_dataset
 from protocol.core.aggregate import encoded_state, genesis_state
+from protocol.core.checkpoint_parts import CheckpointPart
 from protocol.core.data import heldout_batches
 from protocol.core.model import build_model, num_params
 from protocol.core.proof import make_challenge
 from protocol.core.replay_profile import ReplayProfile, apply_profile, observe_profile
 from protocol.core.signing import NodeIdentity
 from protocol.core.training import RoundTask, batch_fn
+from protocol.node.checkpoint_part_files import part_view
+from validator.checks import needed_leaves
 from validator.scoring import GauntletUsefulness, mean_loss, own_batches
 from validator.work import CheckJob, check_miner
 
@@ -75,13 +79,30 @@ def bare(b: Bench) -> float:
                       b.setup.compute)
 
 
+def _stored_part(src: Path, part: CheckpointPart) -> Path:
+    """What a validator's node stores of `src` when it fetches `part`: the bytes the miner's
+    data dir serves (`part_view`), streamed to a file beside it."""
+    view = part_view(src, part)
+    assert view is not None, f"{src.name} holds no {part.value} part"
+    if isinstance(view, Path):
+        return view
+    dst = src.with_name(f"{src.name}.{part.value}")
+    with src.open("rb") as f, dst.open("wb") as out:
+        out.write(view.head)
+        for offset, length in view.ranges:
+            f.seek(offset)
+            out.write(f.read(length))
+    return dst
+
+
 def check_job(b: Bench, out: MinerOutput) -> CheckJob:
     cfg = b.setup.compute
     ch = make_challenge(NodeIdentity(b"\x11" * 32), 1, bytes.fromhex(MINER[2:]), b"\x22" * 32, cfg)
-    wanted = {0, cfg.n_segments, *ch.segments, *(s + 1 for s in ch.segments)}
+    wanted = needed_leaves(ch.segments, cfg.n_segments + 1)
     # paths, as a validator's worker is handed what its node stored: each read when checked
-    leaves: dict[int, bytes | Path | None] = {leaf: b.blob_dir / out.checkpoints[leaf].hex()  # type: ignore[union-attr]
-                                              for leaf in sorted(wanted)}
+    leaves: dict[int, bytes | Path | None] = {
+        leaf: _stored_part(b.blob_dir / out.checkpoints[leaf].hex(), part)  # type: ignore[union-attr]
+        for leaf, part in wanted.items()}
     return CheckJob(b.spec, RUN_SEED, 1, MINER, b.state_blob, b.state_hash, out.envelope, out.trace_root,
                     None, leaves, ch.segments, 1 << 40)
 

@@ -20,10 +20,10 @@ from torch import Tensor
 from protocol.core.blob_caps import BlobKind
 from protocol.core.compress import Compressed, decode_update, encode_update, expected_header
 from protocol.core.data import Dataset, assign_pages, sample_distinct
-from protocol.core.messages import PartName
 from protocol.core.envelope import decode_envelope
 from protocol.core.errors import ConfigError
 from protocol.core.hashing import blake3_hash, seed_int
+from protocol.core.messages import PartName
 from protocol.core.model import Params, build_model, init_params, num_params
 from protocol.core.proof import MinerWork, build_work, carry_hash, derive_update
 from protocol.core.submission import Submission, honest, submit

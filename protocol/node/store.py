@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from protocol.config.atomic import atomic_write
-from protocol.core.errors import VeritrainError
 from protocol.core.checkpoint_parts import CheckpointPart
+from protocol.core.errors import VeritrainError
 from protocol.core.hashing import content_hash
 from protocol.core.messages import PartName
 from protocol.node.checkpoint_part_files import holds_part, part_view

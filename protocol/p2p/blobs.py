@@ -26,10 +26,10 @@ from libp2p.peer.id import ID
 
 from protocol.core.hashing import content_hash, content_hasher
 from protocol.core.messages import (
-    PartName,
     BlobRequest,
     CheckpointRequest,
     MalformedMessage,
+    PartName,
     from_hex,
     to_hex,
 )

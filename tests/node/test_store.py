@@ -11,7 +11,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from fixtures_training import checkpoint_file  # loaded by tests/conftest.py
 
 from protocol.config.atomic import atomic_write

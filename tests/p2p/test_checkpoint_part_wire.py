@@ -17,7 +17,8 @@ from protocol.node.store import DataDir
 from protocol.p2p.errors import BlobNotFound
 from validator.checks import fetch_leaf
 
-from .test_wire_rules import ROUND, TASK, hosts, memory, served, sub, validator_ctx  # noqa: F401
+from .test_wire_rules import ROUND, TASK, hosts, memory, served, validator_ctx
+from .test_wire_rules import sub as sub  # noqa: F401  (the module's fixture)
 
 P = CheckpointPart
 
