@@ -1,7 +1,8 @@
 """Writing a checkpoint into the blob folder without building its bytes in memory.
 
-safetensors writes the tensors straight to a temp file; the file is then hashed in chunks
-(its content hash names it), fsynced and renamed, as `protocol.node.store.write_blob` does for
+Each tensor's bytes go straight from the tensor to a temp file and, in the same pass, into the
+content hash that names the file (`protocol.core.safetensors_layout`: no serialized copy, no
+read-back); the file is then fsynced and renamed, as `protocol.node.store.write_blob` does for
 bytes. The file holds exactly `encode_checkpoint`'s bytes.
 """
 
@@ -11,33 +12,24 @@ import os
 import tempfile
 from pathlib import Path
 
-import safetensors.torch
-
 from protocol.core.checkpoint import Checkpoint, Leaves, checkpoint_layout, checkpoint_leaves
 from protocol.core.hashing import content_hasher
 from protocol.core.model import ModelConfig
+from protocol.core.safetensors_layout import serialized
 from protocol.node.store import TEMP_PREFIX
-
-READ_CHUNK = 1 << 20
-
-
-def _hash_file(path: Path) -> bytes:
-    hasher = content_hasher()
-    with path.open("rb") as handle:
-        while chunk := handle.read(READ_CHUNK):
-            hasher.update(chunk)
-    return hasher.digest()
 
 
 def _write_temp(root: Path, checkpoint: Checkpoint, model: ModelConfig, leaves: Leaves) -> tuple[Path, bytes]:
     """`checkpoint` in a temp file in `root` (not yet durable) and its content hash."""
     fd, name = tempfile.mkstemp(dir=root, prefix=TEMP_PREFIX)
-    os.close(fd)
     tmp = Path(name)
     try:
-        tensors, meta = checkpoint_layout(checkpoint, model, leaves)
-        safetensors.torch.save_file(tensors, str(tmp), metadata=meta)
-        return tmp, _hash_file(tmp)
+        hasher = content_hasher()
+        with os.fdopen(fd, "wb", buffering=0) as f:
+            for piece in serialized(*checkpoint_layout(checkpoint, model, leaves)):
+                f.write(piece)
+                hasher.update(piece)
+        return tmp, hasher.digest()
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -29,6 +29,7 @@ from torch import Tensor
 from protocol.core.errors import VeritrainError
 from protocol.core.hashing import Digest, StreamHasher
 from protocol.core.model import ModelConfig, Params, config_hash, num_params, param_shapes
+from protocol.core.safetensors_layout import serialized, tensor_bytes
 
 RNG_STATE_BYTES = 5056  # torch CPU generator (mt19937) state size
 MAX_HEADER_BYTES = 1 << 20  # a safetensors JSON header larger than 1 MiB is refused
@@ -83,10 +84,9 @@ def _header(c: Checkpoint, cfg: ModelConfig) -> CheckpointHeader:
 
 def tensor_digest(t: Tensor) -> Digest:
     """One tensor's hash: its dtype, shape and raw little-endian bytes (not its key)."""
-    t = t.contiguous()
     h = StreamHasher("checkpoint-tensor")
     h.update(f"{t.dtype}{tuple(t.shape)}".encode())
-    h.update(memoryview(t.view(torch.uint8).reshape(-1).numpy()))  # type: ignore[arg-type]
+    h.update(tensor_bytes(t))
     return h.digest()
 
 
@@ -133,7 +133,7 @@ def checkpoint_metadata(header: CheckpointHeader, leaves: Mapping[str, bytes]) -
 
 
 def encode_checkpoint(c: Checkpoint, cfg: ModelConfig) -> bytes:
-    return safetensors.torch.save(*checkpoint_layout(c, cfg))
+    return b"".join(serialized(*checkpoint_layout(c, cfg)))
 
 
 def read_safetensors(blob: bytes, max_bytes: int) -> tuple[dict[str, Tensor], dict[str, str]]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from protocol.core.errors import VeritrainError
+from protocol.core.safetensors_layout import frame_header
 
 PREFIX_BYTES = 8  # the little-endian u64 header length
 
@@ -76,7 +77,7 @@ def subset_layout(header: Mapping[str, Any], header_len: int, keys: Collection[s
         out[key] = {**info, "data_offsets": [at, at + end - start]}
         ranges.append((data_start + start, end - start))
         at += end - start
-    return SubsetLayout(_framed(out), tuple(ranges))
+    return SubsetLayout(frame_header(out), tuple(ranges))
 
 
 def _offsets(kv: tuple[str, Any]) -> tuple[int, int]:
@@ -89,8 +90,3 @@ def _offsets(kv: tuple[str, Any]) -> tuple[int, int]:
         raise SubsetError(f"{key}: bad data_offsets") from exc
     return start, end
 
-
-def _framed(header: Mapping[str, Any]) -> bytes:
-    body = json.dumps(header, separators=(",", ":")).encode()
-    body += b" " * (-len(body) % 8)  # safetensors pads its header to 8 bytes
-    return struct.pack("<Q", len(body)) + body

@@ -65,11 +65,17 @@ def _by_kind(report: dict, kind: str) -> str:
 
 
 def test_a_miner_slow_to_serve_one_validator_is_not_slashed_and_that_report_is_void(devnet_report):
+    """The refused validator asks every other node next: one that fetched the leaf already serves
+    it (a check's part often is, leaf 0's `ef` is tiny), and then nothing is reported. If nobody
+    does, its report is voided by voters the miner serves. Either way the miner is paid."""
     report, _ = devnet_report
     slow = _by_kind(report, "serve-late")
     against = [rep for rep in report["reports"] if rep["accused"] == slow]
-    assert against, "the refused first checkpoint request gave no report"
     assert all(rep["status"] == "void" and rep["bond_burned"] == 0 for rep in against)
+    final = next(f for f in report["final"] if f["kind"] == "serve-late")
+    assert final["slashed"] == 0
+    rounds = [m for r in report["rounds"] for m in r["miners"] if m["kind"] == "serve-late"]
+    assert rounds and all(m["verified"] and m["reward"] > 0 for m in rounds)
 
 
 def test_withholding_from_the_challenger_does_not_protect_a_faked_segment(devnet_report):
