@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from protocol.core.checkpoint import Checkpoint, Leaves, checkpoint_layout, checkpoint_leaves
@@ -45,30 +46,33 @@ def _fsync_path(path: Path, flags: int = os.O_RDONLY) -> None:
 
 class CheckpointWriter:
     """A round's checkpoints into blob folder `root`: each written to a temp file and hashed as it
-    is made (the sink of `submission.honest_streamed`), all made durable together by `commit`
-    (fsync, rename to the content hash, fsync the folder), so the kernel writes them back while
-    training goes on instead of each step waiting for the disk. Nothing is under a final name
-    before its bytes are on disk; `abort` removes what a failed round wrote."""
+    is made (the sink of `submission.honest_streamed`) and fsynced by a background thread while
+    the next segment trains (an fsync waits on the disk, not on a core); `commit` waits for those,
+    renames each to its content hash and fsyncs the folder. Nothing is under a final name before
+    its bytes are on disk; `abort` removes what a failed round wrote."""
 
     def __init__(self, root: Path, model: ModelConfig) -> None:
         self.root, self.model = Path(root), model
-        self._pending: list[tuple[Path, bytes]] = []
+        self._pending: list[tuple[Path, bytes, Future[None]]] = []
+        self._syncs = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-fsync")
 
     def __call__(self, _leaf: int, checkpoint: Checkpoint, leaves: Leaves) -> bytes:
         tmp, blob_hash = _write_temp(self.root, checkpoint, self.model, leaves)
-        self._pending.append((tmp, blob_hash))
+        self._pending.append((tmp, blob_hash, self._syncs.submit(_fsync_path, tmp)))
         return blob_hash
 
     def commit(self) -> None:
-        for tmp, _ in self._pending:
-            _fsync_path(tmp)
-        for tmp, blob_hash in self._pending:
+        for _, _, synced in self._pending:
+            synced.result()  # an fsync that failed fails the round (the caller aborts)
+        for tmp, blob_hash, _ in self._pending:
             os.replace(tmp, self.root / blob_hash.hex())
         _fsync_path(self.root)
         self._pending = []
+        self._syncs.shutdown()
 
     def abort(self) -> None:
-        for tmp, _ in self._pending:
+        self._syncs.shutdown(wait=True)  # no fsync left running on a file about to go
+        for tmp, _, _ in self._pending:
             tmp.unlink(missing_ok=True)
         self._pending = []
 
