@@ -184,3 +184,43 @@ def test_a_forged_end_is_caught_from_its_digest_list(honest_sub: Submission, ds:
     got = replay_segment(t, ds, trace, 1, _blob(honest_sub, 1), fake_hashes, profile)
     assert got.status is ReplayStatus.MISMATCH
     assert served_part(fake_hashes, hashes[2], t, P.HASHES) is not None  # it was served, and is wrong
+
+
+def test_a_made_up_second_moment_digest_passes_the_derivation_but_not_a_replay_of_its_segment(
+        honest_sub: Submission, theta: Params, ds: Dataset, profile: ReplayProfile) -> None:
+    """The last leaf ships only its parameters: a miner could list any digest for its second
+    moment (and carry it). That is the same gamble as forging the tensor: the derivation passes,
+    but a replay of the last segment recomputes the real second moment and its hash differs,
+    and nobody can serve the leaf whole."""
+    from protocol.core.checkpoint import _header as header_of
+    from protocol.core.checkpoint import (
+        checkpoint_layout,
+        checkpoint_leaves,
+        hash_digests,
+        header_bytes,
+    )
+    from protocol.core.proof import Trace, carry_hash_of, tensor_digest, trace_root
+    from protocol.core.safetensors_layout import serialized
+    from protocol.core.training import Carry
+
+    t, n = task(0), task(0).cfg.n_segments
+    final = decode_checkpoint(_blob(honest_sub, n), MICRO)
+    leaves = checkpoint_leaves(final)
+    v_key = sorted(k for k in leaves if k.startswith("v/"))[0]
+    leaves[v_key] = tensor_digest(torch.zeros(3))  # no tensor of the model has it
+    forged_hash = hash_digests("checkpoint", header_bytes(header_of(final, MICRO)), leaves)
+    carry = honest_sub.carry
+    assert isinstance(carry, Carry)
+    hashes = (*honest_sub.trace.checkpoint_hashes[:-1], forged_hash)
+    trace = Trace(hashes, honest_sub.trace.losses, carry_hash_of(tensor_digest(carry.residual), leaves))
+    tensors, meta = checkpoint_layout(final, MICRO, leaves)
+    forged_params = part_of_blob(b"".join(serialized(tensors, meta)), P.PARAMS, MAX_HEADER_BYTES)
+    assert served_part(forged_params, forged_hash, t, P.PARAMS) is not None  # a valid part of that leaf
+    leaf0 = part_of_blob(_blob(honest_sub, 0), P.EF, MAX_HEADER_BYTES)
+    got = verify_update_derivation(t, trace, theta, zero_carry_hash(MICRO), leaf0, forged_params, honest_sub.blob)
+    assert got.failures == ()  # the derivation reads no second moment
+    assert trace_root(trace) != honest_sub.root
+    replay = replay_segment(t, ds, trace, n - 1, _blob(honest_sub, n - 1), forged_params, profile)
+    assert replay.status is ReplayStatus.MISMATCH
+    with pytest.raises(CheckpointFormatError):  # the whole leaf: its v tensor does not match the list
+        decode_checkpoint(b"".join(serialized(tensors, meta)), MICRO)
