@@ -12,6 +12,7 @@ import json
 import struct
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from protocol.core.errors import VeritrainError
@@ -35,6 +36,14 @@ class SubsetLayout:
     @property
     def size(self) -> int:
         return len(self.head) + sum(n for _, n in self.ranges)
+
+
+@dataclass(frozen=True)
+class SplicedFile(SubsetLayout):
+    """A `SubsetLayout` of the file at `path`: what a holder serves for a part of a file it
+    keeps, streamed without being copied (a checkpoint part: checkpoint_parts.py)."""
+
+    path: Path
 
 
 def header_length(first8: bytes, max_header: int) -> int:

@@ -8,8 +8,13 @@ from typing import Any
 
 from protocol.core.checkpoint import MAX_HEADER_BYTES
 from protocol.core.checkpoint_parts import CheckpointPart, part_layout
-from protocol.core.tensor_subset import PREFIX_BYTES, SubsetError, header_length, parse_header
-from protocol.p2p.sources import SplicedFile
+from protocol.core.tensor_subset import (
+    PREFIX_BYTES,
+    SplicedFile,
+    SubsetError,
+    header_length,
+    parse_header,
+)
 
 
 def _header(path: Path) -> tuple[dict[str, Any], int]:
@@ -27,7 +32,7 @@ def part_view(path: Path, part: CheckpointPart) -> Path | SplicedFile | None:
         layout = part_layout(header, n, part)
     except (OSError, SubsetError):
         return None
-    return path if part is CheckpointPart.ALL else SplicedFile(path, layout.head, layout.ranges)
+    return path if part is CheckpointPart.ALL else SplicedFile(layout.head, layout.ranges, path)
 
 
 def holds_part(path: Path, part: CheckpointPart) -> bool:

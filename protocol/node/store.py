@@ -26,8 +26,8 @@ from protocol.core.checkpoint_parts import CheckpointPart
 from protocol.core.errors import VeritrainError
 from protocol.core.hashing import content_hash
 from protocol.core.messages import PartName
+from protocol.core.tensor_subset import SplicedFile
 from protocol.node.checkpoint_part_files import holds_part, part_view
-from protocol.p2p.sources import SplicedFile
 
 TEMP_PREFIX = ".partial-"
 

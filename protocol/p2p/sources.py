@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -17,22 +16,7 @@ from protocol.core.checkpoint import MAX_HEADER_BYTES
 from protocol.core.checkpoint_parts import CheckpointPart, part_of_blob
 from protocol.core.hashing import content_hash
 from protocol.core.messages import PartName
-from protocol.core.tensor_subset import SubsetError
-
-
-@dataclass(frozen=True)
-class SplicedFile:
-    """Bytes served as `head` then byte ranges (offset, length) of the file at `path`: a part
-    of a held file, streamed without being copied (a checkpoint part: checkpoint_parts.py)."""
-
-    path: Path
-    head: bytes
-    ranges: tuple[tuple[int, int], ...]
-
-    @property
-    def size(self) -> int:
-        return len(self.head) + sum(n for _, n in self.ranges)
-
+from protocol.core.tensor_subset import SplicedFile, SubsetError
 
 Served = bytes | Path | SplicedFile
 
