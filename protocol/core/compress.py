@@ -61,14 +61,23 @@ def _chunks(x: Tensor, chunk: int) -> Tensor:
     return padded.view(c, chunk)  # (C, chunk)
 
 
+def _take_padded(x: Tensor, idx: Tensor, chunk: int) -> Tensor:
+    """x's values at column `idx` of each chunk (C, k), 0 past its end: what gathering from the
+    zero-padded (C, chunk) view gives, without a signed padded copy of x."""
+    flat = torch.arange(idx.shape[0]).unsqueeze(1) * chunk + idx  # (C, k)
+    inside = flat < x.numel()
+    return torch.where(inside, torch.take(x, flat.clamp_max(x.numel() - 1)), torch.zeros((), dtype=x.dtype))
+
+
 def compress(x: Tensor, chunk: int, topk: int, bits: int) -> Compressed:
     """Top-k per chunk + quantization of a flat float32 vector x (N,)."""
     if bits == 2 and topk % 4:
         raise VeritrainError("2-bit packing needs topk divisible by 4")
-    rows = _chunks(x, chunk)  # (C, chunk)
-    _, idx = torch.topk(rows.abs(), topk, dim=1, sorted=False)  # (C, k)
+    magnitudes = _chunks(x, chunk).abs_()  # (C, chunk): a padded copy, made absolute in place
+    _, idx = torch.topk(magnitudes, topk, dim=1, sorted=False)  # (C, k)
+    del magnitudes
     idx, _ = torch.sort(idx, dim=1)  # canonical order, (C, k)
-    vals = torch.gather(rows, 1, idx)  # (C, k)
+    vals = _take_padded(x, idx, chunk)  # (C, k)
     scale = vals.abs().amax(dim=1)  # (C,)
     safe = torch.where(scale > 0, scale, torch.ones_like(scale)).unsqueeze(1)  # (C, 1)
     if bits == 2:
@@ -121,11 +130,13 @@ def decompress(c: Compressed) -> Tensor:
 
 
 def compress_with_feedback(delta: Tensor, ef: Tensor, chunk: int, topk: int, bits: int,
-                           ef_decay: float) -> tuple[Compressed, Tensor]:
-    """Compress ef_decay * ef + Δ; returns the compressed update and the new residual (N,)."""
-    acc = ef * ef_decay + delta  # (N,)
+                           ef_decay: float, consume: bool = False) -> tuple[Compressed, Tensor]:
+    """Compress ef_decay * ef + Δ; returns the compressed update and the new residual (N,).
+    `consume`: Δ's buffer becomes the residual (the caller no longer needs Δ: one N fewer)."""
+    acc = delta if consume else delta.clone()  # (N,)
+    acc += ef * ef_decay  # Δ + ef·decay: addition commutes exactly, so the bits of ef·decay + Δ
     c = compress(acc, chunk, topk, bits)
-    return c, acc - decompress(c)
+    return c, acc.sub_(decompress(c))  # the residual, in the same buffer
 
 
 def encode_update(c: Compressed) -> bytes:

@@ -233,6 +233,17 @@ def flatten(params: Params) -> Tensor:
     return torch.cat([t.reshape(-1) for t in params.values()])
 
 
+def flat_difference(a: Params, b: Params) -> Tensor:
+    """`flatten(a) - flatten(b)`, the same bits, without building either flat copy (N,)."""
+    out = torch.empty(sum(t.numel() for t in a.values()), dtype=torch.float32)
+    at = 0
+    for key, t in a.items():
+        n = t.numel()
+        torch.sub(t.reshape(-1), b[key].reshape(-1), out=out[at : at + n])
+        at += n
+    return out
+
+
 def unflatten(flat: Tensor, shapes: dict[str, tuple[int, ...]]) -> Params:
     """Inverse of `flatten` for the given ordered shape map; returns fresh contiguous tensors."""
     total = sum(math.prod(s) for s in shapes.values())

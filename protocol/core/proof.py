@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import safetensors.torch
 import torch
 from torch import Tensor
 
@@ -62,11 +61,13 @@ from protocol.core.model import (
     Params,
     build_model,
     config_hash,
+    flat_difference,
     flatten,
     num_params,
     param_shapes,
 )
 from protocol.core.replay_profile import ReplayProfile, check_profile
+from protocol.core.safetensors_layout import serialized
 from protocol.core.signing import NodeIdentity, verify
 from protocol.core.training import (
     Carry,
@@ -130,7 +131,7 @@ def carry_hash_of(residual: bytes, second_moment: Leaves | dict[str, bytes]) -> 
 
 def encode_carry(carry: Carry) -> bytes:
     """A miner's own carry between rounds, as stored in its data dir."""
-    return safetensors.torch.save({k: t.contiguous() for k, t in _carry_tensors(carry).items()})
+    return b"".join(serialized(_carry_tensors(carry), {}))  # one copy: the bytes themselves
 
 
 def decode_carry(blob: bytes, model: ModelConfig) -> Carry:
@@ -224,8 +225,8 @@ class MinerWork:
 def derive_update(theta_r: Params, final_params: Params, ef_in: Tensor,
                   cfg: ComputeConfig) -> tuple[bytes, Tensor]:
     """Δ = θ_r − θ_H, compressed with error feedback: (update blob, residual)."""
-    delta = flatten(theta_r) - flatten(final_params)  # (N,)
-    c, residual = compress_with_feedback(delta, ef_in, cfg.chunk, cfg.topk, cfg.bits, cfg.ef_decay)
+    delta = flat_difference(theta_r, final_params)  # (N,)
+    c, residual = compress_with_feedback(delta, ef_in, cfg.chunk, cfg.topk, cfg.bits, cfg.ef_decay, consume=True)
     return encode_update(c), residual
 
 

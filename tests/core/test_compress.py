@@ -109,3 +109,27 @@ def test_int8_rejects_minus_128() -> None:
     with pytest.raises(UpdateFormatError):
         decode_update(safetensors.torch.save(dict(t, codes=codes), meta),
                       expected_header(N, 4096, 64, 8))
+
+
+def test_the_kept_values_are_those_of_the_padded_chunks_sign_of_zero_included() -> None:
+    """`compress` takes the values from x itself, not from a signed padded copy: the same bits."""
+    from protocol.core.compress import _chunks, _take_padded
+
+    g = torch.Generator().manual_seed(0)
+    for n in (4096 * 3, 4096 * 3 + 17, 100):
+        x = torch.randn(n, generator=g)
+        x[::7], x[::11] = -0.0, 0.0
+        rows = _chunks(x, 4096)
+        _, idx = torch.topk(rows.abs(), 192, dim=1, sorted=False)
+        idx, _ = torch.sort(idx, dim=1)
+        want, got = torch.gather(rows, 1, idx), _take_padded(x, idx, 4096)
+        assert torch.equal(got, want) and torch.equal(torch.signbit(got), torch.signbit(want))
+        assert torch.equal(compress(x, 4096, 192, 2).idx.to(torch.int64), idx)
+
+
+def test_a_consumed_delta_gives_the_same_update_and_residual() -> None:
+    g = torch.Generator().manual_seed(1)
+    delta, ef = torch.randn(10_000, generator=g), torch.randn(10_000, generator=g)
+    c1, r1 = compress_with_feedback(delta, ef, 4096, 64, 2, 0.9)
+    c2, r2 = compress_with_feedback(delta.clone(), ef, 4096, 64, 2, 0.9, consume=True)
+    assert torch.equal(r1, r2) and torch.equal(c1.idx, c2.idx) and torch.equal(c1.codes, c2.codes)

@@ -60,3 +60,10 @@ def test_flatten_roundtrip() -> None:
     assert all(torch.equal(p[k], q[k]) for k in p)
     with pytest.raises(ConfigError):
         unflatten(flat[:-1], param_shapes(cfg))
+
+
+def test_the_flat_difference_is_the_difference_of_the_flat_vectors_bit_for_bit() -> None:
+    from protocol.core.model import flat_difference, flatten, init_params, preset
+
+    a, b = init_params(preset("micro"), 0), init_params(preset("micro"), 1)
+    assert torch.equal(flat_difference(a, b), flatten(a) - flatten(b))
