@@ -110,3 +110,15 @@ def test_a_superseded_file_another_entry_uses_is_kept(tmp_path: Path, sub) -> No
     assert shared[0].is_file()  # round ROUND + 1 still refers to it
     d.drop_checkpoints(ROUND + 1)
     assert not shared[0].exists()
+
+
+def test_a_request_for_an_unknown_part_is_malformed_and_an_old_one_asks_for_all() -> None:
+    from protocol.core.messages import MalformedMessage
+    from protocol.p2p.framing import decode_request
+
+    base = '{"schema_version": 1, "kind": "checkpoint", "round": 7, "trace_root": "0x' + "ab" * 32 + '", "index": 3'
+    assert decode_request((base + "}").encode()).part == "all"  # type: ignore[union-attr]
+    assert decode_request((base + ', "part": "hashes"}').encode()).part == "hashes"  # type: ignore[union-attr]
+    for bad in ('"v"', '"ALL"', "1", "null"):
+        with pytest.raises(MalformedMessage):
+            decode_request((base + f', "part": {bad}}}').encode())
