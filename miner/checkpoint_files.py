@@ -26,7 +26,7 @@ def _write_temp(root: Path, checkpoint: Checkpoint, model: ModelConfig, leaves: 
     tmp = Path(name)
     try:
         hasher = content_hasher()
-        with os.fdopen(fd, "wb", buffering=0) as f:
+        with os.fdopen(fd, "wb") as f:  # buffered: a write is whole (a raw one may be short)
             for piece in serialized(*checkpoint_layout(checkpoint, model, leaves)):
                 f.write(piece)
                 hasher.update(piece)

@@ -41,6 +41,7 @@ from protocol.p2p.registry import RegistryView
 
 ZERO32 = b"\x00" * 32
 METRICS_POLL_S = 2.0  # how often a served node reads round, phase and peers for its gauges
+STATE_PATIENCE_S = 60.0  # how long a node whose own state disagrees with the chain keeps asking peers
 
 
 class StateMismatch(VeritrainError):
@@ -313,7 +314,11 @@ class NodeContext:
             if got:
                 self.log.warning("computed model differs from the attested one %s",
                                  kv(round=round_, computed=got.hex()[:12], attested=want.hex()[:12]))
-        fetched = await self.fetch_blob(want, BlobKind.STATE)  # content-addressed: verified against `want`
+        # content-addressed: verified against `want`. A node whose own result differs (genesis on
+        # a class whose RNG kernels give other bits) keeps asking: at a round's start its peers
+        # may not have kept the state yet
+        patience = STATE_PATIENCE_S if can_compute and got else 0.0
+        fetched = await self._fetch_state(want, patience)
         if fetched is not None:
             self.log.info("global state fetched from peers %s", kv(round=round_, model=want.hex()[:12]))
             return await self._keep_state(round_, want, fetched), want
@@ -324,6 +329,15 @@ class NodeContext:
         if got != want:
             raise StateMismatch(f"round {round_}: computed model {got.hex()[:16]}… but chain attests {want.hex()[:16]}…")
         return await self._keep_state(round_, want, blob), want
+
+    async def _fetch_state(self, want: bytes, patience_s: float) -> bytes | None:
+        """The attested state from peers, asked for again every poll for up to `patience_s`."""
+        deadline = trio.current_time() + patience_s
+        while True:
+            fetched = await self.fetch_blob(want, BlobKind.STATE)
+            if fetched is not None or trio.current_time() >= deadline:
+                return fetched
+            await trio.sleep(self.config.poll_s)
 
     def _held_state(self, round_: int, want: bytes) -> bytes | None:
         rec = self.data.state.get(f"state:{round_}")
