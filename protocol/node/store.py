@@ -189,17 +189,12 @@ class NodeState:
     def supersede_checkpoint(self, round_: int, trace_root: bytes, leaf: int, blob_hash: bytes, proof: bytes) -> None:
         """Point an entry at a fuller part of the same checkpoint. Its old file may still be read
         by a check that fetched it, so it is deleted with the round (`unindex_checkpoints`)."""
-        with self._lock:
+        with self._lock, self._db:  # the connection commits the transaction, or rolls it back on any error
             self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute("INSERT OR IGNORE INTO superseded SELECT round, blob FROM checkpoints "
-                                 "WHERE round = ? AND trace_root = ? AND leaf = ?", (round_, trace_root.hex(), leaf))
-                self._db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?, ?)",
-                                 (round_, trace_root.hex(), leaf, blob_hash.hex(), proof))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+            self._db.execute("INSERT OR IGNORE INTO superseded SELECT round, blob FROM checkpoints "
+                             "WHERE round = ? AND trace_root = ? AND leaf = ?", (round_, trace_root.hex(), leaf))
+            self._db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?, ?)",
+                             (round_, trace_root.hex(), leaf, blob_hash.hex(), proof))
 
     def checkpoint_rounds(self) -> list[int]:
         with self._lock:
