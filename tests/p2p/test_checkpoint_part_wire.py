@@ -17,7 +17,7 @@ from protocol.node.store import DataDir
 from protocol.p2p.errors import BlobNotFound
 from validator.checks import fetch_leaf
 
-from .test_wire_rules import ROUND, TASK, hosts, memory, served, validator_ctx
+from .test_wire_rules import ROUND, TASK, honest_miner, hosts, memory, served, validator_ctx
 from .test_wire_rules import sub as sub  # noqa: F401  (the module's fixture)
 
 P = CheckpointPart
@@ -71,9 +71,7 @@ async def test_a_holder_serving_less_than_asked_or_a_forged_part_is_skipped(tmp_
 @pytest.mark.trio
 async def test_a_part_held_is_replaced_by_a_fuller_one_and_its_file_kept_until_the_round_goes(tmp_path, sub):
     with trio.fail_after(60):
-        miner = memory(tmp_path, "miner")
-        for leaf in range(len(sub.checkpoints)):
-            miner[1].add(ROUND, sub.root, leaf, *served(sub, leaf))
+        miner = honest_miner(tmp_path, sub)
         data = DataDir(tmp_path / "vdata")
         async with hosts([memory(tmp_path, "v"), miner]) as (validator, m):
             ctx, key = validator_ctx(validator, data), m.identity.public_key

@@ -69,6 +69,14 @@ def memory(tmp_path: Path, name: str) -> tuple[DirectoryBlobSource, MemoryCheckp
     return DirectoryBlobSource(tmp_path / name), MemoryCheckpointSource()
 
 
+def honest_miner(tmp_path: Path, sub: Submission) -> tuple[DirectoryBlobSource, MemoryCheckpointSource]:
+    """A miner's sources serving every checkpoint of `sub` with its proof."""
+    miner = memory(tmp_path, "miner")
+    for leaf in range(len(sub.checkpoints)):
+        miner[1].add(ROUND, sub.root, leaf, *served(sub, leaf))
+    return miner
+
+
 def validator_ctx(node: P2PNode, data: DataDir) -> Any:
     """What `fetch_leaf` uses of a NodeContext: the p2p node, the data dir it fetches into, the
     fetch timeout, the setup, the caps."""
@@ -83,9 +91,7 @@ def validator_ctx(node: P2PNode, data: DataDir) -> Any:
 @pytest.mark.trio
 async def test_honest_checkpoints_verify_after_the_real_protocol(tmp_path, sub):
     with trio.fail_after(60):
-        miner = memory(tmp_path, "miner")
-        for leaf in range(len(sub.checkpoints)):
-            miner[1].add(ROUND, sub.root, leaf, *served(sub, leaf))
+        miner = honest_miner(tmp_path, sub)
         async with hosts([memory(tmp_path, "validator"), miner]) as (validator, m):
             key = m.identity.public_key
             for leaf in range(len(sub.checkpoints)):
