@@ -33,9 +33,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from benchmarks.overhead import corpus_slice
 from protocol.config.corpus import from_stdlib
-from protocol.core import data
-from protocol.core.hashing import blake3_hash
-from protocol.core.model import (
+from protocol.core.crypto.hashing import blake3_hash
+from protocol.core.model.gpt import (
     LanguageModel,
     build_model,
     flatten,
@@ -43,7 +42,8 @@ from protocol.core.model import (
     load_params,
     preset,
 )
-from protocol.core.training import BatchFn, ComputeConfig, RoundTask, batch_fn
+from protocol.core.train import data
+from protocol.core.train.training import BatchFn, ComputeConfig, RoundTask, batch_fn
 
 Batch = tuple[torch.Tensor, torch.Tensor]  # (x, y), each (B, T) int64
 

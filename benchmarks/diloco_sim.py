@@ -22,10 +22,10 @@ import torch
 
 from benchmarks.ddp_baseline import Curve, Spec, dataset, heldout, heldout_loss, miner_address
 from benchmarks.overhead import bare_round
-from protocol.core.aggregate import GlobalState, aggregate, genesis_state
-from protocol.core.model import LanguageModel, build_model, load_params, preset
-from protocol.core.proof import build_work
-from protocol.core.training import Carry, ComputeConfig, RoundTask, batch_fn, train_round
+from protocol.core.aggregation.state import GlobalState, aggregate, genesis_state
+from protocol.core.model.gpt import LanguageModel, build_model, load_params, preset
+from protocol.core.proof.work import build_work
+from protocol.core.train.training import Carry, ComputeConfig, RoundTask, batch_fn, train_round
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ def _corpus(vocab: int, block: int) -> Any:
     """Seeded random tokens: throughput does not depend on what the tokens say."""
     import numpy as np
 
-    from protocol.core.data import from_tokens
+    from protocol.core.train.data import from_tokens
 
     page = max(4096, 4 * block)
     tokens = np.random.default_rng(0).integers(0, vocab, size=200 * page, dtype=np.int64)
@@ -52,7 +52,7 @@ def _corpus(vocab: int, block: int) -> Any:
 def bare_tokens_per_s(model_cfg: Any, cfg: Any, batches: Any, placement: Any, theta: Any) -> float:
     import torch
 
-    from protocol.core.model import build_model, load_params
+    from protocol.core.model.gpt import build_model, load_params
 
     model = build_model(model_cfg).to(placement.torch_device)
     load_params(model, theta)
@@ -75,16 +75,18 @@ def bare_tokens_per_s(model_cfg: Any, cfg: Any, batches: Any, placement: Any, th
 def measure(device: str, preset_name: str, steps: int, every: int, batch_size: int, dtype: str,
             folder: Path) -> dict[str, Any]:
     from miner.checkpoint_files import store_checkpoint
-    from protocol.core.aggregate import genesis_state
-    from protocol.core.hashing import blake3_hash
-    from protocol.core.model import build_model, num_params, preset
-    from protocol.core.placement import placement_of
-    from protocol.core.proof import ReplayStatus, make_challenge, zero_carry_hash
-    from protocol.core.replay_profile import ReplayProfile, apply_profile, observe_profile
-    from protocol.core.signing import NodeIdentity
-    from protocol.core.submission import honest_streamed
-    from protocol.core.training import ComputeConfig, RoundTask, batch_fn, local_stepper
-    from protocol.core.verdict import judge, verify_submission
+    from protocol.core.aggregation.state import genesis_state
+    from protocol.core.crypto.hashing import blake3_hash
+    from protocol.core.crypto.signing import NodeIdentity
+    from protocol.core.hardware.replay_profile import ReplayProfile, apply_profile, observe_profile
+    from protocol.core.model.gpt import build_model, num_params, preset
+    from protocol.core.model.placement import placement_of
+    from protocol.core.proof.challenge import make_challenge
+    from protocol.core.proof.replay import ReplayStatus
+    from protocol.core.proof.submission import honest_streamed
+    from protocol.core.proof.trace import zero_carry_hash
+    from protocol.core.proof.verdict import judge, verify_submission
+    from protocol.core.train.training import ComputeConfig, RoundTask, batch_fn, local_stepper
     from validator.scoring import RoundEntry, usefulness_of
 
     profile = observe_profile(ReplayProfile(device=device, dtype=dtype))

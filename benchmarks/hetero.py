@@ -37,12 +37,12 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.ddp_baseline import Spec, dataset, heldout, heldout_loss, miner_address
-from protocol.core.aggregate import GlobalState, aggregate, genesis_state
-from protocol.core.capacity import steps_for_window
-from protocol.core.data import Dataset
-from protocol.core.model import LanguageModel, build_model, load_params, preset
-from protocol.core.proof import build_work
-from protocol.core.training import Carry, ComputeConfig, RoundTask, train_round
+from protocol.core.aggregation.state import GlobalState, aggregate, genesis_state
+from protocol.core.model.gpt import LanguageModel, build_model, load_params, preset
+from protocol.core.proof.work import build_work
+from protocol.core.train.capacity import steps_for_window
+from protocol.core.train.data import Dataset
+from protocol.core.train.training import Carry, ComputeConfig, RoundTask, train_round
 from protocol.node.throughput import time_steps
 from validator.scoring import token_weighted
 

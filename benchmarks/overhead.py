@@ -22,9 +22,10 @@ from rich.console import Console
 from rich.table import Table
 
 from protocol.config import corpus
-from protocol.core import data
-from protocol.core.hashing import blake3_hash
-from protocol.core.model import (
+from protocol.core.crypto.hashing import blake3_hash
+from protocol.core.crypto.signing import NodeIdentity
+from protocol.core.hardware.replay_profile import ReplayProfile, apply_profile, observe_profile
+from protocol.core.model.gpt import (
     LanguageModel,
     build_model,
     init_params,
@@ -32,10 +33,10 @@ from protocol.core.model import (
     num_params,
     preset,
 )
-from protocol.core.proof import build_work, trace_root
-from protocol.core.replay_profile import ReplayProfile, apply_profile, observe_profile
-from protocol.core.signing import NodeIdentity
-from protocol.core.training import BatchFn, ComputeConfig, RoundTask, batch_fn, train_round
+from protocol.core.proof.trace import trace_root
+from protocol.core.proof.work import build_work
+from protocol.core.train import data
+from protocol.core.train.training import BatchFn, ComputeConfig, RoundTask, batch_fn, train_round
 
 
 def corpus_slice(n_bytes: int) -> data.Dataset:

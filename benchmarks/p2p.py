@@ -41,8 +41,8 @@ import trio
 from rich.console import Console
 from rich.table import Table
 
-from protocol.core.messages import UpdateAnnounced, to_hex
-from protocol.core.signing import NodeIdentity, binding_message
+from protocol.core.crypto.signing import NodeIdentity, binding_message
+from protocol.core.wire.messages import UpdateAnnounced, to_hex
 from protocol.p2p import DirectoryBlobSource, P2PConfig, P2PNode, RegistryEntry, RegistryView
 
 CHAIN_ID = 31337

@@ -86,7 +86,7 @@ def misses(row: dict[str, Any]) -> list[str]:
 
 
 def measure(presets: list[str], trials: int, budget_s: float) -> dict[str, Any]:
-    from protocol.core.model import num_params, preset
+    from protocol.core.model.gpt import num_params, preset
 
     started, rows, skipped, last = time.perf_counter(), {}, {}, None
     for name in sorted(presets, key=lambda p: num_params(preset(p))):

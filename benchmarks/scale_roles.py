@@ -28,14 +28,14 @@ from pathlib import Path
 from benchmarks.overhead import bare_round
 from miner.work import MinerJob, MinerOutput, produce
 from protocol.config.run_setup import Setup, TrainingSpec, load_dataset
-from protocol.core.aggregate import encoded_state, genesis_state
-from protocol.core.checkpoint_parts import CheckpointPart
-from protocol.core.data import heldout_batches
-from protocol.core.model import build_model, num_params
-from protocol.core.proof import make_challenge
-from protocol.core.replay_profile import ReplayProfile, apply_profile, observe_profile
-from protocol.core.signing import NodeIdentity
-from protocol.core.training import RoundTask, batch_fn
+from protocol.core.aggregation.state import encoded_state, genesis_state
+from protocol.core.checkpoint.parts import CheckpointPart
+from protocol.core.crypto.signing import NodeIdentity
+from protocol.core.hardware.replay_profile import ReplayProfile, apply_profile, observe_profile
+from protocol.core.model.gpt import build_model, num_params
+from protocol.core.proof.challenge import make_challenge
+from protocol.core.train.data import heldout_batches
+from protocol.core.train.training import RoundTask, batch_fn
 from protocol.node.checkpoint_part_files import part_view
 from validator.checks import needed_leaves
 from validator.scoring import GauntletUsefulness, mean_loss, own_batches
@@ -109,7 +109,7 @@ def check_job(b: Bench, out: MinerOutput) -> CheckJob:
 
 def score_seconds(b: Bench, out: MinerOutput) -> float:
     """One miner's usefulness (three loss estimates) plus its share of the round's shared one."""
-    from protocol.core.envelope import decode_envelope
+    from protocol.core.proof.envelope import decode_envelope
     from validator.scoring import decode_for_scoring
 
     model, cfg = b.setup.model, b.setup.compute

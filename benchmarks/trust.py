@@ -366,11 +366,11 @@ def measure_split(p: Params) -> Fraction:
     H: real micro training, scored by `validator.scoring.score_round` (pay ∝ steps x usefulness),
     times the miner pool."""
     from benchmarks.overhead import corpus_slice
-    from protocol.core.hashing import blake3_hash
-    from protocol.core.model import init_params, preset
-    from protocol.core.replay_profile import ReplayProfile, apply_profile, observe_profile
-    from protocol.core.submission import honest
-    from protocol.core.training import ComputeConfig, RoundTask
+    from protocol.core.crypto.hashing import blake3_hash
+    from protocol.core.hardware.replay_profile import ReplayProfile, apply_profile, observe_profile
+    from protocol.core.model.gpt import init_params, preset
+    from protocol.core.proof.submission import honest
+    from protocol.core.train.training import ComputeConfig, RoundTask
     from validator.scoring import RoundEntry, score_round
 
     apply_profile(ReplayProfile(threads=1, cpu_capability=observe_profile().cpu_capability))
@@ -397,9 +397,9 @@ def measure_split(p: Params) -> Fraction:
 
 def _submissions(ds: Any, theta: Any, cfg: Any) -> dict[str, tuple[Any, Any, Any]]:
     """(task, challenger's submission, voter's submission) per cheat row."""
-    from protocol.core.model import preset
-    from protocol.core.submission import honest
-    from protocol.core.training import RoundTask
+    from protocol.core.model.gpt import preset
+    from protocol.core.proof.submission import honest
+    from protocol.core.train.training import RoundTask
     from protocol.devnet import cheats as adv
 
     def task(i: int, r: int = 1) -> RoundTask:
@@ -438,13 +438,14 @@ def measure(p: Params, trials: int) -> dict[str, float]:
     """Share of `trials` rounds in which one of p.validators honest validators' reports would be
     confirmed: its own check finds fraud, and a voter's re-check of the reported segment does."""
     from benchmarks.overhead import corpus_slice
-    from protocol.core.hashing import blake3_hash, u64
-    from protocol.core.model import build_model, init_params, preset
-    from protocol.core.proof import make_challenge, zero_carry_hash
-    from protocol.core.replay_profile import ReplayProfile, apply_profile, observe_profile
-    from protocol.core.signing import NodeIdentity
-    from protocol.core.training import ComputeConfig
-    from protocol.core.verdict import judge, verify_submission
+    from protocol.core.crypto.hashing import blake3_hash, u64
+    from protocol.core.crypto.signing import NodeIdentity
+    from protocol.core.hardware.replay_profile import ReplayProfile, apply_profile, observe_profile
+    from protocol.core.model.gpt import build_model, init_params, preset
+    from protocol.core.proof.challenge import make_challenge
+    from protocol.core.proof.trace import zero_carry_hash
+    from protocol.core.proof.verdict import judge, verify_submission
+    from protocol.core.train.training import ComputeConfig
 
     profile = ReplayProfile(threads=1, cpu_capability=observe_profile().cpu_capability)
     apply_profile(profile)
@@ -480,9 +481,9 @@ def measure_audits(p: Params, trials: int) -> dict[str, float]:
     lazy validator made up, times the report rule (the accused does not vote). A picked made-up
     claim always fails its audit: its witness is not the replay's (`replay_witness` binds every
     inner state), which `tests/core/test_witness.py` and the devnet's lazy validator show."""
-    from protocol.core.hashing import blake3_hash, u64
-    from protocol.core.signing import NodeIdentity
-    from protocol.core.witness import audit_picks, make_audit_seed
+    from protocol.core.crypto.hashing import blake3_hash, u64
+    from protocol.core.crypto.signing import NodeIdentity
+    from protocol.core.proof.witness import audit_picks, make_audit_seed
 
     v, m = p.validators, p.miners
     lazy = "0x" + "ee" * 20

@@ -39,23 +39,26 @@ from rich.table import Table
 
 from benchmarks.overhead import corpus_slice
 from protocol.config.run_config import ChainParams
-from protocol.core.data import Dataset, heldout_batches
-from protocol.core.hashing import blake3_hash, u64
-from protocol.core.model import LanguageModel, Params, build_model, init_params, num_params, preset
-from protocol.core.proof import (
-    ReplayStatus,
-    Trace,
-    make_challenge,
-    replay_segment,
-    verify_update_derivation,
-    zero_carry_hash,
+from protocol.core.crypto.hashing import blake3_hash, u64
+from protocol.core.crypto.signing import NodeIdentity
+from protocol.core.hardware.replay_profile import ReplayProfile, apply_profile, observe_profile
+from protocol.core.model.gpt import (
+    LanguageModel,
+    Params,
+    build_model,
+    init_params,
+    num_params,
+    preset,
 )
-from protocol.core.replay_profile import ReplayProfile, apply_profile, observe_profile
-from protocol.core.signing import NodeIdentity
-from protocol.core.submission import honest, submit
-from protocol.core.training import ComputeConfig, RoundTask, train_round
-from protocol.core.verdict import judge, verify_submission
-from protocol.core.witness import audit_picks, audit_segments, replay_witness, witness_for
+from protocol.core.proof.challenge import make_challenge
+from protocol.core.proof.derivation import verify_update_derivation
+from protocol.core.proof.replay import ReplayStatus, replay_segment
+from protocol.core.proof.submission import honest, submit
+from protocol.core.proof.trace import Trace, zero_carry_hash
+from protocol.core.proof.verdict import judge, verify_submission
+from protocol.core.proof.witness import audit_picks, audit_segments, replay_witness, witness_for
+from protocol.core.train.data import Dataset, heldout_batches
+from protocol.core.train.training import ComputeConfig, RoundTask, train_round
 from protocol.devnet import cheats as adv
 from protocol.devnet.network import DevnetOptions
 from validator.scoring import GauntletUsefulness, mean_loss, own_batches
@@ -76,7 +79,7 @@ def miner_costs(t: RoundTask, ds: Dataset, theta: Params, profile: ReplayProfile
     start = time.perf_counter()
     trained = train_round(t, ds, theta, None)
     train_s = time.perf_counter() - start
-    from protocol.core.proof import build_work
+    from protocol.core.proof.work import build_work
 
     sub = submit(t, build_work(t, trained, theta))
     ch = make_challenge(NodeIdentity(b"\x11" * 32), 1, t.miner, b"\x22" * 32, t.cfg)
@@ -94,7 +97,7 @@ def miner_costs(t: RoundTask, ds: Dataset, theta: Params, profile: ReplayProfile
     assert not d.failures and all(r.status is ReplayStatus.MATCH for r in replays)
     audit_s = audit_cost(t, ds, sub.trace, blobs, ch.signature, witness, profile, model)
     start = time.perf_counter()
-    from protocol.core.compress import decode_update, decompress, expected_header
+    from protocol.core.train.compress import decode_update, decompress, expected_header
 
     want = expected_header(num_params(t.model), t.cfg.chunk, t.cfg.topk, t.cfg.bits)
     delta = decompress(decode_update(sub.blob, want))

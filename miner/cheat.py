@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from protocol.core.data import Dataset
-from protocol.core.model import Params
-from protocol.core.submission import Submission
-from protocol.core.training import Carry, RoundTask
+from protocol.core.model.gpt import Params
+from protocol.core.proof.submission import Submission
+from protocol.core.train.data import Dataset
+from protocol.core.train.training import Carry, RoundTask
 
 
 class Cheat(Protocol):

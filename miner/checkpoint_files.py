@@ -1,7 +1,7 @@
 """Writing a checkpoint into the blob folder without building its bytes in memory.
 
 Each tensor's bytes go straight from the tensor to a temp file and, in the same pass, into the
-content hash that names the file (`protocol.core.safetensors_layout`: no serialized copy, no
+content hash that names the file (`protocol.core.checkpoint.safetensors_layout`: no serialized copy, no
 read-back); the file is then fsynced and renamed, as `protocol.node.store.write_blob` does for
 bytes. The file holds exactly `encode_checkpoint`'s bytes.
 """
@@ -13,10 +13,10 @@ import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from protocol.core.checkpoint import Checkpoint, Leaves, checkpoint_layout, checkpoint_leaves
-from protocol.core.hashing import content_hasher
-from protocol.core.model import ModelConfig
-from protocol.core.safetensors_layout import serialized
+from protocol.core.checkpoint.format import Checkpoint, Leaves, checkpoint_layout, checkpoint_leaves
+from protocol.core.checkpoint.safetensors_layout import serialized
+from protocol.core.crypto.hashing import content_hasher
+from protocol.core.model.gpt import ModelConfig
 from protocol.node.store import TEMP_PREFIX
 
 

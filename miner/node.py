@@ -14,10 +14,10 @@ import trio
 from miner.cheat import Cheat
 from miner.work import MinerJob, MinerOutput, produce
 from protocol.chain.client import Phase
-from protocol.core.capacity import steps_for_window
+from protocol.core.crypto.hashing import content_hash
 from protocol.core.errors import ContractRevert
-from protocol.core.hashing import content_hash
-from protocol.core.messages import UpdateAnnounced
+from protocol.core.train.capacity import steps_for_window
+from protocol.core.wire.messages import UpdateAnnounced
 from protocol.node import round_notes
 from protocol.node.context import NodeContext, StateMismatch
 from protocol.node.logs import kv

@@ -13,12 +13,12 @@ from pathlib import Path
 from miner.cheat import Cheat
 from miner.checkpoint_files import CheckpointWriter
 from protocol.config.run_setup import Setup, TrainingSpec, load_dataset
-from protocol.core.aggregate import decode_state
-from protocol.core.checkpoint import encode_checkpoint
-from protocol.core.envelope import encode_envelope, encode_proof
-from protocol.core.proof import carry_hash, decode_carry, encode_carry, leaf_proof, trace_root
-from protocol.core.submission import honest_streamed
-from protocol.core.training import RoundTask, StepHook, zero_carry
+from protocol.core.aggregation.state import decode_state
+from protocol.core.checkpoint.format import encode_checkpoint
+from protocol.core.proof.envelope import encode_envelope, encode_proof
+from protocol.core.proof.submission import honest_streamed
+from protocol.core.proof.trace import carry_hash, decode_carry, encode_carry, leaf_proof, trace_root
+from protocol.core.train.training import RoundTask, StepHook, zero_carry
 from protocol.node.ddp_worker import stepper_for
 from protocol.node.store import write_blob
 

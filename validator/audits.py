@@ -16,11 +16,11 @@ from pathlib import Path
 
 import trio
 
-from protocol.core.class_checks import CheckMode
+from protocol.core.crypto.hashing import blake3_hash
 from protocol.core.errors import SignatureError
-from protocol.core.hashing import blake3_hash
-from protocol.core.proof import ChallengeError
-from protocol.core.witness import NO_WITNESS, audit_picks, make_audit_seed, replay_witness
+from protocol.core.proof.challenge import ChallengeError
+from protocol.core.proof.witness import NO_WITNESS, audit_picks, make_audit_seed, replay_witness
+from protocol.core.settlement.class_checks import CheckMode
 from protocol.node.context import NodeContext
 from protocol.node.logs import kv
 from validator.challenges import verified_challenge

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from protocol.core.hashing import blake3_hash
-from protocol.core.proof import Challenge, ChallengeError, choose_segments, verify_challenge
-from protocol.core.training import ComputeConfig
+from protocol.core.crypto.hashing import blake3_hash
+from protocol.core.proof.challenge import (
+    Challenge,
+    ChallengeError,
+    choose_segments,
+    verify_challenge,
+)
+from protocol.core.train.training import ComputeConfig
 from protocol.node.context import NodeContext
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from protocol.core.commitment import Commit
+from protocol.core.proof.commitment import Commit
 from validator.checks import MinerCheck
 
 

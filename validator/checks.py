@@ -9,21 +9,16 @@ from pathlib import Path
 
 import trio
 
-from protocol.core.blob_caps import BlobKind
-from protocol.core.checkpoint_parts import CheckpointPart, merge_parts
-from protocol.core.class_checks import CheckMode
-from protocol.core.commitment import Commit
-from protocol.core.envelope import EnvelopeError, check_binding, decode_envelope
-from protocol.core.fraud import FraudKind
-from protocol.core.model import ModelConfig
-from protocol.core.proof import (
-    Challenge,
-    ProofMismatch,
-    check_served_leaf,
-    make_challenge,
-    trace_root,
-)
-from protocol.core.training import ComputeConfig, StepCountError
+from protocol.core.checkpoint.parts import CheckpointPart, merge_parts
+from protocol.core.model.gpt import ModelConfig
+from protocol.core.proof.challenge import Challenge, make_challenge
+from protocol.core.proof.commitment import Commit
+from protocol.core.proof.envelope import EnvelopeError, check_binding, decode_envelope
+from protocol.core.proof.trace import ProofMismatch, check_served_leaf, trace_root
+from protocol.core.settlement.class_checks import CheckMode
+from protocol.core.settlement.fraud import FraudKind
+from protocol.core.train.training import ComputeConfig, StepCountError
+from protocol.core.wire.blob_caps import BlobKind
 from protocol.node.checkpoint_part_files import holds_part
 from protocol.node.context import NodeContext
 from protocol.node.logs import kv

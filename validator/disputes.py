@@ -19,11 +19,11 @@ import trio
 
 from protocol.chain.client import ReportStatus, Vote
 from protocol.chain.events import EventLog
-from protocol.core.class_checks import CheckMode, holds_class
 from protocol.core.errors import ContractRevert, SignatureError
-from protocol.core.fraud import FraudKind
-from protocol.core.proof import ChallengeError
-from protocol.core.witness import NO_WITNESS
+from protocol.core.proof.challenge import ChallengeError
+from protocol.core.proof.witness import NO_WITNESS
+from protocol.core.settlement.class_checks import CheckMode, holds_class
+from protocol.core.settlement.fraud import FraudKind
 from protocol.node.logs import kv
 from validator.audits import Claim, audit_claim, unserved_evidence
 from validator.challenges import verified_challenge

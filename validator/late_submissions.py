@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import trio
 
-from protocol.core.class_checks import CheckMode
-from protocol.core.commitment import Commit
-from protocol.core.fraud import FraudKind
+from protocol.core.proof.commitment import Commit
+from protocol.core.settlement.class_checks import CheckMode
+from protocol.core.settlement.fraud import FraudKind
 from protocol.node.context import NodeContext
 from protocol.node.logs import kv
 from protocol.p2p.errors import P2PError

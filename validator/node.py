@@ -16,14 +16,14 @@ from typing import Any
 import trio
 
 from protocol.chain.client import Phase
-from protocol.core.class_checks import CheckMode
+from protocol.core.crypto.hashing import blake3_hash
 from protocol.core.errors import ConfigError, ContractRevert
-from protocol.core.fraud import FraudKind
-from protocol.core.hashing import blake3_hash
-from protocol.core.messages import SignedGossip
-from protocol.core.score_vector import pack_scores, score_commitment, vector_root
-from protocol.core.witness import NO_WITNESS
-from protocol.core.witness_bundle import SIG_BYTES, bundle_root, encode_bundle
+from protocol.core.proof.witness import NO_WITNESS
+from protocol.core.proof.witness_bundle import SIG_BYTES, bundle_root, encode_bundle
+from protocol.core.settlement.class_checks import CheckMode
+from protocol.core.settlement.fraud import FraudKind
+from protocol.core.settlement.score_vector import pack_scores, score_commitment, vector_root
+from protocol.core.wire.messages import SignedGossip
 from protocol.node import round_notes
 from protocol.node.context import NodeContext, StateMismatch
 from protocol.node.global_model import state_heldout_loss

@@ -14,8 +14,8 @@ from typing import Any
 
 from protocol.chain.challenge_args import light_reveals_arg
 from protocol.chain.client import ChainClient
-from protocol.core.abi_words import list_hash
-from protocol.core.result_header import SettledRound, chain_data_differences
+from protocol.core.settlement.abi_words import list_hash
+from protocol.core.settlement.result_header import SettledRound, chain_data_differences
 
 NO_PREIMAGE: tuple[bytes, list[int]] = (b"\x00" * 32, [])  # the root preimage is not read for these words
 

@@ -18,8 +18,7 @@ import trio
 
 from protocol.chain.bls_registration import aggregate_keys
 from protocol.chain.events import EventLog
-from protocol.core.abi_words import list_hash
-from protocol.core.bls import (
+from protocol.core.crypto.bls import (
     bls_aggregate,
     bls_aggregate_verify_same_message,
     bls_sign,
@@ -28,8 +27,9 @@ from protocol.core.bls import (
     g2_to_eip2537,
 )
 from protocol.core.errors import BlsError, ContractRevert
-from protocol.core.messages import ResultSigned, SignedGossip
-from protocol.core.result_header import SettledRound
+from protocol.core.settlement.abi_words import list_hash
+from protocol.core.settlement.result_header import SettledRound
+from protocol.core.wire.messages import ResultSigned, SignedGossip
 from protocol.node.context import NodeContext, StateMismatch
 from protocol.node.logs import kv
 from validator.result_challenger import challenge_header_words, wrong_chain_data_words

@@ -22,16 +22,8 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from protocol.core.class_checks import CheckMode
-from protocol.core.compress import (
-    UpdateFormatError,
-    decode_update,
-    decompress_sparse,
-    expected_header,
-)
-from protocol.core.data import Dataset, assign_pages, batch, heldout_batches
-from protocol.core.hashing import Digest, blake3_hash
-from protocol.core.model import (
+from protocol.core.crypto.hashing import Digest, blake3_hash
+from protocol.core.model.gpt import (
     LanguageModel,
     ModelConfig,
     Params,
@@ -41,14 +33,22 @@ from protocol.core.model import (
     num_params,
     unflatten,
 )
-from protocol.core.training import ComputeConfig, RoundTask
+from protocol.core.settlement.class_checks import CheckMode
+from protocol.core.train.compress import (
+    UpdateFormatError,
+    decode_update,
+    decompress_sparse,
+    expected_header,
+)
+from protocol.core.train.data import Dataset, assign_pages, batch, heldout_batches
+from protocol.core.train.training import ComputeConfig, RoundTask
 
 MAX_SCORE = 65535  # on-chain scores are integers in [0, 65535] meaning [0, 1]
 Batches = list[tuple[Tensor, Tensor]]  # [(x, y)], each (B, T) int64
 
 
 class ZeroReason(enum.StrEnum):
-    PROOF = "proof"  # replay/derivation/unavailable evidence (see protocol.core.verdict)
+    PROOF = "proof"  # replay/derivation/unavailable evidence (see protocol.core.proof.verdict)
     MALFORMED = "malformed"  # blob does not decode: NaN/Inf, bad shapes, over the size cap
     OVER_NORM = "over-norm"  # norm above max_norm_ratio x the round's median
     COPY = "copy"  # a later copy of an earlier commit

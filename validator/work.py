@@ -9,16 +9,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from protocol.config.run_setup import Setup, TrainingSpec, load_dataset
-from protocol.core.aggregate import decode_state
-from protocol.core.data import Dataset
-from protocol.core.envelope import decode_envelope
-from protocol.core.fraud import FraudKind
-from protocol.core.hashing import Digest
-from protocol.core.keccak import checksum_address
-from protocol.core.model import Params
-from protocol.core.proof import ServedBlob, replay_segment, zero_carry_hash
-from protocol.core.training import RoundTask
-from protocol.core.verdict import judge, verify_submission
+from protocol.core.aggregation.state import decode_state
+from protocol.core.crypto.hashing import Digest
+from protocol.core.crypto.keccak import checksum_address
+from protocol.core.model.gpt import Params
+from protocol.core.proof.envelope import decode_envelope
+from protocol.core.proof.replay import ServedBlob, replay_segment
+from protocol.core.proof.trace import zero_carry_hash
+from protocol.core.proof.verdict import judge, verify_submission
+from protocol.core.settlement.fraud import FraudKind
+from protocol.core.train.data import Dataset
+from protocol.core.train.training import RoundTask
 from protocol.node.ddp_worker import stepper_for
 from validator.scoring import RoundEntry, Usefulness, score_round, usefulness_of
 

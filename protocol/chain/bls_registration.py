@@ -4,7 +4,7 @@ reading which keys a round's aggregate holds."""
 from __future__ import annotations
 
 from protocol.chain.client import ChainClient
-from protocol.core.bls import bls_pop_prove, bls_public_key, g1_to_eip2537, g2_to_eip2537
+from protocol.core.crypto.bls import bls_pop_prove, bls_public_key, g1_to_eip2537, g2_to_eip2537
 from protocol.core.errors import ConfigError
 
 

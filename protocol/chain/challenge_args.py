@@ -7,9 +7,9 @@ the attempt's five (round, header, non-signers hash, posted time, attempt).
 
 from __future__ import annotations
 
-from protocol.core.result_header import SettledRound
-from protocol.core.result_inputs import RoundInputs
-from protocol.core.score_vector import (
+from protocol.core.settlement.result_header import SettledRound
+from protocol.core.settlement.result_inputs import RoundInputs
+from protocol.core.settlement.score_vector import (
     SEGMENT_SCORES,
     pack_scores,
     scores_hash,

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from protocol.chain.client import ChainClient
 from protocol.chain.settlement_history import SettlementHistory
-from protocol.core.claims_tree import verify_claim
 from protocol.core.errors import ConfigError
+from protocol.core.settlement.claims_tree import verify_claim
 
 
 @dataclass(frozen=True)

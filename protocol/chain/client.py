@@ -15,7 +15,7 @@ from protocol.chain.backend import ChainHandle
 from protocol.chain.deployment import Deployment
 from protocol.chain.tx import TxSender
 from protocol.core.errors import ConfigError
-from protocol.core.fraud import FraudKind
+from protocol.core.settlement.fraud import FraudKind
 
 MAX_UINT = 2**256 - 1
 

@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from protocol.config.atomic import atomic_write
 from protocol.config.run_config import RunConfig
-from protocol.core.blob_caps import BlobCaps
 from protocol.core.errors import ConfigError
+from protocol.core.wire.blob_caps import BlobCaps
 
 ADDRESS = r"^0x[0-9a-fA-F]{40}$"
 
@@ -39,7 +39,7 @@ class Deployment(BaseModel):
     run_config: RunConfig
     run_config_hash: str  # hex, as stored in Rounds.run_config_hash
     sources_hash: str  # contracts + compiler + snekmate, for reproducible builds
-    # bytes a node accepts per fetched blob of each kind (protocol/core/blob_caps.py), computed
+    # bytes a node accepts per fetched blob of each kind (protocol/core/wire/blob_caps.py), computed
     # from run_config by `deploy`; None in files written before caps were recorded
     blob_caps: BlobCaps | None = None
 
@@ -51,7 +51,7 @@ class Deployment(BaseModel):
 def run_blob_caps(config: RunConfig) -> BlobCaps:
     """The per-kind blob caps of a run: from its model preset and compute config."""
     from protocol.config.run_setup import resolve  # imports torch: only when caps are computed
-    from protocol.core.blob_caps import blob_caps
+    from protocol.core.wire.blob_caps import blob_caps
 
     setup = resolve(config)
     return blob_caps(setup.model, setup.compute)

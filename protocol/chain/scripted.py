@@ -23,8 +23,7 @@ from protocol.chain.claims import claim_owed
 from protocol.chain.client import ChainClient, Role, Vote
 from protocol.chain.settlement_history import SettlementHistory
 from protocol.config.run_config import TOKEN_UNIT
-from protocol.core.abi_words import list_hash
-from protocol.core.bls import (
+from protocol.core.crypto.bls import (
     bls_aggregate,
     bls_keygen,
     bls_pop_prove,
@@ -33,10 +32,11 @@ from protocol.core.bls import (
     g1_to_eip2537,
     g2_to_eip2537,
 )
-from protocol.core.fraud import FraudKind
-from protocol.core.keccak import keccak256
-from protocol.core.score_vector import pack_scores, score_commitment, vector_root
-from protocol.core.signing import NodeIdentity, binding_message
+from protocol.core.crypto.keccak import keccak256
+from protocol.core.crypto.signing import NodeIdentity, binding_message
+from protocol.core.settlement.abi_words import list_hash
+from protocol.core.settlement.fraud import FraudKind
+from protocol.core.settlement.score_vector import pack_scores, score_commitment, vector_root
 
 Progress = Callable[[str], None]
 GAS_FUNDING_WEI = 10**18  # 1 ETH of gas money per node on dev chains

@@ -15,8 +15,8 @@ from web3 import Web3
 from protocol.chain.client import ChainClient, miners_from, reveals_from
 from protocol.chain.events import EventLog
 from protocol.core.errors import ChainError
-from protocol.core.result_header import SettledRound, build_result
-from protocol.core.result_inputs import PrevEntry, Reveal, RoundInputs
+from protocol.core.settlement.result_header import SettledRound, build_result
+from protocol.core.settlement.result_inputs import PrevEntry, Reveal, RoundInputs
 
 
 class SettlementHistory:

@@ -7,9 +7,9 @@ from typing import Any
 from protocol.chain.client import ChainClient, Phase, ReportStatus, Role, reveals_from
 from protocol.chain.events import read_events, read_many
 from protocol.chain.settlement_history import SettlementHistory
-from protocol.core.class_checks import effective_classes
 from protocol.core.errors import ConfigError
-from protocol.core.fraud import FraudKind
+from protocol.core.settlement.class_checks import effective_classes
+from protocol.core.settlement.fraud import FraudKind
 
 LOSS_SCALE = 1_000_000  # revealed held-out losses are fixed point
 

@@ -94,7 +94,7 @@ def register(
 ) -> None:
     """Register the node's account and node key (with its binding signature) on chain."""
     from protocol.chain.client import Role
-    from protocol.core.signing import binding_message
+    from protocol.core.crypto.signing import binding_message
 
     if role not in ("miner", "validator"):
         raise ConfigError(f"role must be miner or validator, got {role!r}")

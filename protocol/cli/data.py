@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from protocol.core.data_defaults import DEFAULT_HELDOUT_EVERY, DEFAULT_PAGE_TOKENS  # no torch
+from protocol.core.train.data_defaults import DEFAULT_HELDOUT_EVERY, DEFAULT_PAGE_TOKENS  # no torch
 
 PROGRESS_EVERY_S = 1.0  # at most one progress line a second on stderr
 
@@ -63,7 +63,7 @@ def _throttled_progress() -> Any:
 
 def _report(meta: Any, out: Path, page_tokens: int, heldout_every: int) -> None:
     from protocol.config.corpus import from_packed
-    from protocol.core.data import DatasetError
+    from protocol.core.train.data import DatasetError
 
     pages = meta.tokens // page_tokens
     try:

@@ -71,8 +71,8 @@ def export_state(model: Any, model_hash: bytes, data_dir: Path, out: Path) -> li
     """Decode the global state `model_hash` from `data_dir` and write it to `out` (Hugging Face
     layout); returns the files written."""
     from protocol.config.hf_checkpoint import save_hf_llama
-    from protocol.core.aggregate import StateFormatError, decode_state
-    from protocol.core.hashing import content_hash
+    from protocol.core.aggregation.state import StateFormatError, decode_state
+    from protocol.core.crypto.hashing import content_hash
 
     llama_model(model)
     blobs = data_dir / "blobs"

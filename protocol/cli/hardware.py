@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:  # it imports torch: not at every command's start
-    from protocol.core.replay_profile import ReplayProfile
+    from protocol.core.hardware.replay_profile import ReplayProfile
 
 MEASURE_SECONDS = 2.0  # timed training per class: enough for a stable tokens/s, short enough to wait for
 
@@ -21,7 +21,7 @@ def _candidates(deployment: Path | None) -> tuple[list[ReplayProfile], list[Repl
     the default run config's classes and this machine's own classes (its CPU's, and its GPU's
     when it has one)."""
     from protocol.config.run_setup import TrainingSpec, training_spec
-    from protocol.core.hardware_class import own_classes, this_host
+    from protocol.core.hardware.hardware_class import own_classes, this_host
 
     if deployment is None:
         spec = TrainingSpec(preset="micro")
@@ -39,7 +39,7 @@ def class_rows(deployment: Path | None, measure: bool, progress: Any) -> tuple[s
     from dataclasses import asdict
 
     from protocol.config.run_setup import Setup
-    from protocol.core.hardware_class import class_id, label, runnable_here
+    from protocol.core.hardware.hardware_class import class_id, label, runnable_here
 
     shown, permitted, default, spec = _candidates(deployment)
     setup = Setup(spec, b"")
@@ -56,7 +56,7 @@ def class_rows(deployment: Path | None, measure: bool, progress: Any) -> tuple[s
 
 
 def _measure(cls: ReplayProfile, setup: Any) -> float | None:
-    from protocol.core.replay_profile import ProfileMismatch
+    from protocol.core.hardware.replay_profile import ProfileMismatch
     from protocol.node.throughput import measure_class
 
     try:
@@ -92,7 +92,7 @@ def hardware(
 ) -> None:
     """Show the hardware classes this machine can run: id, label, why not, permitted, tokens/s."""
     from protocol.cli.app import _progress, console
-    from protocol.core.hardware_class import this_host
+    from protocol.core.hardware.hardware_class import this_host
 
     preset, rows = class_rows(deployment, measure, _progress)
     if as_json:

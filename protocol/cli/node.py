@@ -112,9 +112,9 @@ def register_and_stake(role: str, client: Any, node_keys: Any, keys: Path, liste
                        classes: int | None, data_dir: Path, steps: Any) -> None:
     """Register (role, node key, address, the hardware class set `classes` when given, a
     validator's BLS key) where the chain does not hold it already, then top the stake up to
-    its target (protocol/core/stake_target.py)."""
+    its target (protocol/core/settlement/stake_target.py)."""
     from protocol.chain.client import Role
-    from protocol.core.signing import binding_message
+    from protocol.core.crypto.signing import binding_message
 
     want = Role[role.upper()]
     current = client.call("staking", "role", client.address)
@@ -162,8 +162,8 @@ def _register_classes(client: Any, classes: int) -> None:
     """Register the class set, which the chain fixes at the first stake: a staked account
     running another class is refused here, before the node checks anything wrongly."""
     from protocol.config.run_setup import resolve
-    from protocol.core.class_checks import effective_classes
-    from protocol.core.hardware_class import classes_in, label
+    from protocol.core.hardware.hardware_class import classes_in, label
+    from protocol.core.settlement.class_checks import effective_classes
 
     registered = int(client.call("staking", "hardware_classes", client.address))
     if effective_classes(registered) == classes:
@@ -181,7 +181,7 @@ def node_classes(deployment: Path, wanted: str | None) -> tuple[int, Any]:
     default). Refuses a class the run does not permit or this machine cannot run."""
     from protocol.chain.deployment import load_deployment
     from protocol.config.run_setup import training_spec
-    from protocol.core.hardware_class import class_mask
+    from protocol.core.hardware.hardware_class import class_mask
     from protocol.node.hardware_choice import choose_class
 
     spec = training_spec(load_deployment(deployment).run_config)

@@ -18,7 +18,9 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from protocol.core.data import (
+from protocol.core.crypto.hashing import content_hasher
+from protocol.core.errors import ConfigError
+from protocol.core.train.data import (
     Dataset,
     DatasetError,
     from_bytes,
@@ -26,8 +28,6 @@ from protocol.core.data import (
     token_dtype,
     token_width,
 )
-from protocol.core.errors import ConfigError
-from protocol.core.hashing import content_hasher
 
 PACKED_FORMAT_VERSION: Literal[1] = 1  # bumped when the .bin or sidecar changes meaning
 _HEX64 = r"^[0-9a-f]{64}$"

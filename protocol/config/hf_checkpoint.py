@@ -1,6 +1,6 @@
 """Hugging Face Llama checkpoint folders on disk: `config.json` and `*.safetensors` (no hub access).
 
-The mapping itself is pure (`protocol/core/hf_llama.py`); here are the reads and writes, with
+The mapping itself is pure (`protocol/core/model/hf_llama.py`); here are the reads and writes, with
 a clear error for a folder that is missing, unreadable or not a Llama checkpoint, and the
 genesis check: a run that starts from a checkpoint (`[training.genesis]`) takes its θ only
 when the folder's `config.json` gives exactly the run's model.
@@ -18,14 +18,14 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from protocol.config.atomic import atomic_write
-from protocol.core.hf_llama import (
+from protocol.core.model.gpt import LlamaConfig, ModelConfig, Params
+from protocol.core.model.hf_llama import (
     HfCheckpointError,
     config_from_hf,
     config_to_hf,
     params_from_hf,
     params_to_hf,
 )
-from protocol.core.model import LlamaConfig, ModelConfig, Params
 
 
 def read_hf_config(folder: Path) -> dict[str, Any]:

@@ -4,7 +4,7 @@
 replay profile, genesis global state: `pinned_hashes`, run in a worker by
 `protocol.node.pinning.prepare`); nodes call `check_local` and refuse to run on any
 difference, with an error that says what differs. `[[training.classes]]` lists the permitted
-hardware classes (`protocol.core.hardware_class`); the profile, the class a node runs when it
+hardware classes (`protocol.core.hardware.hardware_class`); the profile, the class a node runs when it
 names none, must be one of them. `[training.model]` overrides fields of the model preset;
 `[training.genesis]` starts the run from a Hugging Face Llama checkpoint instead of seeded
 initial weights (`veritrain deploy --genesis` writes both tables).
@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 
 from protocol.config.run_config import RunConfig
 from protocol.core.errors import ConfigError
-from protocol.core.hardware_class import MAX_CLASSES, class_id, default_classes, label
-from protocol.core.replay_profile import ReplayProfile
+from protocol.core.hardware.hardware_class import MAX_CLASSES, class_id, default_classes, label
+from protocol.core.hardware.replay_profile import ReplayProfile
 
 _PROFILE = TypeAdapter(ReplayProfile)
 
@@ -109,7 +109,7 @@ class Setup:
 
     @property
     def compute(self) -> Any:
-        from protocol.core.training import ComputeConfig
+        from protocol.core.train.training import ComputeConfig
 
         known = {f.name for f in fields(ComputeConfig)}
         unknown = set(self.spec.compute) - known
@@ -142,7 +142,7 @@ class Setup:
 @functools.lru_cache(maxsize=8)
 def _model_config(preset_name: str, overrides: tuple[tuple[str, str, float | int | bool | str], ...]) -> Any:
     from protocol.config.model_overrides import apply_overrides
-    from protocol.core.model import preset
+    from protocol.core.model.gpt import preset
 
     return apply_overrides(preset(preset_name), {k: v for k, _, v in overrides})
 
@@ -156,7 +156,7 @@ def training_spec(config: RunConfig) -> TrainingSpec:
 
 
 def resolve(config: RunConfig) -> Setup:
-    from protocol.core.hashing import blake3_hash
+    from protocol.core.crypto.hashing import blake3_hash
 
     return Setup(training_spec(config), blake3_hash("run-seed", config.run_seed.to_bytes(8, "big")))
 
@@ -184,9 +184,9 @@ def pinned_hashes(spec: TrainingSpec) -> dict[str, str]:
     """Model config hash, dataset root, profile hash and genesis model hash, computed
     here (run it in a worker under the profile: genesis init must match everyone's). The
     genesis checkpoint, if any, is read first: a missing or wrong one fails before the corpus loads."""
-    from protocol.core.aggregate import global_state_hash
-    from protocol.core.model import config_hash
-    from protocol.core.replay_profile import profile_hash
+    from protocol.core.aggregation.state import global_state_hash
+    from protocol.core.hardware.replay_profile import profile_hash
+    from protocol.core.model.gpt import config_hash
 
     setup = Setup(spec, b"")
     model = setup.model
@@ -226,7 +226,7 @@ def with_packed_facts(spec: TrainingSpec) -> TrainingSpec:
 def genesis(spec: TrainingSpec) -> Any:
     """Round 0's global state: the `[training.genesis]` checkpoint's θ (its config.json must
     give the run's model), else `init_params` seeded by `init_seed`."""
-    from protocol.core.aggregate import genesis_state
+    from protocol.core.aggregation.state import genesis_state
 
     setup = Setup(spec, b"")
     params = None

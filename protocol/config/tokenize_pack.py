@@ -25,9 +25,9 @@ import numpy as np
 
 from protocol.config.atomic import atomic_stream, atomic_write
 from protocol.config.corpus import PACKED_FORMAT_VERSION, PackedMeta, sidecar_path
-from protocol.core.data import MAX_VOCAB, DatasetError, token_dtype, token_width
+from protocol.core.crypto.hashing import content_hash, content_hasher
 from protocol.core.errors import ConfigError
-from protocol.core.hashing import content_hash, content_hasher
+from protocol.core.train.data import MAX_VOCAB, DatasetError, token_dtype, token_width
 
 TRAINED_EOS = "<|endoftext|>"  # the end-of-document token of a tokenizer trained here (id 0)
 # looked up, in order, in a given tokenizer that names no --eos-token (GPT-2, Llama 2, Llama 3, Gemma)

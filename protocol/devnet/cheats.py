@@ -17,17 +17,16 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from protocol.core.blob_caps import BlobKind
-from protocol.core.compress import Compressed, decode_update, encode_update, expected_header
-from protocol.core.data import Dataset, assign_pages, sample_distinct
-from protocol.core.envelope import decode_envelope
+from protocol.core.crypto.hashing import blake3_hash, seed_int
 from protocol.core.errors import ConfigError
-from protocol.core.hashing import blake3_hash, seed_int
-from protocol.core.messages import PartName
-from protocol.core.model import Params, build_model, init_params, num_params
-from protocol.core.proof import MinerWork, build_work, carry_hash, derive_update
-from protocol.core.submission import Submission, honest, submit
-from protocol.core.training import (
+from protocol.core.model.gpt import Params, build_model, init_params, num_params
+from protocol.core.proof.envelope import decode_envelope
+from protocol.core.proof.submission import Submission, honest, submit
+from protocol.core.proof.trace import carry_hash
+from protocol.core.proof.work import MinerWork, build_work, derive_update
+from protocol.core.train.compress import Compressed, decode_update, encode_update, expected_header
+from protocol.core.train.data import Dataset, assign_pages, sample_distinct
+from protocol.core.train.training import (
     Carry,
     RoundTask,
     TrainedRound,
@@ -37,6 +36,8 @@ from protocol.core.training import (
     train_round,
     zero_carry,
 )
+from protocol.core.wire.blob_caps import BlobKind
+from protocol.core.wire.messages import PartName
 
 # ---------------------------------------------------------------------------------------
 # proof cheats: caught by replay, derivation or unavailability

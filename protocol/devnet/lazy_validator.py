@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.core.commitment import Commit
-from protocol.core.hashing import blake3_hash
-from protocol.core.proof import make_challenge
+from protocol.core.crypto.hashing import blake3_hash
+from protocol.core.proof.challenge import make_challenge
+from protocol.core.proof.commitment import Commit
 from validator.checks import MinerCheck, fetch_submission
 from validator.work import CheckOutcome
 

@@ -29,11 +29,11 @@ from protocol.chain.devchain import DevChain
 from protocol.chain.settlement_history import SettlementHistory
 from protocol.config.run_config import TOKEN_UNIT, ChainParams, GenesisAllocation, RunConfig
 from protocol.config.run_setup import TrainingSpec, resolve
-from protocol.core.bls import bls_keygen
+from protocol.core.crypto.bls import bls_keygen
+from protocol.core.crypto.signing import NodeIdentity, binding_message
 from protocol.core.errors import ConfigError, VeritrainError
-from protocol.core.hardware_class import class_mask, label
-from protocol.core.replay_profile import ReplayProfile
-from protocol.core.signing import NodeIdentity, binding_message
+from protocol.core.hardware.hardware_class import class_mask, label
+from protocol.core.hardware.replay_profile import ReplayProfile
 from protocol.devnet.cheats import CHEATS, MinerCheat
 from protocol.devnet.lazy_validator import LazyValidator
 from protocol.node.context import NodeConfig

@@ -14,7 +14,7 @@ from protocol.chain.events import read_many
 from protocol.chain.settlement_history import SettlementHistory
 from protocol.config.run_config import TOKEN_UNIT
 from protocol.config.run_setup import resolve
-from protocol.core.fraud import FraudKind
+from protocol.core.settlement.fraud import FraudKind
 
 SCORE_SCALE = 65535
 LOSS_SCALE = 1_000_000

@@ -12,7 +12,7 @@ import secrets
 from pathlib import Path
 
 from protocol.config.atomic import atomic_write
-from protocol.core.bls import PUBLIC_KEY_BYTES, BlsSecret, bls_keygen, bls_public_key
+from protocol.core.crypto.bls import PUBLIC_KEY_BYTES, BlsSecret, bls_keygen, bls_public_key
 from protocol.core.errors import BlsError, ConfigError
 from protocol.node.keys import KDF_ITERATIONS, decrypt_secret, encrypt_secret
 

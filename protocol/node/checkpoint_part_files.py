@@ -1,14 +1,14 @@
 """Which part of a checkpoint a held file holds, and how to serve a part of it (the I/O half
-of `protocol.core.checkpoint_parts`: only the safetensors header is read, never a tensor)."""
+of `protocol.core.checkpoint.parts`: only the safetensors header is read, never a tensor)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from protocol.core.checkpoint import MAX_HEADER_BYTES
-from protocol.core.checkpoint_parts import CheckpointPart, part_layout
-from protocol.core.tensor_subset import (
+from protocol.core.checkpoint.format import MAX_HEADER_BYTES
+from protocol.core.checkpoint.parts import CheckpointPart, part_layout
+from protocol.core.checkpoint.tensor_subset import (
     PREFIX_BYTES,
     SplicedFile,
     SubsetError,

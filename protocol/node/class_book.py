@@ -2,14 +2,14 @@
 
 `Staking.hardware_classes` never changes once an account has staked, and every account taking
 part in a round has, so each account is read once. The decision itself is pure
-(`protocol/core/class_checks.py`); the chain makes the same one when it settles the round.
+(`protocol/core/settlement/class_checks.py`); the chain makes the same one when it settles the round.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from protocol.core.class_checks import CheckMode, check_mode
+from protocol.core.settlement.class_checks import CheckMode, check_mode
 from protocol.node.chain_port import ChainPort
 
 

@@ -15,15 +15,15 @@ from protocol.chain.client import ChainClient, reveals_from
 from protocol.chain.events import EventLog
 from protocol.chain.settlement_history import SettlementHistory
 from protocol.config.run_setup import Setup, load_dataset, resolve
-from protocol.core.blob_caps import BlobCaps, BlobKind, blob_caps
-from protocol.core.commitment import Commit
 from protocol.core.errors import VeritrainError
-from protocol.core.messages import SignedGossip
-from protocol.core.replay_profile import ReplayProfile
-from protocol.core.result import compute_result
-from protocol.core.training import ComputeConfig, StepCountError
-from protocol.core.witness import NO_WITNESS
-from protocol.core.witness_bundle import SIG_BYTES, WitnessBundleError, decode_bundle
+from protocol.core.hardware.replay_profile import ReplayProfile
+from protocol.core.proof.commitment import Commit
+from protocol.core.proof.witness import NO_WITNESS
+from protocol.core.proof.witness_bundle import SIG_BYTES, WitnessBundleError, decode_bundle
+from protocol.core.settlement.result import compute_result
+from protocol.core.train.training import ComputeConfig, StepCountError
+from protocol.core.wire.blob_caps import BlobCaps, BlobKind, blob_caps
+from protocol.core.wire.messages import SignedGossip
 from protocol.node.chain_port import ChainPort
 from protocol.node.class_book import ClassBook
 from protocol.node.global_model import genesis_blob, next_state, select_updates

@@ -30,19 +30,26 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from protocol.core.checkpoint import Checkpoint, decode_checkpoint, encode_checkpoint
-from protocol.core.data import Dataset
-from protocol.core.ddp_training import check_world_size, rank_stepper
+from protocol.core.checkpoint.format import Checkpoint, decode_checkpoint, encode_checkpoint
 from protocol.core.errors import VeritrainError
-from protocol.core.model import build_model
-from protocol.core.replay_profile import (
+from protocol.core.hardware.replay_profile import (
     ProfileMismatch,
     ReplayProfile,
     check_profile,
     is_cuda,
     set_in_process,
 )
-from protocol.core.training import RoundTask, StepHook, Stepped, Stepper, batch_fn, local_stepper
+from protocol.core.model.gpt import build_model
+from protocol.core.train.data import Dataset
+from protocol.core.train.ddp import check_world_size, rank_stepper
+from protocol.core.train.training import (
+    RoundTask,
+    StepHook,
+    Stepped,
+    Stepper,
+    batch_fn,
+    local_stepper,
+)
 from protocol.node.worker_pool import profile_environment, watch_parent
 
 COLLECTIVE_TIMEOUT = timedelta(minutes=10)  # a rank waits this long for its peers in one collective
@@ -171,7 +178,7 @@ def _rank_main(rank: int, store: str, profile: ReplayProfile, task: RoundTask, d
     import torch
     import torch.distributed as dist
 
-    from protocol.core.placement import placement_of
+    from protocol.core.model.placement import placement_of
 
     watch_parent()  # a rank busy in a step outlives no killed worker, nor takes Ctrl-C itself
     try:

@@ -12,10 +12,10 @@ import trio
 
 from protocol.chain.client import ChainClient
 from protocol.config.run_setup import training_spec
-from protocol.core.class_checks import effective_classes
-from protocol.core.hardware_class import classes_in
-from protocol.core.keccak import checksum_address
-from protocol.core.replay_profile import class_id
+from protocol.core.crypto.keccak import checksum_address
+from protocol.core.hardware.hardware_class import classes_in
+from protocol.core.hardware.replay_profile import class_id
+from protocol.core.settlement.class_checks import effective_classes
 from protocol.node.chain_port import ChainPort
 from protocol.node.logs import kv
 from protocol.node.registry_sync import RegistrySync

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 import torch
 
 from protocol.config.run_setup import Setup, TrainingSpec, genesis, load_dataset
-from protocol.core.aggregate import aggregate, decode_state, encoded_state
-from protocol.core.data import heldout_batches
-from protocol.core.envelope import decode_envelope
-from protocol.core.hashing import blake3_hash
-from protocol.core.model import build_model, load_params
+from protocol.core.aggregation.state import aggregate, decode_state, encoded_state
+from protocol.core.crypto.hashing import blake3_hash
+from protocol.core.model.gpt import build_model, load_params
+from protocol.core.proof.envelope import decode_envelope
+from protocol.core.train.data import heldout_batches
 
 HELDOUT_BATCHES = 8  # batches in the attested held-out loss (same for every validator)
 

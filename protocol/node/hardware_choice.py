@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from protocol.config.run_setup import TrainingSpec
 from protocol.core.errors import ConfigError
-from protocol.core.hardware_class import Host, find_class, label, runnable_on, this_host
-from protocol.core.replay_profile import ReplayProfile
+from protocol.core.hardware.hardware_class import Host, find_class, label, runnable_on, this_host
+from protocol.core.hardware.replay_profile import ReplayProfile
 
 
 class ClassNotRunnable(ConfigError):

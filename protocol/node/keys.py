@@ -14,8 +14,8 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from protocol.config.atomic import atomic_write
+from protocol.core.crypto.signing import NodeIdentity
 from protocol.core.errors import ConfigError
-from protocol.core.signing import NodeIdentity
 
 KEYSTORE_FILE = "keystore.json"
 NODE_KEY_FILE = "node_key"

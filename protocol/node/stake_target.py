@@ -1,10 +1,10 @@
-"""Applying the stake rule (protocol/core/stake_target.py) with the chain and the data dir."""
+"""Applying the stake rule (protocol/core/settlement/stake_target.py) with the chain and the data dir."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from protocol.core.stake_target import StakeTarget, current_target
+from protocol.core.settlement.stake_target import StakeTarget, current_target
 from protocol.node.store import NodeState
 
 STAKE_TARGET_KEY = "stake:target"  # {"target": units, "unbonded_at": units}

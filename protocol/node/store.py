@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from protocol.config.atomic import atomic_write
-from protocol.core.checkpoint_parts import CheckpointPart
+from protocol.core.checkpoint.parts import CheckpointPart
+from protocol.core.checkpoint.tensor_subset import SplicedFile
+from protocol.core.crypto.hashing import content_hash
 from protocol.core.errors import VeritrainError
-from protocol.core.hashing import content_hash
-from protocol.core.messages import PartName
-from protocol.core.tensor_subset import SplicedFile
+from protocol.core.wire.messages import PartName
 from protocol.node.checkpoint_part_files import holds_part, part_view
 
 TEMP_PREFIX = ".partial-"

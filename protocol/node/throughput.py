@@ -13,9 +13,15 @@ from dataclasses import dataclass
 
 import torch
 
-from protocol.core.model import ModelConfig, build_model, init_params
-from protocol.core.replay_profile import ReplayProfile
-from protocol.core.training import BatchFn, ComputeConfig, RoundTask, fresh_checkpoint, run_steps
+from protocol.core.hardware.replay_profile import ReplayProfile
+from protocol.core.model.gpt import ModelConfig, build_model, init_params
+from protocol.core.train.training import (
+    BatchFn,
+    ComputeConfig,
+    RoundTask,
+    fresh_checkpoint,
+    run_steps,
+)
 from protocol.node.worker_pool import ProfileWorker
 
 

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import trio
 
 from protocol.core.errors import VeritrainError
-from protocol.core.replay_profile import (
+from protocol.core.hardware.replay_profile import (
     CUBLAS_WORKSPACE,
     ProfileMismatch,
     ReplayProfile,

@@ -3,7 +3,7 @@
 Server: only admitted peers (eligible registry entries) are served; each peer has a request bucket, a byte bucket
 (served bytes are paced, not refused) and a concurrent-stream cap; the node has a global
 stream cap. Files are sent in chunks, never read whole. Client: each fetch names the cap of
-the kind it fetches (protocol/core/blob_caps.py) and a longer announced blob is refused
+the kind it fetches (protocol/core/wire/blob_caps.py) and a longer announced blob is refused
 (FrameTooLarge) before a byte of it is taken; the blake3 hash is computed as the bytes arrive
 and checked before any is returned, and a partial download only ever lives in a temp file
 (sink.py) that is deleted on failure and renamed into the content-addressed directory on success.
@@ -24,8 +24,8 @@ from libp2p.abc import IHost, INetStream
 from libp2p.custom_types import TProtocol
 from libp2p.peer.id import ID
 
-from protocol.core.hashing import content_hash, content_hasher
-from protocol.core.messages import (
+from protocol.core.crypto.hashing import content_hash, content_hasher
+from protocol.core.wire.messages import (
     BlobRequest,
     CheckpointRequest,
     MalformedMessage,

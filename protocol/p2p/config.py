@@ -18,7 +18,7 @@ class P2PConfig:
     listen_addr: str = "/ip4/127.0.0.1/tcp/0"  # port 0 = any free port
     bootstrap: tuple[str, ...] = ()  # extra multiaddrs (with /p2p/<id>) to keep connected
     # cap of a fetch that names none (tests, benchmarks); nodes name their blob kind's cap on
-    # every fetch (protocol/core/blob_caps.py, recorded in the deployment file)
+    # every fetch (protocol/core/wire/blob_caps.py, recorded in the deployment file)
     max_blob_size: int = 256 * 1024 * 1024
     spool_dir: Path | None = None  # temp files of large in-memory fetches (None: the system's temp dir)
     read_timeout_s: float = 10.0  # every single read; a frozen peer costs at most this

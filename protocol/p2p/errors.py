@@ -11,9 +11,9 @@ from libp2p.security.exceptions import HandshakeFailure
 
 from protocol.core.errors import VeritrainError
 
-# Message errors live next to the pydantic models (protocol/core/messages.py imports no libp2p);
+# Message errors live next to the pydantic models (protocol/core/wire/messages.py imports no libp2p);
 # re-exported so p2p callers find every error they can see here.
-from protocol.core.messages import MalformedMessage, MessageRejected
+from protocol.core.wire.messages import MalformedMessage, MessageRejected
 
 __all__ = ["MalformedMessage", "MessageRejected"]
 

@@ -22,7 +22,12 @@ import trio
 from libp2p.abc import INetStream
 from libp2p.stream_muxer.yamux.yamux import HEADER_SIZE as YAMUX_HEADER_SIZE
 
-from protocol.core.messages import REQUEST_ADAPTER, BlobRequest, CheckpointRequest, MalformedMessage
+from protocol.core.wire.messages import (
+    REQUEST_ADAPTER,
+    BlobRequest,
+    CheckpointRequest,
+    MalformedMessage,
+)
 from protocol.p2p.config import CHUNK_SIZE
 from protocol.p2p.errors import (
     BlobNotFound,

@@ -31,7 +31,8 @@ from libp2p.pubsub.pb import rpc_pb2
 from libp2p.pubsub.pubsub import Pubsub
 from libp2p.pubsub.rpc_queue import DefaultMaxMessageSize, RpcQueue
 
-from protocol.core.messages import (
+from protocol.core.crypto.signing import NodeIdentity
+from protocol.core.wire.messages import (
     Body,
     FraudReported,
     MalformedMessage,
@@ -44,7 +45,6 @@ from protocol.core.messages import (
     make_gossip,
     to_hex,
 )
-from protocol.core.signing import NodeIdentity
 from protocol.p2p.config import P2PConfig
 from protocol.p2p.ratelimit import PeerLimiter
 from protocol.p2p.registry import RegistryEntry, RegistryView, peer_id_of

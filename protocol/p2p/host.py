@@ -32,7 +32,7 @@ from libp2p.security.noise.transport import PROTOCOL_ID as NOISE_PROTOCOL_ID
 from libp2p.stream_muxer.yamux.yamux import PROTOCOL_ID as YAMUX_PROTOCOL_ID
 from libp2p.stream_muxer.yamux.yamux import Yamux
 
-from protocol.core.signing import NodeIdentity
+from protocol.core.crypto.signing import NodeIdentity
 from protocol.p2p import memory, yamux_tuning
 from protocol.p2p.bufconn import BufferedNoiseTransport
 from protocol.p2p.errors import PeerNotAdmitted, PeerRefused, PeerUnavailable, TransferTimeout

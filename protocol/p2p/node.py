@@ -20,8 +20,8 @@ import trio
 from libp2p.peer.id import ID
 from libp2p.tools.anyio_service import background_trio_service
 
-from protocol.core.messages import Body, PartName, SignedGossip
-from protocol.core.signing import NodeIdentity
+from protocol.core.crypto.signing import NodeIdentity
+from protocol.core.wire.messages import Body, PartName, SignedGossip
 from protocol.p2p.blobs import PROTOCOL, BlobClient, BlobServer, Checkpoint, StoredCheckpoint
 from protocol.p2p.config import P2PConfig
 from protocol.p2p.errors import PeerUnavailable, TransferTimeout

@@ -22,8 +22,8 @@ from typing import Literal
 from libp2p.crypto.ed25519 import Ed25519PublicKey
 from libp2p.peer.id import ID
 
+from protocol.core.crypto.signing import binding_message, verify
 from protocol.core.errors import SignatureError
-from protocol.core.signing import binding_message, verify
 from protocol.p2p.errors import RegistryError
 
 Role = Literal["miner", "validator"]

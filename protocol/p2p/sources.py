@@ -12,11 +12,11 @@ import tempfile
 from pathlib import Path
 from typing import Protocol
 
-from protocol.core.checkpoint import MAX_HEADER_BYTES
-from protocol.core.checkpoint_parts import CheckpointPart, part_of_blob
-from protocol.core.hashing import content_hash
-from protocol.core.messages import PartName
-from protocol.core.tensor_subset import SplicedFile, SubsetError
+from protocol.core.checkpoint.format import MAX_HEADER_BYTES
+from protocol.core.checkpoint.parts import CheckpointPart, part_of_blob
+from protocol.core.checkpoint.tensor_subset import SplicedFile, SubsetError
+from protocol.core.crypto.hashing import content_hash
+from protocol.core.wire.messages import PartName
 
 Served = bytes | Path | SplicedFile
 

@@ -16,12 +16,17 @@ from protocol.chain.deploy import deploy
 from protocol.chain.devchain import DevChain
 from protocol.chain.settlement_history import SettlementHistory
 from protocol.config.run_config import TOKEN_UNIT, RunConfig
-from protocol.core.abi_words import list_hash
-from protocol.core.bls import bls_aggregate, bls_keygen, bls_sign, g2_to_eip2537
+from protocol.core.crypto.bls import bls_aggregate, bls_keygen, bls_sign, g2_to_eip2537
+from protocol.core.crypto.signing import NodeIdentity, binding_message
 from protocol.core.errors import ContractRevert, InsufficientFunds
-from protocol.core.fraud import FraudKind
-from protocol.core.score_vector import pack_scores, score_commitment, scores_hash, vector_root
-from protocol.core.signing import NodeIdentity, binding_message
+from protocol.core.settlement.abi_words import list_hash
+from protocol.core.settlement.fraud import FraudKind
+from protocol.core.settlement.score_vector import (
+    pack_scores,
+    score_commitment,
+    scores_hash,
+    vector_root,
+)
 
 
 @pytest.fixture(params=["embedded", "anvil"])

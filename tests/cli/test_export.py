@@ -14,8 +14,8 @@ from protocol.cli.app import app
 from protocol.cli.export import ExportError, attested_model, export_state
 from protocol.config.run_config import RunConfig
 from protocol.config.run_setup import Setup, TrainingSpec
-from protocol.core.aggregate import decode_state
-from protocol.core.model import build_model, load_params, preset
+from protocol.core.aggregation.state import decode_state
+from protocol.core.model.gpt import build_model, load_params, preset
 from protocol.node.global_model import genesis_blob
 from protocol.node.store import DataDir
 
@@ -92,8 +92,8 @@ def test_a_devnet_started_from_a_checkpoint_exports_its_trained_model(tmp_path):
     """~50 s: one miner and one validator train one round from a `transformers` model; the
     validator's data dir holds the model the round attested, which exports and loads back."""
     from protocol.config.run_setup import hf_genesis_tables
-    from protocol.core.aggregate import genesis_state, global_state_hash
-    from protocol.core.hf_llama import params_from_hf
+    from protocol.core.aggregation.state import genesis_state, global_state_hash
+    from protocol.core.model.hf_llama import params_from_hf
     from protocol.devnet.network import DevnetOptions, run_devnet
 
     hf = transformers.LlamaConfig(vocab_size=256, hidden_size=32, intermediate_size=56, num_hidden_layers=2,

@@ -14,9 +14,9 @@ from protocol.config import tokenize_pack as tp
 from protocol.config.corpus import PackedCorpusError, PackedCorpusMismatch, PackedMeta
 from protocol.config.run_config import load_run_config
 from protocol.config.run_setup import DatasetSpec, load_dataset
-from protocol.core import data
+from protocol.core.crypto.hashing import content_hash
 from protocol.core.errors import ConfigError
-from protocol.core.hashing import content_hash
+from protocol.core.train import data
 from tests.conftest import run_cli
 
 VOCAB = 300  # 256 bytes + eos + a few merges: trains in well under a second

@@ -9,14 +9,14 @@ import pytest
 from protocol.config.run_config import RunConfig, load_run_config
 from protocol.config.run_setup import TrainingSpec, resolve, training_spec
 from protocol.core.errors import ConfigError
-from protocol.core.hardware_class import (
+from protocol.core.hardware.hardware_class import (
     ClassNotPermitted,
     class_mask,
     classes_in,
     default_classes,
     label,
 )
-from protocol.core.replay_profile import ReplayProfile
+from protocol.core.hardware.replay_profile import ReplayProfile
 
 
 def test_default_spec_permits_the_three_cpu_classes():

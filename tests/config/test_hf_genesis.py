@@ -22,10 +22,9 @@ from protocol.config.run_setup import (
     training_spec,
     with_hf_genesis,
 )
-from protocol.core.aggregate import decode_state, genesis_state, global_state_hash
+from protocol.core.aggregation.state import decode_state, genesis_state, global_state_hash
 from protocol.core.errors import ConfigError
-from protocol.core.hf_llama import HfCheckpointError
-from protocol.core.model import (
+from protocol.core.model.gpt import (
     LlamaConfig,
     ModelConfig,
     build_model,
@@ -33,6 +32,7 @@ from protocol.core.model import (
     load_params,
     preset,
 )
+from protocol.core.model.hf_llama import HfCheckpointError
 from protocol.node.global_model import genesis_blob
 from protocol.node.pinning import prepare
 from tests.hf_models import tiny_hf

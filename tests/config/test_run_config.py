@@ -65,7 +65,7 @@ def test_explicit_genesis_hash_wins():
 def test_the_profile_section_is_the_replay_profile_type(tmp_path):
     """[training.profile] parses into core's ReplayProfile (one type), unknown keys refused."""
     from protocol.config.run_setup import Setup, training_spec
-    from protocol.core.replay_profile import ReplayProfile, profile_hash
+    from protocol.core.hardware.replay_profile import ReplayProfile, profile_hash
 
     path = tmp_path / "run.toml"
     path.write_text('[training.profile]\nthreads = 2\ncpu_capability = "default"\n')

@@ -11,8 +11,8 @@ import sys
 
 import boa
 
-from protocol.core.keccak import checksum_address, keccak256
-from protocol.core.result_inputs import Reveal, RoundInputs
+from protocol.core.crypto.keccak import checksum_address, keccak256
+from protocol.core.settlement.result_inputs import Reveal, RoundInputs
 from tests.contracts.result_evidence import (
     deploy,
     leaf_args,

@@ -28,8 +28,7 @@ import pytest
 from eth_utils import keccak
 from py_ecc.optimized_bls12_381 import curve_order
 
-from protocol.core.abi_words import list_hash
-from protocol.core.bls import (
+from protocol.core.crypto.bls import (
     bls_aggregate,
     bls_keygen,
     bls_pop_prove,
@@ -38,9 +37,10 @@ from protocol.core.bls import (
     g1_to_eip2537,
     g2_to_eip2537,
 )
-from protocol.core.result_header import SettledRound, build_result
-from protocol.core.result_inputs import Reveal, RoundInputs
-from protocol.core.score_vector import pack_scores, score_commitment, vector_root
+from protocol.core.settlement.abi_words import list_hash
+from protocol.core.settlement.result_header import SettledRound, build_result
+from protocol.core.settlement.result_inputs import Reveal, RoundInputs
+from protocol.core.settlement.score_vector import pack_scores, score_commitment, vector_root
 
 CONTRACTS = Path(__file__).resolve().parents[2] / "contracts"
 

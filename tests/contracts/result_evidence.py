@@ -14,14 +14,14 @@ import boa
 
 from protocol.chain.challenge_args import light_reveals_arg as chain_light_reveals_arg
 from protocol.chain.challenge_args import reveals_arg as chain_reveals_arg
-from protocol.core.abi_words import list_hash, word
-from protocol.core.claims_tree import claims_list_hash, claims_root
-from protocol.core.keccak import keccak256
-from protocol.core.result import RoundResult, compute_result
-from protocol.core.result_header import ResultHeader, round_claim_leaves
-from protocol.core.result_inputs import RoundInputs
-from protocol.core.result_tree import ColumnTree, Node, entry_hash, node_hash, parent
-from protocol.core.score_vector import (
+from protocol.core.crypto.keccak import keccak256
+from protocol.core.settlement.abi_words import list_hash, word
+from protocol.core.settlement.claims_tree import claims_list_hash, claims_root
+from protocol.core.settlement.result import RoundResult, compute_result
+from protocol.core.settlement.result_header import ResultHeader, round_claim_leaves
+from protocol.core.settlement.result_inputs import RoundInputs
+from protocol.core.settlement.result_tree import ColumnTree, Node, entry_hash, node_hash, parent
+from protocol.core.settlement.score_vector import (
     vector_root,
 )
 

@@ -13,7 +13,7 @@ import boa
 from conftest import MINER, VALIDATOR, deploy_stack, join, last_logs, partial
 from eth_utils import keccak
 
-from protocol.core.bls import (
+from protocol.core.crypto.bls import (
     DST_SIG,
     bls_aggregate,
     bls_aggregate_public_keys,

@@ -15,7 +15,7 @@ import pytest
 from conftest import TOKEN, Params, make_world
 
 from protocol.chain.challenge_args import column_args
-from protocol.core.abi_words import list_hash
+from protocol.core.settlement.abi_words import list_hash
 
 pytestmark = pytest.mark.slow
 

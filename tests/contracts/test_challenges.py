@@ -2,7 +2,7 @@
 right root stand (the bond is burned), and reverts on evidence that does not verify.
 
 Chain facts and results are stand-ins (tests/contracts/harness); results are built by the core
-reference (`protocol.core.result*`), tampered one value at a time.
+reference (`protocol.core.settlement.result*`), tampered one value at a time.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.core.keccak import checksum_address, keccak256
-from protocol.core.result_inputs import PrevEntry, Reveal, RoundInputs
-from protocol.core.result_tree import ColumnTree, Node, fields_hash, node_hash, parent
+from protocol.core.crypto.keccak import checksum_address, keccak256
+from protocol.core.settlement.result_inputs import PrevEntry, Reveal, RoundInputs
+from protocol.core.settlement.result_tree import ColumnTree, Node, fields_hash, node_hash, parent
 from tests.contracts.result_evidence import (
     BOND,
     WINDOW,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import boa
 import pytest
 
-from protocol.core.claims_tree import claim_leaf, claim_proof, claims_root
-from protocol.core.keccak import checksum_address, keccak256
+from protocol.core.crypto.keccak import checksum_address, keccak256
+from protocol.core.settlement.claims_tree import claim_leaf, claim_proof, claims_root
 
 VERIFIER = """
 # pragma version ~=0.4.3

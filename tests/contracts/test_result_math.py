@@ -2,7 +2,7 @@
 
 One harness contract exposes the module's internal functions as views; Hypothesis draws small
 rounds (<= 12 columns, <= 8 validators, ties, zero weights, unrevealed and forfeiting accounts)
-and every value the contract recomputes must equal `protocol.core.result` / `result_tree` /
+and every value the contract recomputes must equal `protocol.core.settlement.result` / `result_tree` /
 `claims_tree` byte for byte.
 """
 
@@ -15,14 +15,25 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.core.abi_words import list_hash
-from protocol.core.claims_tree import claim_leaf, claims_list_hash, claims_root
-from protocol.core.class_checks import class_checkers
-from protocol.core.keccak import checksum_address, keccak256
-from protocol.core.result import compute_result, has_quorum, lower_median, weighted_median
-from protocol.core.result_header import round_claim_leaves
-from protocol.core.result_inputs import PrevEntry, Reveal, RoundInputs
-from protocol.core.result_tree import ColumnTree, entry_hash, fields_hash, node_hash, tree_depth
+from protocol.core.crypto.keccak import checksum_address, keccak256
+from protocol.core.settlement.abi_words import list_hash
+from protocol.core.settlement.claims_tree import claim_leaf, claims_list_hash, claims_root
+from protocol.core.settlement.class_checks import class_checkers
+from protocol.core.settlement.result import (
+    compute_result,
+    has_quorum,
+    lower_median,
+    weighted_median,
+)
+from protocol.core.settlement.result_header import round_claim_leaves
+from protocol.core.settlement.result_inputs import PrevEntry, Reveal, RoundInputs
+from protocol.core.settlement.result_tree import (
+    ColumnTree,
+    entry_hash,
+    fields_hash,
+    node_hash,
+    tree_depth,
+)
 
 HARNESS = Path(__file__).resolve().parent / "harness" / "ResultMathHarness.vy"
 ACCOUNTS = [checksum_address(keccak256(b"account %d" % k)[:20]) for k in range(40)]

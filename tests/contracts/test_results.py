@@ -30,10 +30,10 @@ from conftest import (
 )
 from eth_utils import keccak
 
-from protocol.core.abi_words import list_hash, word
-from protocol.core.bls import bls_aggregate, bls_sign, g2_to_eip2537
-from protocol.core.result_header import build_result
-from protocol.core.score_vector import segment_hashes
+from protocol.core.crypto.bls import bls_aggregate, bls_sign, g2_to_eip2537
+from protocol.core.settlement.abi_words import list_hash, word
+from protocol.core.settlement.result_header import build_result
+from protocol.core.settlement.score_vector import segment_hashes
 
 kworld_base = keyed_world(validator_stakes=(300 * TOKEN,) * 4)
 

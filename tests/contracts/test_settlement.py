@@ -27,8 +27,8 @@ from conftest import (
 )
 from eth_utils import keccak
 
-from protocol.core.abi_words import list_hash
-from protocol.core.score_vector import pack_scores, segment_hashes, vector_root
+from protocol.core.settlement.abi_words import list_hash
+from protocol.core.settlement.score_vector import pack_scores, segment_hashes, vector_root
 
 EMPTY = b"\x00" * 32
 ZERO = "0x" + "00" * 20

@@ -53,8 +53,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from protocol.core.abi_words import list_hash, word
-from protocol.core.score_vector import segment_hashes
+from protocol.core.settlement.abi_words import list_hash, word
+from protocol.core.settlement.score_vector import segment_hashes
 
 N_MINERS, N_VALIDATORS = 3, 3
 FUNDS = 1000 * TOKEN

@@ -3,10 +3,10 @@ from __future__ import annotations
 import pytest
 from fixtures_training import apply_test_profile, corpus, task, theta0
 
-from protocol.core.data import Dataset
-from protocol.core.model import Params
-from protocol.core.replay_profile import ReplayProfile
-from protocol.core.submission import Submission, honest
+from protocol.core.hardware.replay_profile import ReplayProfile
+from protocol.core.model.gpt import Params
+from protocol.core.proof.submission import Submission, honest
+from protocol.core.train.data import Dataset
 
 
 @pytest.fixture(scope="session")

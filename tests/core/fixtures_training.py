@@ -9,10 +9,10 @@ from __future__ import annotations
 from functools import lru_cache
 
 from protocol.config.corpus import stdlib_files
-from protocol.core import data
-from protocol.core.model import ModelConfig, Params, init_params, preset
-from protocol.core.replay_profile import ReplayProfile, apply_profile, observe_profile
-from protocol.core.training import ComputeConfig, RoundTask
+from protocol.core.hardware.replay_profile import ReplayProfile, apply_profile, observe_profile
+from protocol.core.model.gpt import ModelConfig, Params, init_params, preset
+from protocol.core.train import data
+from protocol.core.train.training import ComputeConfig, RoundTask
 
 RUN_SEED = b"veritrain-test-run"
 MICRO = preset("micro")

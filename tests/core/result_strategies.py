@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from protocol.core.keccak import checksum_address, keccak256
-from protocol.core.result_inputs import PrevEntry, Reveal, RoundInputs
+from protocol.core.crypto.keccak import checksum_address, keccak256
+from protocol.core.settlement.result_inputs import PrevEntry, Reveal, RoundInputs
 
 ACCOUNTS = [checksum_address(keccak256(b"account %d" % k)[:20]) for k in range(80)]
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from fixtures_training import MICRO, SMALL_CFG
 
-from protocol.core.aggregate import (
+from protocol.core.aggregation.state import (
     GlobalState,
     StateFormatError,
     aggregate,
@@ -22,9 +22,9 @@ from protocol.core.aggregate import (
     outer_step,
     sparse_trimmed_mean,
 )
-from protocol.core.compress import compress, decompress, encode_update, scatter_chunks
-from protocol.core.hashing import content_hash
-from protocol.core.model import flatten, num_params
+from protocol.core.crypto.hashing import content_hash
+from protocol.core.model.gpt import flatten, num_params
+from protocol.core.train.compress import compress, decompress, encode_update, scatter_chunks
 
 
 def test_trimmed_mean_only_over_selecting_updates() -> None:
@@ -69,8 +69,8 @@ def test_single_update_plain_sgd_applies_it(rule: str) -> None:
     cfg = dataclasses.replace(SMALL_CFG, aggregation=rule)
     state = genesis_state(MICRO, cfg)
     blob = _blobs(1)[0]
-    from protocol.core.compress import decode_update, expected_header
-    from protocol.core.exact_aggregate import exact_values
+    from protocol.core.aggregation.exact_v1 import exact_values
+    from protocol.core.train.compress import decode_update, expected_header
 
     c = decode_update(blob, expected_header(num_params(MICRO), cfg.chunk, cfg.topk, cfg.bits))
     nxt = aggregate(state, [blob], MICRO, cfg)
@@ -120,8 +120,8 @@ def test_state_of_another_model_is_refused() -> None:
 def test_state_encoding_is_identical_across_processes() -> None:
     # every node must produce the same bytes for the same state, or hashes would disagree;
     # the Rust side of safetensors uses per-process random hash seeds, so compare processes
-    code = ("import dataclasses,sys; from protocol.core.aggregate import encoded_state, genesis_state;"
-            "from protocol.core.model import PRESETS; from protocol.core.training import ComputeConfig;"
+    code = ("import dataclasses,sys; from protocol.core.aggregation.state import encoded_state, genesis_state;"
+            "from protocol.core.model.gpt import PRESETS; from protocol.core.train.training import ComputeConfig;"
             "cfg = dataclasses.replace(ComputeConfig(), outer_momentum=0.9);"
             "print(encoded_state(genesis_state(PRESETS['micro'], cfg, 7), PRESETS['micro'])[1].hex())")
     hashes = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

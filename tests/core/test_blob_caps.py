@@ -9,17 +9,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from protocol.core.aggregate import GlobalState, encode_state
-from protocol.core.blob_caps import SLACK_BYTES, BlobCaps, BlobKind, blob_caps
-from protocol.core.checkpoint import RNG_STATE_BYTES, Checkpoint, encode_checkpoint
-from protocol.core.compress import compress, encode_update
-from protocol.core.envelope import encode_envelope
-from protocol.core.hashing import Digest
-from protocol.core.model import ModelConfig, num_params, param_shapes, preset
-from protocol.core.proof import Trace, encode_carry
-from protocol.core.result_inputs import MAX_MINERS
-from protocol.core.training import Carry, ComputeConfig
-from protocol.core.witness_bundle import SIG_BYTES, WITNESS_BYTES, encode_bundle
+from protocol.core.aggregation.state import GlobalState, encode_state
+from protocol.core.checkpoint.format import RNG_STATE_BYTES, Checkpoint, encode_checkpoint
+from protocol.core.crypto.hashing import Digest
+from protocol.core.model.gpt import ModelConfig, num_params, param_shapes, preset
+from protocol.core.proof.envelope import encode_envelope
+from protocol.core.proof.trace import Trace, encode_carry
+from protocol.core.proof.witness_bundle import SIG_BYTES, WITNESS_BYTES, encode_bundle
+from protocol.core.settlement.result_inputs import MAX_MINERS
+from protocol.core.train.compress import compress, encode_update
+from protocol.core.train.training import Carry, ComputeConfig
+from protocol.core.wire.blob_caps import SLACK_BYTES, BlobCaps, BlobKind, blob_caps
 
 # A cap may exceed its largest honest blob by the 2% margin, the slack and our header estimate.
 HEADER_ESTIMATE = 16 * 1024

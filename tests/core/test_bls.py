@@ -9,7 +9,7 @@ from py_ecc.bls import G2ProofOfPossession
 from py_ecc.bls.g2_primitives import pubkey_to_G1, signature_to_G2
 from py_ecc.optimized_bls12_381 import G1, field_modulus, normalize
 
-from protocol.core.bls import (
+from protocol.core.crypto.bls import (
     DST_POP,
     DST_SIG,
     NEG_G1_GENERATOR_EIP2537,

@@ -8,15 +8,15 @@ import dataclasses
 import pytest
 from fixtures_training import SMALL_CFG, task
 
-from protocol.core.capacity import steps_for_window
-from protocol.core.data import Dataset
 from protocol.core.errors import ConfigError
-from protocol.core.model import Params
-from protocol.core.proof import zero_carry_hash
-from protocol.core.replay_profile import ReplayProfile
-from protocol.core.submission import honest
-from protocol.core.training import ComputeConfig, StepCountError
-from protocol.core.verdict import judge, verify_submission
+from protocol.core.hardware.replay_profile import ReplayProfile
+from protocol.core.model.gpt import Params
+from protocol.core.proof.submission import honest
+from protocol.core.proof.trace import zero_carry_hash
+from protocol.core.proof.verdict import judge, verify_submission
+from protocol.core.train.capacity import steps_for_window
+from protocol.core.train.data import Dataset
+from protocol.core.train.training import ComputeConfig, StepCountError
 
 CFG = ComputeConfig()  # H = 30, k = 3, q = 1: a miner may commit 3, 6, ..., 30
 

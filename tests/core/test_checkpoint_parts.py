@@ -12,14 +12,14 @@ import safetensors.torch
 import torch
 from fixtures_training import MICRO, task
 
-from protocol.core.checkpoint import (
+from protocol.core.checkpoint.format import (
     MAX_HEADER_BYTES,
     CheckpointFormatError,
     checkpoint_hash,
     decode_checkpoint,
     encode_checkpoint,
 )
-from protocol.core.checkpoint_parts import (
+from protocol.core.checkpoint.parts import (
     CheckpointPart,
     SubsetError,
     decode_served,
@@ -27,21 +27,14 @@ from protocol.core.checkpoint_parts import (
     part_keys,
     part_of_blob,
 )
-from protocol.core.data import Dataset
-from protocol.core.envelope import encode_proof
-from protocol.core.model import Params
-from protocol.core.proof import (
-    ProofMismatch,
-    ReplayStatus,
-    check_served_leaf,
-    leaf_proof,
-    replay_segment,
-    served_part,
-    verify_update_derivation,
-    zero_carry_hash,
-)
-from protocol.core.replay_profile import ReplayProfile
-from protocol.core.submission import Submission
+from protocol.core.hardware.replay_profile import ReplayProfile
+from protocol.core.model.gpt import Params
+from protocol.core.proof.derivation import verify_update_derivation
+from protocol.core.proof.envelope import encode_proof
+from protocol.core.proof.replay import ReplayStatus, replay_segment, served_part
+from protocol.core.proof.submission import Submission
+from protocol.core.proof.trace import ProofMismatch, check_served_leaf, leaf_proof, zero_carry_hash
+from protocol.core.train.data import Dataset
 
 P = CheckpointPart
 
@@ -126,7 +119,7 @@ def test_a_forged_tensor_or_digest_list_is_refused(honest_sub: Submission) -> No
         del body["leaves"]["rng"], tensors["rng"]  # a list without a tensor of the model
 
     def claim_digest_of_forgery(tensors, body):  # type: ignore[no-untyped-def]
-        from protocol.core.checkpoint import tensor_digest
+        from protocol.core.checkpoint.format import tensor_digest
 
         tensors[first] = tensors[first] + 1.0  # consistent part, but another root
         body["leaves"][first] = tensor_digest(tensors[first]).hex()
@@ -192,16 +185,16 @@ def test_a_made_up_second_moment_digest_passes_the_derivation_but_not_a_replay_o
     moment (and carry it). That is the same gamble as forging the tensor: the derivation passes,
     but a replay of the last segment recomputes the real second moment and its hash differs,
     and nobody can serve the leaf whole."""
-    from protocol.core.checkpoint import _header as header_of
-    from protocol.core.checkpoint import (
+    from protocol.core.checkpoint.format import _header as header_of
+    from protocol.core.checkpoint.format import (
         checkpoint_layout,
         checkpoint_leaves,
         hash_digests,
         header_bytes,
     )
-    from protocol.core.proof import Trace, carry_hash_of, tensor_digest, trace_root
-    from protocol.core.safetensors_layout import serialized
-    from protocol.core.training import Carry
+    from protocol.core.checkpoint.safetensors_layout import serialized
+    from protocol.core.proof.trace import Trace, carry_hash_of, tensor_digest, trace_root
+    from protocol.core.train.training import Carry
 
     t, n = task(0), task(0).cfg.n_segments
     final = decode_checkpoint(_blob(honest_sub, n), MICRO)

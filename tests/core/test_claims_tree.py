@@ -8,15 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from result_strategies import ACCOUNTS
 
-from protocol.core.claims_tree import (
+from protocol.core.crypto.keccak import keccak256
+from protocol.core.errors import ResultError
+from protocol.core.settlement.claims_tree import (
     claim_leaf,
     claim_proof,
     claims_list_hash,
     claims_root,
     verify_claim,
 )
-from protocol.core.errors import ResultError
-from protocol.core.keccak import keccak256
 
 claims_st = st.lists(st.tuples(st.sampled_from(ACCOUNTS), st.integers(0, 2**256 - 1)), max_size=40)
 

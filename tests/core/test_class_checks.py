@@ -1,4 +1,4 @@
-"""Who checks a miner (protocol/core/class_checks.py) and what that does to a round's consensus.
+"""Who checks a miner (protocol/core/settlement/class_checks.py) and what that does to a round's consensus.
 
 A column is decided by the validators holding its miner's class when they hold at least the
 class minimum; else everyone decides it, in tolerance mode. Attacks: validators outside the class
@@ -12,7 +12,9 @@ import dataclasses
 
 import pytest
 
-from protocol.core.class_checks import (
+from protocol.core.crypto.keccak import checksum_address, keccak256
+from protocol.core.errors import ResultError
+from protocol.core.settlement.class_checks import (
     CheckMode,
     check_mode,
     class_checkers,
@@ -21,10 +23,8 @@ from protocol.core.class_checks import (
     effective_classes,
     holds_class,
 )
-from protocol.core.errors import ResultError
-from protocol.core.keccak import checksum_address, keccak256
-from protocol.core.result import compute_result
-from protocol.core.result_inputs import Reveal, RoundInputs
+from protocol.core.settlement.result import compute_result
+from protocol.core.settlement.result_inputs import Reveal, RoundInputs
 
 ACCOUNTS = [checksum_address(keccak256(b"class account %d" % k)[:20]) for k in range(8)]
 A, B, C = 1, 2, 4

@@ -6,7 +6,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.core.compress import (
+from protocol.core.train.compress import (
     UpdateFormatError,
     compress,
     compress_with_feedback,
@@ -113,7 +113,7 @@ def test_int8_rejects_minus_128() -> None:
 
 def test_the_kept_values_are_those_of_the_padded_chunks_sign_of_zero_included() -> None:
     """`compress` takes the values from x itself, not from a signed padded copy: the same bits."""
-    from protocol.core.compress import _chunks, _take_padded
+    from protocol.core.train.compress import _chunks, _take_padded
 
     g = torch.Generator().manual_seed(0)
     for n in (4096 * 3, 4096 * 3 + 17, 100):

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from protocol.config import corpus
-from protocol.core import data
-from protocol.core.data import Dataset, DatasetError, DatasetMismatch
-from protocol.core.hashing import merkle_root
+from protocol.core.crypto.hashing import merkle_root
+from protocol.core.train import data
+from protocol.core.train.data import Dataset, DatasetError, DatasetMismatch
 
 
 def test_pages_hashes_and_root(ds: Dataset) -> None:

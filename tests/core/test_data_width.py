@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from protocol.core import data
-from protocol.core.data import DatasetError
-from protocol.core.hashing import blake3_hash
+from protocol.core.crypto.hashing import blake3_hash
+from protocol.core.train import data
+from protocol.core.train.data import DatasetError
 
 # made with the uint16-only data.py this generalises: existing dataset roots must not move
 U16_PAGE_GOLDEN = "950a17860cc22dcb4e0ace512becdbe4cc9c665d41bbe41d2273cd453ff3476c"

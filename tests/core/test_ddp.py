@@ -13,14 +13,15 @@ import pytest
 import torch
 from fixtures_training import MICRO, make_profile, task
 
-from protocol.core import data
-from protocol.core.checkpoint import checkpoint_hash, encode_checkpoint
-from protocol.core.ddp_training import WorldSizeError, check_world_size, rank_order_mean, shard
-from protocol.core.model import Params, flatten
-from protocol.core.proof import ReplayStatus, build_work, replay_segment
-from protocol.core.replay_profile import ProfileMismatch, ReplayProfile
-from protocol.core.submission import Submission
-from protocol.core.training import (
+from protocol.core.checkpoint.format import checkpoint_hash, encode_checkpoint
+from protocol.core.hardware.replay_profile import ProfileMismatch, ReplayProfile
+from protocol.core.model.gpt import Params, flatten
+from protocol.core.proof.replay import ReplayStatus, replay_segment
+from protocol.core.proof.submission import Submission
+from protocol.core.proof.work import build_work
+from protocol.core.train import data
+from protocol.core.train.ddp import WorldSizeError, check_world_size, rank_order_mean, shard
+from protocol.core.train.training import (
     ProcessGroupRequired,
     TrainedRound,
     fresh_checkpoint,
@@ -104,8 +105,8 @@ def test_a_validator_of_the_class_replays_it_bit_for_bit(two_runs, ds: data.Data
 
 
 def test_a_world_size_above_one_never_runs_in_one_process(ds: data.Dataset, theta: Params) -> None:
-    from protocol.core.model import build_model
-    from protocol.core.training import batch_fn
+    from protocol.core.model.gpt import build_model
+    from protocol.core.train.training import batch_fn
 
     with pytest.raises(ProcessGroupRequired, match="world size 2"):
         local_stepper(TWO, build_model(MICRO), batch_fn(task(0), ds), task(0).cfg)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.core.envelope import (
+from protocol.core.crypto.hashing import Digest
+from protocol.core.proof.envelope import (
     MAGIC,
     EnvelopeError,
     check_binding,
@@ -13,8 +14,7 @@ from protocol.core.envelope import (
     encode_envelope,
     encode_proof,
 )
-from protocol.core.hashing import Digest
-from protocol.core.proof import Trace
+from protocol.core.proof.trace import Trace
 
 CONTRACT = "0x" + "ab" * 20
 MINER = "0x" + "cd" * 20

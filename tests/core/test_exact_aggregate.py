@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 
 from protocol.config.run_config import RunConfig
 from protocol.config.run_setup import Setup, training_spec
-from protocol.core.aggregate import (
+from protocol.core.aggregation.exact_v1 import exact_next, lower_median, pairwise_sum
+from protocol.core.aggregation.reference import DecodedUpdate, reference_next
+from protocol.core.aggregation.state import (
     GlobalState,
     aggregate,
     decode_state,
@@ -24,14 +26,12 @@ from protocol.core.aggregate import (
     genesis_state,
     global_state_hash,
 )
-from protocol.core.aggregate_reference import DecodedUpdate, reference_next
-from protocol.core.compress import compress, decompress, encode_update, unpack_codes
+from protocol.core.crypto.hashing import content_hash
 from protocol.core.errors import ConfigError
-from protocol.core.exact_aggregate import exact_next, lower_median, pairwise_sum
-from protocol.core.hashing import content_hash
-from protocol.core.model import flatten, num_params, unflatten
-from protocol.core.replay_profile import ProfileMismatch, ReplayProfile
-from protocol.core.training import ComputeConfig
+from protocol.core.hardware.replay_profile import ProfileMismatch, ReplayProfile
+from protocol.core.model.gpt import flatten, num_params, unflatten
+from protocol.core.train.compress import compress, decompress, encode_update, unpack_codes
+from protocol.core.train.training import ComputeConfig
 from protocol.node.worker_pool import ProfileWorker
 
 N = num_params(MICRO)

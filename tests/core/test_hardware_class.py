@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from protocol.core.hardware_class import (
+from protocol.core.hardware.hardware_class import (
     ClassNotPermitted,
     Host,
     class_id,
@@ -20,7 +20,7 @@ from protocol.core.hardware_class import (
     runnable_on,
     this_host,
 )
-from protocol.core.replay_profile import ReplayProfile, profile_hash
+from protocol.core.hardware.replay_profile import ReplayProfile, profile_hash
 
 PINNED = ReplayProfile(torch_version="2.5.1")
 HOST = Host(capability="avx2", cpu_count=2, torch_version="2.5.1", cuda=False)

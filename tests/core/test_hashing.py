@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.core.hashing import (
+from protocol.core.crypto.hashing import (
     MerkleProof,
     MerkleProofError,
     StreamHasher,

@@ -11,9 +11,7 @@ import torch
 
 from protocol.config.hf_checkpoint import load_hf_llama, save_hf_llama
 from protocol.core.errors import ConfigError
-from protocol.core.hf_llama import HfCheckpointError
-from protocol.core.llama import Llama
-from protocol.core.model import (
+from protocol.core.model.gpt import (
     GPT,
     LlamaConfig,
     build_model,
@@ -23,6 +21,8 @@ from protocol.core.model import (
     num_params,
     preset,
 )
+from protocol.core.model.hf_llama import HfCheckpointError
+from protocol.core.model.llama import Llama
 from tests import hf_models
 
 transformers = pytest.importorskip("transformers")  # a dev dependency: installed wherever tests run
@@ -107,9 +107,9 @@ def test_a_checkpoint_the_decoder_cannot_reproduce_is_refused(tmp_path):
 def test_a_llama_miners_round_verifies_bit_for_bit_and_a_forged_segment_does_not(profile, ds):
     from fixtures_training import task
 
-    from protocol.core.proof import zero_carry_hash
-    from protocol.core.submission import honest
-    from protocol.core.verdict import judge, verify_submission
+    from protocol.core.proof.submission import honest
+    from protocol.core.proof.trace import zero_carry_hash
+    from protocol.core.proof.verdict import judge, verify_submission
 
     cfg = preset("llama-micro")
     t, theta = task(5, model=cfg), init_params(cfg, 0)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from protocol.core.errors import ConfigError
-from protocol.core.model import (
+from protocol.core.model.gpt import (
     GPT,
     ModelConfig,
     config_hash,
@@ -63,7 +63,7 @@ def test_flatten_roundtrip() -> None:
 
 
 def test_the_flat_difference_is_the_difference_of_the_flat_vectors_bit_for_bit() -> None:
-    from protocol.core.model import flat_difference, flatten, init_params, preset
+    from protocol.core.model.gpt import flat_difference, flatten, init_params, preset
 
     a, b = init_params(preset("micro"), 0), init_params(preset("micro"), 1)
     assert torch.equal(flat_difference(a, b), flatten(a) - flatten(b))

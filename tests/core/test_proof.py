@@ -6,42 +6,43 @@ import pytest
 import safetensors.torch
 from fixtures_training import MICRO, corpus, task, theta0
 
-from protocol.core.checkpoint import CheckpointFormatError, checkpoint_hash
-from protocol.core.data import Dataset
-from protocol.core.envelope import encode_proof
+from protocol.core.checkpoint.format import CheckpointFormatError, checkpoint_hash
+from protocol.core.crypto.hashing import merkle_proof, merkle_root, verify_merkle_proof
+from protocol.core.crypto.signing import NodeIdentity
 from protocol.core.errors import SignatureError
-from protocol.core.hashing import merkle_proof, merkle_root, verify_merkle_proof
-from protocol.core.model import Params
-from protocol.core.proof import (
+from protocol.core.hardware.replay_profile import ProfileMismatch, ReplayProfile
+from protocol.core.model.gpt import Params
+from protocol.core.proof.challenge import (
     Challenge,
     ChallengeError,
+    choose_segments,
+    make_challenge,
+    verify_challenge,
+)
+from protocol.core.proof.derivation import verify_update_derivation
+from protocol.core.proof.envelope import encode_proof
+from protocol.core.proof.replay import ReplayStatus, replay_segment
+from protocol.core.proof.submission import Submission, honest
+from protocol.core.proof.trace import (
     ProofMismatch,
-    ReplayStatus,
     Trace,
     TraceError,
     carry_hash,
     check_leaf_proof,
     check_served_leaf,
     check_trace,
-    choose_segments,
     decode_carry,
     encode_carry,
     leaf_proof,
     losses_hash,
-    make_challenge,
-    replay_segment,
     trace_leaves,
     trace_root,
     trace_size,
-    verify_challenge,
-    verify_update_derivation,
     zero_carry_hash,
 )
-from protocol.core.replay_profile import ProfileMismatch, ReplayProfile
-from protocol.core.signing import NodeIdentity
-from protocol.core.submission import Submission, honest
-from protocol.core.training import Carry, ComputeConfig, fresh_checkpoint, zero_carry
-from protocol.core.verdict import judge, verify_submission
+from protocol.core.proof.verdict import judge, verify_submission
+from protocol.core.train.data import Dataset
+from protocol.core.train.training import Carry, ComputeConfig, fresh_checkpoint, zero_carry
 
 ZERO_CARRY = zero_carry_hash(MICRO)
 
@@ -101,7 +102,7 @@ def test_tolerance_mode_is_flagged(honest_sub: Submission, ds: Dataset,
     hashes = list(honest_sub.trace.checkpoint_hashes)
     hashes[2] = checkpoint_hash(fake_end, MICRO)
     trace = dataclasses.replace(honest_sub.trace, checkpoint_hashes=tuple(hashes))
-    from protocol.core.checkpoint import encode_checkpoint
+    from protocol.core.checkpoint.format import encode_checkpoint
 
     args = (t0, ds, trace, 1, honest_sub.fetch(1, t0), encode_checkpoint(fake_end, MICRO), profile)
     exact = replay_segment(*args, mode="exact")

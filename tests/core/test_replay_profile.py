@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from protocol.core.replay_profile import (
+from protocol.core.hardware.replay_profile import (
     BF16_AUTOCAST,
     LATER_FIELDS,
     ProfileMismatch,

@@ -13,15 +13,22 @@ import pytest
 import torch
 from fixtures_training import MICRO, task
 
-from protocol.core import data
-from protocol.core.checkpoint import checkpoint_hash, encode_checkpoint
-from protocol.core.hardware_class import own_classes, this_host
-from protocol.core.model import Params, build_model, flatten
-from protocol.core.placement import CPU, Placement, placement_of
-from protocol.core.proof import ReplayStatus, build_work, replay_segment
-from protocol.core.replay_profile import BF16_AUTOCAST, ReplayProfile
-from protocol.core.submission import Submission
-from protocol.core.training import TrainedRound, batch_fn, fresh_checkpoint, run_steps, train_round
+from protocol.core.checkpoint.format import checkpoint_hash, encode_checkpoint
+from protocol.core.hardware.hardware_class import own_classes, this_host
+from protocol.core.hardware.replay_profile import BF16_AUTOCAST, ReplayProfile
+from protocol.core.model.gpt import Params, build_model, flatten
+from protocol.core.model.placement import CPU, Placement, placement_of
+from protocol.core.proof.replay import ReplayStatus, replay_segment
+from protocol.core.proof.submission import Submission
+from protocol.core.proof.work import build_work
+from protocol.core.train import data
+from protocol.core.train.training import (
+    TrainedRound,
+    batch_fn,
+    fresh_checkpoint,
+    run_steps,
+    train_round,
+)
 from protocol.node.worker_pool import ProfileWorker
 from validator.scoring import RoundEntry, usefulness_of
 

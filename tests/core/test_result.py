@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from result_strategies import ACCOUNTS, round_inputs, scores_st, weights_st
 
 from protocol.core.errors import ResultError
-from protocol.core.result import ONE, RoundResult, compute_result, weighted_median
-from protocol.core.result_inputs import PrevEntry, Reveal, RoundInputs
+from protocol.core.settlement.result import ONE, RoundResult, compute_result, weighted_median
+from protocol.core.settlement.result_inputs import PrevEntry, Reveal, RoundInputs
 
 # ---- the reference: the spec's sentences, one loop each, no shared helpers -------------------
 

@@ -8,14 +8,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from result_strategies import ACCOUNTS, round_inputs
 
-from protocol.core.abi_words import enc, list_hash, tag, word
-from protocol.core.claims_tree import verify_claim
+from protocol.core.crypto.keccak import keccak256
 from protocol.core.errors import ResultError
-from protocol.core.keccak import keccak256
-from protocol.core.result_header import build_result
-from protocol.core.result_inputs import Reveal, RoundInputs
-from protocol.core.result_tree import verify_path
-from protocol.core.score_vector import pack_scores, score_commitment, unpack_scores, vector_root
+from protocol.core.settlement.abi_words import enc, list_hash, tag, word
+from protocol.core.settlement.claims_tree import verify_claim
+from protocol.core.settlement.result_header import build_result
+from protocol.core.settlement.result_inputs import Reveal, RoundInputs
+from protocol.core.settlement.result_tree import verify_path
+from protocol.core.settlement.score_vector import (
+    pack_scores,
+    score_commitment,
+    unpack_scores,
+    vector_root,
+)
 
 CHAIN, RESULTS, SCORES = 31337, ACCOUNTS[70], ACCOUNTS[71]
 CONFIG, MODEL = keccak256(b"config"), keccak256(b"model")

@@ -7,11 +7,11 @@ from eth_abi import encode
 from hypothesis import given, settings
 from result_strategies import ACCOUNTS, round_inputs
 
+from protocol.core.crypto.keccak import keccak256
 from protocol.core.errors import ResultError
-from protocol.core.keccak import keccak256
-from protocol.core.result import compute_result
-from protocol.core.result_inputs import PrevEntry, Reveal, RoundInputs
-from protocol.core.result_tree import (
+from protocol.core.settlement.result import compute_result
+from protocol.core.settlement.result_inputs import PrevEntry, Reveal, RoundInputs
+from protocol.core.settlement.result_tree import (
     ColumnTree,
     entry_hash,
     node_hash,

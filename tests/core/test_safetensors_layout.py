@@ -8,7 +8,7 @@ import struct
 import safetensors.torch
 import torch
 
-from protocol.core.safetensors_layout import safetensors_layout, serialized
+from protocol.core.checkpoint.safetensors_layout import safetensors_layout, serialized
 
 
 def test_every_dtype_we_write_loads_back_bit_for_bit_with_each_tensor_aligned() -> None:

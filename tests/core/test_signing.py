@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from protocol.core.crypto.signing import (
+    BINDING_DOMAIN,
+    NodeIdentity,
+    binding_message,
+    is_valid,
+    verify,
+)
 from protocol.core.errors import SignatureError
-from protocol.core.signing import BINDING_DOMAIN, NodeIdentity, binding_message, is_valid, verify
 
 # RFC 8032 section 7.1, TEST 1 (empty message)
 RFC_SEED = bytes.fromhex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")

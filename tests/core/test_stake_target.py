@@ -1,6 +1,6 @@
 """The stake rule: --stake is a target, and what the operator unbonded stays unbonded."""
 
-from protocol.core.stake_target import StakeTarget, current_target
+from protocol.core.settlement.stake_target import StakeTarget, current_target
 
 
 def test_same_target_after_an_unbond_stakes_nothing_more() -> None:

@@ -7,16 +7,14 @@ import safetensors.torch
 import torch
 from fixtures_training import MICRO, SMALL_CFG, task
 
-from protocol.core.checkpoint import (
+from protocol.core.checkpoint.format import (
     CheckpointFormatError,
     checkpoint_hash,
     decode_checkpoint,
     encode_checkpoint,
 )
-from protocol.core.data import Dataset
 from protocol.core.errors import ConfigError
-from protocol.core.model import Params, flatten
-from protocol.core.replay_profile import (
+from protocol.core.hardware.replay_profile import (
     ProfileMismatch,
     ReplayProfile,
     apply_profile,
@@ -24,8 +22,10 @@ from protocol.core.replay_profile import (
     observe_profile,
     profile_hash,
 )
-from protocol.core.submission import Submission
-from protocol.core.training import ComputeConfig, batch_fn, run_steps, train_round
+from protocol.core.model.gpt import Params, flatten
+from protocol.core.proof.submission import Submission
+from protocol.core.train.data import Dataset
+from protocol.core.train.training import ComputeConfig, batch_fn, run_steps, train_round
 from protocol.node.worker_pool import ProfileWorker
 
 
@@ -54,7 +54,7 @@ def test_other_miner_or_round_differs(honest_sub: Submission, ds: Dataset, theta
 
 
 def test_resuming_from_a_checkpoint_is_exact(honest_sub: Submission, ds: Dataset) -> None:
-    from protocol.core.model import GPT
+    from protocol.core.model.gpt import GPT
 
     mid = decode_checkpoint(encode_checkpoint(honest_sub.checkpoints[1], MICRO), MICRO)
     end, losses = run_steps(GPT(MICRO), mid, 2, batch_fn(task(0), ds), SMALL_CFG)

@@ -10,16 +10,15 @@ from fixtures_training import MICRO, SMALL_CFG, task
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.core.checkpoint import Checkpoint, checkpoint_hash, encode_checkpoint
-from protocol.core.data import Dataset
+from protocol.core.checkpoint.format import Checkpoint, checkpoint_hash, encode_checkpoint
+from protocol.core.crypto.signing import NodeIdentity
 from protocol.core.errors import ConfigError, SignatureError
-from protocol.core.model import Params
-from protocol.core.proof import ReplayStatus, make_challenge, replay_segment
-from protocol.core.replay_profile import ReplayProfile
-from protocol.core.signing import NodeIdentity
-from protocol.core.submission import Submission
-from protocol.core.training import ComputeConfig, train_round
-from protocol.core.witness import (
+from protocol.core.hardware.replay_profile import ReplayProfile
+from protocol.core.model.gpt import Params
+from protocol.core.proof.challenge import make_challenge
+from protocol.core.proof.replay import ReplayStatus, replay_segment
+from protocol.core.proof.submission import Submission
+from protocol.core.proof.witness import (
     NO_WITNESS,
     WitnessError,
     audit_picks,
@@ -30,6 +29,8 @@ from protocol.core.witness import (
     verify_audit_seed,
     witness_for,
 )
+from protocol.core.train.data import Dataset
+from protocol.core.train.training import ComputeConfig, train_round
 from protocol.devnet import cheats as adv
 
 V, M, SIG = b"\x0a" * 20, b"\x0b" * 20, b"\x5a" * 64

@@ -10,7 +10,13 @@ import pytest
 
 from protocol.chain.backend import connect, dev_account
 from protocol.chain.tx import TxSender
-from protocol.core.bls import bls_keygen, bls_public_key, bls_sign, g1_to_eip2537, g2_to_eip2537
+from protocol.core.crypto.bls import (
+    bls_keygen,
+    bls_public_key,
+    bls_sign,
+    g1_to_eip2537,
+    g2_to_eip2537,
+)
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.anvil

@@ -17,7 +17,7 @@ from protocol.chain.backend import connect
 from protocol.chain.client import ChainClient, Phase
 from protocol.chain.deployment import load_deployment
 from protocol.chain.scripted import join_network
-from protocol.core.score_vector import score_commitment
+from protocol.core.settlement.score_vector import score_commitment
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.anvil

@@ -16,7 +16,7 @@ import dataclasses
 
 import pytest
 
-from protocol.core.replay_profile import ReplayProfile
+from protocol.core.hardware.replay_profile import ReplayProfile
 from protocol.devnet.network import FALSE_CLASS, DevnetOptions, run_devnet
 from protocol.devnet.report import build_report
 

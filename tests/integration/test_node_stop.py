@@ -125,7 +125,7 @@ def test_sigterm_stops_cleanly_and_a_restart_resumes_without_restaking_the_unbon
 
 ORPHAN_SCRIPT = """
 import sys
-from protocol.core.replay_profile import ReplayProfile
+from protocol.core.hardware.replay_profile import ReplayProfile
 from protocol.node.worker_pool import ProfileWorker
 worker = ProfileWorker(ReplayProfile()).ready()
 print(list(worker._pool._processes)[0], flush=True)

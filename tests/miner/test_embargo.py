@@ -13,7 +13,7 @@ from fixtures_training import checkpoint_file  # loaded by tests/conftest.py
 from miner.node import MinerNode
 from miner.work import MinerOutput
 from protocol.chain.client import Phase
-from protocol.core.hashing import content_hash
+from protocol.core.crypto.hashing import content_hash
 from protocol.node.store import DataDir, write_blob
 
 ROOT = b"\x07" * 32

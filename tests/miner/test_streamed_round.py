@@ -6,10 +6,10 @@ import fixtures_training as ft
 import pytest
 
 from miner.checkpoint_files import store_checkpoint
-from protocol.core.checkpoint import encode_checkpoint
-from protocol.core.hashing import content_hash
-from protocol.core.proof import carry_hash
-from protocol.core.submission import honest, honest_streamed
+from protocol.core.checkpoint.format import encode_checkpoint
+from protocol.core.crypto.hashing import content_hash
+from protocol.core.proof.submission import honest, honest_streamed
+from protocol.core.proof.trace import carry_hash
 from protocol.devnet import cheats as adv
 
 

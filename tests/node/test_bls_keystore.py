@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from protocol.core.bls import bls_public_key
+from protocol.core.crypto.bls import bls_public_key
 from protocol.core.errors import ConfigError
 from protocol.node.bls_keystore import (
     BLS_KEYSTORE_FILE,

@@ -14,7 +14,7 @@ from protocol.chain.client import ChainClient
 from protocol.chain.deploy import deploy
 from protocol.chain.scripted import join_network
 from protocol.config.run_config import RunConfig
-from protocol.core.signing import NodeIdentity
+from protocol.core.crypto.signing import NodeIdentity
 from protocol.node.dns_hints import dial_dns_hints, records, registry_snapshot
 from protocol.p2p.dns_aid import node_label
 from protocol.p2p.dns_resolve import DiscoveryConfig, discover

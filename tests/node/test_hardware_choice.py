@@ -8,7 +8,7 @@ import pytest
 
 from protocol.config.run_config import RunConfig
 from protocol.config.run_setup import training_spec
-from protocol.core.hardware_class import ClassNotPermitted, Host, class_id
+from protocol.core.hardware.hardware_class import ClassNotPermitted, Host, class_id
 from protocol.node.hardware_choice import ClassNotRunnable, choose_class
 
 SPEC = training_spec(RunConfig(training={"profile": {"torch_version": "2.5.1"}}))

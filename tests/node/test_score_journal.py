@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from protocol.core.score_vector import score_commitment, vector_root
+from protocol.core.settlement.score_vector import score_commitment, vector_root
 from protocol.node.store import NodeState
 
 WRITER = """

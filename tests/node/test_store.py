@@ -14,7 +14,7 @@ import pytest
 from fixtures_training import checkpoint_file  # loaded by tests/conftest.py
 
 from protocol.config.atomic import atomic_write
-from protocol.core.hashing import content_hash
+from protocol.core.crypto.hashing import content_hash
 from protocol.node.store import TEMP_PREFIX, BlobStore, DataDir, NodeState, StoreError
 
 REPO = Path(__file__).resolve().parents[2]

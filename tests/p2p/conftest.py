@@ -12,8 +12,8 @@ from typing import Any
 import blake3
 import trio
 
-from protocol.core.messages import UpdateAnnounced, to_hex
-from protocol.core.signing import NodeIdentity, binding_message
+from protocol.core.crypto.signing import NodeIdentity, binding_message
+from protocol.core.wire.messages import UpdateAnnounced, to_hex
 from protocol.p2p import (
     DirectoryBlobSource,
     MemoryCheckpointSource,

@@ -22,7 +22,7 @@ from libp2p.network.stream.exceptions import StreamError
 from libp2p.pubsub import pubsub as libp2p_pubsub
 from libp2p.stream_muxer.yamux import yamux
 
-from protocol.core.messages import BlobRequest, make_gossip, to_hex
+from protocol.core.wire.messages import BlobRequest, make_gossip, to_hex
 from protocol.p2p import P2PNode, topic_for
 from protocol.p2p import yamux_tuning as yt
 from protocol.p2p.blobs import PROTOCOL

@@ -10,8 +10,8 @@ import pytest
 import trio
 from libp2p.exceptions import BaseLibp2pError
 
-from protocol.core.hashing import content_hash
-from protocol.core.messages import to_hex
+from protocol.core.crypto.hashing import content_hash
+from protocol.core.wire.messages import to_hex
 from protocol.p2p import framing
 from protocol.p2p.blobs import PROTOCOL
 from protocol.p2p.config import CHUNK_SIZE

@@ -14,12 +14,12 @@ import fixtures_training as ft  # loaded by tests/conftest.py
 import pytest
 import trio
 
-from protocol.core.blob_caps import blob_caps
-from protocol.core.checkpoint import MAX_HEADER_BYTES
-from protocol.core.checkpoint_parts import CheckpointPart, part_of_blob
-from protocol.core.commitment import Commit
-from protocol.core.fraud import FraudKind
-from protocol.core.submission import Submission, honest
+from protocol.core.checkpoint.format import MAX_HEADER_BYTES
+from protocol.core.checkpoint.parts import CheckpointPart, part_of_blob
+from protocol.core.proof.commitment import Commit
+from protocol.core.proof.submission import Submission, honest
+from protocol.core.settlement.fraud import FraudKind
+from protocol.core.wire.blob_caps import blob_caps
 from protocol.node.context import NodeContext
 from protocol.node.store import DataDir
 from protocol.p2p import DirectoryBlobSource, MemoryCheckpointSource

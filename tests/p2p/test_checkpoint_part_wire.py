@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from protocol.core.checkpoint import MAX_HEADER_BYTES
-from protocol.core.checkpoint_parts import CheckpointPart, part_of_blob
-from protocol.core.proof import check_served_leaf
+from protocol.core.checkpoint.format import MAX_HEADER_BYTES
+from protocol.core.checkpoint.parts import CheckpointPart, part_of_blob
+from protocol.core.proof.trace import check_served_leaf
 from protocol.node.store import DataDir
 from protocol.p2p.errors import BlobNotFound
 from validator.checks import fetch_leaf
@@ -101,7 +101,7 @@ def test_a_superseded_file_another_entry_uses_is_kept(tmp_path: Path, sub) -> No
     assert shared is not None
     whole = tmp_path / "whole.partial"
     whole.write_bytes(served(sub, 0)[0])
-    from protocol.core.hashing import content_hash
+    from protocol.core.crypto.hashing import content_hash
 
     d.keep_fetched(ROUND, b"\x01" * 32, 0, whole, content_hash(served(sub, 0)[0]), proof, P.ALL)
     d.drop_checkpoints(ROUND)
@@ -111,7 +111,7 @@ def test_a_superseded_file_another_entry_uses_is_kept(tmp_path: Path, sub) -> No
 
 
 def test_a_request_for_an_unknown_part_is_malformed_and_an_old_one_asks_for_all() -> None:
-    from protocol.core.messages import MalformedMessage
+    from protocol.core.wire.messages import MalformedMessage
     from protocol.p2p.framing import decode_request
 
     base = '{"schema_version": 1, "kind": "checkpoint", "round": 7, "trace_root": "0x' + "ab" * 32 + '", "index": 3'

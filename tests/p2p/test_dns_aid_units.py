@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.core.signing import NodeIdentity, binding_message
+from protocol.core.crypto.signing import NodeIdentity, binding_message
 from protocol.p2p.dns_aid import KEY_CLASS, KEY_ROLE, KEY_THROUGHPUT, DnsHint, node_label
 from protocol.p2p.dns_confirm import confirm
 from protocol.p2p.dns_resolve import parse_dnsaddr, parse_index, parse_server

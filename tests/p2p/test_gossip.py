@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from protocol.core.messages import make_gossip, to_hex
+from protocol.core.wire.messages import make_gossip, to_hex
 from protocol.p2p import topic_for
 from protocol.p2p.errors import PeerUnavailable
 

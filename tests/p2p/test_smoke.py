@@ -5,7 +5,7 @@ import os
 import pytest
 import trio
 
-from protocol.core.hashing import content_hash
+from protocol.core.crypto.hashing import content_hash
 
 from .conftest import announcement, cluster
 

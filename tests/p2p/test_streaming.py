@@ -16,9 +16,9 @@ import blake3
 import pytest
 import trio
 
-from protocol.core.blob_caps import BlobKind, blob_caps
-from protocol.core.model import preset
-from protocol.core.training import ComputeConfig
+from protocol.core.model.gpt import preset
+from protocol.core.train.training import ComputeConfig
+from protocol.core.wire.blob_caps import BlobKind, blob_caps
 from protocol.p2p import DirectoryBlobSource
 from protocol.p2p.errors import FrameTooLarge
 from protocol.p2p.sink import SPOOL_BYTES, Sink

@@ -10,7 +10,7 @@ from libp2p.pubsub.pb import rpc_pb2
 from pydantic import ValidationError
 
 from protocol.core.errors import SignatureError
-from protocol.core.messages import (
+from protocol.core.wire.messages import (
     MAX_GOSSIP_BYTES,
     GossipPayload,
     MalformedMessage,

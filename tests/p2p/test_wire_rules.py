@@ -18,11 +18,11 @@ import fixtures_training as ft  # loaded by tests/conftest.py
 import pytest
 import trio
 
-from protocol.core.blob_caps import blob_caps
-from protocol.core.envelope import encode_proof
-from protocol.core.hashing import content_hash
-from protocol.core.proof import ProofMismatch, check_served_leaf, leaf_proof
-from protocol.core.submission import Submission, honest
+from protocol.core.crypto.hashing import content_hash
+from protocol.core.proof.envelope import encode_proof
+from protocol.core.proof.submission import Submission, honest
+from protocol.core.proof.trace import ProofMismatch, check_served_leaf, leaf_proof
+from protocol.core.wire.blob_caps import blob_caps
 from protocol.node.store import DataDir
 from protocol.p2p import DirectoryBlobSource, MemoryCheckpointSource, P2PNode, RegistryView
 from protocol.p2p.errors import BlobNotFound

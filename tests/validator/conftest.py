@@ -26,6 +26,6 @@ def theta():  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="session")
 def honest_runs(profile, ds, theta):  # type: ignore[no-untyped-def]
     """Round-1 honest submissions of miners 0..19 (each its own seed, pages and batches)."""
-    from protocol.core.submission import honest
+    from protocol.core.proof.submission import honest
 
     return [honest(ft.task(i), ds, theta, None) for i in range(N_HONEST)]

@@ -8,12 +8,13 @@ import pytest
 from conftest import N_HONEST, ft
 from validator_helpers import check, scores
 
-from protocol.core.fraud import FraudKind
-from protocol.core.proof import ReplayStatus, make_challenge
-from protocol.core.replay_profile import ProfileMismatch
-from protocol.core.signing import NodeIdentity
-from protocol.core.submission import honest, submit
-from protocol.core.verdict import verify_submission
+from protocol.core.crypto.signing import NodeIdentity
+from protocol.core.hardware.replay_profile import ProfileMismatch
+from protocol.core.proof.challenge import make_challenge
+from protocol.core.proof.replay import ReplayStatus
+from protocol.core.proof.submission import honest, submit
+from protocol.core.proof.verdict import verify_submission
+from protocol.core.settlement.fraud import FraudKind
 from protocol.devnet import cheats as adv
 from validator.scoring import ZeroReason
 
@@ -80,8 +81,8 @@ def test_3_4_wrong_pages_or_smaller_batch(honest_runs, ds, theta, profile, cheat
 
 def test_5_update_not_derived_from_final_checkpoint(honest_runs, ds, theta, profile) -> None:  # type: ignore[no-untyped-def]
     t = ft.task(CHEAT)
-    from protocol.core.proof import build_work
-    from protocol.core.training import train_round
+    from protocol.core.proof.work import build_work
+    from protocol.core.train.training import train_round
 
     work = build_work(t, train_round(t, ds, theta, None), theta)
     sub = submit(t, work, blob=adv.not_derived(t, work))

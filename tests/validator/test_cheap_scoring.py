@@ -14,9 +14,9 @@ import dataclasses
 import pytest
 from conftest import ft
 
-from protocol.core.hashing import blake3_hash
-from protocol.core.submission import honest
-from protocol.core.training import ComputeConfig
+from protocol.core.crypto.hashing import blake3_hash
+from protocol.core.proof.submission import honest
+from protocol.core.train.training import ComputeConfig
 from protocol.devnet import cheats as adv
 from validator.scoring import RoundEntry, usefulness_of
 

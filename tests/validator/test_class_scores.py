@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.core.class_checks import CheckMode
+from protocol.core.settlement.class_checks import CheckMode
 from validator.scoring import class_adjusted
 
 SCORES = {"0xa": 60000, "0xb": 40000, "0xc": 20001, "0xd": 10}

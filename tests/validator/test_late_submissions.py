@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import trio
 
-from protocol.core.commitment import Commit
+from protocol.core.proof.commitment import Commit
 from validator import checks, late_submissions
 from validator.late_submissions import NOT_SERVED, fetch_late, unserved, wait_until
 
@@ -91,7 +91,7 @@ def _check(miner: str, kind):  # type: ignore[no-untyped-def]
 
 @pytest.mark.trio
 async def test_a_miner_down_mid_check_is_checked_again_once_back_but_a_refusing_one_is_not(monkeypatch):
-    from protocol.core.fraud import FraudKind
+    from protocol.core.settlement.fraud import FraudKind
 
     chain = Chain(closed=1000, deadline=1300)
     up = {"0xdown": False, "0xrefuses": True}

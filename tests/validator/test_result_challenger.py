@@ -14,8 +14,8 @@ from protocol.chain.events import read_events
 from protocol.chain.scripted import join_network, play_to_result, post_signed
 from protocol.chain.settlement_history import SettlementHistory
 from protocol.config.run_config import RunConfig
-from protocol.core.abi_words import word
 from protocol.core.errors import ContractRevert
+from protocol.core.settlement.abi_words import word
 from validator.result_challenger import challenge_header_words, wrong_chain_data_words
 
 H_N, H_LOSS = 10, 12

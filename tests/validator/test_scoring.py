@@ -7,8 +7,8 @@ import pytest
 import torch
 from conftest import ft
 
-from protocol.core.hashing import blake3_hash
-from protocol.core.model import GPT
+from protocol.core.crypto.hashing import blake3_hash
+from protocol.core.model.gpt import GPT
 from protocol.devnet import cheats as adv
 from validator.scoring import (
     MAX_SCORE,
@@ -75,7 +75,7 @@ def test_nan_and_over_norm_guards(honest_runs) -> None:  # type: ignore[no-untyp
 
 
 def test_gauntlet_soft_factor_never_zeroes(honest_runs, ds, theta) -> None:  # type: ignore[no-untyped-def]
-    from protocol.core.data import heldout_batches
+    from protocol.core.train.data import heldout_batches
     from validator.scoring import mean_loss, own_batches
 
     t = ft.task(0)

@@ -10,11 +10,11 @@ import pytest
 import trio
 
 from protocol.chain.client import Vote
-from protocol.core.commitment import Commit
-from protocol.core.fraud import FraudKind
-from protocol.core.proof import make_challenge
-from protocol.core.signing import NodeIdentity
-from protocol.core.training import ComputeConfig, StepCountError
+from protocol.core.crypto.signing import NodeIdentity
+from protocol.core.proof.challenge import make_challenge
+from protocol.core.proof.commitment import Commit
+from protocol.core.settlement.fraud import FraudKind
+from protocol.core.train.training import ComputeConfig, StepCountError
 from protocol.node.context import NodeContext
 from validator.checks import check_one
 from validator.disputes import Disputes
@@ -80,10 +80,10 @@ def test_a_step_count_the_run_does_not_allow_scores_zero_and_the_rest_are_scored
     from pathlib import Path
 
     from protocol.config.run_setup import DatasetSpec, Setup, TrainingSpec, load_dataset
-    from protocol.core.aggregate import decode_state
-    from protocol.core.envelope import encode_envelope
-    from protocol.core.submission import honest
-    from protocol.core.training import RoundTask
+    from protocol.core.aggregation.state import decode_state
+    from protocol.core.proof.envelope import encode_envelope
+    from protocol.core.proof.submission import honest
+    from protocol.core.train.training import RoundTask
     from protocol.node.global_model import genesis_blob
     from validator.work import ScoreJob, score_miners
 

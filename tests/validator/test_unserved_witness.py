@@ -14,15 +14,15 @@ from types import SimpleNamespace
 import trio
 
 from protocol.chain.client import Vote
-from protocol.core.class_checks import CheckMode
-from protocol.core.commitment import Commit
-from protocol.core.fraud import FraudKind
-from protocol.core.hashing import blake3_hash
-from protocol.core.proof import make_challenge
-from protocol.core.signing import NodeIdentity
-from protocol.core.training import ComputeConfig
-from protocol.core.witness import NO_WITNESS
-from protocol.core.witness_bundle import SIG_BYTES
+from protocol.core.crypto.hashing import blake3_hash
+from protocol.core.crypto.signing import NodeIdentity
+from protocol.core.proof.challenge import make_challenge
+from protocol.core.proof.commitment import Commit
+from protocol.core.proof.witness import NO_WITNESS
+from protocol.core.proof.witness_bundle import SIG_BYTES
+from protocol.core.settlement.class_checks import CheckMode
+from protocol.core.settlement.fraud import FraudKind
+from protocol.core.train.training import ComputeConfig
 from protocol.node.context import NodeContext
 from validator.audits import (
     UNSERVED,

@@ -10,11 +10,11 @@ import pytest
 import trio
 
 from protocol.chain.client import Vote
-from protocol.core.commitment import Commit
-from protocol.core.fraud import FraudKind
-from protocol.core.proof import make_challenge
-from protocol.core.signing import NodeIdentity
-from protocol.core.training import ComputeConfig
+from protocol.core.crypto.signing import NodeIdentity
+from protocol.core.proof.challenge import make_challenge
+from protocol.core.proof.commitment import Commit
+from protocol.core.settlement.fraud import FraudKind
+from protocol.core.train.training import ComputeConfig
 from validator.disputes import Disputes
 
 REPORTER, MINER = "0x" + "11" * 20, "0x" + "aa" * 20

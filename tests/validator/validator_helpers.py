@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from protocol.core.data import Dataset
-from protocol.core.hashing import blake3_hash
-from protocol.core.model import Params
-from protocol.core.proof import zero_carry_hash
-from protocol.core.replay_profile import ReplayProfile
-from protocol.core.submission import Submission
-from protocol.core.training import RoundTask
-from protocol.core.verdict import Judgement, Verification, judge, verify_submission
+from protocol.core.crypto.hashing import blake3_hash
+from protocol.core.hardware.replay_profile import ReplayProfile
+from protocol.core.model.gpt import Params
+from protocol.core.proof.submission import Submission
+from protocol.core.proof.trace import zero_carry_hash
+from protocol.core.proof.verdict import Judgement, Verification, judge, verify_submission
+from protocol.core.train.data import Dataset
+from protocol.core.train.training import RoundTask
 from validator.scoring import MinerScore, RoundEntry, score_round
 
 

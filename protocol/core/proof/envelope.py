@@ -1,0 +1,116 @@
+"""The submission blob a miner serves: a strict header (who, where, the trace) + the update.
+
+Its blake3 content hash is the `update_hash` committed on chain. The header names the
+chain, the rounds contract (the one `commit_update` goes to), the round and the miner's address, so the hash is bound
+to the committer: a front-runner who copies the commitment can never open it, because
+the blob it would have to serve names someone else (docs/PROTOCOL.md).
+
+Layout: magic (8 bytes) ‖ header length (u32, big-endian) ‖ header JSON ‖ update bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from protocol.core.crypto.hashing import (
+    Digest,
+    MerkleProof,
+    MerkleProofError,
+    decode_merkle_proof,
+    encode_merkle_proof,
+)
+from protocol.core.errors import VeritrainError
+from protocol.core.proof.trace import Trace
+
+MAGIC = b"VTSUBv1\x00"
+MAX_HEADER_BYTES = 1 << 20  # 1 MiB: H <= ~20k steps of losses
+Hex32 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+Address = Annotated[str, StringConstraints(pattern=r"^0x[0-9a-fA-F]{40}$")]
+
+
+class EnvelopeError(VeritrainError):
+    """Raised when submission bytes are malformed, oversized, or name another chain, round or miner."""
+
+
+class EnvelopeHeader(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    schema_version: Literal[2] = 2
+    chain_id: int = Field(ge=0, lt=2**63)
+    contract: Address  # the rounds contract (where the update is committed)
+    round: int = Field(ge=0, lt=2**63)
+    miner: Address
+    checkpoint_hashes: list[Hex32] = Field(max_length=1 << 16)
+    losses: list[float] = Field(max_length=1 << 20)
+    carry_hash: Hex32  # training.Carry into the next round (proof.carry_hash)
+    update_size: int = Field(ge=0, lt=2**40)
+
+
+@dataclass(frozen=True)
+class Envelope:
+    header: EnvelopeHeader
+    update: bytes
+
+    @property
+    def trace(self) -> Trace:
+        h = self.header
+        return Trace(tuple(Digest(bytes.fromhex(x)) for x in h.checkpoint_hashes), tuple(h.losses),
+                     Digest(bytes.fromhex(h.carry_hash)))
+
+
+def encode_envelope(chain_id: int, contract: str, round_: int, miner: str, trace: Trace, update: bytes) -> bytes:
+    header = EnvelopeHeader(
+        chain_id=chain_id, contract=contract, round=round_, miner=miner,
+        checkpoint_hashes=[h.hex() for h in trace.checkpoint_hashes], losses=[float(x) for x in trace.losses],
+        carry_hash=trace.carry_hash.hex(), update_size=len(update),
+    )
+    body = header.model_dump_json().encode()
+    return MAGIC + struct.pack(">I", len(body)) + body + update
+
+
+def decode_envelope(data: bytes, max_bytes: int) -> Envelope:
+    """Parse untrusted bytes; every failure is a EnvelopeError."""
+    if len(data) > max_bytes:
+        raise EnvelopeError(f"submission of {len(data)} bytes exceeds the cap of {max_bytes}")
+    if len(data) < len(MAGIC) + 4 or data[: len(MAGIC)] != MAGIC:
+        raise EnvelopeError("not a veritrain submission (bad magic)")
+    (n,) = struct.unpack(">I", data[len(MAGIC) : len(MAGIC) + 4])
+    start = len(MAGIC) + 4
+    if n > MAX_HEADER_BYTES or start + n > len(data):
+        raise EnvelopeError("submission header length out of range")
+    try:
+        header = EnvelopeHeader.model_validate_json(data[start : start + n])
+    except ValidationError as exc:
+        raise EnvelopeError(f"submission header invalid: {exc.errors()[0]['msg']}") from exc
+    update = data[start + n :]
+    if len(update) != header.update_size:
+        raise EnvelopeError("submission update size does not match its header")
+    return Envelope(header, update)
+
+
+def check_binding(env: Envelope, chain_id: int, contract: str, round_: int, miner: str) -> None:
+    """The submission must name this chain, contract, round and committing miner."""
+    h = env.header
+    if h.chain_id != chain_id or h.contract.lower() != contract.lower():
+        raise EnvelopeError("submission names another chain or contract")
+    if h.round != round_:
+        raise EnvelopeError(f"submission is for round {h.round}, not {round_}")
+    if h.miner.lower() != miner.lower():
+        raise EnvelopeError(f"submission names miner {h.miner}, not the committer {miner}")
+
+
+def encode_proof(index: int, size: int, siblings: list[bytes]) -> bytes:
+    """A Merkle leaf proof as compact JSON (served next to each checkpoint)."""
+    return encode_merkle_proof(MerkleProof(index, size, tuple(Digest(x) for x in siblings)))
+
+
+def decode_proof(data: bytes) -> tuple[int, int, list[bytes]]:
+    """Parse untrusted proof bytes; raises EnvelopeError."""
+    try:
+        p = decode_merkle_proof(data)
+    except MerkleProofError as exc:
+        raise EnvelopeError(str(exc)) from exc
+    return p.index, p.size, list(p.siblings)

@@ -1,0 +1,361 @@
+"""The miner's inner loop: H AdamW steps from θ_r, a checkpoint every k steps.
+
+`ComputeConfig` holds every training, compression, verification and aggregation default in
+one frozen dataclass (it goes on chain at deploy). The replay profile lives in
+`protocol.core.hardware.replay_profile`; call `apply_profile` (or run in a `ProfileWorker`) before anything
+here. `run_steps` is the one function both the miner (training) and the validator (replay)
+use, so a correct replay is bitwise equal to the miner's run. It runs on the profile's
+device (`placement.Placement`) and hands back CPU checkpoints. A `Stepper` is how a node runs
+a segment's steps: `LocalStepper` in this process, or a process group of `world_size` ranks
+(`protocol.core.train.ddp`, launched by protocol/node/ddp_worker.py) behind the same call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from protocol.core.checkpoint.format import Checkpoint, checkpoint_hash
+from protocol.core.crypto.hashing import Digest, seed_int
+from protocol.core.errors import ConfigError
+from protocol.core.hardware.replay_profile import ReplayProfile
+from protocol.core.model.gpt import (
+    LanguageModel,
+    ModelConfig,
+    Params,
+    build_model,
+    load_params,
+    num_params,
+    param_shapes,
+)
+from protocol.core.model.placement import CPU, Placement, placement_of
+from protocol.core.train.data import Dataset, assign_pages, batch, miner_seed
+
+AGGREGATION_RULES = ("float32-v1", "exact-v1")  # float32-v1: bits depend on threads, ISA, device
+
+
+class StepCountError(ConfigError):
+    """Raised when a step count is not one a miner of this run may commit."""
+
+
+class ProcessGroupRequired(ConfigError):
+    """Raised when a profile of world size > 1 is asked to train or replay in one process: its
+    steps run in a process group (protocol.node.ddp_worker.DdpGroup)."""
+
+
+@dataclass(frozen=True)
+class ComputeConfig:
+    # --- inner loop (DiLoCo) ---
+    inner_steps: int = 30  # H: AdamW steps per round, the most a miner may train (capacity-scaled work)
+    checkpoint_every: int = 3  # k: steps per replay segment (H/k = 10 segments)
+    min_inner_steps: int = 0  # the fewest a miner may commit, a multiple of k; 0 = k x segments_per_validator
+    batch_size: int = 8  # sequences per inner step
+    pages_per_miner: int = 8  # data pages assigned to each miner per round
+    inner_lr: float = 7.5e-4  # AdamW learning rate (with the carried second moment: benchmarks/VS_DDP.md)
+    beta1: float = 0.9  # AdamW first-moment decay
+    beta2: float = 0.95  # AdamW second-moment decay (nanoGPT)
+    eps: float = 1e-8  # AdamW denominator epsilon
+    weight_decay: float = 0.1  # decoupled, on matrices only (nanoGPT)
+    grad_clip: float = 1.0  # global gradient-norm clip per inner step
+    # --- compression (SparseLoCo) ---
+    chunk: int = 4096  # values per top-k chunk
+    topk: int = 192  # values kept per chunk (4.7%: 561x less traffic than DDP; benchmarks/VS_DDP.md)
+    bits: int = 2  # value quantization: 2 (default) or 8 (int8)
+    ef_decay: float = 1.0  # error-feedback carry factor (1.0 = keep the whole residual)
+    # --- verification ---
+    segments_per_validator: int = 1  # q: segments each validator replays
+    tolerance: float = 1e-4  # δ for tolerance mode: relative L2 distance (flagged)
+    tolerance_discount: float = 0.5  # a tolerance-checked miner's score is multiplied by this
+    # --- scoring ---
+    # batches per loss estimate (own data and held-out): 4 rank every useless adversary far below every
+    # honest miner (tests/validator/test_cheap_scoring.py) at half the cost of 8 (benchmarks scale)
+    score_batches: int = 4
+    own_margin: float = 0.02  # own-data gain may trail held-out gain by this much unpenalised
+    own_soft_factor: float = 0.5  # multiplier when it trails by more (soft, never zero)
+    max_norm_ratio: float = 5.0  # an update whose norm exceeds this x round median is zeroed
+    copy_overlap: float = 0.9  # top-k index overlap (Jaccard) above which a copy is suspected
+    copy_cosine: float = 0.97  # ... and cosine similarity above which it is declared
+    # --- aggregation / outer step ---
+    clip_multiplier: float = 1.0  # clip each update's norm to this x the median norm
+    trim_fraction: float = 0.2  # per-coordinate trimmed mean: drop this share at each end
+    outer_lr: float = 1.0  # outer SGD learning rate (plain averaging: calibration favoured it)
+    outer_momentum: float = 0.0  # 0.0 = no momentum; DiLoCo uses 0.9 with lr 0.7
+    nesterov: bool = False  # Nesterov outer momentum (used when outer_momentum > 0)
+    aggregation: str = "exact-v1"  # rule version (AGGREGATION_RULES); exact-v1 is device-independent
+
+    def __post_init__(self) -> None:
+        if self.inner_steps <= 0 or self.checkpoint_every <= 0:
+            raise ConfigError("inner_steps and checkpoint_every must be positive")
+        if self.inner_steps % self.checkpoint_every:
+            raise ConfigError("inner_steps must be a multiple of checkpoint_every")
+        if self.bits not in (2, 8):
+            raise ConfigError("bits must be 2 or 8")
+        if not 0 < self.topk <= self.chunk or self.chunk > 1 << 15:
+            raise ConfigError("need 0 < topk <= chunk <= 32768")
+        if not 0 < self.segments_per_validator <= self.n_segments:
+            raise ConfigError("segments_per_validator must be in [1, H/k]")
+        if self.min_inner_steps < 0 or self.min_inner_steps % self.checkpoint_every:
+            raise ConfigError("min_inner_steps must be a non-negative multiple of checkpoint_every")
+        if not self.checkpoint_every * self.segments_per_validator <= self.min_steps <= self.inner_steps:
+            raise ConfigError("min_inner_steps must be in [checkpoint_every x segments_per_validator, inner_steps]")
+        if not 0.0 <= self.tolerance_discount <= 1.0 or not self.tolerance > 0.0:
+            raise ConfigError("tolerance must be positive and tolerance_discount in [0, 1]")
+        if self.aggregation not in AGGREGATION_RULES:
+            raise ConfigError(f"aggregation {self.aggregation!r} is not one of {', '.join(AGGREGATION_RULES)}")
+
+    @property
+    def n_segments(self) -> int:
+        return self.inner_steps // self.checkpoint_every
+
+    @property
+    def min_steps(self) -> int:
+        """The fewest inner steps a miner may commit (each validator still has q segments to replay)."""
+        return self.min_inner_steps or self.checkpoint_every * self.segments_per_validator
+
+    def allowed_steps(self) -> range:
+        """The step counts a miner may commit: multiples of k from `min_steps` to H."""
+        return range(self.min_steps, self.inner_steps + 1, self.checkpoint_every)
+
+    def allows_steps(self, steps: int) -> bool:
+        """Whether a miner may commit `steps` (0 stands for H)."""
+        return steps == 0 or steps in self.allowed_steps()
+
+    def with_steps(self, steps: int) -> ComputeConfig:
+        """This config for one miner's round of `steps` inner steps (0: H, the full round), the
+        config its trace, replay and challenges follow. StepCountError unless it is allowed."""
+        if steps == 0 or steps == self.inner_steps:
+            return self
+        if not self.allows_steps(steps):
+            raise StepCountError(f"{steps} inner steps is not a multiple of {self.checkpoint_every} "
+                                 f"in [{self.min_steps}, {self.inner_steps}]")
+        return dataclasses.replace(self, inner_steps=steps, min_inner_steps=self.min_steps)
+
+
+@dataclass(frozen=True)
+class RoundTask:
+    """Who trains what: everything a miner's round (and its replay) depends on besides θ_r."""
+
+    run_seed: bytes
+    round: int
+    miner: bytes  # the miner's 20-byte address
+    model: ModelConfig
+    cfg: ComputeConfig
+
+    @property
+    def seed(self) -> Digest:
+        return miner_seed(self.run_seed, self.round, self.miner)
+
+
+BatchFn = Callable[[int], tuple[Tensor, Tensor]]  # global step -> (x, y), each (B, T)
+StepHook = Callable[[Checkpoint], None]  # the live state after each inner step (copy to keep it)
+# after each backward: make this rank's gradients the whole batch's and return the batch's loss
+GradSync = Callable[[LanguageModel, Tensor], Tensor]
+
+
+def batch_fn(task: RoundTask, ds: Dataset, batch_size: int | None = None,
+             pages: list[int] | None = None) -> BatchFn:
+    """The task's batches; `batch_size`/`pages` overrides exist only for adversary tests."""
+    pages = pages if pages is not None else assign_pages(ds, task.seed, task.cfg.pages_per_miner)
+    bs = batch_size if batch_size is not None else task.cfg.batch_size
+    return lambda step: batch(ds, task.seed, step, pages, bs, task.model.block_size)
+
+
+@dataclass(frozen=True)
+class Carry:
+    """What a miner carries from one round into its next, committed in its trace
+    (`proof.carry_hash`): the error-feedback residual, and AdamW's second moment, kept per
+    worker as DiLoCo keeps its inner optimizer state. Restarting AdamW from zero every
+    round cost veritrain its lead over a worker training alone (benchmarks/VS_DDP.md). The
+    first moment restarts from zero: it points along the miner's own old trajectory, which
+    the outer step has just moved away from. Zero before a miner's first round and after a
+    round it missed."""
+
+    residual: Tensor  # (N,) float32
+    second_moment: Params  # exp_avg_sq at the end of the round, name -> float32 tensor
+
+
+def zero_carry(model: ModelConfig) -> Carry:
+    return Carry(torch.zeros(num_params(model)),
+                 {k: torch.zeros(s) for k, s in param_shapes(model).items()})
+
+
+def fresh_checkpoint(task: RoundTask, theta: Params, carry: Carry | None) -> Checkpoint:
+    """Leaf 0: θ_r, zero first moment, the carried second moment and error-feedback buffer,
+    step 0, seeded RNG. `warm` (no bias correction) follows from the carried moment itself,
+    so a verifier re-derives it: it is set iff any of it is non-zero."""
+    gen = torch.Generator().manual_seed(seed_int(task.seed, 0) % (1 << 63))
+    carry = carry if carry is not None else zero_carry(task.model)
+    second = {k: carry.second_moment[k].clone() for k in theta}
+    return Checkpoint(
+        step=0,
+        params={k: v.clone() for k, v in theta.items()},
+        exp_avg={k: torch.zeros_like(v) for k, v in theta.items()},
+        exp_avg_sq=second,
+        rng=gen.get_state(),
+        ef=carry.residual.clone(),
+        warm=any(bool((t.view(torch.int32) != 0).any()) for t in second.values()),  # bitwise: -0.0 counts, as its digest does
+    )
+
+
+def _adamw(model: LanguageModel, m: Params, v: Params, step: int, cfg: ComputeConfig, warm: bool) -> None:
+    """One decoupled-weight-decay Adam update in place (step is 1-based). A warm second
+    moment needs no bias correction; the first moment then restarts uncorrected, which
+    eases each round in over ~1/(1-beta1) steps."""
+    bc1 = 1.0 if warm else 1 - cfg.beta1**step
+    bc2_sqrt = 1.0 if warm else math.sqrt(1 - cfg.beta2**step)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            g = p.grad
+            assert g is not None
+            if p.dim() >= 2:
+                p.mul_(1 - cfg.inner_lr * cfg.weight_decay)
+            m[name].lerp_(g, 1 - cfg.beta1)
+            v[name].mul_(cfg.beta2).addcmul_(g, g, value=1 - cfg.beta2)
+            denom = (v[name].sqrt() / bc2_sqrt).add_(cfg.eps)
+            p.addcdiv_(m[name], denom, value=-cfg.inner_lr / bc1)
+
+
+def _live_state(model: LanguageModel, m: Params, v: Params, gen: torch.Generator, step: int,
+                warm: bool) -> Checkpoint:
+    """The state after `step` steps as a checkpoint on the CPU: the live tensors themselves
+    when training runs there (no copy), else copies (hashes are taken of CPU tensors)."""
+    params = {k: p.detach().cpu() for k, p in model.named_parameters()}
+    return Checkpoint(step, params, _on(m, "cpu"), _on(v, "cpu"), gen.get_state(), None, warm)
+
+
+def _on(tensors: Params, device: torch.device | str, copy: bool = False) -> Params:
+    """`tensors` on `device`: the same tensors when they are there already and `copy` is False."""
+    return {k: t.to(device, copy=copy) for k, t in tensors.items()}
+
+
+def run_steps(model: LanguageModel, start: Checkpoint, n_steps: int, batches: BatchFn,
+              cfg: ComputeConfig, on_step: StepHook | None = None,
+              consume: bool = False, placement: Placement = CPU,
+              sync: GradSync | None = None) -> tuple[Checkpoint, list[float]]:
+    """Run n_steps AdamW steps from `start`; returns the end checkpoint and per-step losses.
+
+    `on_step`, if given, sees the full state after every step, the last one included (the
+    validator hashes it for its replay witness). Its tensors are live and change with the
+    next step: a hook copies what it keeps and must not modify them. `consume`: the caller
+    hands `start` over and never reads it again, so its moments are trained in place instead
+    of copied (two parameter-sized tensors less in a streamed miner's peak). `placement`: the
+    model, moments and batches move to its device once; the checkpoints (and the hook's
+    states) are CPU tensors. `sync`: a rank of a process group averages gradients with it
+    (`ddp_training.GatherSync`)."""
+    device = placement.torch_device
+    model.to(device)
+    load_params(model, start.params)
+    copy = placement.on_host and not consume  # off the host, moving is the copy
+    m, v = _on(start.exp_avg, device, copy), _on(start.exp_avg_sq, device, copy)
+    gen = torch.Generator()
+    gen.set_state(start.rng)  # carried for stochastic layers; the presets draw nothing
+    losses: list[float] = []
+    for i in range(n_steps):
+        step = start.step + i
+        x, y = batches(step)  # (B, T), (B, T)
+        model.zero_grad(set_to_none=True)
+        with placement.autocast():
+            loss = model(x.to(device), y.to(device))
+        loss.backward()
+        if sync is not None:
+            loss = sync(model, loss)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip, foreach=False)
+        _adamw(model, m, v, step + 1, cfg, start.warm)
+        losses.append(float(loss.detach()))
+        if on_step is not None:
+            on_step(_live_state(model, m, v, gen, step + 1, start.warm))
+    end = Checkpoint(
+        step=start.step + n_steps,
+        params={k: p.detach().to("cpu", copy=True) for k, p in model.named_parameters()},
+        exp_avg=_on(m, "cpu"),
+        exp_avg_sq=_on(v, "cpu"),
+        rng=gen.get_state(),
+        ef=None,
+        warm=start.warm,
+    )
+    return end, losses
+
+
+@dataclass(frozen=True)
+class Stepped:
+    """What a stepper returns for one run of steps."""
+
+    end: Checkpoint  # CPU tensors
+    losses: list[float]  # per step
+    step_hashes: tuple[Digest, ...] = ()  # checkpoint hash after each step, when the stepper hashes them
+
+
+class Stepper(Protocol):
+    """Runs `n_steps` inner steps of one task from `start` (in this process, or in a process group)."""
+
+    def __call__(self, start: Checkpoint, n_steps: int, consume: bool = False) -> Stepped: ...
+
+
+@dataclass
+class LocalStepper:
+    """`run_steps` in this process. `hash_with`: hash the state after every step (a replay's
+    witness needs them); `on_step`: a hook over every step (tests and devnet throttling)."""
+
+    model: LanguageModel
+    batches: BatchFn
+    cfg: ComputeConfig
+    placement: Placement = CPU
+    on_step: StepHook | None = None
+    hash_with: ModelConfig | None = None
+    sync: GradSync | None = None
+
+    def __call__(self, start: Checkpoint, n_steps: int, consume: bool = False) -> Stepped:
+        hashes: list[Digest] = []
+
+        def hook(state: Checkpoint) -> None:
+            if self.hash_with is not None:
+                hashes.append(checkpoint_hash(state, self.hash_with))
+            if self.on_step is not None:
+                self.on_step(state)
+
+        wants_hook = self.hash_with is not None or self.on_step is not None
+        end, losses = run_steps(self.model, start, n_steps, self.batches, self.cfg, hook if wants_hook else None,
+                                consume, self.placement, self.sync)
+        return Stepped(end, losses, tuple(hashes))
+
+
+def local_stepper(profile: ReplayProfile, model: LanguageModel, batches: BatchFn, cfg: ComputeConfig,
+                  on_step: StepHook | None = None, hash_with: ModelConfig | None = None) -> LocalStepper:
+    """A one-process stepper on `profile`'s device and dtype; ProcessGroupRequired for a
+    world size above 1."""
+    if profile.world_size > 1:
+        raise ProcessGroupRequired(f"world size {profile.world_size} trains and replays in a process group, "
+                                   "not in one process (protocol.node.ddp_worker.DdpGroup)")
+    return LocalStepper(model, batches, cfg, placement_of(profile), on_step, hash_with)
+
+
+@dataclass(frozen=True)
+class TrainedRound:
+    checkpoints: list[Checkpoint]  # leaves 0..H/k, at steps 0, k, 2k, ..., H
+    losses: list[float]  # H per-step training losses
+
+
+def train_round(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
+                batches: BatchFn | None = None, model: LanguageModel | None = None,
+                on_step: StepHook | None = None, placement: Placement = CPU,
+                stepper: Stepper | None = None) -> TrainedRound:
+    """The miner's honest work for one round (the `batches` override is for adversaries;
+    `on_step` is `run_steps`'s hook, over all H steps). `stepper` (a process group's) replaces
+    the local one that `model`, `batches`, `on_step` and `placement` describe."""
+    if stepper is None:
+        model = model if model is not None else build_model(task.model)
+        batches = batches if batches is not None else batch_fn(task, ds)
+        stepper = LocalStepper(model, batches, task.cfg, placement, on_step)
+    ckpts = [fresh_checkpoint(task, theta, carry)]
+    losses: list[float] = []
+    for _ in range(task.cfg.n_segments):
+        run = stepper(ckpts[-1], task.cfg.checkpoint_every)
+        ckpts.append(run.end)
+        losses += run.losses
+    return TrainedRound(ckpts, losses)
