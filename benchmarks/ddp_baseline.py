@@ -43,7 +43,8 @@ from protocol.core.model.gpt import (
     preset,
 )
 from protocol.core.train import data
-from protocol.core.train.training import BatchFn, ComputeConfig, RoundTask, batch_fn
+from protocol.core.train.compute_config import ComputeConfig
+from protocol.core.train.training import BatchFn, RoundTask, batch_fn
 
 Batch = tuple[torch.Tensor, torch.Tensor]  # (x, y), each (B, T) int64
 

@@ -25,7 +25,8 @@ from benchmarks.overhead import bare_round
 from protocol.core.aggregation.state import GlobalState, aggregate, genesis_state
 from protocol.core.model.gpt import LanguageModel, build_model, load_params, preset
 from protocol.core.proof.work import build_work
-from protocol.core.train.training import Carry, ComputeConfig, RoundTask, batch_fn, train_round
+from protocol.core.train.compute_config import ComputeConfig
+from protocol.core.train.training import Carry, RoundTask, batch_fn, train_round
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,8 @@ def measure(device: str, preset_name: str, steps: int, every: int, batch_size: i
     from protocol.core.proof.submission import honest_streamed
     from protocol.core.proof.trace import zero_carry_hash
     from protocol.core.proof.verdict import judge, verify_submission
-    from protocol.core.train.training import ComputeConfig, RoundTask, batch_fn, local_stepper
+    from protocol.core.train.compute_config import ComputeConfig
+    from protocol.core.train.training import RoundTask, batch_fn, local_stepper
     from validator.scoring import RoundEntry, usefulness_of
 
     profile = observe_profile(ReplayProfile(device=device, dtype=dtype))

@@ -41,8 +41,9 @@ from protocol.core.aggregation.state import GlobalState, aggregate, genesis_stat
 from protocol.core.model.gpt import LanguageModel, build_model, load_params, preset
 from protocol.core.proof.work import build_work
 from protocol.core.train.capacity import steps_for_window
+from protocol.core.train.compute_config import ComputeConfig
 from protocol.core.train.data import Dataset
-from protocol.core.train.training import Carry, ComputeConfig, RoundTask, train_round
+from protocol.core.train.training import Carry, RoundTask, train_round
 from protocol.node.throughput import time_steps
 from validator.scoring import token_weighted
 

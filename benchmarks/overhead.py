@@ -36,7 +36,8 @@ from protocol.core.model.gpt import (
 from protocol.core.proof.trace import trace_root
 from protocol.core.proof.work import build_work
 from protocol.core.train import data
-from protocol.core.train.training import BatchFn, ComputeConfig, RoundTask, batch_fn, train_round
+from protocol.core.train.compute_config import ComputeConfig
+from protocol.core.train.training import BatchFn, RoundTask, batch_fn, train_round
 
 
 def corpus_slice(n_bytes: int) -> data.Dataset:

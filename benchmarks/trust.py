@@ -370,7 +370,8 @@ def measure_split(p: Params) -> Fraction:
     from protocol.core.hardware.replay_profile import ReplayProfile, apply_profile, observe_profile
     from protocol.core.model.gpt import init_params, preset
     from protocol.core.proof.submission import honest
-    from protocol.core.train.training import ComputeConfig, RoundTask
+    from protocol.core.train.compute_config import ComputeConfig
+    from protocol.core.train.training import RoundTask
     from validator.scoring import RoundEntry, score_round
 
     apply_profile(ReplayProfile(threads=1, cpu_capability=observe_profile().cpu_capability))
@@ -445,7 +446,7 @@ def measure(p: Params, trials: int) -> dict[str, float]:
     from protocol.core.proof.challenge import make_challenge
     from protocol.core.proof.trace import zero_carry_hash
     from protocol.core.proof.verdict import judge, verify_submission
-    from protocol.core.train.training import ComputeConfig
+    from protocol.core.train.compute_config import ComputeConfig
 
     profile = ReplayProfile(threads=1, cpu_capability=observe_profile().cpu_capability)
     apply_profile(profile)

@@ -57,8 +57,9 @@ from protocol.core.proof.submission import honest, submit
 from protocol.core.proof.trace import Trace, zero_carry_hash
 from protocol.core.proof.verdict import judge, verify_submission
 from protocol.core.proof.witness import audit_picks, audit_segments, replay_witness, witness_for
+from protocol.core.train.compute_config import ComputeConfig
 from protocol.core.train.data import Dataset, heldout_batches
-from protocol.core.train.training import ComputeConfig, RoundTask, train_round
+from protocol.core.train.training import RoundTask, train_round
 from protocol.devnet import cheats as adv
 from protocol.devnet.network import DevnetOptions
 from validator.scoring import GauntletUsefulness, mean_loss, own_batches

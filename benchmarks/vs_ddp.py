@@ -35,7 +35,7 @@ import torch
 from benchmarks import vs_ddp_sweep as sweep
 from benchmarks.ddp_baseline import Curve, Spec, run_ddp, run_single
 from benchmarks.diloco_sim import Arm, VtRun, advance, calibrate
-from protocol.core.train.training import ComputeConfig
+from protocol.core.train.compute_config import ComputeConfig
 
 LATENCY_S = 0.05  # per synchronization
 LINKS = {"100mbps": 100e6 / 8, "1gbps": 1e9 / 8}  # bytes per second

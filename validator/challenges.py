@@ -9,7 +9,7 @@ from protocol.core.proof.challenge import (
     choose_segments,
     verify_challenge,
 )
-from protocol.core.train.training import ComputeConfig
+from protocol.core.train.compute_config import ComputeConfig
 from protocol.node.context import NodeContext
 
 

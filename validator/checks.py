@@ -17,7 +17,7 @@ from protocol.core.proof.envelope import EnvelopeError, check_binding, decode_en
 from protocol.core.proof.trace import ProofMismatch, check_served_leaf, trace_root
 from protocol.core.settlement.class_checks import CheckMode
 from protocol.core.settlement.fraud import FraudKind
-from protocol.core.train.training import ComputeConfig, StepCountError
+from protocol.core.train.compute_config import ComputeConfig, StepCountError
 from protocol.core.wire.blob_caps import BlobKind
 from protocol.node.checkpoint_part_files import holds_part
 from protocol.node.context import NodeContext

@@ -40,8 +40,9 @@ from protocol.core.train.compress import (
     decompress_sparse,
     expected_header,
 )
+from protocol.core.train.compute_config import ComputeConfig
 from protocol.core.train.data import Dataset, assign_pages, batch, heldout_batches
-from protocol.core.train.training import ComputeConfig, RoundTask
+from protocol.core.train.training import RoundTask
 
 MAX_SCORE = 65535  # on-chain scores are integers in [0, 65535] meaning [0, 1]
 Batches = list[tuple[Tensor, Tensor]]  # [(x, y)], each (B, T) int64

@@ -109,7 +109,7 @@ class Setup:
 
     @property
     def compute(self) -> Any:
-        from protocol.core.train.training import ComputeConfig
+        from protocol.core.train.compute_config import ComputeConfig
 
         known = {f.name for f in fields(ComputeConfig)}
         unknown = set(self.spec.compute) - known

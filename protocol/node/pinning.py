@@ -33,7 +33,7 @@ def prepare(config: RunConfig, worker: ProfileWorker | None = None) -> RunConfig
         with ProfileWorker(profile) as own:
             pinned = own.call(pinned_hashes, spec)
     genesis = pinned.pop("genesis_model_hash")
-    from protocol.core.train.training import ComputeConfig  # torch: only when deploying
+    from protocol.core.train.compute_config import ComputeConfig
 
     # the aggregation rule is written out, so a later default cannot change a deployed run
     compute = {"aggregation": ComputeConfig().aggregation, **spec.compute}

@@ -15,13 +15,8 @@ import torch
 
 from protocol.core.hardware.replay_profile import ReplayProfile
 from protocol.core.model.gpt import ModelConfig, build_model, init_params
-from protocol.core.train.training import (
-    BatchFn,
-    ComputeConfig,
-    RoundTask,
-    fresh_checkpoint,
-    run_steps,
-)
+from protocol.core.train.compute_config import ComputeConfig
+from protocol.core.train.training import BatchFn, RoundTask, fresh_checkpoint, run_steps
 from protocol.node.worker_pool import ProfileWorker
 
 

@@ -28,7 +28,7 @@ from benchmarks.vs_ddp_sweep import (
 )
 from protocol.core.model.gpt import GPT, init_params, load_params, num_params, preset
 from protocol.core.train.compress import compress, encode_update
-from protocol.core.train.training import ComputeConfig
+from protocol.core.train.compute_config import ComputeConfig
 
 W, B = 2, 30  # two workers; 30 DDP steps = one default round of H = 30
 SPEC = Spec(preset="micro", corpus="slice:600000", workers=W, ddp_steps=B, eval_points=3)

@@ -9,7 +9,7 @@ from protocol.chain.deploy import deploy
 from protocol.chain.deployment import load_deployment, run_blob_caps, save_deployment
 from protocol.config.run_config import RunConfig
 from protocol.core.model.gpt import preset
-from protocol.core.train.training import ComputeConfig
+from protocol.core.train.compute_config import ComputeConfig
 from protocol.core.wire.blob_caps import blob_caps
 
 SMALL = RunConfig(training={"preset": "small", "compute": {"inner_steps": 12, "checkpoint_every": 3}})

@@ -12,7 +12,8 @@ from protocol.config.corpus import stdlib_files
 from protocol.core.hardware.replay_profile import ReplayProfile, apply_profile, observe_profile
 from protocol.core.model.gpt import ModelConfig, Params, init_params, preset
 from protocol.core.train import data
-from protocol.core.train.training import ComputeConfig, RoundTask
+from protocol.core.train.compute_config import ComputeConfig
+from protocol.core.train.training import RoundTask
 
 RUN_SEED = b"veritrain-test-run"
 MICRO = preset("micro")

@@ -121,7 +121,7 @@ def test_state_encoding_is_identical_across_processes() -> None:
     # every node must produce the same bytes for the same state, or hashes would disagree;
     # the Rust side of safetensors uses per-process random hash seeds, so compare processes
     code = ("import dataclasses,sys; from protocol.core.aggregation.state import encoded_state, genesis_state;"
-            "from protocol.core.model.gpt import PRESETS; from protocol.core.train.training import ComputeConfig;"
+            "from protocol.core.model.gpt import PRESETS; from protocol.core.train.compute_config import ComputeConfig;"
             "cfg = dataclasses.replace(ComputeConfig(), outer_momentum=0.9);"
             "print(encoded_state(genesis_state(PRESETS['micro'], cfg, 7), PRESETS['micro'])[1].hex())")
     hashes = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

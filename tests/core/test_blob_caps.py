@@ -18,7 +18,8 @@ from protocol.core.proof.trace import Trace, encode_carry
 from protocol.core.proof.witness_bundle import SIG_BYTES, WITNESS_BYTES, encode_bundle
 from protocol.core.settlement.result_inputs import MAX_MINERS
 from protocol.core.train.compress import compress, encode_update
-from protocol.core.train.training import Carry, ComputeConfig
+from protocol.core.train.compute_config import ComputeConfig
+from protocol.core.train.training import Carry
 from protocol.core.wire.blob_caps import SLACK_BYTES, BlobCaps, BlobKind, blob_caps
 
 # A cap may exceed its largest honest blob by the 2% margin, the slack and our header estimate.

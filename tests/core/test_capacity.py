@@ -15,8 +15,8 @@ from protocol.core.proof.submission import honest
 from protocol.core.proof.trace import zero_carry_hash
 from protocol.core.proof.verdict import judge, verify_submission
 from protocol.core.train.capacity import steps_for_window
+from protocol.core.train.compute_config import ComputeConfig, StepCountError
 from protocol.core.train.data import Dataset
-from protocol.core.train.training import ComputeConfig, StepCountError
 
 CFG = ComputeConfig()  # H = 30, k = 3, q = 1: a miner may commit 3, 6, ..., 30
 

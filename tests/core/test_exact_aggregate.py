@@ -31,7 +31,7 @@ from protocol.core.errors import ConfigError
 from protocol.core.hardware.replay_profile import ProfileMismatch, ReplayProfile
 from protocol.core.model.gpt import flatten, num_params, unflatten
 from protocol.core.train.compress import compress, decompress, encode_update, unpack_codes
-from protocol.core.train.training import ComputeConfig
+from protocol.core.train.compute_config import ComputeConfig
 from protocol.node.worker_pool import ProfileWorker
 
 N = num_params(MICRO)

@@ -41,8 +41,9 @@ from protocol.core.proof.trace import (
     zero_carry_hash,
 )
 from protocol.core.proof.verdict import judge, verify_submission
+from protocol.core.train.compute_config import ComputeConfig
 from protocol.core.train.data import Dataset
-from protocol.core.train.training import Carry, ComputeConfig, fresh_checkpoint, zero_carry
+from protocol.core.train.training import Carry, fresh_checkpoint, zero_carry
 
 ZERO_CARRY = zero_carry_hash(MICRO)
 

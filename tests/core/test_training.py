@@ -24,8 +24,9 @@ from protocol.core.hardware.replay_profile import (
 )
 from protocol.core.model.gpt import Params, flatten
 from protocol.core.proof.submission import Submission
+from protocol.core.train.compute_config import ComputeConfig
 from protocol.core.train.data import Dataset
-from protocol.core.train.training import ComputeConfig, batch_fn, run_steps, train_round
+from protocol.core.train.training import batch_fn, run_steps, train_round
 from protocol.node.worker_pool import ProfileWorker
 
 

@@ -29,8 +29,9 @@ from protocol.core.proof.witness import (
     verify_audit_seed,
     witness_for,
 )
+from protocol.core.train.compute_config import ComputeConfig
 from protocol.core.train.data import Dataset
-from protocol.core.train.training import ComputeConfig, train_round
+from protocol.core.train.training import train_round
 from protocol.devnet import cheats as adv
 
 V, M, SIG = b"\x0a" * 20, b"\x0b" * 20, b"\x5a" * 64

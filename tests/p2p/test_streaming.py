@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from protocol.core.model.gpt import preset
-from protocol.core.train.training import ComputeConfig
+from protocol.core.train.compute_config import ComputeConfig
 from protocol.core.wire.blob_caps import BlobKind, blob_caps
 from protocol.p2p import DirectoryBlobSource
 from protocol.p2p.errors import FrameTooLarge

@@ -14,7 +14,7 @@ import pytest
 
 from protocol.core.crypto.hashing import blake3_hash
 from protocol.core.proof.submission import honest
-from protocol.core.train.training import ComputeConfig
+from protocol.core.train.compute_config import ComputeConfig
 from validator.scoring import RoundEntry, score_round
 
 FULL = ComputeConfig(batch_size=4, pages_per_miner=4)  # H = 30, k = 3

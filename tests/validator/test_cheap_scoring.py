@@ -16,7 +16,7 @@ from conftest import ft
 
 from protocol.core.crypto.hashing import blake3_hash
 from protocol.core.proof.submission import honest
-from protocol.core.train.training import ComputeConfig
+from protocol.core.train.compute_config import ComputeConfig
 from protocol.devnet import cheats as adv
 from validator.scoring import RoundEntry, usefulness_of
 

@@ -11,7 +11,7 @@ from protocol.core.crypto.signing import NodeIdentity
 from protocol.core.errors import SignatureError
 from protocol.core.proof.challenge import ChallengeError, make_challenge
 from protocol.core.proof.witness import NO_WITNESS
-from protocol.core.train.training import ComputeConfig
+from protocol.core.train.compute_config import ComputeConfig
 from validator.audits import claims_of
 from validator.challenges import verified_challenge
 from validator.checks import kept_leaves

@@ -14,7 +14,7 @@ from protocol.core.crypto.signing import NodeIdentity
 from protocol.core.proof.challenge import make_challenge
 from protocol.core.proof.commitment import Commit
 from protocol.core.settlement.fraud import FraudKind
-from protocol.core.train.training import ComputeConfig, StepCountError
+from protocol.core.train.compute_config import ComputeConfig, StepCountError
 from protocol.node.context import NodeContext
 from validator.checks import check_one
 from validator.disputes import Disputes

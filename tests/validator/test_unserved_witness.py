@@ -22,7 +22,7 @@ from protocol.core.proof.witness import NO_WITNESS
 from protocol.core.proof.witness_bundle import SIG_BYTES
 from protocol.core.settlement.class_checks import CheckMode
 from protocol.core.settlement.fraud import FraudKind
-from protocol.core.train.training import ComputeConfig
+from protocol.core.train.compute_config import ComputeConfig
 from protocol.node.context import NodeContext
 from validator.audits import (
     UNSERVED,

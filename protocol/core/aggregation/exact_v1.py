@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from protocol.core.train.compress import Compressed, scatter_chunks, unpack_codes
-from protocol.core.train.training import ComputeConfig
+from protocol.core.train.compute_config import ComputeConfig
 
 F64 = torch.float64
 

@@ -43,7 +43,7 @@ from protocol.core.train.compress import (
     decompress_sparse,
     expected_header,
 )
-from protocol.core.train.training import ComputeConfig
+from protocol.core.train.compute_config import ComputeConfig
 
 
 class StateFormatError(VeritrainError):

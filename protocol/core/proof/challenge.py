@@ -11,10 +11,8 @@ from protocol.core.crypto.hashing import (
 )
 from protocol.core.crypto.signing import NodeIdentity, verify
 from protocol.core.errors import VeritrainError
+from protocol.core.train.compute_config import ComputeConfig
 from protocol.core.train.data import sample_distinct
-from protocol.core.train.training import (
-    ComputeConfig,
-)
 
 CHALLENGE_DOMAIN = b"veritrain/challenge/v1"
 

@@ -36,11 +36,8 @@ from protocol.core.model.gpt import (
     num_params,
     param_shapes,
 )
-from protocol.core.train.training import (
-    Carry,
-    ComputeConfig,
-    zero_carry,
-)
+from protocol.core.train.compute_config import ComputeConfig
+from protocol.core.train.training import Carry, zero_carry
 
 
 class TraceError(VeritrainError):

@@ -27,8 +27,8 @@ from protocol.core.crypto.signing import NodeIdentity, verify
 from protocol.core.errors import ConfigError, VeritrainError
 from protocol.core.proof.challenge import choose_segments
 from protocol.core.proof.replay import ReplayResult, ReplayStatus
+from protocol.core.train.compute_config import ComputeConfig
 from protocol.core.train.data import sample_distinct
-from protocol.core.train.training import ComputeConfig
 
 WITNESS_DOMAIN = "replay-witness"  # blake3_hash domain of a witness
 AUDIT_DOMAIN = b"veritrain/audit/v1"  # prefix of the message an auditor signs for its seed

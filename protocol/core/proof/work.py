@@ -19,12 +19,8 @@ from protocol.core.train.compress import (
     compress_with_feedback,
     encode_update,
 )
-from protocol.core.train.training import (
-    Carry,
-    ComputeConfig,
-    RoundTask,
-    TrainedRound,
-)
+from protocol.core.train.compute_config import ComputeConfig
+from protocol.core.train.training import Carry, RoundTask, TrainedRound
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from protocol.core.errors import ConfigError
-from protocol.core.train.training import ComputeConfig
+from protocol.core.train.compute_config import ComputeConfig
 
 
 def steps_for_window(cfg: ComputeConfig, seconds_per_step: float, seconds: float) -> int:

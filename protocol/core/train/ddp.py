@@ -30,7 +30,8 @@ from torch import Tensor
 from protocol.core.errors import ConfigError
 from protocol.core.model.gpt import LanguageModel, ModelConfig
 from protocol.core.model.placement import Placement
-from protocol.core.train.training import BatchFn, ComputeConfig, LocalStepper
+from protocol.core.train.compute_config import ComputeConfig
+from protocol.core.train.training import BatchFn, LocalStepper
 
 
 class WorldSizeError(ConfigError):

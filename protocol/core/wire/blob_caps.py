@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, PositiveInt
 
 if TYPE_CHECKING:
     from protocol.core.model.gpt import ModelConfig
-    from protocol.core.train.training import ComputeConfig
+    from protocol.core.train.compute_config import ComputeConfig
 
 MARGIN_DIVISOR = 50  # caps are the computed bound + 2% ...
 SLACK_BYTES = 64 * 1024  # ... + 64 KiB: another writer's safetensors header or JSON spacing
