@@ -14,6 +14,8 @@ import json
 import math
 from dataclasses import asdict, dataclass
 
+import blake3
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -185,24 +187,54 @@ def build_model(cfg: ModelConfig) -> LanguageModel:
     return GPT(cfg)
 
 
+INIT_STD = 0.02  # GPT-2's weight std; residual outputs get INIT_STD / sqrt(2 n_layer)
+_INIT_CHUNK = 1 << 22  # values drawn per pass (16 MiB of stream): bounds memory on big tensors
+
+
 def init_params(cfg: ModelConfig, seed: int) -> Params:
-    """Deterministic GPT-2 style initialisation (normal 0.02, scaled residual projections;
-    norm gains 1, biases 0), for either family."""
-    model = build_model(cfg)
-    gen = torch.Generator().manual_seed(seed)
-    std_proj = 0.02 / math.sqrt(2 * cfg.n_layer)
+    """Genesis θ, a function of (`seed`, tensor names and shapes) alone, for either family: every
+    matrix (embeddings too) uniform with GPT-2's std (0.02; residual outputs 0.02 / sqrt(2 n_layer)),
+    norm gains 1, biases 0. Only integer hashing and correctly rounded IEEE operations are used,
+    never an RNG kernel, so every CPU class (no-SIMD included) computes the same bits.
+    docs/PROTOCOL.md ("Genesis weights") specifies it for foreign implementations."""
+    std_proj = INIT_STD / math.sqrt(2 * cfg.n_layer)
     out: Params = {}
-    for name, p in model.named_parameters():
+    for name, shape in _shapes(cfg):
         if name.endswith(RESIDUAL_OUTPUTS):
-            t = torch.normal(0.0, std_proj, p.shape, generator=gen)
-        elif p.dim() >= 2:
-            t = torch.normal(0.0, 0.02, p.shape, generator=gen)
+            t = uniform_init(seed, name, shape, std_proj)
+        elif len(shape) >= 2:
+            t = uniform_init(seed, name, shape, INIT_STD)
         elif name.endswith("weight"):  # LayerNorm / RMSNorm gains
-            t = torch.ones(p.shape)
+            t = torch.ones(shape, dtype=torch.float32)
         else:  # biases
-            t = torch.zeros(p.shape)
-        out[name] = t.float().contiguous()
+            t = torch.zeros(shape, dtype=torch.float32)
+        out[name] = t
     return out
+
+
+def uniform_init(seed: int, name: str, shape: tuple[int, ...], std: float) -> Tensor:
+    """float32 values of mean 0 and std ≈ `std`, in row-major order. Value i takes the i-th
+    little-endian u32 x of the blake3 XOF of key = blake3_hash("genesis-init", str(seed), name):
+    k = x >> 8 (24 bits), j = 2k + 1 - 2^24 (an odd integer, |j| < 2^24), value =
+    float32(j × c × 2^-24) with c = float32(std × sqrt(3)): uniform on (-std√3, std√3), variance
+    std² (1 - 2^-48)."""
+    c = np.float32(std * math.sqrt(3.0))  # float64 ×, correctly rounded sqrt, one rounding to float32
+    scale = c * np.float32(2.0**-24)  # exact: a power-of-two scaling of a normal float32
+    n = math.prod(shape)
+    key = blake3_hash("genesis-init", str(seed).encode(), name.encode())
+    xof = blake3.blake3(key)
+    out = np.empty(n, dtype=np.float32)
+    for at in range(0, n, _INIT_CHUNK):
+        m = min(_INIT_CHUNK, n - at)
+        j = (np.frombuffer(xof.digest(length=4 * m, seek=4 * at), dtype="<u4") >> 8).view(np.int32)
+        j *= 2
+        j += 1 - (1 << 24)  # int32 throughout: |2k + 1 - 2^24| < 2^24
+        # int32 -> float32 is exact below 2^24, and j × scale is one float32 multiply, correctly
+        # rounded whether numpy's loop is scalar or SIMD (a ufunc is one operation: nothing to
+        # contract into a fused multiply-add). It equals rounding j × c × 2^-24 once: that product
+        # has at most 48 significant bits, so it is exact in float64 too
+        np.multiply(j.astype(np.float32), scale, out=out[at : at + m])
+    return torch.from_numpy(out).reshape(shape)
 
 
 @functools.lru_cache(maxsize=16)
