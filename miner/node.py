@@ -19,7 +19,8 @@ from protocol.core.errors import ContractRevert
 from protocol.core.train.capacity import steps_for_window
 from protocol.core.wire.messages import UpdateAnnounced
 from protocol.node import round_notes
-from protocol.node.context import NodeContext, StateMismatch
+from protocol.node.context import NodeContext
+from protocol.node.global_state import StateMismatch
 from protocol.node.logs import kv
 from protocol.node.throughput import time_steps
 

@@ -25,8 +25,9 @@ from protocol.core.settlement.fraud import FraudKind
 from protocol.core.settlement.score_vector import pack_scores, score_commitment, vector_root
 from protocol.core.wire.messages import SignedGossip
 from protocol.node import round_notes
-from protocol.node.context import NodeContext, StateMismatch
+from protocol.node.context import NodeContext
 from protocol.node.global_model import state_heldout_loss
+from protocol.node.global_state import StateMismatch
 from protocol.node.logs import kv
 from validator.audits import audit_round, lazy_evidence, witness_of
 from validator.cheat import ValidatorCheat

@@ -30,7 +30,8 @@ from protocol.core.errors import BlsError, ContractRevert
 from protocol.core.settlement.abi_words import list_hash
 from protocol.core.settlement.result_header import SettledRound
 from protocol.core.wire.messages import ResultSigned, SignedGossip
-from protocol.node.context import NodeContext, StateMismatch
+from protocol.node.context import NodeContext
+from protocol.node.global_state import StateMismatch
 from protocol.node.logs import kv
 from validator.result_challenger import challenge_header_words, wrong_chain_data_words
 

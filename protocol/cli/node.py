@@ -254,8 +254,8 @@ def _start_and_run(role: str, rpc: str, deployment: Path, keys: Path, data_dir: 
 def _node(role: str, client: Any, node_keys: Any, data_dir: Path, addr: str, bootstrap: list[str] | None,
           max_rounds: int | None, miner_cheat: Any, chosen: Any, discover: str | None, server: Any,
           capacity_margin: float, log: logging.Logger) -> Any:
-    from protocol.node.context import NodeConfig
     from protocol.node.metrics import NodeMetrics
+    from protocol.node.node_config import NodeConfig
 
     config = NodeConfig(data_dir=data_dir, listen=addr, bootstrap=tuple(bootstrap or ()), max_rounds=max_rounds,
                         discover=discover, discover_server=server, capacity_margin=capacity_margin,

@@ -36,9 +36,9 @@ from protocol.core.hardware.hardware_class import class_mask, label
 from protocol.core.hardware.replay_profile import ReplayProfile
 from protocol.devnet.cheats import CHEATS, MinerCheat
 from protocol.devnet.lazy_validator import LazyValidator
-from protocol.node.context import NodeConfig
 from protocol.node.hardware_choice import choose_class
 from protocol.node.keys import LocalAccount, NodeKeys
+from protocol.node.node_config import NodeConfig
 from protocol.node.pinning import prepare
 from protocol.node.worker_pool import ProfileWorker
 from validator.node import ValidatorNode
