@@ -50,7 +50,7 @@ Columns, per round:
 Rows that are not negative say so in `note`. What would fix them:
 - decoy report and witness bought from a cheating miner at 2 validators (`--validators 2`): the
   colluder's reject ties the honest confirm, and no report is confirmed without a strict
-  majority. From 3 validators (the devnet's default, and the README's advice) they are negative.
+  majority. From 3 validators (the devnet's default, and the advice of README.md and docs/OPERATORS.md §3) they are negative.
 - lazy miner + its class's only holder, when that holder alone meets `min_class_stake`: +R, the
   configured trust assumption (a class covered by one validator is decided by it). Below the
   minimum the class is checked by everyone in tolerance mode and the same coalition loses.

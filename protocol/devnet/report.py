@@ -1,4 +1,4 @@
-"""The devnet's report: report.json (schema in the README), PNG plots, a settlement table."""
+"""The devnet's report: report.json (schema in docs/OPERATORS.md §1), PNG plots, a settlement table."""
 
 from __future__ import annotations
 
