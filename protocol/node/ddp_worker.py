@@ -6,7 +6,7 @@ imported). Each joins a torch.distributed group, gloo on CPU and nccl on CUDA (r
 cuda:r), through a FileStore in a fresh temporary folder (no port to pick or race for), and
 checks the profile (world size included) before it reports ready. Calling the group runs
 steps: the start checkpoint goes to every rank as its canonical encoding, each rank runs
-`ddp_training.rank_stepper` on its shard, and rank 0 sends back the end checkpoint (encoded),
+`ddp_sync.rank_stepper` on its shard, and rank 0 sends back the end checkpoint (encoded),
 the losses and, with `hash_steps`, each step's checkpoint hash. The group is a
 `training.Stepper`, so the miner trains (`submission.honest_streamed`) and the validator replays
 (`proof.replay_segment`) through it exactly as through the one-process stepper.
@@ -41,7 +41,7 @@ from protocol.core.hardware.replay_profile import (
 )
 from protocol.core.model.gpt import build_model
 from protocol.core.train.data import Dataset
-from protocol.core.train.ddp import check_world_size, rank_stepper
+from protocol.core.train.ddp import check_world_size
 from protocol.core.train.training import (
     RoundTask,
     StepHook,
@@ -50,6 +50,7 @@ from protocol.core.train.training import (
     batch_fn,
     local_stepper,
 )
+from protocol.node.ddp_sync import rank_stepper
 from protocol.node.worker_pool import profile_environment, watch_parent
 
 COLLECTIVE_TIMEOUT = timedelta(minutes=10)  # a rank waits this long for its peers in one collective

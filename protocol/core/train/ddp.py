@@ -3,9 +3,9 @@
 A logical miner of world size W (`ReplayProfile.world_size`) trains each step on the very
 batch a single-process miner draws (`training.batch_fn`), split into W equal shards by rank:
 rank r takes rows [r·B/W, (r+1)·B/W). Each rank's loss is its shard's mean, and after the
-backward `GatherSync` gathers every rank's gradients and loss (one all_gather of a flat
-vector) and sums them in rank order, ((x_0 + x_1) + x_2) + …, then divides by W. Every rank
-computes that same fold from the same gathered bits, so the result depends on W but not on
+backward every rank's gradients and loss are gathered (one all_gather of a flat vector,
+`protocol.node.ddp_sync.GatherSync`), summed in rank order, ((x_0 + x_1) + x_2) + …, and divided
+by W (`rank_order_mean`). Every rank computes that same fold from the same gathered bits, so the result depends on W but not on
 the backend's reduction algorithm (ring or tree) nor on the rank computing it; for W = 2 the
 sum a + b is exact in any order anyway. Equal shards of equal-length rows make the averaged
 loss the whole batch's mean loss, as the single-process miner defines it, so the world size
@@ -13,25 +13,19 @@ is the only thing that changes bits. Every rank then clips and takes the identic
 step (`training.run_steps`), so all ranks hold the same state and rank 0's checkpoints are
 the miner's trace.
 
-Nothing here starts processes: a rank runs this inside a torch.distributed group that its
-launcher (protocol/node/ddp_worker.py) set up.
+Nothing here talks to a process group: the gather and the rank's stepper live in
+protocol/node/ddp_sync.py, inside the torch.distributed group that protocol/node/ddp_worker.py
+set up. These are the pure pieces: the shard, and the fold every rank computes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
-import torch
-import torch.distributed as dist
 from torch import Tensor
 
 from protocol.core.errors import ConfigError
-from protocol.core.model.gpt import LanguageModel, ModelConfig
-from protocol.core.model.placement import Placement
-from protocol.core.train.compute_config import ComputeConfig
-from protocol.core.train.training import BatchFn, LocalStepper
+from protocol.core.train.training import BatchFn
 
 
 class WorldSizeError(ConfigError):
@@ -66,39 +60,3 @@ def rank_order_mean(parts: Sequence[Tensor]) -> Tensor:
     for p in parts[1:]:
         total.add_(p)
     return total.div_(len(parts))
-
-
-@dataclass(frozen=True)
-class GatherSync:
-    """`training.GradSync` for a rank of a process group: every rank's gradients become the
-    rank-order mean of all ranks' gradients, and the loss returned is the mean of their losses."""
-
-    world_size: int
-    group: Any = None  # a torch.distributed process group; None: the default one
-
-    def __call__(self, model: LanguageModel, loss: Tensor) -> Tensor:
-        grads = [_grad(name, p) for name, p in model.named_parameters()]
-        local = torch.cat([*(g.reshape(-1) for g in grads), loss.detach().float().reshape(1)])  # (N+1,)
-        parts = [torch.empty_like(local) for _ in range(self.world_size)]
-        dist.all_gather(parts, local, group=self.group)
-        mean = rank_order_mean(parts)  # (N+1,)
-        offset = 0
-        for g in grads:
-            g.copy_(mean[offset : offset + g.numel()].view_as(g))
-            offset += g.numel()
-        return mean[-1]
-
-
-def _grad(name: str, p: torch.nn.Parameter) -> Tensor:
-    if p.grad is None:
-        raise ConfigError(f"parameter {name} has no gradient: every rank must train every parameter")
-    return p.grad
-
-
-def rank_stepper(model: LanguageModel, batches: BatchFn, cfg: ComputeConfig, placement: Placement,
-                 rank: int, world_size: int, hash_with: ModelConfig | None = None) -> LocalStepper:
-    """This rank's stepper: its shard of every batch, gradients gathered across the group. Only
-    rank 0 hashes each step's state (`hash_with`): every rank holds the same state."""
-    check_world_size(cfg.batch_size, world_size)
-    return LocalStepper(model, sharded(batches, rank, world_size), cfg, placement,
-                        hash_with=hash_with if rank == 0 else None, sync=GatherSync(world_size))

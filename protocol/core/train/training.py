@@ -152,7 +152,7 @@ def run_steps(model: LanguageModel, start: Checkpoint, n_steps: int, batches: Ba
     of copied (two parameter-sized tensors less in a streamed miner's peak). `placement`: the
     model, moments and batches move to its device once; the checkpoints (and the hook's
     states) are CPU tensors. `sync`: a rank of a process group averages gradients with it
-    (`ddp_training.GatherSync`)."""
+    (`protocol.node.ddp_sync.GatherSync`)."""
     device = placement.torch_device
     model.to(device)
     load_params(model, start.params)
