@@ -22,7 +22,7 @@ from protocol.core.wire.blob_caps import BlobKind
 from protocol.node.checkpoint_part_files import holds_part
 from protocol.node.context import NodeContext
 from protocol.node.logs import kv
-from protocol.p2p.blobs import StoredCheckpoint
+from protocol.p2p.blob_client import StoredCheckpoint
 from protocol.p2p.errors import P2PError
 from validator.work import CheckJob, CheckOutcome, check_miner
 

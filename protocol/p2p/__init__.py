@@ -1,6 +1,7 @@
 """Peer-to-peer layer: the only package that imports libp2p (see docs/INTEROP.md for the wire)."""
 
-from protocol.p2p.blobs import BlobClient, BlobServer, Checkpoint
+from protocol.p2p.blob_client import BlobClient, Checkpoint
+from protocol.p2p.blob_server import BlobServer
 from protocol.p2p.config import CHUNK_SIZE, P2PConfig
 from protocol.p2p.gossip import message_id, topic_for
 from protocol.p2p.node import P2PNode

@@ -22,7 +22,9 @@ from libp2p.tools.anyio_service import background_trio_service
 
 from protocol.core.crypto.signing import NodeIdentity
 from protocol.core.wire.messages import Body, PartName, SignedGossip
-from protocol.p2p.blobs import PROTOCOL, BlobClient, BlobServer, Checkpoint, StoredCheckpoint
+from protocol.p2p.blob_client import BlobClient, Checkpoint, StoredCheckpoint
+from protocol.p2p.blob_server import BlobServer
+from protocol.p2p.blob_streams import PROTOCOL
 from protocol.p2p.config import P2PConfig
 from protocol.p2p.errors import PeerUnavailable, TransferTimeout
 from protocol.p2p.gossip import Gossip

@@ -25,7 +25,7 @@ from libp2p.stream_muxer.yamux import yamux
 from protocol.core.wire.messages import BlobRequest, make_gossip, to_hex
 from protocol.p2p import P2PNode, topic_for
 from protocol.p2p import yamux_tuning as yt
-from protocol.p2p.blobs import PROTOCOL
+from protocol.p2p.blob_streams import PROTOCOL
 from protocol.p2p.errors import PeerRefused, PeerUnavailable, TransferTimeout
 from protocol.p2p.framing import encode_request
 from protocol.p2p.host import split_multiaddr

@@ -13,7 +13,7 @@ from libp2p.exceptions import BaseLibp2pError
 from protocol.core.crypto.hashing import content_hash
 from protocol.core.wire.messages import to_hex
 from protocol.p2p import framing
-from protocol.p2p.blobs import PROTOCOL
+from protocol.p2p.blob_streams import PROTOCOL
 from protocol.p2p.config import CHUNK_SIZE
 from protocol.p2p.errors import (
     BlobHashMismatch,

@@ -1,59 +1,43 @@
-"""Blob protocol: serve and fetch blobs by content hash, and checkpoints with Merkle proofs.
+"""Fetching blobs and checkpoints over the blob protocol, reusing open connections.
 
-Server: only admitted peers (eligible registry entries) are served; each peer has a request bucket, a byte bucket
-(served bytes are paced, not refused) and a concurrent-stream cap; the node has a global
-stream cap. Files are sent in chunks, never read whole. Client: each fetch names the cap of
-the kind it fetches (protocol/core/wire/blob_caps.py) and a longer announced blob is refused
-(FrameTooLarge) before a byte of it is taken; the blake3 hash is computed as the bytes arrive
-and checked before any is returned, and a partial download only ever lives in a temp file
-(sink.py) that is deleted on failure and renamed into the content-addressed directory on success.
+Each fetch names the cap of the kind it fetches (protocol/core/wire/blob_caps.py) and a longer
+announced blob is refused (FrameTooLarge) before a byte of it is taken; the blake3 hash is
+computed as the bytes arrive and checked before any is returned, and a partial download only
+ever lives in a temp file (sink.py) that is deleted on failure and renamed into the
+content-addressed directory on success. A blob wanted from any of several peers is asked of the
+connected ones first, while the others are dialled concurrently.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 import multiaddr
 import trio
 from libp2p.abc import IHost, INetStream
-from libp2p.custom_types import TProtocol
 from libp2p.peer.id import ID
 
-from protocol.core.crypto.hashing import content_hash, content_hasher
-from protocol.core.wire.messages import (
-    BlobRequest,
-    CheckpointRequest,
-    MalformedMessage,
-    PartName,
-    from_hex,
-    to_hex,
-)
+from protocol.core.crypto.hashing import content_hasher
+from protocol.core.wire.messages import BlobRequest, CheckpointRequest, PartName, to_hex
 from protocol.p2p import framing
-from protocol.p2p.config import CHUNK_SIZE, P2PConfig
+from protocol.p2p.blob_streams import PROTOCOL, close_quietly
+from protocol.p2p.config import P2PConfig
 from protocol.p2p.errors import (
     AllPeersFailed,
     BlobHashMismatch,
-    FrameTooLarge,
     P2PError,
     PeerUnavailable,
     TransferTimeout,
 )
-from protocol.p2p.framing import Status
 from protocol.p2p.host import NET_ERRORS, Dialer
-from protocol.p2p.ratelimit import PeerLimiter
-from protocol.p2p.registry import RegistryEntry, RegistryView
 from protocol.p2p.sink import Sink
-from protocol.p2p.sources import BlobSink, BlobSource, CheckpointSource, Served, SplicedFile
+from protocol.p2p.sources import BlobSink
 from protocol.p2p.traffic import NO_TRAFFIC, CountedStream, Traffic
 
 log = logging.getLogger(__name__)
-PROTOCOL = TProtocol(framing.BLOB_PROTOCOL_ID)
-_WRITE_ERRORS: tuple[type[BaseException], ...] = (trio.TooSlowError, *NET_ERRORS)
 
 
 @dataclass(frozen=True)
@@ -71,178 +55,6 @@ class StoredCheckpoint:
     path: Path
     proof: bytes  # not checked here, as for `Checkpoint`
     blob_hash: bytes  # blake3 of the file's bytes, verified as they arrived
-
-
-async def _close_quietly(stream: INetStream, timeout_s: float, reset: bool = False) -> None:
-    # A frozen peer must not hold us here: its connection's write lock may be stuck behind
-    # a full TCP buffer, so even writing the RST frame can block.
-    with trio.move_on_after(timeout_s):
-        try:
-            await (stream.reset() if reset else stream.close())
-        except NET_ERRORS:
-            pass
-
-
-class BlobServer:
-    """The stream handler for BLOB_PROTOCOL_ID."""
-
-    def __init__(
-        self,
-        config: P2PConfig,
-        registry: RegistryView,
-        limiter: PeerLimiter,
-        blobs: BlobSource,
-        checkpoints: CheckpointSource | None = None,
-        traffic: Traffic = NO_TRAFFIC,
-    ) -> None:
-        self.config = config
-        self.registry = registry
-        self.limiter = limiter
-        self.blobs = blobs
-        self.checkpoints = checkpoints
-        self.traffic = traffic  # bytes served and received, and refusals at the stream cap
-        self.active = 0
-        self.refusals: dict[str, int] = {}  # status name -> count, for tests and metrics
-
-    async def handle(self, stream: INetStream) -> None:
-        stream = CountedStream(stream, PROTOCOL, self.traffic)
-        entry = self.registry.admitted_peer(stream.muxed_conn.peer_id)
-        if entry is None:  # the connection gate let it in, but it lost eligibility since
-            await self._refuse(stream, Status.REFUSED, "node key not bound to an eligible account")
-            return
-        if self.active >= self.config.max_inbound_streams:
-            self.traffic.rate_limited("busy")
-            await self._refuse(stream, Status.BUSY, "server at stream capacity")
-            return
-        if not self.limiter.open_stream(entry):
-            await self._refuse(stream, Status.RATE_LIMITED, "too many concurrent streams")
-            return
-        self.active += 1
-        failed = True
-        try:
-            await self._serve(stream, entry)
-            failed = False
-        except (P2PError, MalformedMessage, trio.TooSlowError) as exc:
-            log.info("blob serve to %s failed: %r", stream.muxed_conn.peer_id, exc)
-        except NET_ERRORS as exc:
-            log.info("blob serve to %s aborted: %r", stream.muxed_conn.peer_id, exc)
-        finally:
-            self.active -= 1
-            self.limiter.close_stream(entry)
-            await _close_quietly(stream, self.config.close_timeout_s, reset=failed)
-
-    async def _refuse(self, stream: INetStream, status: Status, reason: str) -> None:
-        self.refusals[status.name] = self.refusals.get(status.name, 0) + 1
-        log.info("refusing %s: %s", stream.muxed_conn.peer_id, reason)
-        try:
-            with trio.fail_after(self.config.read_timeout_s):
-                await stream.write(framing.encode_error(status, reason))
-        except _WRITE_ERRORS:
-            pass
-        await _close_quietly(stream, self.config.close_timeout_s)
-
-    async def _serve(self, stream: INetStream, entry: RegistryEntry) -> None:
-        try:
-            request = await framing.read_request(stream, self.config.read_timeout_s)
-        except FrameTooLarge as exc:
-            await self._refuse(stream, Status.TOO_LARGE, str(exc))
-            return
-        except MalformedMessage as exc:
-            await self._refuse(stream, Status.BAD_REQUEST, str(exc))
-            return
-        if not self.limiter.allow_request(entry):
-            await self._refuse(stream, Status.RATE_LIMITED, "over request rate")
-            return
-        item = self._lookup(request)
-        if item is None:
-            await self._refuse(stream, Status.NOT_FOUND, "not held")
-            return
-        content, proof, known_hash = item
-        with trio.fail_after(self.config.transfer_timeout_s):
-            await self._send(stream, entry, content, proof, known_hash)
-
-    def _lookup(
-        self, request: BlobRequest | CheckpointRequest
-    ) -> tuple[Served, bytes, bytes | None] | None:
-        if isinstance(request, BlobRequest):
-            found = self.blobs.get(from_hex(request.hash))
-            return None if found is None else (found, b"", from_hex(request.hash))
-        if self.checkpoints is None:
-            return None
-        got = self.checkpoints.get_checkpoint(
-            request.round, from_hex(request.trace_root), request.index, request.part
-        )
-        return None if got is None else (got[0], got[1], None)
-
-    async def _send(
-        self,
-        stream: INetStream,
-        entry: RegistryEntry,
-        content: Served,
-        proof: bytes,
-        known_hash: bytes | None,
-    ) -> None:
-        if isinstance(content, SplicedFile):
-            await self._send_spliced(stream, entry, content, proof)
-            return
-        if isinstance(content, Path):
-            with content.open("rb") as f:  # one handle per stream; streams are capped
-                size = os.fstat(f.fileno()).st_size
-                digest = known_hash or _hash_file(f)
-                await self._write(stream, framing.encode_ok_head(size, digest, proof))
-                f.seek(0)
-                while chunk := f.read(framing.SEND_CHUNK_SIZE):
-                    await self._send_chunk(stream, entry, chunk)
-            return
-        digest = known_hash or content_hash(content)
-        await self._write(stream, framing.encode_ok_head(len(content), digest, proof))
-        view = memoryview(content)
-        for off in range(0, len(content), framing.SEND_CHUNK_SIZE):
-            await self._send_chunk(stream, entry, view[off : off + framing.SEND_CHUNK_SIZE])
-
-    async def _send_spliced(
-        self, stream: INetStream, entry: RegistryEntry, content: SplicedFile, proof: bytes
-    ) -> None:
-        """Its hash in a first pass over the ranges, then the bytes in a second: held once, never whole."""
-        with content.path.open("rb") as f:
-            hasher = content_hasher()
-            for chunk in _spliced_chunks(f, content):
-                hasher.update(chunk)
-            await self._write(stream, framing.encode_ok_head(content.size, hasher.digest(), proof))
-            for chunk in _spliced_chunks(f, content):
-                await self._send_chunk(stream, entry, chunk)
-
-    async def _send_chunk(
-        self, stream: INetStream, entry: RegistryEntry, chunk: bytes | memoryview
-    ) -> None:
-        delay = self.limiter.byte_delay(entry, len(chunk))
-        if delay > 0:
-            await trio.sleep(delay)  # pace over-budget peers instead of failing them
-        for piece in framing.chunk_pieces(chunk):
-            await self._write(stream, piece)
-
-    async def _write(self, stream: INetStream, data: bytes) -> None:
-        await framing.write_within(stream, data, self.config.read_timeout_s)
-
-
-def _spliced_chunks(f: BinaryIO, content: SplicedFile) -> Iterator[bytes]:
-    """`content`'s bytes in pieces of at most SEND_CHUNK_SIZE, read from `f` (its file)."""
-    yield content.head
-    for offset, length in content.ranges:
-        f.seek(offset)
-        while length:
-            chunk = f.read(min(length, framing.SEND_CHUNK_SIZE))
-            if not chunk:
-                raise PeerUnavailable("a served file was truncated while it was being sent")
-            length -= len(chunk)
-            yield chunk
-
-
-def _hash_file(f: object) -> bytes:
-    hasher = content_hasher()
-    while chunk := f.read(CHUNK_SIZE):  # type: ignore[attr-defined]
-        hasher.update(chunk)
-    return hasher.digest()
 
 
 class BlobClient:
@@ -303,7 +115,7 @@ class BlobClient:
         finally:
             if not ok and sink is not None:
                 sink.abort()
-            await _close_quietly(stream, self.config.close_timeout_s, reset=not ok)
+            await close_quietly(stream, self.config.close_timeout_s, reset=not ok)
 
     async def _read_body(
         self, reader: framing.StreamReader, head: framing.OkHead, sink: Sink
