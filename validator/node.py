@@ -16,6 +16,7 @@ from typing import Any
 import trio
 
 from protocol.chain.client import Phase
+from protocol.core.aggregation.heldout import fixed_loss
 from protocol.core.crypto.hashing import blake3_hash
 from protocol.core.errors import ConfigError, ContractRevert
 from protocol.core.proof.witness import NO_WITNESS
@@ -37,8 +38,6 @@ from validator.late_submissions import fetch_late, recheck_unavailable
 from validator.result_flow import ResultFlow
 from validator.scoring import Usefulness, class_adjusted
 from validator.work import ScoreJob, score_miners, usefulness_by_miner
-
-LOSS_SCALE = 1_000_000
 
 
 class ValidatorNode(NodeContext):
@@ -202,7 +201,7 @@ class ValidatorNode(NodeContext):
                                     if m in by_miner else (NO_WITNESS, bytes(SIG_BYTES)) for m in columns])
             loss = await self._work(state_heldout_loss, self.setup.spec, self.setup.run_seed, state[0], state[1])
             entry = {"miners": columns, "scores": [scores.get(m, 0) for m in columns], "salt": os.urandom(32).hex(),
-                     "witness_root": (await self.put_blob(bundle)).hex(), "loss": int(round(loss * LOSS_SCALE))}
+                     "witness_root": (await self.put_blob(bundle)).hex(), "loss": fixed_loss(loss)}
             assert bytes.fromhex(entry["witness_root"]) == bundle_root(bundle)
             self.data.state.record(r, "scores", entry)  # before the commitment: a restart must reveal it
         root = vector_root(self.client.handle.chain_id, self.client.scores.address, self.address, r, entry["scores"],

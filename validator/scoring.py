@@ -34,6 +34,7 @@ from protocol.core.model.gpt import (
     unflatten,
 )
 from protocol.core.settlement.class_checks import CheckMode
+from protocol.core.settlement.score_vector import SCORE_MAX
 from protocol.core.train.compress import (
     UpdateFormatError,
     decode_update,
@@ -44,7 +45,7 @@ from protocol.core.train.compute_config import ComputeConfig
 from protocol.core.train.data import Dataset, assign_pages, batch, heldout_batches
 from protocol.core.train.training import RoundTask
 
-MAX_SCORE = 65535  # on-chain scores are integers in [0, 65535] meaning [0, 1]
+MAX_SCORE = SCORE_MAX  # on-chain scores are integers in [0, 65535] meaning [0, 1]: the core's encoding
 Batches = list[tuple[Tensor, Tensor]]  # [(x, y)], each (B, T) int64
 
 

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from protocol.config.run_config import RunConfig
+from protocol.core.aggregation.selection import UnknownSelectionRule, check_rule
 from protocol.core.errors import ConfigError
 from protocol.core.hardware.hardware_class import MAX_CLASSES, class_id, default_classes, label
 from protocol.core.hardware.replay_profile import ReplayProfile
@@ -66,6 +67,10 @@ class TrainingSpec(_Strict):
     # permitted hardware classes; omitted: `default_classes(profile)` (torch_version pinned like the profile's)
     classes: list[ReplayProfile] = Field(default_factory=list)
     compute: dict[str, float | int | bool | str] = Field(default_factory=dict)  # ComputeConfig overrides
+    # consensus: which updates form θ_{r+1} (a name in SELECTION_RULES) and how many at most
+    selection: str = "top-consensus-v1"  # top_g by positive consensus, ties by the lower address
+    top_g: int = Field(16, gt=0)  # updates aggregated per round at most
+    heldout_batches: int = Field(8, gt=0)  # batches in the attested held-out loss validators reveal
     # pinned by `veritrain deploy`; nodes must reproduce them
     model_config_hash: str | None = None
     dataset_root: str | None = None
@@ -82,6 +87,14 @@ class TrainingSpec(_Strict):
         except ValidationError:
             return data  # the field's own validation reports it, with its location
         return {**data, "classes": default_classes(profile)}
+
+    @model_validator(mode="after")
+    def _selection_is_known(self) -> TrainingSpec:
+        try:
+            check_rule(self.selection)
+        except UnknownSelectionRule as exc:
+            raise UnknownSelectionRule(f"[training] selection: {exc}") from exc
+        return self
 
     @model_validator(mode="after")
     def _profile_is_permitted(self) -> TrainingSpec:

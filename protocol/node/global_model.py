@@ -1,46 +1,34 @@
-"""The next global state, as every node computes it (run in the profile worker).
+"""The next global state, as every node computes it (run in the profile worker): the I/O-free
+wiring from the run's `TrainingSpec` to the core's rules.
 
-Which updates count is decided from chain data only, so all nodes agree: the round's
-miners with a positive consensus score in its result (a confirmed cheat has consensus 0),
-top `top_g` by consensus (ties by address).
+Which updates count is decided from chain data only, by the run config's `selection` rule and
+`top_g` (`protocol.core.aggregation.selection`); the attested held-out loss uses the run
+config's `heldout_batches` (`protocol.core.aggregation.heldout`). No node-local setting enters.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import torch
+from collections.abc import Mapping, Sequence
 
 from protocol.config.run_setup import Setup, TrainingSpec, genesis, load_dataset
+from protocol.core.aggregation import selection
+from protocol.core.aggregation.heldout import attested_batches, attested_loss
 from protocol.core.aggregation.state import aggregate, decode_state, encoded_state
-from protocol.core.crypto.hashing import blake3_hash
-from protocol.core.model.gpt import build_model, load_params
+from protocol.core.model.gpt import Params
 from protocol.core.proof.envelope import decode_envelope
-from protocol.core.train.data import heldout_batches
-
-HELDOUT_BATCHES = 8  # batches in the attested held-out loss (same for every validator)
 
 
-def select_updates(settled: Sequence[tuple[str, int, bool]], top_g: int) -> list[str]:
-    """From (miner, consensus, held) rows: the miners whose updates are aggregated."""
-    eligible = [(c, m) for m, c, held in settled if c > 0 and not held]
-    eligible.sort(key=lambda cm: (-cm[0], int(cm[1], 16)))
-    return sorted((m for _, m in eligible[:top_g]), key=lambda m: int(m, 16))
+def select_updates(spec: TrainingSpec, consensus: Mapping[str, int]) -> list[str]:
+    """From each miner's consensus score: the miners whose updates are aggregated, by the run's rule."""
+    return selection.select_updates(consensus, spec.selection, spec.top_g)
 
 
-def heldout_loss(spec: TrainingSpec, run_seed: bytes, params: dict) -> float:
-    """Mean loss on held-out batches fixed by the run seed (the attested figure)."""
+def heldout_loss(spec: TrainingSpec, run_seed: bytes, params: Params) -> float:
+    """Mean loss on the run's `heldout_batches` held-out batches (the attested figure)."""
     setup = Setup(spec, run_seed)
-    model_cfg, cfg = setup.model, setup.compute
-    ds = load_dataset(spec.dataset)
-    batches = heldout_batches(ds, blake3_hash("attested-heldout", run_seed), HELDOUT_BATCHES, cfg.batch_size,
-                              model_cfg.block_size)
-    model = build_model(model_cfg)
-    load_params(model, params)
-    x = torch.cat([b[0] for b in batches])  # (n*B, T)
-    y = torch.cat([b[1] for b in batches])  # (n*B, T)
-    with torch.no_grad():
-        return float(model(x, y))
+    batches = attested_batches(load_dataset(spec.dataset), run_seed, spec.heldout_batches,
+                               setup.compute.batch_size, setup.model.block_size)
+    return attested_loss(setup.model, params, batches)
 
 
 def next_state(spec: TrainingSpec, run_seed: bytes, state_blob: bytes, state_hash: bytes,

@@ -81,3 +81,50 @@ def test_the_profile_section_is_the_replay_profile_type(tmp_path):
     path.write_text('[training.profile]\nthreads = 0\n')
     with pytest.raises(ConfigError, match="threads"):
         training_spec(load_run_config(path))
+
+
+@pytest.mark.parametrize("key, value", [("top_g", 8), ("heldout_batches", 4), ("selection", "top-consensus-test")])
+def test_each_consensus_parameter_is_in_the_run_config_hash(tmp_path, monkeypatch, key, value):
+    """top_g, heldout_batches and the selection rule change θ_{r+1} or a result root, so they are
+    in `[training]` and its hash; written out at their defaults they keep a written config's hash."""
+    from protocol.config.run_setup import training_spec
+    from protocol.core.aggregation.selection import SELECTION_RULES, top_consensus_v1
+
+    monkeypatch.setitem(SELECTION_RULES, "top-consensus-test", top_consensus_v1)  # a second known rule
+    path = tmp_path / "run.toml"
+    path.write_text('[training]\npreset = "micro"\nselection = "top-consensus-v1"\ntop_g = 16\nheldout_batches = 8\n')
+    base = load_run_config(path)
+    assert training_spec(base) == training_spec(RunConfig(training={"preset": "micro"}))  # the defaults
+    changed = base.model_copy(update={"training": {**base.training, key: value}})
+    assert getattr(training_spec(changed), key) == value
+    assert changed.config_hash() != base.config_hash()
+    # deploy writes the whole spec, so a deployed run pins them even where run.toml omits them
+    deployed = training_spec(RunConfig(training={"preset": "micro"})).model_dump(mode="json")
+    assert (deployed["selection"], deployed["top_g"], deployed["heldout_batches"]) == ("top-consensus-v1", 16, 8)
+
+
+@pytest.mark.parametrize("text, needle", [
+    ('[training]\nselection = "top-stake-v1"\n', "selection"),
+    ("[training]\ntop_g = 0\n", "top_g"),
+    ("[training]\nheldout_batches = 0\n", "heldout_batches"),
+])
+def test_bad_consensus_parameters_are_refused(tmp_path, text, needle):
+    from protocol.config.run_setup import training_spec
+
+    path = tmp_path / "run.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=needle):
+        training_spec(load_run_config(path))
+
+
+def test_the_example_run_config_writes_the_consensus_parameters_at_their_defaults():
+    from pathlib import Path
+
+    from protocol.config.run_setup import training_spec
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "run.toml"
+    spec = training_spec(load_run_config(example))
+    default = training_spec(RunConfig())
+    assert "top_g" in load_run_config(example).training  # written, so it is in the example's hash
+    assert (spec.selection, spec.top_g, spec.heldout_batches) == (default.selection, default.top_g,
+                                                                 default.heldout_batches)

@@ -14,3 +14,6 @@ def test_the_aggregation_rule_is_written_into_the_deployed_config(given, pinned)
     config = prepare(RunConfig(training={"preset": "micro", "compute": {"inner_steps": 6, **given}}))
     assert config.training["compute"] == {"inner_steps": 6, "aggregation": pinned}
     assert config.training["model_config_hash"] and config.genesis_model_hash
+    # so are the consensus parameters, at the defaults run.toml left them
+    assert (config.training["selection"], config.training["top_g"], config.training["heldout_batches"]) == (
+        "top-consensus-v1", 16, 8)
