@@ -10,7 +10,7 @@
         or a newer final entry its pointer skips), the validator entries
         (accounts, credits against the root's sums, first cumulatives) or the
         claims (the list's root, or one claim against its leaf or entry). The
-        contract recomputes the value (spec/settlement.md §4-§7): a wrong one
+        contract recomputes the value (docs/PROTOCOL.md §11): a wrong one
         rejects the attempt through the results contract and returns the bond;
         a right one burns it. Columns, shape and header are disputed in the
         column challenges contract.
@@ -18,6 +18,7 @@
 
 from ethereum.ercs import IERC20
 from . import challenge_base
+from . import constants
 from . import result_math
 from .interfaces import IChainFacts
 from .interfaces import IForfeits
@@ -35,13 +36,10 @@ exports: (
     challenge_base.challenge_bond,
 )
 
-MAX_VALIDATORS: constant(uint256) = result_math.MAX_VALIDATORS
+MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
 MAX_SUMS: constant(uint256) = result_math.MAX_SUMS
 MAX_CLAIMS: constant(uint256) = result_math.MAX_CLAIMS
-HEADER_WORDS: constant(uint256) = challenge_base.HEADER_WORDS
-H_TREE_ROOT: constant(uint256) = challenge_base.H_TREE_ROOT
-H_VALIDATORS: constant(uint256) = challenge_base.H_VALIDATORS
-H_N: constant(uint256) = challenge_base.H_N
+HEADER_WORDS: constant(uint256) = constants.HEADER_WORDS
 MAX_REPUTATION: constant(uint256) = 2**16 - 1
 
 KIND_MINER_HISTORY: constant(uint256) = 6
@@ -97,15 +95,15 @@ def challenge_miner_history(
     @param prev_path That leaf's inclusion path in that round's tree.
     """
     challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
-    challenge_base._check_leaf(header[H_TREE_ROOT], challenge_base._commits(round), leaf.index, leaf, sums, path)
+    challenge_base._check_leaf(header[constants.H_TREE_ROOT], challenge_base._commits(round), leaf.index, leaf, sums, path)
     assert leaf.prev != 0, "challenges: no previous entry"
     upheld: bool = challenge_base._bad_prev(round, leaf.prev)
     if not upheld:
         challenge_base._final_header(leaf.prev - 1, prev_header)
-        prev_n: uint256 = convert(prev_header[H_N], uint256)
+        prev_n: uint256 = convert(prev_header[constants.H_N], uint256)
         upheld = leaf.prev_index >= prev_n or len(sums) < 2 or sums[0] > MAX_REPUTATION
         if not upheld:
-            challenge_base._check_leaf(prev_header[H_TREE_ROOT], prev_n, leaf.prev_index, prev_leaf, prev_sums, prev_path)
+            challenge_base._check_leaf(prev_header[constants.H_TREE_ROOT], prev_n, leaf.prev_index, prev_leaf, prev_sums, prev_path)
             upheld = prev_leaf.miner != leaf.miner or not self._follows(
                 leaf.cumulative, prev_leaf.cumulative, sums[1]
             ) or leaf.reputation != (9 * prev_leaf.reputation + sums[0]) // 10
@@ -139,11 +137,11 @@ def challenge_miner_stale(
     @param other_path That leaf's inclusion path in that round's tree.
     """
     challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
-    challenge_base._check_leaf(header[H_TREE_ROOT], challenge_base._commits(round), leaf.index, leaf, sums, path)
+    challenge_base._check_leaf(header[constants.H_TREE_ROOT], challenge_base._commits(round), leaf.index, leaf, sums, path)
     assert other_round < round, "challenges: not an earlier round"
     challenge_base._final_header(other_round, other_header)
     challenge_base._check_leaf(
-        other_header[H_TREE_ROOT], convert(other_header[H_N], uint256), other_position, other_leaf, other_sums, other_path
+        other_header[constants.H_TREE_ROOT], convert(other_header[constants.H_N], uint256), other_position, other_leaf, other_sums, other_path
     )
     assert other_leaf.miner == leaf.miner, "challenges: another account"
     challenge_base._settle(round, attempt, leaf.prev == 0 or other_round > leaf.prev - 1, KIND_MINER_STALE)
@@ -170,7 +168,7 @@ def challenge_validators(
     challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
     self._check_entries(header, entries)
     vals: DynArray[address, MAX_VALIDATORS] = staticcall challenge_base.rounds.validators_of(round)
-    root_sums: DynArray[uint256, MAX_SUMS] = challenge_base._root_sums(header[H_TREE_ROOT], root, len(vals))
+    root_sums: DynArray[uint256, MAX_SUMS] = challenge_base._root_sums(header[constants.H_TREE_ROOT], root, len(vals))
     upheld: bool = len(entries) != len(vals) or len(root_sums) != len(vals) + 2
     if not upheld:
         for j: uint256 in range(len(entries), bound=MAX_VALIDATORS):
@@ -276,7 +274,7 @@ def challenge_claims_root(
     challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
     upheld: bool = self._claims_count_wrong(round, header, claims)
     if not upheld:
-        upheld = result_math._claims_root(claims) != header[challenge_base.H_CLAIMS_ROOT]
+        upheld = result_math._claims_root(claims) != header[constants.H_CLAIMS_ROOT]
     challenge_base._settle(round, attempt, upheld, KIND_CLAIMS_ROOT)
 
 
@@ -299,7 +297,7 @@ def challenge_miner_claim(
     @param path The leaf's inclusion path.
     """
     challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
-    challenge_base._check_leaf(header[H_TREE_ROOT], challenge_base._commits(round), leaf.index, leaf, sums, path)
+    challenge_base._check_leaf(header[constants.H_TREE_ROOT], challenge_base._commits(round), leaf.index, leaf, sums, path)
     upheld: bool = self._claims_count_wrong(round, header, claims)
     if not upheld:
         upheld = claims[leaf.index] != result_math._claim_leaf(leaf.miner, leaf.cumulative)
@@ -348,7 +346,7 @@ def _check_entries(header: bytes32[HEADER_WORDS], entries: DynArray[challenge_ba
     """
     @dev Reverts unless `entries` are the validators list `header` commits to.
     """
-    assert challenge_base._entry_hashes(entries) == header[H_VALIDATORS], "challenges: entries do not match validators_hash"
+    assert challenge_base._entry_hashes(entries) == header[constants.H_VALIDATORS], "challenges: entries do not match validators_hash"
 
 
 @view
@@ -357,5 +355,5 @@ def _claims_count_wrong(round: uint256, header: bytes32[HEADER_WORDS], claims: D
     """
     @dev Checks `claims` against claims_list_hash; whether it lacks one claim per column and validator.
     """
-    assert result_math._list_hash32(claims) == header[challenge_base.H_CLAIMS_LIST], "challenges: claims do not match claims_list_hash"
+    assert result_math._list_hash32(claims) == header[constants.H_CLAIMS_LIST], "challenges: claims do not match claims_list_hash"
     return len(claims) != challenge_base._commits(round) + len(staticcall challenge_base.rounds.validators_of(round))

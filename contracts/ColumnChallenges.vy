@@ -10,14 +10,15 @@
         the miner has no earlier entry), the tree's shape (a missing column or
         an extra leaf), one internal node's sums, or the header's own words
         (n, quorum, held-out loss, minted, the model without quorum). The
-        contract recomputes the value from the evidence (spec/settlement.md
-        §3-§8): a wrong one rejects the attempt through the results contract
+        contract recomputes the value from the evidence (docs/PROTOCOL.md
+        §11): a wrong one rejects the attempt through the results contract
         and returns the bond; a right one burns it. Account history and claims
         are disputed in the account challenges contract.
 """
 
 from ethereum.ercs import IERC20
 from . import challenge_base
+from . import constants
 from . import result_math
 from .interfaces import IChainFacts
 from .interfaces import IForfeits
@@ -36,10 +37,10 @@ exports: (
     challenge_base.challenge_bond,
 )
 
-MAX_VALIDATORS: constant(uint256) = result_math.MAX_VALIDATORS
+MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
 MAX_SUMS: constant(uint256) = result_math.MAX_SUMS
-MAX_COLUMNS: constant(uint256) = result_math.MAX_COLUMNS
-HEADER_WORDS: constant(uint256) = challenge_base.HEADER_WORDS
+MAX_COLUMNS: constant(uint256) = constants.MAX_MINERS
+HEADER_WORDS: constant(uint256) = constants.HEADER_WORDS
 MAX_REPUTATION: constant(uint256) = 2**16 - 1
 
 KIND_COLUMN: constant(uint256) = 1
@@ -90,9 +91,9 @@ def challenge_column(
     """
     challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
     n: uint256 = challenge_base._commits(round)
-    challenge_base._check_leaf(header[challenge_base.H_TREE_ROOT], n, leaf.index, leaf, sums, path)
+    challenge_base._check_leaf(header[constants.H_TREE_ROOT], n, leaf.index, leaf, sums, path)
     vals: DynArray[address, MAX_VALIDATORS] = staticcall challenge_base.rounds.validators_of(round)
-    root_sums: DynArray[uint256, MAX_SUMS] = challenge_base._root_sums(header[challenge_base.H_TREE_ROOT], root, len(vals))
+    root_sums: DynArray[uint256, MAX_SUMS] = challenge_base._root_sums(header[constants.H_TREE_ROOT], root, len(vals))
     upheld: bool = len(sums) != len(vals) + 2 or len(root_sums) != len(vals) + 2
     if not upheld:
         upheld = leaf.miner >= challenge_base.ADDRESS_BOUND or leaf.reputation > MAX_REPUTATION
@@ -126,7 +127,7 @@ def challenge_shape(
     challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
     n: uint256 = challenge_base._commits(round)
     assert result_math._verify_path(
-        node, level, index, path.siblings, path.sums_hashes, result_math._depth(n), header[challenge_base.H_TREE_ROOT]
+        node, level, index, path.siblings, path.sums_hashes, result_math._depth(n), header[constants.H_TREE_ROOT]
     ), "challenges: node not in tree"
     first: uint256 = index << level
     upheld: bool = False
@@ -166,7 +167,7 @@ def challenge_node(
     n: uint256 = challenge_base._commits(round)
     assert result_math._verify_path(
         result_math._node_hash(node.body, node.sums), level, index, path.siblings, path.sums_hashes,
-        result_math._depth(n), header[challenge_base.H_TREE_ROOT],
+        result_math._depth(n), header[constants.H_TREE_ROOT],
     ), "challenges: node not in tree"
     assert node.body == keccak256(abi_encode(left_hash, right_hash)), "challenges: children do not match node"
     # a leaf whose body is a pair is wrong whatever the pair is
@@ -206,7 +207,7 @@ def challenge_misplaced_leaf(
     n: uint256 = challenge_base._commits(round)
     assert result_math._verify_path(
         challenge_base._leaf_hash(leaf, sums), level, index, path.siblings, path.sums_hashes,
-        result_math._depth(n), header[challenge_base.H_TREE_ROOT],
+        result_math._depth(n), header[constants.H_TREE_ROOT],
     ), "challenges: node not in tree"
     challenge_base._settle(round, attempt, level > 0 or leaf.index != index, KIND_MISPLACED_LEAF)
 
@@ -246,7 +247,7 @@ def challenge_header(
     if not upheld:
         # only minted needs the tree: the words above are disputed from chain data alone,
         # even when the signers keep their tree to themselves
-        root_sums: DynArray[uint256, MAX_SUMS] = challenge_base._root_sums(header[challenge_base.H_TREE_ROOT], root, len(vals))
+        root_sums: DynArray[uint256, MAX_SUMS] = challenge_base._root_sums(header[constants.H_TREE_ROOT], root, len(vals))
         upheld = len(root_sums) != len(vals) + 2 or self._minted_wrong(header, root_sums)
     challenge_base._settle(round, attempt, upheld, KIND_HEADER)
 
@@ -353,11 +354,11 @@ def _identity_wrong(round: uint256, header: bytes32[HEADER_WORDS]) -> bool:
     @dev Whether the header names another domain, chain, results contract, run config or round.
     """
     return (
-        header[challenge_base.H_TAG] != result_math.RESULT_TAG
-        or convert(header[challenge_base.H_CHAIN_ID], uint256) != chain.id
-        or convert(header[challenge_base.H_RESULTS], uint256) != convert(convert(challenge_base.results.address, uint160), uint256)
-        or header[challenge_base.H_RUN_CONFIG] != staticcall challenge_base.rounds.run_config_hash()
-        or convert(header[challenge_base.H_ROUND], uint256) != round
+        header[constants.H_TAG] != constants.RESULT_TAG
+        or convert(header[constants.H_CHAIN_ID], uint256) != chain.id
+        or convert(header[constants.H_RESULTS], uint256) != convert(convert(challenge_base.results.address, uint160), uint256)
+        or header[constants.H_RUN_CONFIG] != staticcall challenge_base.rounds.run_config_hash()
+        or convert(header[constants.H_ROUND], uint256) != round
     )
 
 
@@ -370,13 +371,13 @@ def _values_wrong(round: uint256, header: bytes32[HEADER_WORDS], quorum: bool, l
     flag: uint256 = 0
     if quorum:
         flag = 1
-    if convert(header[challenge_base.H_N], uint256) != challenge_base._commits(round):
+    if convert(header[constants.H_N], uint256) != challenge_base._commits(round):
         return True
-    if convert(header[challenge_base.H_QUORUM], uint256) != flag:
+    if convert(header[constants.H_QUORUM], uint256) != flag:
         return True
-    if convert(header[challenge_base.H_LOSS], uint256) != result_math._lower_median(losses):
+    if convert(header[constants.H_LOSS], uint256) != result_math._lower_median(losses):
         return True
-    return not quorum and header[challenge_base.H_MODEL] != staticcall challenge_base.rounds.model_hash(round)
+    return not quorum and header[constants.H_MODEL] != staticcall challenge_base.rounds.model_hash(round)
 
 
 @view
@@ -385,7 +386,7 @@ def _minted_wrong(header: bytes32[HEADER_WORDS], root_sums: DynArray[uint256, MA
     """
     @dev Whether minted is not the root's pay plus every credit, or exceeds the emission.
     """
-    minted: uint256 = convert(header[challenge_base.H_MINTED], uint256)
+    minted: uint256 = convert(header[constants.H_MINTED], uint256)
     if minted > staticcall challenge_base.rewards.emission_per_round():
         return True
     remaining: uint256 = minted

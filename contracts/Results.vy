@@ -22,8 +22,6 @@
 
 from . import bls
 from . import constants
-from .interfaces import IBlsKeys
-from .interfaces import IDisputes
 from .interfaces import IRewards
 from .interfaces import IRounds
 from .interfaces import IStaking
@@ -37,22 +35,10 @@ MASK16: constant(uint256) = 2**16 - 1
 MASK32: constant(uint256) = 2**32 - 1
 MASK48: constant(uint256) = 2**48 - 1
 MASK96: constant(uint256) = 2**96 - 1
-RESULT_DOMAIN: constant(bytes32) = keccak256("veritrain/result/v1")
 # header word positions (see `result_root_of`)
-H_DOMAIN: constant(uint256) = 0
-H_CHAIN: constant(uint256) = 1
-H_CONTRACT: constant(uint256) = 2
-H_RUN: constant(uint256) = 3
-H_ROUND: constant(uint256) = 4
-H_MODEL: constant(uint256) = 5
-H_CLAIMS_ROOT: constant(uint256) = 8
-H_MINTED: constant(uint256) = 11
-H_LOSS: constant(uint256) = 12
-H_QUORUM: constant(uint256) = 13
 
 rounds: public(immutable(IRounds))
 rewards: public(immutable(IRewards))
-keys: public(immutable(IBlsKeys))
 staking: public(immutable(IStaking))
 run_config_hash: public(immutable(bytes32))
 result_duration: public(immutable(uint256))
@@ -66,7 +52,6 @@ emission_per_round: immutable(uint256)
 # the two contracts that recompute a posted value from chain data (split for EIP-170)
 column_challenges: public(address)
 account_challenges: public(address)
-disputes: public(IDisputes)
 # the one pending attempt (a round opens only when the one before ended): the top 208 bits
 # of keccak(abi_encode(result_root, non_signers_hash, posted_time, attempt)), the round's
 # latest attempt number in bits 32-47 and its round + 1 in the low 32 bits; no commitment
@@ -115,19 +100,17 @@ event SignerSlashed:
 event Wired:
     column_challenges: address
     account_challenges: address
-    disputes: address
 
 
 @deploy
 def __init__(
-    rounds_: IRounds, rewards_: IRewards, keys_: IBlsKeys, staking_: IStaking,
+    rounds_: IRounds, rewards_: IRewards, staking_: IStaking,
     result_duration_: uint256, challenge_window_: uint256, signer_slash_bps_: uint256, challenger_share_bps_: uint256,
 ):
     """
     @notice Fixes the result timing and the signers' slash.
     @param rounds_ The round clock (phases, validator snapshots, model hashes).
     @param rewards_ Pays a final result.
-    @param keys_ The BLS key registry (cached aggregate keys).
     @param staking_ Slashes the signers of a rejected result.
     @param result_duration_ Seconds after the audit deadline during which a result may be posted.
     @param challenge_window_ Seconds a posted result may be challenged.
@@ -138,7 +121,6 @@ def __init__(
     assert signer_slash_bps_ <= BPS and challenger_share_bps_ <= BPS, "results: bad fraction"
     rounds = rounds_
     rewards = rewards_
-    keys = keys_
     staking = staking_
     run_config_hash = staticcall rounds_.run_config_hash()
     emission_per_round = staticcall rewards_.emission_per_round()
@@ -151,22 +133,18 @@ def __init__(
 
 
 @external
-def wire(column_challenges_: address, account_challenges_: address, disputes_: IDisputes):
+def wire(column_challenges_: address, account_challenges_: address):
     """
-    @notice Names the challenge and disputes contracts, once, by the deployer.
+    @notice Names the two challenge contracts, once, by the deployer.
     @param column_challenges_ May `reject` (columns, sum-tree nodes, the header).
     @param account_challenges_ May `reject` (histories, validator entries, claims).
-    @param disputes_ The disputes contract, named for readers (the rounds contract counts a
-           round's open reports, which a post asks it for).
     """
     assert msg.sender == deployer, "results: only deployer"
     assert self.column_challenges == empty(address), "results: already wired"
     assert column_challenges_ != empty(address) and account_challenges_ != empty(address), "results: zero address"
-    assert disputes_.address != empty(address), "results: zero address"
     self.column_challenges = column_challenges_
     self.account_challenges = account_challenges_
-    self.disputes = disputes_
-    log Wired(column_challenges=column_challenges_, account_challenges=account_challenges_, disputes=disputes_.address)
+    log Wired(column_challenges=column_challenges_, account_challenges=account_challenges_)
 
 
 @external
@@ -185,7 +163,7 @@ def post_result(
     @param non_signers Permitted validators of the round that did not sign, ascending.
     @param non_signer_keys Their registered BLS keys (empty for one whose key the round's aggregate lacks).
     """
-    round: uint256 = convert(header[H_ROUND], uint256)
+    round: uint256 = convert(header[constants.H_ROUND], uint256)
     self._check_header(header, round)
     ended: bool = False
     audit_closed: bool = False
@@ -226,18 +204,18 @@ def finalize_result(header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, po
     @param posted_time When it was posted.
     @param attempt Its attempt number.
     """
-    round: uint256 = convert(header[H_ROUND], uint256)
+    round: uint256 = convert(header[constants.H_ROUND], uint256)
     root: bytes32 = keccak256(abi_encode(header))
     assert self._pending(round) == self._commitment(root, non_signers_hash, posted_time, attempt), "results: not the pending result"
     assert block.timestamp >= posted_time + challenge_window, "results: challenge window open"
     self.pending_word = (attempt << 32) | (round + 1)
     self.final_root[round] = root
-    loss: uint256 = convert(header[H_LOSS], uint256)
+    loss: uint256 = convert(header[constants.H_LOSS], uint256)
     self.heldout_loss[round] = loss
-    minted: uint256 = convert(header[H_MINTED], uint256)
-    extcall rewards.pay_round(round, minted, header[H_CLAIMS_ROOT])
-    log ResultFinal(round=round, result_root=root, model_hash=header[H_MODEL], minted=minted, heldout_loss=loss)
-    extcall rounds.end_round(round, header[H_MODEL], False)
+    minted: uint256 = convert(header[constants.H_MINTED], uint256)
+    extcall rewards.pay_round(round, minted, header[constants.H_CLAIMS_ROOT])
+    log ResultFinal(round=round, result_root=root, model_hash=header[constants.H_MODEL], minted=minted, heldout_loss=loss)
+    extcall rounds.end_round(round, header[constants.H_MODEL], False)
 
 
 @external
@@ -376,13 +354,13 @@ def _check_header(header: bytes32[HEADER_WORDS], round: uint256):
     @dev The words that bind a signature to this run, chain, contract and round, and
          the two any reader can check without chain data.
     """
-    assert header[H_DOMAIN] == RESULT_DOMAIN, "results: wrong domain"
-    assert convert(header[H_CHAIN], uint256) == chain.id, "results: wrong chain"
-    assert convert(header[H_CONTRACT], uint256) == convert(self, uint256), "results: wrong contract"
-    assert header[H_RUN] == run_config_hash, "results: wrong run"
-    assert header[H_MODEL] != empty(bytes32), "results: empty model hash"
-    assert convert(header[H_QUORUM], uint256) <= 1, "results: bad quorum flag"
-    assert convert(header[H_MINTED], uint256) <= emission_per_round, "results: payout above the emission"
+    assert header[constants.H_TAG] == constants.RESULT_TAG, "results: wrong domain"
+    assert convert(header[constants.H_CHAIN_ID], uint256) == chain.id, "results: wrong chain"
+    assert convert(header[constants.H_RESULTS], uint256) == convert(self, uint256), "results: wrong contract"
+    assert header[constants.H_RUN_CONFIG] == run_config_hash, "results: wrong run"
+    assert header[constants.H_MODEL] != empty(bytes32), "results: empty model hash"
+    assert convert(header[constants.H_QUORUM], uint256) <= 1, "results: bad quorum flag"
+    assert convert(header[constants.H_MINTED], uint256) <= emission_per_round, "results: payout above the emission"
 
 
 @view

@@ -21,7 +21,6 @@ from .interfaces import IRounds
 SCORE_BYTES: constant(uint256) = constants.SCORE_BYTES
 SEGMENT_BYTES: constant(uint256) = constants.SEGMENT_BYTES
 SEGMENTS: constant(uint256) = SCORE_BYTES // SEGMENT_BYTES
-VECTOR_DOMAIN: constant(bytes32) = keccak256("veritrain/vector/v1")
 
 rounds: public(immutable(IRounds))
 
@@ -175,4 +174,4 @@ def _vector_root(validator: address, round: uint256, scores_hash: bytes32, witne
     """
     @dev keccak(abi_encode(domain, chain id, this, validator, round, scores hash, witness root, loss)).
     """
-    return keccak256(abi_encode(VECTOR_DOMAIN, chain.id, self, validator, round, scores_hash, witness_root, heldout_loss))
+    return keccak256(abi_encode(constants.VECTOR_TAG, chain.id, self, validator, round, scores_hash, witness_root, heldout_loss))

@@ -38,7 +38,6 @@ min_validator_stake: public(immutable(uint256))
 max_permits: public(immutable(uint256))
 unbonding_delay: public(immutable(uint256))
 
-settlement: public(address)
 disputes: public(address)
 results: public(address)
 
@@ -48,7 +47,7 @@ multiaddr: public(HashMap[address, String[256]])
 staked: public(HashMap[address, uint256])
 unbonding: public(HashMap[address, uint256])
 unbond_release_time: public(HashMap[address, uint256])
-# 1 = eligible miner, 2 = eligible validator; one slot so settlement's commit check is cheap
+# 1 = eligible miner, 2 = eligible validator; one slot so the rounds contract's commit check is cheap
 eligible_role: public(HashMap[address, uint8])
 eligible_miner_count: public(uint256)
 # counts every time a miner becomes eligible: a counter, not a time, so it also orders
@@ -124,7 +123,6 @@ event ValidatorEvicted:
     by: indexed(address)
 
 event Wired:
-    settlement: address
     disputes: address
     results: address
 
@@ -155,21 +153,19 @@ def __init__(
 
 
 @external
-def wire(settlement_: address, disputes_: address, results_: address):
+def wire(disputes_: address, results_: address):
     """
-    @notice Names the settlement (rounds), disputes and results contracts once, then
-            renounces ownership so the wiring can never change.
-    @param settlement_ The rounds contract (reads eligibility and permits).
+    @notice Names the disputes and results contracts once, then renounces ownership
+            so the wiring can never change.
     @param disputes_ The only caller of `report_opened` and `report_closed`; may `slash`.
     @param results_ May `slash` the signers of a rejected result.
     """
     ownable._check_owner()
-    assert settlement_ != empty(address) and disputes_ != empty(address) and results_ != empty(address), "staking: zero address"
-    self.settlement = settlement_
+    assert disputes_ != empty(address) and results_ != empty(address), "staking: zero address"
     self.disputes = disputes_
     self.results = results_
     ownable._transfer_ownership(empty(address))
-    log Wired(settlement=settlement_, disputes=disputes_, results=results_)
+    log Wired(disputes=disputes_, results=results_)
 
 
 @external

@@ -8,8 +8,9 @@
         once, in the constructor, to the holders named in the run config. The
         deploy script then makes the rewards contract the only minter and
         renounces ownership, so afterwards only the per-round emission (minted by
-        `Rewards.settle` when `Scores.finalize` settles a round) can create tokens. Burns (slashes, forfeited rewards,
-        rejected-report bonds) go through snekmate's `burn`.
+        `Rewards.pay_round` when `Results.finalize_result` makes a round's result
+        final) can create tokens. Burns (slashes, rejected-report bonds, bonds of
+        wrong challenges) go through snekmate's `burn`.
 """
 
 from snekmate.auth import ownable

@@ -15,7 +15,7 @@
         Revert strings are prefixed "bls: ".
 """
 
-# ciphersuite tags (settlement spec §9): signatures and proofs of possession
+# ciphersuite tags (docs/PROTOCOL.md §11, BLS certificate): signatures and proofs of possession
 DST_SIG: constant(Bytes[43]) = b"BLS_SIG_BLS12381G2_XMD:SHA-256_SSWU_RO_POP_"
 DST_POP: constant(Bytes[43]) = b"BLS_POP_BLS12381G2_XMD:SHA-256_SSWU_RO_POP_"
 MAX_MESSAGE: constant(uint256) = 64  # a result root (32 bytes) or a compressed key (48)

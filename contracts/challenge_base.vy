@@ -4,7 +4,7 @@
 @title veritrain challenge base: the pending attempt, the bond and the evidence checks
 @custom:contract-name challenge_base
 @license GNU Affero General Public License v3.0 only
-@notice State and checks the two challenge contracts share (spec §11): which
+@notice State and checks the two challenge contracts share (docs/PROTOCOL.md §11, Challenges): which
         attempt a challenge is against and whether its window is open, the bond
         (taken up front, returned when the challenge is upheld, burned when the
         disputed value was right), and the checks that tie evidence to the
@@ -13,6 +13,7 @@
 """
 
 from ethereum.ercs import IERC20
+from . import constants
 from . import result_math
 from .interfaces import IChainFacts
 from .interfaces import IForfeits
@@ -27,27 +28,12 @@ MAX_SCORE_BYTES: constant(uint256) = result_math.MAX_SCORE_BYTES
 SEGMENT_BYTES: constant(uint256) = result_math.SEGMENT_BYTES
 SEGMENT_SCORES: constant(uint256) = result_math.SEGMENT_SCORES
 MAX_SEGMENTS: constant(uint256) = result_math.MAX_SEGMENTS
-BPS: constant(uint256) = 10_000
+BPS: constant(uint256) = constants.BPS
 ADDRESS_BOUND: constant(uint256) = 2**160
-# the header words (spec §8), by position
-HEADER_WORDS: constant(uint256) = 14
-H_TAG: constant(uint256) = 0
-H_CHAIN_ID: constant(uint256) = 1
-H_RESULTS: constant(uint256) = 2
-H_RUN_CONFIG: constant(uint256) = 3
-H_ROUND: constant(uint256) = 4
-H_MODEL: constant(uint256) = 5
-H_TREE_ROOT: constant(uint256) = 6
-H_VALIDATORS: constant(uint256) = 7
-H_CLAIMS_ROOT: constant(uint256) = 8
-H_CLAIMS_LIST: constant(uint256) = 9
-H_N: constant(uint256) = 10
-H_MINTED: constant(uint256) = 11
-H_LOSS: constant(uint256) = 12
-H_QUORUM: constant(uint256) = 13
+HEADER_WORDS: constant(uint256) = constants.HEADER_WORDS
 
 
-# a column leaf's fields (§4), as raw words: a wrong root may commit to any word
+# a column leaf's fields (PROTOCOL §11, column sum tree), as raw words: a wrong root may commit to any word
 struct Column:
     index: uint256
     miner: uint256
@@ -56,7 +42,7 @@ struct Column:
     prev: uint256
     prev_index: uint256
 
-# a validator entry's fields (§6), as raw words
+# a validator entry's fields (PROTOCOL §11, validator entries), as raw words
 struct Entry:
     index: uint256
     account: uint256
@@ -70,7 +56,7 @@ struct Node:
     body: bytes32
     sums: DynArray[uint256, MAX_SUMS]
 
-# an inclusion path (§4): one (sibling hash, parent sums hash) per level
+# an inclusion path (PROTOCOL §11, column sum tree): one (sibling hash, parent sums hash) per level
 struct Path:
     siblings: DynArray[bytes32, MAX_DEPTH]
     sums_hashes: DynArray[bytes32, MAX_DEPTH]
@@ -217,7 +203,7 @@ def _root_sums(tree_root: bytes32, root: Node, validators: uint256) -> DynArray[
 @internal
 def _entry_hashes(entries: DynArray[Entry, MAX_VALIDATORS]) -> bytes32:
     """
-    @dev validators_hash of a list of validator entries (§6).
+    @dev validators_hash of a list of validator entries (PROTOCOL §11, validator entries).
     """
     hashes: DynArray[bytes32, MAX_VALIDATORS] = []
     for e: Entry in entries:

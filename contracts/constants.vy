@@ -23,8 +23,25 @@ ED25519_SIG_BYTES: constant(uint256) = 64
 # EIP-2537 encodings: a G1 point (public key) and a G2 point (signature)
 BLS_G1_BYTES: constant(uint256) = 128
 BLS_G2_BYTES: constant(uint256) = 256
-# header words of a round's result (see Results.vy)
+# header words of a round's result, by position (docs/PROTOCOL.md §11, "Header and result root")
 HEADER_WORDS: constant(uint256) = 14
+H_TAG: constant(uint256) = 0
+H_CHAIN_ID: constant(uint256) = 1
+H_RESULTS: constant(uint256) = 2
+H_RUN_CONFIG: constant(uint256) = 3
+H_ROUND: constant(uint256) = 4
+H_MODEL: constant(uint256) = 5
+H_TREE_ROOT: constant(uint256) = 6
+H_VALIDATORS: constant(uint256) = 7
+H_CLAIMS_ROOT: constant(uint256) = 8
+H_CLAIMS_LIST: constant(uint256) = 9
+H_N: constant(uint256) = 10
+H_MINTED: constant(uint256) = 11
+H_LOSS: constant(uint256) = 12
+H_QUORUM: constant(uint256) = 13
+# domain tags of a result root and a score vector root (docs/PROTOCOL.md §3)
+RESULT_TAG: constant(bytes32) = keccak256("veritrain/result/v1")
+VECTOR_TAG: constant(bytes32) = keccak256("veritrain/vector/v1")
 # hardware classes a run may permit: bit i of a class set is class i of `[[training.classes]]`
 MAX_CLASSES: constant(uint256) = 16
 # basis points: 10,000 = 100 %

@@ -4,36 +4,35 @@
 @title veritrain result math: the round result, recomputed piece by piece
 @custom:contract-name result_math
 @license GNU Affero General Public License v3.0 only
-@notice Pure functions of the settlement v2 spec (docs: spec/settlement.md):
-        one column's consensus, pay and validator credits (§3), the positional
-        sum tree's node hashes and inclusion paths (§4), the field hashes of a
-        column leaf and a validator entry (§4, §6), the OpenZeppelin-compatible
-        claims tree (§7) and the lower median of the held-out losses (§3). The
+@notice Pure functions of the round result (docs/PROTOCOL.md §11): one column's
+        consensus, pay and validator credits (the result function), the positional
+        sum tree's node hashes and inclusion paths (column sum tree), the field
+        hashes of a column leaf and a validator entry, the OpenZeppelin-compatible
+        claims tree and the lower median of the held-out losses. The
         challenge contracts use them to recompute one disputed value from chain
         data; nothing here reads state.
 """
 
-# caps of the spec (constants.MAX_MINERS becomes MAX_COLUMNS with settlement v2)
-MAX_COLUMNS: constant(uint256) = 1024
-MAX_VALIDATORS: constant(uint256) = 64
+from . import constants
+
+# a column per committed miner
+MAX_COLUMNS: constant(uint256) = constants.MAX_MINERS
+MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
 # a node's sums: consensus, pay, then one credit per round validator
 MAX_SUMS: constant(uint256) = 2 + MAX_VALIDATORS
 # ceil(log2(MAX_COLUMNS)): the longest inclusion path
 MAX_DEPTH: constant(uint256) = 10
 # every miner leaf and every validator entry has one claim
 MAX_CLAIMS: constant(uint256) = MAX_COLUMNS + MAX_VALIDATORS
-# 2 bytes per column
-MAX_SCORE_BYTES: constant(uint256) = 2 * MAX_COLUMNS
+MAX_SCORE_BYTES: constant(uint256) = constants.SCORE_BYTES
 # the packed scores are hashed in segments of 128 scores (Scores._scores_hash)
-SEGMENT_BYTES: constant(uint256) = 256
+SEGMENT_BYTES: constant(uint256) = constants.SEGMENT_BYTES
 SEGMENT_SCORES: constant(uint256) = SEGMENT_BYTES // 2
 MAX_SEGMENTS: constant(uint256) = MAX_SCORE_BYTES // SEGMENT_BYTES
-ONE: constant(uint256) = 10**18
+ONE: constant(uint256) = constants.ONE
 
 COLUMN_TAG: constant(bytes32) = keccak256("veritrain/column/v1")
 VALIDATOR_TAG: constant(bytes32) = keccak256("veritrain/validator/v1")
-VECTOR_TAG: constant(bytes32) = keccak256("veritrain/vector/v1")
-RESULT_TAG: constant(bytes32) = keccak256("veritrain/result/v1")
 
 
 @pure
@@ -76,7 +75,7 @@ def _agreement(score: uint16, consensus: uint16) -> uint256:
 @internal
 def _column_checkers(weights: DynArray[uint256, MAX_VALIDATORS], checkers: uint256, min_class_weight: uint256) -> uint256:
     """
-    @dev The validators that decide a column (§3): those holding its miner's class
+    @dev The validators that decide a column (PROTOCOL §11, the result function): those holding its miner's class
          (bit j of `checkers`) when their weight reaches `min_class_weight` (the
          class is covered), else every validator (tolerance mode).
     """
@@ -99,7 +98,7 @@ def _column(
     validator_pool: uint256, n: uint256,
 ) -> (uint16, uint256, DynArray[uint256, MAX_VALIDATORS]):
     """
-    @dev One column (§3): its consensus, its miner's pay and each round validator's
+    @dev One column (PROTOCOL §11, the result function): its consensus, its miner's pay and each round validator's
          credit. `scores[j]` is validator j's score of the column (ignored when j did
          not reveal or does not decide the column), `checkers` the validators holding
          the miner's class (Staking.class_checkers), `consensus_total` is C (the root's
@@ -257,7 +256,7 @@ def _hash_pair(a: bytes32, b: bytes32) -> bytes32:
 @internal
 def _claims_root(leaves: DynArray[bytes32, MAX_CLAIMS]) -> bytes32:
     """
-    @dev The claims tree of §7: pair up each level left to right, promote an odd
+    @dev The claims tree (PROTOCOL §11): pair up each level left to right, promote an odd
          last node; one leaf is its own root, no leaf gives 0.
     """
     m: uint256 = len(leaves)
@@ -282,7 +281,7 @@ def _column_fields_hash(
     index: uint256, miner: uint256, reputation: uint256, cumulative: uint256, prev: uint256, prev_index: uint256,
 ) -> bytes32:
     """
-    @dev A column leaf's body (§4). Words, not typed values: a challenge must be
+    @dev A column leaf's body (PROTOCOL §11, column sum tree). Words, not typed values: a challenge must be
          able to name whatever a wrong root committed to.
     """
     return keccak256(abi_encode(COLUMN_TAG, index, miner, reputation, cumulative, prev, prev_index))
@@ -294,7 +293,7 @@ def _entry_hash(
     index: uint256, account: uint256, credit: uint256, cumulative: uint256, prev: uint256, prev_index: uint256,
 ) -> bytes32:
     """
-    @dev A validator entry's hash (§6).
+    @dev A validator entry's hash (PROTOCOL §11, validator entries).
     """
     return keccak256(abi_encode(VALIDATOR_TAG, index, account, credit, cumulative, prev, prev_index))
 
@@ -333,6 +332,6 @@ def _vector_root(
     scores_hash: bytes32, witness_root: bytes32, heldout_loss: uint256,
 ) -> bytes32:
     """
-    @dev What the scores contract stores for a reveal (§1).
+    @dev What the scores contract stores for a reveal (PROTOCOL §11, score vectors).
     """
-    return keccak256(abi_encode(VECTOR_TAG, chain_id, scores_contract, validator, round, scores_hash, witness_root, heldout_loss))
+    return keccak256(abi_encode(constants.VECTOR_TAG, chain_id, scores_contract, validator, round, scores_hash, witness_root, heldout_loss))

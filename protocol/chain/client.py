@@ -10,7 +10,7 @@ from eth_typing import HexStr
 from web3 import Web3
 from web3.exceptions import Web3Exception
 
-from contracts.build import compile_all
+from contracts.build import load_all
 from protocol.chain.backend import ChainHandle
 from protocol.chain.deployment import Deployment
 from protocol.chain.tx import TxSender
@@ -56,7 +56,7 @@ class ChainClient:
                  sender: TxSender | None = None) -> None:
         self.handle, self.w3, self.deployment, self.account = handle, handle.w3, deployment, account
         self.sender = sender or TxSender(handle.w3)
-        artifacts = compile_all()
+        artifacts = load_all()  # shipped ABIs (contracts/artifacts): no compiler at start
         addrs = deployment.contracts
         at = Web3.to_checksum_address
         self.token = self.w3.eth.contract(address=at(addrs.token), abi=artifacts["Token"].abi)

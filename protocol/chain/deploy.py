@@ -6,12 +6,12 @@ from collections.abc import Callable
 
 from eth_account.signers.local import LocalAccount
 
-from contracts.build import compile_all, sources_hash
+from contracts.build import load_all, manifest, stale
 from protocol.chain.backend import ChainHandle
 from protocol.chain.deployment import ContractAddresses, Deployment, run_blob_caps
 from protocol.chain.tx import TxSender
 from protocol.config.run_config import TOKEN_UNIT, RunConfig
-from protocol.core.errors import ChainError, InsufficientFunds
+from protocol.core.errors import ChainError, ConfigError, InsufficientFunds
 
 Progress = Callable[[str], None]
 
@@ -24,8 +24,9 @@ def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
     if int(w3.eth.get_balance(deployer.address)) == 0:
         raise InsufficientFunds(f"deployer {deployer.address} has no gas money on chain {handle.chain_id}")
     caps = run_blob_caps(config)  # before any transaction: a run config it refuses costs no gas
-    progress("compiling contracts")
-    artifacts = compile_all()
+    if stale():  # a contract edited since the shipped artifacts were built would deploy old code
+        raise ConfigError("contracts/*.vy changed since contracts/artifacts was built; run python -m contracts.build")
+    artifacts = load_all()  # shipped with the package: no compiler at deploy
     start_block = int(w3.eth.block_number)
     holders, amounts = _genesis(config, deployer.address)
     chain = config.chain
@@ -47,7 +48,7 @@ def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
                  chain.commit_duration, chain.score_duration, chain.reveal_duration, chain.audit_duration)
     scores = new("Scores", rounds)
     rewards = new("Rewards", token, chain.emission_per_round * TOKEN_UNIT, chain.miner_share_bps)
-    results = new("Results", rounds, rewards, keys, staking, chain.result_duration, chain.result_challenge_window,
+    results = new("Results", rounds, rewards, staking, chain.result_duration, chain.result_challenge_window,
                   chain.signer_slash_bps, chain.reporter_share_bps)
     bond = chain.challenge_bond * TOKEN_UNIT
     column_challenges = new("ColumnChallenges", token, rounds, scores, rewards, results, bond)
@@ -56,11 +57,10 @@ def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
                    chain.challenge_window, chain.slash_bps, chain.reporter_share_bps)
     progress("wiring contracts and renouncing ownership")
     contract = lambda name, addr: w3.eth.contract(address=addr, abi=artifacts[name].abi)  # noqa: E731
-    # staking's `settlement` is the rounds contract (it reads eligibility and permits)
-    sender.send(contract("Staking", staking).functions.wire(rounds, disputes, results), deployer)
+    sender.send(contract("Staking", staking).functions.wire(disputes, results), deployer)
     sender.send(contract("Rounds", rounds).functions.wire(scores, rewards, results, keys), deployer)
     sender.send(contract("Rewards", rewards).functions.wire(disputes, results), deployer)
-    sender.send(contract("Results", results).functions.wire(column_challenges, account_challenges, disputes), deployer)
+    sender.send(contract("Results", results).functions.wire(column_challenges, account_challenges), deployer)
     token_c = contract("Token", token)
     sender.send(token_c.functions.set_minter(rewards, True), deployer)
     sender.send(token_c.functions.renounce_ownership(), deployer)
@@ -69,7 +69,7 @@ def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
         contracts=ContractAddresses(token=token, staking=staking, keys=keys, rounds=rounds, scores=scores,
                                     rewards=rewards, results=results, column_challenges=column_challenges,
                                     account_challenges=account_challenges, disputes=disputes),
-        run_config=config, run_config_hash=config.config_hash().hex(), sources_hash=sources_hash(),
+        run_config=config, run_config_hash=config.config_hash().hex(), sources_hash=manifest()["sources_hash"],
         blob_caps=caps,  # where foreign peers read them (docs/INTEROP.md)
     )
 

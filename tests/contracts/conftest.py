@@ -4,7 +4,7 @@ Every test runs inside `boa.env.anchor()` (state, block number, time and the fak
 block hashes are restored afterwards), and the contracts are compiled once per process with
 `boa.load_partial`, so a deploy costs ten CREATEs.
 
-A round (settlement spec, /work/spec/settlement.md): miners `commit_update` (column = commit
+A round (docs/PROTOCOL.md §5 and §11): miners `commit_update` (column = commit
 order), validators commit and reveal score vectors as calldata (Scores), say their audits are
 done, reports resolve (Disputes), then anyone posts the result header with the validators'
 aggregate BLS signature (Results), the challenge window passes, `finalize_result` pays the round
@@ -182,17 +182,17 @@ def deploy_stack(params: Params = Params(), holders: list[str] | None = None, am
                                       p.score_duration, p.reveal_duration, p.audit_duration)
     scores = partial("Scores").deploy(rounds.address)
     rewards = partial("Rewards").deploy(token.address, p.emission, p.miner_share_bps)
-    results = partial("Results").deploy(rounds.address, rewards.address, keys.address, staking.address,
+    results = partial("Results").deploy(rounds.address, rewards.address, staking.address,
                                         p.result_duration, p.result_window, p.signer_slash_bps, p.reporter_share_bps)
     challenge_args = (token.address, rounds.address, scores.address, rewards.address, results.address, p.challenge_bond)
     column = partial("ColumnChallenges").deploy(*challenge_args)
     account = partial("AccountChallenges").deploy(*challenge_args)
     disputes = partial("Disputes").deploy(token.address, staking.address, rounds.address, rewards.address,
                                           p.report_bond, p.challenge_window, p.slash_bps, p.reporter_share_bps)
-    staking.wire(rounds.address, disputes.address, results.address)
+    staking.wire(disputes.address, results.address)
     rounds.wire(scores.address, rewards.address, results.address, keys.address)
     rewards.wire(disputes.address, results.address)
-    results.wire(column.address, account.address, disputes.address)
+    results.wire(column.address, account.address)
     settlement = Settlement(rounds, scores, rewards, results)
     genesis = 0
     if own_token:

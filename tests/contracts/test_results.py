@@ -437,17 +437,17 @@ def test_results_constructor_reverts(bad):
     args[bad] = 0 if bad in ("duration", "window") else 10_001
     message = "results: zero duration" if bad in ("duration", "window") else "results: bad fraction"
     with boa.reverts(message):
-        partial("Results").deploy(stack.rounds.address, stack.rewards.address, stack.keys.address,
-                                  stack.staking.address, args["duration"], args["window"], args["slash"], args["share"])
+        partial("Results").deploy(stack.rounds.address, stack.rewards.address, stack.staking.address,
+                                  args["duration"], args["window"], args["slash"], args["share"])
 
 
 def test_wiring_is_once_by_the_deployer():
     stack = deploy_stack()
     a = boa.env.generate_address()
     with boa.reverts("results: only deployer"):
-        stack.results.wire(a, a, a, sender=a)
+        stack.results.wire(a, a, sender=a)
     with boa.reverts("results: already wired"):
-        stack.results.wire(a, a, a)
+        stack.results.wire(a, a)
     with boa.reverts("settlement: already wired"):
         stack.rewards.wire(a, a)
     with boa.reverts("settlement: already wired"):

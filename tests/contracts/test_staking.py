@@ -47,17 +47,17 @@ def test_constructor_rejects_bad_parameters():
 def test_wire_once_by_owner_only():
     token = partial("Token").deploy([], [])
     s = partial("Staking").deploy(token.address, 1, 1, 1, 10, 1)
-    a, b, c = (boa.env.generate_address() for _ in range(3))
+    a, b = (boa.env.generate_address() for _ in range(2))
     with boa.reverts("ownable: caller is not the owner"):
-        s.wire(a, b, c, sender=a)
-    for args in ((ZERO, b, c), (a, ZERO, c), (a, b, ZERO)):
+        s.wire(a, b, sender=a)
+    for args in ((ZERO, b), (a, ZERO)):
         with boa.reverts("staking: zero address"):
             s.wire(*args)
-    s.wire(a, b, c)
-    assert [(e.settlement, e.disputes, e.results) for e in last_logs(s, "Wired")] == [(a, b, c)]
-    assert (s.settlement(), s.disputes(), s.results(), s.owner()) == (a, b, c, ZERO)
+    s.wire(a, b)
+    assert [(e.disputes, e.results) for e in last_logs(s, "Wired")] == [(a, b)]
+    assert (s.disputes(), s.results(), s.owner()) == (a, b, ZERO)
     with boa.reverts("ownable: caller is not the owner"):
-        s.wire(b, a, c)
+        s.wire(b, a)
 
 
 # -- register -------------------------------------------------------------------------------------
