@@ -20,7 +20,7 @@ from libp2p.abc import INetStream
 from protocol.core.crypto.hashing import content_hash, content_hasher
 from protocol.core.wire.messages import BlobRequest, CheckpointRequest, MalformedMessage, from_hex
 from protocol.p2p import framing
-from protocol.p2p.blob_streams import PROTOCOL, close_quietly
+from protocol.p2p.blob_streams import PROTOCOL, close_quietly, end_refused
 from protocol.p2p.config import CHUNK_SIZE, P2PConfig
 from protocol.p2p.errors import FrameTooLarge, P2PError, PeerUnavailable
 from protocol.p2p.framing import Status
@@ -90,7 +90,7 @@ class BlobServer:
                 await stream.write(framing.encode_error(status, reason))
         except _WRITE_ERRORS:
             pass
-        await close_quietly(stream, self.config.close_timeout_s)
+        await end_refused(stream, self.config.close_timeout_s)
 
     async def _serve(self, stream: INetStream, entry: RegistryEntry) -> None:
         try:
