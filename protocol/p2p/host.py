@@ -36,6 +36,7 @@ from protocol.core.crypto.signing import NodeIdentity
 from protocol.p2p import memory, yamux_tuning
 from protocol.p2p.bufconn import BufferedNoiseTransport
 from protocol.p2p.errors import PeerNotAdmitted, PeerRefused, PeerUnavailable, TransferTimeout
+from protocol.p2p.libp2p_logs import route_libp2p_logs
 from protocol.p2p.registry import peer_id_of
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ def build_host(identity: NodeIdentity, *, admit: Callable[[ID], bool]) -> IHost:
     to peers for which `admit(peer_id)` holds (checked right after the Noise handshake)."""
     yamux_tuning.apply()  # larger yamux DATA frames: see yamux_tuning.py
     memory.keep_freed_buffers()  # reuse transfer buffers: see memory.py
+    route_libp2p_logs()  # py-libp2p's records through the node's handlers: see libp2p_logs.py
     kp = key_pair_from_seed(identity.seed)
     # The Noise static key is separate from the identity key and may be ephemeral; the
     # handshake payload signs it with the identity key, which is what peers authenticate.
