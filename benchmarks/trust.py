@@ -325,7 +325,7 @@ def p_majority_catches(p: Params, faked: int) -> Fraction:
 
 
 def class_rows(p: Params) -> list[Row]:
-    """Hardware classes (DESIGN.md §8.3): a class's miners are decided by the validators holding
+    """Hardware classes (docs/PROTOCOL.md §10.5): a class's miners are decided by the validators holding
     it when they hold at least `min_class_stake`, else by every validator in tolerance mode, with
     the score discounted and no stake slashed (a replay within δ is no exact evidence)."""
     r, d, col_dividend = p.reward, p.tolerance_discount, p.dividend / p.miners

@@ -8,7 +8,7 @@
 - replay_ratio: the replay and checks alone (target <= 0.15). The replay hashes the full state
   after every inner step for the replay witness, and the witness itself is computed, both
   inside the timed check.
-- audit_ratio: proof-of-replay audits (DESIGN.md §8.1 rule 3) per miner, over the miner's
+- audit_ratio: proof-of-replay audits (docs/PROTOCOL.md §15) per miner, over the miner's
   training work:
       audit_ratio = A * t_audit / (n_miners * t_train),  A = (V - 1) * min(audit_sample, n_miners)
   A is the audit replays one validator makes per round (`witness.audit_picks` over V - 1 other

@@ -1,4 +1,4 @@
-"""Proof of replay: audit other validators' replay witnesses (docs/PROTOCOL.md, audits).
+"""Proof of replay: audit other validators' replay witnesses (docs/PROTOCOL.md §15).
 
 With its scores a validator reveals, per miner, the challenge signature σ it checked under
 and a witness over the states after every inner step of the segment σ picked. In the audit

@@ -128,7 +128,7 @@ def drop_unkept(ctx: NodeContext, r: int, root: bytes, fetched: dict[int, Fetche
 def kept_leaves(fetched: dict[int, FetchedLeaf | None], segments: tuple[int, ...],
                 failed: bool) -> dict[int, FetchedLeaf | None]:
     """All of a failed check (the report's evidence); of a passed one, the ends of the replayed
-    segments, which auditors of its witness must be able to get (docs/PROTOCOL.md, audits)."""
+    segments, which auditors of its witness must be able to get (docs/PROTOCOL.md §15.3)."""
     if failed:
         return fetched
     ends = {leaf for s in segments for leaf in (s, s + 1)}

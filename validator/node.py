@@ -135,7 +135,7 @@ class ValidatorNode(NodeContext):
 
     async def _report(self, r: int, checks: list[MinerCheck]) -> None:
         """File a report for every failed check, whatever anyone else filed: each validator's
-        evidence is judged on its own (docs/PROTOCOL.md, rule 2)."""
+        evidence is judged on its own (docs/PROTOCOL.md §12.1)."""
         for c in checks:
             o = c.outcome
             if o.kind is None or await self.port.view("disputes", "report_of", r, c.miner, self.address):

@@ -5,7 +5,7 @@ need no tree (identity, n, held-out loss, quorum, and the model without quorum):
 them is wrong it sends the header challenge, with an empty root preimage and every reveal
 from chain data, and the root is rejected whether or not its signers publish their tree. A
 difference inside the tree is only logged: disputing it needs the posted tree's preimages
-(docs/PROTOCOL.md, results).
+(docs/PROTOCOL.md §11.9).
 """
 
 from __future__ import annotations

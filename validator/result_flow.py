@@ -1,4 +1,4 @@
-"""The result phase of a round (docs/PROTOCOL.md, results): compute, sign, certify, finalize.
+"""The result phase of a round (docs/PROTOCOL.md §13.7): compute, sign, certify, finalize.
 
 Once a round's audits closed and its reports resolved, every validator computes the round's
 result from chain data alone (`SettlementHistory`), aggregates the next model from it and

@@ -1,7 +1,7 @@
 """Which hardware class a node runs: `--hardware-class`, checked against the run before anything starts.
 
 A node may run any permitted class this machine can run: validators replay exactly only the
-miners of their own class (docs/PROTOCOL.md, hardware classes), and a class nobody holds is
+miners of their own class (docs/PROTOCOL.md §10.5), and a class nobody holds is
 checked in tolerance mode. A class not permitted, or not runnable here, is refused with the
 list of permitted ones.
 """

@@ -1,7 +1,7 @@
 """Keeps a node's p2p registry view in step with the chain: `Registered` events for the
 bindings, and the staking view for each entry's stake, reputation and eligibility.
 
-Eligibility (DESIGN.md §8.1 rule 8) is `staking.eligible_role(account) == role`: registered
+Eligibility (docs/INTEROP.md §2a) is `staking.eligible_role(account) == role`: registered
 and staked at least the role's minimum (a validator also still in the validator set). The
 p2p layer admits only eligible entries, so an account whose stake changes (staked, unbond
 requested, slashed, evicted from the validator set) is re-read at the next refresh, not at

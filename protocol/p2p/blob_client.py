@@ -198,7 +198,7 @@ class BlobClient:
         concurrently (at most `max_concurrent_dials` at once, each under its own timeout)
         and asked, one transfer at a time, in the order their connections come up; the
         remaining dials are cancelled once the blob is here. So unreachable candidates cost
-        about one dial timeout in all, not one each (DESIGN.md §8.1 rule 8).
+        about one dial timeout in all, not one each (docs/INTEROP.md §2a).
         """
         if store is not None and (held := store.get(blob_hash)) is not None:
             return held

@@ -13,7 +13,7 @@ once and later reads are served from that buffer) and turns the session it retur
 Bytes, order and errors are unchanged; writes go straight through. Nothing in py-libp2p is
 patched.
 
-It is also the connection gate (DESIGN.md §8.1 rule 8): right after the handshake, which
+It is also the connection gate (docs/INTEROP.md §2a): right after the handshake, which
 authenticates the remote's identity key, `admit(peer_id)` decides; a peer whose node key is
 not bound to an eligible account gets its raw connection closed and `PeerNotAdmitted`
 raised, so no muxer, stream, identify or pubsub ever runs on it (it never joins the mesh and

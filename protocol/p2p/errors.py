@@ -49,7 +49,7 @@ class PeerRefused(P2PError):
 
 class PeerNotAdmitted(PeerRefused, HandshakeFailure):
     """Raised by our Noise transport right after the handshake when the remote's node key is
-    not bound to an account eligible in its role (DESIGN.md §8.1 rule 8): the connection is
+    not bound to an account eligible in its role (docs/INTEROP.md §2a): the connection is
     closed before any muxer, stream or gossip runs on it. Also a `HandshakeFailure`, so
     py-libp2p's swarm treats it as a failed security upgrade and drops the raw connection."""
 

@@ -8,7 +8,7 @@ docs/ARCHITECTURE.md §6 pitfalls handled here:
 - the 32-slot subscription buffer is swapped for our own larger channel, read by one task;
 - messages are de-duplicated by (content-addressed) id before they reach the application.
 
-Admission (DESIGN.md §8.1 rule 8): a message whose originator (pubsub `from`) is not an
+Admission (docs/INTEROP.md §2a): a message whose originator (pubsub `from`) is not an
 eligible registry entry is dropped before any signature is checked: `AdmittingPubsub` asks
 the registry ahead of py-libp2p's StrictSign check, and the topic validator asks again (and
 charges the sender's rate budget) before our own ed25519 check. Unregistered or unstaked

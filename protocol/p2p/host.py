@@ -5,7 +5,7 @@ we pass explicit `sec_opt`/`muxer_opt` so Noise + yamux are the only choices neg
 dial costs a fixed ~250 ms, so the dialer keeps connections open and only redials (with
 exponential backoff) when one drops. Dials run concurrently, at most
 `P2PConfig.max_concurrent_dials` at once, each under its own timeout, so unreachable
-registrations cost a few timeouts in all rather than one each (DESIGN.md §8.1 rule 8).
+registrations cost a few timeouts in all rather than one each (docs/INTEROP.md §2a).
 Only admitted peers (eligible registry entries) are dialled, and the Noise transport drops
 any other peer right after the handshake (bufconn.py).
 """

@@ -64,7 +64,7 @@ class P2PNode:
         self.identity = identity
         self.config = config
         self.registry = registry
-        # DESIGN.md §8.1 rule 8: only peers bound to an eligible account keep a connection
+        # docs/INTEROP.md §2a: only peers bound to an eligible account keep a connection
         self.host = build_host(identity, admit=registry.admits)
         self.limiter = PeerLimiter(config.rate_policy, on_drop=traffic.rate_limited)
         self.dialer = Dialer(

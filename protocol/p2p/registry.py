@@ -6,7 +6,7 @@ rate limits. Rule (docs/PROTOCOL.md §4): an entry counts only if its binding si
 verifies, and the first valid binding of a node key wins, because the contract cannot check
 ed25519 and so cannot stop a squatter from registering someone else's key.
 
-Admission (DESIGN.md §8.1 rule 8): a peer is *admitted* only while its entry is `eligible`,
+Admission (docs/INTEROP.md §2a): a peer is *admitted* only while its entry is `eligible`,
 i.e. the chain's staking view says its account is eligible in its registered role
 (registered and staked at least the role's minimum). `admitted_peer` / `admitted_key` are
 what the connection gate, gossip and the blob server ask; `on_revoke` listeners hear of

@@ -1,6 +1,6 @@
 """Hardware classes on chain: fixed once staked, who holds a miner's class, and class-bound fraud reports.
 
-A miner is judged by the validators holding its class (docs/PROTOCOL.md, hardware classes): they
+A miner is judged by the validators holding its class (docs/PROTOCOL.md §12.2): they
 alone may report it and vote, and the quorum counts their stake, so a minority-class miner is
 neither unslashable for lack of quorum nor open to reports from validators that cannot replay it.
 """

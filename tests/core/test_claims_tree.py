@@ -1,4 +1,4 @@
-"""Cumulative claims (settlement spec §7) against OpenZeppelin's MerkleProof semantics."""
+"""Cumulative claims (docs/PROTOCOL.md §11.6) against OpenZeppelin's MerkleProof semantics."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Genesis θ is a function of the seed alone (docs/PROTOCOL.md, "Genesis weights"): golden
+"""Genesis θ is a function of the seed alone (docs/PROTOCOL.md §2.5): golden
 vectors, a from-the-spec reference, the same bits on every CPU dispatch level and thread count,
 and the std each tensor is meant to have."""
 

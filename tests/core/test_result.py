@@ -1,4 +1,4 @@
-"""compute_result (settlement spec §3) against a brute-force reference, and its invariants."""
+"""compute_result (docs/PROTOCOL.md §11.2) against a brute-force reference, and its invariants."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The result header, score vectors and ABI words (settlement spec §1, §8), against eth_abi."""
+"""The result header, score vectors and ABI words (docs/PROTOCOL.md §11.1, §11.7), against eth_abi."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The column sum tree and validator entries (settlement spec §4, §6), checked against eth_abi."""
+"""The column sum tree and validator entries (docs/PROTOCOL.md §11.4, §11.5), checked against eth_abi."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Proof of replay (DESIGN.md §8.1 rule 3): inner-step hashes, replay witnesses, audit picks."""
+"""Proof of replay (docs/PROTOCOL.md §15): inner-step hashes, replay witnesses, audit picks."""
 
 from __future__ import annotations
 

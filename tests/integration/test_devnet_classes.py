@@ -1,4 +1,4 @@
-"""A network of mixed hardware classes (DESIGN.md §8.3): miners of three classes, validators of two
+"""A network of mixed hardware classes (docs/PROTOCOL.md §10.5): miners of three classes, validators of two
 of them, and one validator registered for a class it does not run.
 
 - Every round settles on one attested model, which every miner fetched and checked against the

@@ -1,4 +1,4 @@
-"""Pay follows verified tokens times quality (capacity-scaled work, DESIGN.md §8.3).
+"""Pay follows verified tokens times quality (capacity-scaled work, docs/PROTOCOL.md §10.7).
 
 The attack: one machine trains H steps a round. Registered as three identities, each gets a
 third of the machine and trains a third of the steps. If pay followed usefulness alone, three

@@ -1,7 +1,7 @@
 """BLS12-381 validator keys: the IETF "proof of possession" scheme, and EIP-2537 encodings.
 
 Keys are G1 points (48-byte compressed), signatures G2 points (96-byte compressed), as in
-py_ecc's `G2ProofOfPossession` (settlement spec §9). Proofs of possession stop rogue-key
+py_ecc's `G2ProofOfPossession` (docs/PROTOCOL.md §11.8). Proofs of possession stop rogue-key
 attacks, so signatures over the same message may be checked against the plain sum of keys
 (FastAggregateVerify). Contracts take points uncompressed in the EIP-2537 layout: each field
 element is 64 bytes (16 zero bytes, then 48 big-endian), G2 coordinates as (c0, c1).

@@ -1,6 +1,6 @@
 """Hardware classes: the replay profiles a run permits, and which of them this machine can run.
 
-A hardware class *is* a `ReplayProfile` (DESIGN.md §8.3): two nodes replay each other bit for
+A hardware class *is* a `ReplayProfile` (docs/PROTOCOL.md §2.6, §10.5): two nodes replay each other bit for
 bit only when they run the same class, so the run config lists the permitted classes and a
 node trains or replays under exactly one of them. Its id is `class_id`, the hash of the
 profile's canonical JSON (the same hash deployments pin as `profile_hash`).

@@ -196,7 +196,7 @@ def init_params(cfg: ModelConfig, seed: int) -> Params:
     matrix (embeddings too) uniform with GPT-2's std (0.02; residual outputs 0.02 / sqrt(2 n_layer)),
     norm gains 1, biases 0. Only integer hashing and correctly rounded IEEE operations are used,
     never an RNG kernel, so every CPU class (no-SIMD included) computes the same bits.
-    docs/PROTOCOL.md ("Genesis weights") specifies it for foreign implementations."""
+    docs/PROTOCOL.md §2.5 specifies it for foreign implementations."""
     std_proj = INIT_STD / math.sqrt(2 * cfg.n_layer)
     out: Params = {}
     for name, shape in _shapes(cfg):

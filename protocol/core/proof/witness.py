@@ -1,6 +1,6 @@
 """Proof of replay: the witness a validator reveals with each score, and the audit sample.
 
-DESIGN.md §8.1 rule 3. A miner commits only every k-th state of its run; the states after the
+docs/PROTOCOL.md §15. A miner commits only every k-th state of its run; the states after the
 other inner steps are known only to whoever ran those steps. A validator that replayed its
 challenged segment therefore reveals, next to the score and σ, a *replay witness*: a hash bound
 to (validator, σ, round, miner, segment) of the checkpoint hashes of the full state after every

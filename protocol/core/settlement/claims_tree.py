@@ -1,4 +1,4 @@
-"""Cumulative reward claims (settlement spec §7): OpenZeppelin-compatible sorted-pair Merkle tree.
+"""Cumulative reward claims (docs/PROTOCOL.md §11.6): OpenZeppelin-compatible sorted-pair Merkle tree.
 
 Rewards verifies with snekmate's `merkle_proof_verification`, so leaves are double-hashed (no
 leaf can pass for an inner node) and pairs are sorted (a proof needs no left/right bits).

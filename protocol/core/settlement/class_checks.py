@@ -1,6 +1,6 @@
 """Who checks a miner: the validators holding its hardware class, or everyone in tolerance mode.
 
-A validator replays a miner bit for bit only when it runs the miner's class (DESIGN.md §8.3), so
+A validator replays a miner bit for bit only when it runs the miner's class (docs/PROTOCOL.md §10.5), so
 a miner's column is decided by the round's validators holding that class. A class with less
 than the run's minimum of such validator stake (`min_class_stake`) is not covered: every
 validator then checks its miners in tolerance mode, and their scores are discounted. The same

@@ -1,4 +1,4 @@
-"""A round's result from its chain facts (settlement spec §3): consensus, pay, credits, history.
+"""A round's result from its chain facts (docs/PROTOCOL.md §11.2): consensus, pay, credits, history.
 
 Integer arithmetic only, each floor division where the spec writes it: a Challenges contract
 recomputes any one value from the same calldata and must get the same number.
@@ -131,7 +131,7 @@ def _reputation(inputs: RoundInputs, consensus: Sequence[int]) -> tuple[int, ...
 
 
 def compute_result(inputs: RoundInputs) -> RoundResult:
-    """Round `inputs.round`'s result, exactly as settlement spec §3 defines it."""
+    """Round `inputs.round`'s result, exactly as docs/PROTOCOL.md §11.2 defines it."""
     revealed_weight = sum(w for v, w in zip(inputs.validators, inputs.weights, strict=True) if v in inputs.reveals)
     quorum = has_quorum(revealed_weight, sum(inputs.weights))
     columns = [_column_of(inputs, quorum, i) for i in range(inputs.n)]

@@ -1,4 +1,4 @@
-"""The signed header of a round's result and everything built with it (settlement spec §8).
+"""The signed header of a round's result and everything built with it (docs/PROTOCOL.md §11.7).
 
 `build_result` is what a validator signs and a claimer proves against: the result, its column
 sum tree, validator entries, claim leaves and the header whose `result_root` is the BLS message.

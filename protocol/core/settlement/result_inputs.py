@@ -1,4 +1,4 @@
-"""The chain facts a round's result is computed from (settlement spec §2), checked on construction.
+"""The chain facts a round's result is computed from (docs/PROTOCOL.md §11.2), checked on construction.
 
 Everything here is read from the chain by the shell; validating it once means `compute_result`
 can do plain integer arithmetic and every helper that rebuilds a round sees the same inputs.

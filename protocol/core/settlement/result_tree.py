@@ -1,4 +1,4 @@
-"""The column sum tree and the validator entries of a round's result (settlement spec §4, §6).
+"""The column sum tree and the validator entries of a round's result (docs/PROTOCOL.md §11.4, §11.5).
 
 Each node carries the elementwise sums of its leaves' [consensus, pay, credit_0..credit_{V-1}],
 so a challenger can dispute one node (its sums are not its children's) or one leaf (its values

@@ -1,4 +1,4 @@
-"""A validator's revealed score vector (settlement spec §1): packing, vector root, commitment.
+"""A validator's revealed score vector (docs/PROTOCOL.md §11.1): packing, vector root, commitment.
 
 Scores travel as calldata only; the Scores contract keeps just `vector_root`, so the packing
 and the root must match what it recomputes byte for byte. The packed scores are hashed in

@@ -1,4 +1,4 @@
-"""Capacity-scaled work (DESIGN.md §8.3): how many inner steps a miner trains this round.
+"""Capacity-scaled work (docs/PROTOCOL.md §7.8): how many inner steps a miner trains this round.
 
 A miner measures how long one inner step takes on its machine and trains as many steps as fit
 in the part of the commit window it plans to use, a multiple of k between the run's minimum

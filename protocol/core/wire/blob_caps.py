@@ -1,4 +1,4 @@
-"""Size caps per blob kind, from the model and compute configs (DESIGN.md §8.4).
+"""Size caps per blob kind, from the model and compute configs (docs/INTEROP.md §5, §7).
 
 A node refuses a fetched blob whose announced length is over its kind's cap before it takes a
 byte of it (docs/INTEROP.md, blob protocol). Each cap is the largest blob an honest node of the
