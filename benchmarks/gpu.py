@@ -78,7 +78,8 @@ def measure(device: str, preset_name: str, steps: int, every: int, batch_size: i
     from protocol.core.aggregation.state import genesis_state
     from protocol.core.crypto.hashing import blake3_hash
     from protocol.core.crypto.signing import NodeIdentity
-    from protocol.core.hardware.replay_profile import ReplayProfile, apply_profile, observe_profile
+    from protocol.core.hardware.observe import observe_profile
+    from protocol.core.hardware.replay_profile import ReplayProfile
     from protocol.core.model.gpt import build_model, num_params, preset
     from protocol.core.model.placement import placement_of
     from protocol.core.proof.challenge import make_challenge
@@ -88,6 +89,7 @@ def measure(device: str, preset_name: str, steps: int, every: int, batch_size: i
     from protocol.core.proof.verdict import judge, verify_submission
     from protocol.core.train.compute_config import ComputeConfig
     from protocol.core.train.training import RoundTask, batch_fn, local_stepper
+    from protocol.node.profile_setup import apply_profile
     from validator.scoring import RoundEntry, usefulness_of
 
     profile = observe_profile(ReplayProfile(device=device, dtype=dtype))

@@ -24,7 +24,8 @@ from rich.table import Table
 from protocol.config import corpus
 from protocol.core.crypto.hashing import blake3_hash
 from protocol.core.crypto.signing import NodeIdentity
-from protocol.core.hardware.replay_profile import ReplayProfile, apply_profile, observe_profile
+from protocol.core.hardware.observe import observe_profile
+from protocol.core.hardware.replay_profile import ReplayProfile
 from protocol.core.model.gpt import (
     LanguageModel,
     build_model,
@@ -38,6 +39,7 @@ from protocol.core.proof.work import build_work
 from protocol.core.train import data
 from protocol.core.train.compute_config import ComputeConfig
 from protocol.core.train.training import BatchFn, RoundTask, batch_fn, train_round
+from protocol.node.profile_setup import apply_profile
 
 
 def corpus_slice(n_bytes: int) -> data.Dataset:

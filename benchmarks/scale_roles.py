@@ -27,16 +27,19 @@ from pathlib import Path
 
 from benchmarks.overhead import bare_round
 from miner.work import MinerJob, MinerOutput, produce
-from protocol.config.run_setup import Setup, TrainingSpec, load_dataset
+from protocol.config.run_setup import Setup, TrainingSpec
+from protocol.config.run_state import load_dataset
 from protocol.core.aggregation.state import encoded_state, genesis_state
-from protocol.core.checkpoint.parts import CheckpointPart
+from protocol.core.checkpoint.part_bytes import CheckpointPart
 from protocol.core.crypto.signing import NodeIdentity
-from protocol.core.hardware.replay_profile import ReplayProfile, apply_profile, observe_profile
+from protocol.core.hardware.observe import observe_profile
+from protocol.core.hardware.replay_profile import ReplayProfile
 from protocol.core.model.gpt import build_model, num_params
 from protocol.core.proof.challenge import make_challenge
 from protocol.core.train.data import heldout_batches
 from protocol.core.train.training import RoundTask, batch_fn
 from protocol.node.checkpoint_part_files import part_view
+from protocol.node.profile_setup import apply_profile
 from validator.checks import needed_leaves
 from validator.scoring import GauntletUsefulness, mean_loss, own_batches
 from validator.work import CheckJob, check_miner

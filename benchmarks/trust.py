@@ -367,11 +367,13 @@ def measure_split(p: Params) -> Fraction:
     times the miner pool."""
     from benchmarks.overhead import corpus_slice
     from protocol.core.crypto.hashing import blake3_hash
-    from protocol.core.hardware.replay_profile import ReplayProfile, apply_profile, observe_profile
+    from protocol.core.hardware.observe import observe_profile
+    from protocol.core.hardware.replay_profile import ReplayProfile
     from protocol.core.model.gpt import init_params, preset
     from protocol.core.proof.submission import honest
     from protocol.core.train.compute_config import ComputeConfig
     from protocol.core.train.training import RoundTask
+    from protocol.node.profile_setup import apply_profile
     from validator.scoring import RoundEntry, score_round
 
     apply_profile(ReplayProfile(threads=1, cpu_capability=observe_profile().cpu_capability))
@@ -441,12 +443,14 @@ def measure(p: Params, trials: int) -> dict[str, float]:
     from benchmarks.overhead import corpus_slice
     from protocol.core.crypto.hashing import blake3_hash, u64
     from protocol.core.crypto.signing import NodeIdentity
-    from protocol.core.hardware.replay_profile import ReplayProfile, apply_profile, observe_profile
+    from protocol.core.hardware.observe import observe_profile
+    from protocol.core.hardware.replay_profile import ReplayProfile
     from protocol.core.model.gpt import build_model, init_params, preset
     from protocol.core.proof.challenge import make_challenge
     from protocol.core.proof.trace import zero_carry_hash
     from protocol.core.proof.verdict import judge, verify_submission
     from protocol.core.train.compute_config import ComputeConfig
+    from protocol.node.profile_setup import apply_profile
 
     profile = ReplayProfile(threads=1, cpu_capability=observe_profile().cpu_capability)
     apply_profile(profile)

@@ -41,7 +41,8 @@ from benchmarks.overhead import corpus_slice
 from protocol.config.run_config import ChainParams
 from protocol.core.crypto.hashing import blake3_hash, u64
 from protocol.core.crypto.signing import NodeIdentity
-from protocol.core.hardware.replay_profile import ReplayProfile, apply_profile, observe_profile
+from protocol.core.hardware.observe import observe_profile
+from protocol.core.hardware.replay_profile import ReplayProfile
 from protocol.core.model.gpt import (
     LanguageModel,
     Params,
@@ -62,6 +63,7 @@ from protocol.core.train.data import Dataset, heldout_batches
 from protocol.core.train.training import RoundTask, train_round
 from protocol.devnet import cheats as adv
 from protocol.devnet.network import DevnetOptions
+from protocol.node.profile_setup import apply_profile
 from validator.scoring import GauntletUsefulness, mean_loss, own_batches
 
 FRACTIONS = (0.1, 0.25, 0.5, 1.0)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from miner.cheat import Cheat
 from miner.checkpoint_files import CheckpointWriter
-from protocol.config.run_setup import Setup, TrainingSpec, load_dataset
+from protocol.config.run_setup import Setup, TrainingSpec
+from protocol.config.run_state import load_dataset
 from protocol.core.aggregation.state import decode_state
 from protocol.core.checkpoint.format import encode_checkpoint
 from protocol.core.proof.envelope import encode_envelope, encode_proof

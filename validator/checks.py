@@ -9,7 +9,7 @@ from pathlib import Path
 
 import trio
 
-from protocol.core.checkpoint.parts import CheckpointPart, merge_parts
+from protocol.core.checkpoint.part_bytes import CheckpointPart, merge_parts
 from protocol.core.model.gpt import ModelConfig
 from protocol.core.proof.challenge import Challenge, make_challenge
 from protocol.core.proof.commitment import Commit

@@ -8,7 +8,8 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocol.config.run_setup import Setup, TrainingSpec, load_dataset
+from protocol.config.run_setup import Setup, TrainingSpec
+from protocol.config.run_state import load_dataset
 from protocol.core.aggregation.state import decode_state
 from protocol.core.crypto.hashing import Digest
 from protocol.core.crypto.keccak import checksum_address

@@ -9,8 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from protocol.config.atomic import atomic_write
 from protocol.config.run_config import RunConfig
+from protocol.config.run_setup import resolve
 from protocol.core.errors import ConfigError
-from protocol.core.wire.blob_caps import BlobCaps
+from protocol.core.wire.blob_caps import BlobCaps, blob_caps
 
 ADDRESS = r"^0x[0-9a-fA-F]{40}$"
 
@@ -49,10 +50,7 @@ class Deployment(BaseModel):
 
 
 def run_blob_caps(config: RunConfig) -> BlobCaps:
-    """The per-kind blob caps of a run: from its model preset and compute config."""
-    from protocol.config.run_setup import resolve  # imports torch: only when caps are computed
-    from protocol.core.wire.blob_caps import blob_caps
-
+    """The per-kind blob caps of a run: from its model preset and compute config (torch-free)."""
     setup = resolve(config)
     return blob_caps(setup.model, setup.compute)
 

@@ -90,7 +90,7 @@ def deploy(
 
     run_config = load_run_config(config)
     if genesis is not None:
-        from protocol.config.run_setup import with_hf_genesis
+        from protocol.config.run_state import with_hf_genesis
 
         _progress(f"genesis: the Hugging Face Llama checkpoint in {genesis.expanduser().resolve()}")
         run_config = with_hf_genesis(run_config, genesis)
@@ -233,7 +233,7 @@ def _genesis_tables(folder: Path | None) -> dict[str, Any]:
     """`[training.model]` and `[training.genesis]` for a devnet started from a checkpoint."""
     if folder is None:
         return {}
-    from protocol.config.run_setup import hf_genesis_tables
+    from protocol.config.run_state import hf_genesis_tables
 
     _progress(f"genesis: the Hugging Face Llama checkpoint in {folder.expanduser().resolve()}")
     return hf_genesis_tables(folder, {})

@@ -21,7 +21,8 @@ def _candidates(deployment: Path | None) -> tuple[list[ReplayProfile], list[Repl
     the default run config's classes and this machine's own classes (its CPU's, and its GPU's
     when it has one)."""
     from protocol.config.run_setup import TrainingSpec, training_spec
-    from protocol.core.hardware.hardware_class import own_classes, this_host
+    from protocol.core.hardware.hardware_class import own_classes
+    from protocol.node.host_probe import this_host
 
     if deployment is None:
         spec = TrainingSpec(preset="micro")
@@ -39,7 +40,8 @@ def class_rows(deployment: Path | None, measure: bool, progress: Any) -> tuple[s
     from dataclasses import asdict
 
     from protocol.config.run_setup import Setup
-    from protocol.core.hardware.hardware_class import class_id, label, runnable_here
+    from protocol.core.hardware.hardware_class import class_id, label
+    from protocol.node.host_probe import runnable_here
 
     shown, permitted, default, spec = _candidates(deployment)
     setup = Setup(spec, b"")
@@ -92,7 +94,7 @@ def hardware(
 ) -> None:
     """Show the hardware classes this machine can run: id, label, why not, permitted, tokens/s."""
     from protocol.cli.app import _progress, console
-    from protocol.core.hardware.hardware_class import this_host
+    from protocol.node.host_probe import this_host
 
     preset, rows = class_rows(deployment, measure, _progress)
     if as_json:

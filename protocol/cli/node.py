@@ -101,7 +101,8 @@ def open_client(rpc: str, deployment: Path, keys: Path) -> tuple[Any, Any]:
 def check_local_hashes(client: Any, worker: Any) -> None:
     """Refuse to run unless this machine reproduces the run's model, corpus and profile hashes,
     computed in `worker` (of the class the node runs)."""
-    from protocol.config.run_setup import check_genesis_present, check_local, pinned_hashes, resolve
+    from protocol.config.run_setup import check_genesis_present, check_local, resolve
+    from protocol.config.run_state import pinned_hashes
 
     config = client.deployment.run_config
     check_genesis_present(resolve(config).spec)  # a missing checkpoint folder: said before the worker starts

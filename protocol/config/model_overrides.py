@@ -12,7 +12,7 @@ import typing
 from collections.abc import Mapping
 
 from protocol.core.errors import ConfigError
-from protocol.core.model.gpt import LlamaConfig, ModelConfig
+from protocol.core.model.config import LlamaConfig, ModelConfig
 
 FAMILIES: dict[str, type[ModelConfig]] = {"gpt": ModelConfig, "llama": LlamaConfig}
 Override = float | int | bool | str

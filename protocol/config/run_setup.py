@@ -1,8 +1,9 @@
 """From the run config's `[training]` section to the objects nodes compute with.
 
-`veritrain deploy` pins the hashes every node must reproduce (model config, dataset root,
-replay profile, genesis global state: `pinned_hashes`, run in a worker by
-`protocol.node.pinning.prepare`); nodes call `check_local` and refuse to run on any
+Torch-free: the chain, the explorer and `veritrain inspect`/`claim` read it (an import-linter
+contract keeps it so). `veritrain deploy` pins the hashes every node must reproduce (model
+config, dataset root, replay profile, genesis global state: `run_state.pinned_hashes`, run in a
+worker by `protocol.node.pinning.prepare`); nodes call `check_local` and refuse to run on any
 difference, with an error that says what differs. `[[training.classes]]` lists the permitted
 hardware classes (`protocol.core.hardware.hardware_class`); the profile, the class a node runs when it
 names none, must be one of them. `[training.model]` overrides fields of the model preset;
@@ -19,11 +20,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
+from protocol.config.model_overrides import apply_overrides
 from protocol.config.run_config import RunConfig
 from protocol.core.aggregation.selection import UnknownSelectionRule, check_rule
+from protocol.core.crypto.hashing import blake3_hash
 from protocol.core.errors import ConfigError
 from protocol.core.hardware.hardware_class import MAX_CLASSES, class_id, default_classes, label
 from protocol.core.hardware.replay_profile import ReplayProfile
+from protocol.core.model.config import ModelConfig, preset
+from protocol.core.train.compute_config import ComputeConfig
 
 _PROFILE = TypeAdapter(ReplayProfile)
 
@@ -116,14 +121,12 @@ class Setup:
     run_seed: bytes
 
     @property
-    def model(self) -> Any:
+    def model(self) -> ModelConfig:
         # the type is in the cache key: True == 1 == 1.0, but only one of them is a valid n_layer
         return _model_config(self.spec.preset, tuple(sorted((k, type(v).__name__, v) for k, v in self.spec.model.items())))
 
     @property
-    def compute(self) -> Any:
-        from protocol.core.train.compute_config import ComputeConfig
-
+    def compute(self) -> ComputeConfig:
         known = {f.name for f in fields(ComputeConfig)}
         unknown = set(self.spec.compute) - known
         if unknown:
@@ -153,10 +156,7 @@ class Setup:
 
 
 @functools.lru_cache(maxsize=8)
-def _model_config(preset_name: str, overrides: tuple[tuple[str, str, float | int | bool | str], ...]) -> Any:
-    from protocol.config.model_overrides import apply_overrides
-    from protocol.core.model.gpt import preset
-
+def _model_config(preset_name: str, overrides: tuple[tuple[str, str, float | int | bool | str], ...]) -> ModelConfig:
     return apply_overrides(preset(preset_name), {k: v for k, _, v in overrides})
 
 
@@ -169,49 +169,7 @@ def training_spec(config: RunConfig) -> TrainingSpec:
 
 
 def resolve(config: RunConfig) -> Setup:
-    from protocol.core.crypto.hashing import blake3_hash
-
     return Setup(training_spec(config), blake3_hash("run-seed", config.run_seed.to_bytes(8, "big")))
-
-
-@functools.lru_cache(maxsize=2)
-def load_dataset(spec: DatasetSpec) -> Any:
-    """Load (once per process) the corpus a spec names."""
-    from protocol.config import corpus
-
-    kw = {"page_tokens": spec.page_tokens, "heldout_every": spec.heldout_every}
-    if spec.source == "stdlib":
-        return corpus.from_stdlib(**kw)
-    if spec.path is None:
-        raise ConfigError(f"[training.dataset] source {spec.source!r} needs a path")
-    if not Path(spec.path).exists():
-        raise ConfigError(f"dataset path {spec.path} does not exist")
-    if spec.source == "folder":
-        return corpus.from_folder(Path(spec.path), "**/*", **kw)
-    if spec.source == "packed":  # PackedCorpusMismatch (a ConfigError) when the tokenizer differs
-        return corpus.from_packed(Path(spec.path), spec.tokenizer_hash, spec.vocab_size, **kw)
-    return corpus.from_bin(Path(spec.path), **kw)
-
-
-def pinned_hashes(spec: TrainingSpec) -> dict[str, str]:
-    """Model config hash, dataset root, profile hash and genesis model hash, computed
-    here (run it in a worker under the profile: genesis init must match everyone's). The
-    genesis checkpoint, if any, is read first: a missing or wrong one fails before the corpus loads."""
-    from protocol.core.aggregation.state import global_state_hash
-    from protocol.core.hardware.replay_profile import profile_hash
-    from protocol.core.model.gpt import config_hash
-
-    setup = Setup(spec, b"")
-    model = setup.model
-    genesis_hash = global_state_hash(genesis(spec), model).hex()
-    dataset = load_dataset(spec.dataset)
-    check_vocabulary(model.vocab_size, dataset.vocab_size, spec.dataset)
-    return {
-        "model_config_hash": config_hash(model).hex(),
-        "dataset_root": dataset.root.hex(),
-        "profile_hash": profile_hash(setup.profile).hex(),
-        "genesis_model_hash": genesis_hash,
-    }
 
 
 def check_vocabulary(model_vocab: int, data_vocab: int, dataset: DatasetSpec) -> None:
@@ -223,61 +181,11 @@ def check_vocabulary(model_vocab: int, data_vocab: int, dataset: DatasetSpec) ->
                           f"({dataset.source} dataset): {hint}")
 
 
-def with_packed_facts(spec: TrainingSpec) -> TrainingSpec:
-    """A packed dataset's tokenizer hash and vocabulary size, read from its sidecar into the spec
-    (deploy pins them, so they are in the run config and its hash)."""
-    if spec.dataset.source != "packed" or spec.dataset.path is None:
-        return spec
-    from protocol.config.corpus import read_packed_meta
-
-    meta = read_packed_meta(Path(spec.dataset.path))
-    dataset = spec.dataset.model_copy(update={"tokenizer_hash": spec.dataset.tokenizer_hash or meta.tokenizer_hash,
-                                              "vocab_size": spec.dataset.vocab_size or meta.vocab_size})
-    return spec.model_copy(update={"dataset": dataset})
-
-
-def genesis(spec: TrainingSpec) -> Any:
-    """Round 0's global state: the `[training.genesis]` checkpoint's θ (its config.json must
-    give the run's model), else `init_params` seeded by `init_seed`."""
-    from protocol.core.aggregation.state import genesis_state
-
-    setup = Setup(spec, b"")
-    params = None
-    if spec.genesis is not None:
-        from protocol.config.hf_checkpoint import load_genesis
-
-        check_genesis_present(spec)
-        params = load_genesis(Path(spec.genesis.path), setup.model)
-    return genesis_state(setup.model, setup.compute, spec.init_seed, params)
-
-
 def check_genesis_present(spec: TrainingSpec) -> None:
     """Fail at once (before a worker starts) when this node lacks the run's genesis checkpoint."""
     if spec.genesis is not None and not (Path(spec.genesis.path) / "config.json").is_file():
         raise ConfigError(f"the run's genesis checkpoint {spec.genesis.path} ([training.genesis]) is missing "
                           f"on this node: copy the run's checkpoint folder to that path")
-
-
-def hf_genesis_tables(folder: Path, model: dict[str, Any]) -> dict[str, Any]:
-    """`[training.model]` (the checkpoint's whole config) and `[training.genesis]` for a run that
-    starts from the Hugging Face Llama checkpoint in `folder` (made absolute: every node reads
-    it there). `model`, the run config's own table, may set `block_size` (a shorter training
-    context); any other key it sets must agree with the checkpoint."""
-    from protocol.config.hf_checkpoint import genesis_model
-
-    folder = folder.expanduser().resolve()
-    full = genesis_model(folder, model.get("block_size"))
-    clash = sorted(k for k in model if k in full and model[k] != full[k])
-    if clash:
-        detail = ", ".join(f"{k} = {model[k]!r} (checkpoint: {full[k]!r})" for k in clash)
-        raise ConfigError(f"[training.model] disagrees with the genesis checkpoint {folder}: {detail}")
-    return {"model": {**model, **full}, "genesis": {"path": str(folder), "format": "hf-llama"}}
-
-
-def with_hf_genesis(config: RunConfig, folder: Path) -> RunConfig:
-    """`config` training from the checkpoint in `folder` (`veritrain deploy --genesis`)."""
-    tables = hf_genesis_tables(folder, dict(config.training.get("model", {})))
-    return config.model_copy(update={"training": {**config.training, **tables}})
 
 
 def check_local(config: RunConfig, local: dict[str, str]) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.core.checkpoint.format import MAX_HEADER_BYTES
-from protocol.core.checkpoint.parts import CheckpointPart, part_layout
+from protocol.core.checkpoint.part_bytes import CheckpointPart, part_layout
 from protocol.core.checkpoint.tensor_subset import (
     PREFIX_BYTES,
     SplicedFile,

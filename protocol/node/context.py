@@ -12,7 +12,8 @@ import trio
 from protocol.chain.client import ChainClient
 from protocol.chain.events import EventLog
 from protocol.chain.settlement_history import SettlementHistory
-from protocol.config.run_setup import Setup, load_dataset, resolve
+from protocol.config.run_setup import Setup, resolve
+from protocol.config.run_state import load_dataset
 from protocol.core.wire.blob_caps import BlobCaps, blob_caps
 from protocol.core.wire.messages import SignedGossip
 from protocol.node.chain_port import ChainPort

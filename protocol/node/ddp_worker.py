@@ -32,13 +32,8 @@ from typing import Any
 
 from protocol.core.checkpoint.format import Checkpoint, decode_checkpoint, encode_checkpoint
 from protocol.core.errors import VeritrainError
-from protocol.core.hardware.replay_profile import (
-    ProfileMismatch,
-    ReplayProfile,
-    check_profile,
-    is_cuda,
-    set_in_process,
-)
+from protocol.core.hardware.observe import check_profile
+from protocol.core.hardware.replay_profile import ProfileMismatch, ReplayProfile, is_cuda
 from protocol.core.model.gpt import build_model
 from protocol.core.train.data import Dataset
 from protocol.core.train.ddp import check_world_size
@@ -51,6 +46,7 @@ from protocol.core.train.training import (
     local_stepper,
 )
 from protocol.node.ddp_sync import rank_stepper
+from protocol.node.profile_setup import set_in_process
 from protocol.node.worker_pool import profile_environment, watch_parent
 
 COLLECTIVE_TIMEOUT = timedelta(minutes=10)  # a rank waits this long for its peers in one collective

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from protocol.config.run_setup import Setup, TrainingSpec, genesis, load_dataset
+from protocol.config.run_setup import Setup, TrainingSpec
+from protocol.config.run_state import genesis, load_dataset
 from protocol.core.aggregation import selection
 from protocol.core.aggregation.heldout import attested_batches, attested_loss
 from protocol.core.aggregation.state import aggregate, decode_state, encoded_state

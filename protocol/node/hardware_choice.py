@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from protocol.config.run_setup import TrainingSpec
 from protocol.core.errors import ConfigError
-from protocol.core.hardware.hardware_class import Host, find_class, label, runnable_on, this_host
+from protocol.core.hardware.hardware_class import Host, find_class, label, runnable_on
 from protocol.core.hardware.replay_profile import ReplayProfile
+from protocol.node.host_probe import this_host
 
 
 class ClassNotRunnable(ConfigError):

@@ -8,13 +8,8 @@ thread count are fixed before torch is imported), never in the deployer's own pr
 from __future__ import annotations
 
 from protocol.config.run_config import RunConfig
-from protocol.config.run_setup import (
-    Setup,
-    check_genesis_present,
-    pinned_hashes,
-    training_spec,
-    with_packed_facts,
-)
+from protocol.config.run_setup import Setup, check_genesis_present, training_spec
+from protocol.config.run_state import pinned_hashes, with_packed_facts
 from protocol.node.worker_pool import ProfileWorker
 
 

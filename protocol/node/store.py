@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.config.atomic import atomic_write
-from protocol.core.checkpoint.parts import CheckpointPart
+from protocol.core.checkpoint.part_bytes import CheckpointPart
 from protocol.core.checkpoint.tensor_subset import SplicedFile
 from protocol.core.crypto.hashing import content_hash
 from protocol.core.errors import VeritrainError

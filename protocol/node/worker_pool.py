@@ -24,14 +24,14 @@ from typing import Any, TypeVar
 import trio
 
 from protocol.core.errors import VeritrainError
+from protocol.core.hardware.observe import observe_profile
 from protocol.core.hardware.replay_profile import (
     CUBLAS_WORKSPACE,
     ProfileMismatch,
     ReplayProfile,
-    observe_profile,
     profile_differences,
-    set_in_process,
 )
+from protocol.node.profile_setup import set_in_process
 
 T = TypeVar("T")
 STOP_GRACE_S = 2.0  # an idle worker leaves this fast; a busy one is terminated after it

@@ -12,8 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import Protocol
 
-from protocol.core.checkpoint.format import MAX_HEADER_BYTES
-from protocol.core.checkpoint.parts import CheckpointPart, part_of_blob
+from protocol.core.checkpoint.header import MAX_HEADER_BYTES
+from protocol.core.checkpoint.part_bytes import CheckpointPart, part_of_blob
 from protocol.core.checkpoint.tensor_subset import SplicedFile, SubsetError
 from protocol.core.crypto.hashing import content_hash
 from protocol.core.wire.messages import PartName

@@ -91,7 +91,7 @@ def test_the_cli_refuses_a_gpt_run_in_one_line_before_reaching_the_chain(tmp_pat
 def test_a_devnet_started_from_a_checkpoint_exports_its_trained_model(tmp_path):
     """~50 s: one miner and one validator train one round from a `transformers` model; the
     validator's data dir holds the model the round attested, which exports and loads back."""
-    from protocol.config.run_setup import hf_genesis_tables
+    from protocol.config.run_state import hf_genesis_tables
     from protocol.core.aggregation.state import genesis_state, global_state_hash
     from protocol.core.model.hf_llama import params_from_hf
     from protocol.devnet.network import DevnetOptions, run_devnet

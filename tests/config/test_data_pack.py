@@ -13,7 +13,8 @@ from protocol.config import corpus
 from protocol.config import tokenize_pack as tp
 from protocol.config.corpus import PackedCorpusError, PackedCorpusMismatch, PackedMeta
 from protocol.config.run_config import load_run_config
-from protocol.config.run_setup import DatasetSpec, load_dataset
+from protocol.config.run_setup import DatasetSpec
+from protocol.config.run_state import load_dataset
 from protocol.core.crypto.hashing import content_hash
 from protocol.core.errors import ConfigError
 from protocol.core.train import data
@@ -236,7 +237,8 @@ MIN_VOCAB = tp.MIN_TRAINED_VOCAB
 
 
 def test_deploy_pins_the_tokenizer_hash_and_vocabulary_from_the_sidecar(packed) -> None:
-    from protocol.config.run_setup import TrainingSpec, with_packed_facts
+    from protocol.config.run_setup import TrainingSpec
+    from protocol.config.run_state import with_packed_facts
 
     _, bin_path, meta, _ = packed
     spec = TrainingSpec.model_validate({"dataset": {"source": "packed", "path": str(bin_path), "page_tokens": PAGE,

@@ -17,11 +17,10 @@ from protocol.config.run_setup import (
     TrainingSpec,
     check_genesis_present,
     check_local,
-    pinned_hashes,
     resolve,
     training_spec,
-    with_hf_genesis,
 )
+from protocol.config.run_state import pinned_hashes, with_hf_genesis
 from protocol.core.aggregation.state import decode_state, genesis_state, global_state_hash
 from protocol.core.errors import ConfigError
 from protocol.core.model.gpt import (

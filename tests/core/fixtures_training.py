@@ -9,11 +9,13 @@ from __future__ import annotations
 from functools import lru_cache
 
 from protocol.config.corpus import stdlib_files
-from protocol.core.hardware.replay_profile import ReplayProfile, apply_profile, observe_profile
+from protocol.core.hardware.observe import observe_profile
+from protocol.core.hardware.replay_profile import ReplayProfile
 from protocol.core.model.gpt import ModelConfig, Params, init_params, preset
 from protocol.core.train import data
 from protocol.core.train.compute_config import ComputeConfig
 from protocol.core.train.training import RoundTask
+from protocol.node.profile_setup import apply_profile
 
 RUN_SEED = b"veritrain-test-run"
 MICRO = preset("micro")

@@ -19,14 +19,9 @@ from protocol.core.checkpoint.format import (
     decode_checkpoint,
     encode_checkpoint,
 )
-from protocol.core.checkpoint.parts import (
-    CheckpointPart,
-    SubsetError,
-    decode_served,
-    merge_parts,
-    part_keys,
-    part_of_blob,
-)
+from protocol.core.checkpoint.part_bytes import CheckpointPart, merge_parts, part_keys, part_of_blob
+from protocol.core.checkpoint.parts import decode_served
+from protocol.core.checkpoint.tensor_subset import SubsetError
 from protocol.core.hardware.replay_profile import ReplayProfile
 from protocol.core.model.gpt import Params
 from protocol.core.proof.derivation import verify_update_derivation

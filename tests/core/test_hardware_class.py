@@ -16,11 +16,10 @@ from protocol.core.hardware.hardware_class import (
     find_class,
     label,
     own_classes,
-    runnable_here,
     runnable_on,
-    this_host,
 )
 from protocol.core.hardware.replay_profile import ReplayProfile, profile_hash
+from protocol.node.host_probe import runnable_here, this_host
 
 PINNED = ReplayProfile(torch_version="2.5.1")
 HOST = Host(capability="avx2", cpu_count=2, torch_version="2.5.1", cuda=False)

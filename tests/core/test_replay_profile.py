@@ -9,19 +9,17 @@ import os
 import pytest
 import torch
 
+from protocol.core.hardware.observe import check_profile, cuda_flags_deterministic, observe_profile
 from protocol.core.hardware.replay_profile import (
     BF16_AUTOCAST,
     LATER_FIELDS,
     ProfileMismatch,
     ReplayProfile,
     canonical_fields,
-    check_profile,
     class_id,
-    cuda_flags_deterministic,
-    observe_profile,
-    set_cuda_flags,
     storage_dtype,
 )
+from protocol.node.profile_setup import set_cuda_flags
 from protocol.node.worker_pool import ProfileWorker
 
 PINNED = ReplayProfile(torch_version="2.5.1")

@@ -14,7 +14,7 @@ import torch
 from fixtures_training import MICRO, task
 
 from protocol.core.checkpoint.format import checkpoint_hash, encode_checkpoint
-from protocol.core.hardware.hardware_class import own_classes, this_host
+from protocol.core.hardware.hardware_class import own_classes
 from protocol.core.hardware.replay_profile import BF16_AUTOCAST, ReplayProfile
 from protocol.core.model.gpt import Params, build_model, flatten
 from protocol.core.model.placement import CPU, Placement, placement_of
@@ -29,6 +29,7 @@ from protocol.core.train.training import (
     run_steps,
     train_round,
 )
+from protocol.node.host_probe import this_host
 from protocol.node.worker_pool import ProfileWorker
 from validator.scoring import RoundEntry, usefulness_of
 

@@ -14,19 +14,14 @@ from protocol.core.checkpoint.format import (
     encode_checkpoint,
 )
 from protocol.core.errors import ConfigError
-from protocol.core.hardware.replay_profile import (
-    ProfileMismatch,
-    ReplayProfile,
-    apply_profile,
-    check_profile,
-    observe_profile,
-    profile_hash,
-)
+from protocol.core.hardware.observe import check_profile, observe_profile
+from protocol.core.hardware.replay_profile import ProfileMismatch, ReplayProfile, profile_hash
 from protocol.core.model.gpt import Params, flatten
 from protocol.core.proof.submission import Submission
 from protocol.core.train.compute_config import ComputeConfig
 from protocol.core.train.data import Dataset
 from protocol.core.train.training import batch_fn, run_steps, train_round
+from protocol.node.profile_setup import apply_profile
 from protocol.node.worker_pool import ProfileWorker
 
 

@@ -9,7 +9,8 @@ import dataclasses
 
 import pytest
 
-from protocol.config.run_setup import pinned_hashes, resolve
+from protocol.config.run_setup import resolve
+from protocol.config.run_state import pinned_hashes
 from protocol.core.hardware.replay_profile import ProfileMismatch, ReplayProfile
 from protocol.devnet.network import DevnetOptions, run_config_for
 from protocol.node.global_model import genesis_blob

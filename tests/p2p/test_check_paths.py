@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from protocol.core.checkpoint.format import MAX_HEADER_BYTES
-from protocol.core.checkpoint.parts import CheckpointPart, part_of_blob
+from protocol.core.checkpoint.part_bytes import CheckpointPart, part_of_blob
 from protocol.core.proof.commitment import Commit
 from protocol.core.proof.submission import Submission, honest
 from protocol.core.settlement.fraud import FraudKind

@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from protocol.core.checkpoint.format import MAX_HEADER_BYTES
-from protocol.core.checkpoint.parts import CheckpointPart, part_of_blob
+from protocol.core.checkpoint.part_bytes import CheckpointPart, part_of_blob
 from protocol.core.proof.trace import check_served_leaf
 from protocol.node.store import DataDir
 from protocol.p2p.errors import BlobNotFound

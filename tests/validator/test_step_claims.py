@@ -79,7 +79,8 @@ def test_a_step_count_the_run_does_not_allow_scores_zero_and_the_rest_are_scored
     import sysconfig
     from pathlib import Path
 
-    from protocol.config.run_setup import DatasetSpec, Setup, TrainingSpec, load_dataset
+    from protocol.config.run_setup import DatasetSpec, Setup, TrainingSpec
+    from protocol.config.run_state import load_dataset
     from protocol.core.aggregation.state import decode_state
     from protocol.core.proof.envelope import encode_envelope
     from protocol.core.proof.submission import honest

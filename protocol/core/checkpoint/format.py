@@ -10,7 +10,8 @@ little-endian bytes: its *digest*), and the checkpoint hash is over the header a
 ship the digest list with only the tensors a check reads (`checkpoint_parts.py`). The list
 travels in the file's metadata. Decoding never unpickles: it reads a size-capped safetensors
 blob and a strict pydantic header, and checks every key, shape, dtype and digest against the
-model and the list.
+model and the list. The header, the digest list and the size bounds are torch-free, in
+`protocol.core.checkpoint.header`.
 """
 
 from __future__ import annotations
@@ -19,41 +20,26 @@ import json
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
 
 import safetensors.torch
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor
 
+from protocol.core.checkpoint.header import (
+    MAX_HEADER_BYTES,
+    RNG_STATE_BYTES,
+    BlobFormatError,
+    CheckpointFormatError,
+    CheckpointHeader,
+    Leaves,
+    checkpoint_metadata,
+    hash_digests,
+    header_bytes,
+    read_metadata,
+)
 from protocol.core.checkpoint.safetensors_layout import serialized, tensor_bytes
 from protocol.core.crypto.hashing import Digest, StreamHasher
-from protocol.core.errors import VeritrainError
 from protocol.core.model.gpt import ModelConfig, Params, config_hash, num_params, param_shapes
-
-RNG_STATE_BYTES = 5056  # torch CPU generator (mt19937) state size
-MAX_HEADER_BYTES = 1 << 20  # a safetensors JSON header larger than 1 MiB is refused
-_META_KEY = "veritrain"
-Leaves = dict[str, Digest]  # tensor key -> digest (`tensor_digest`)
-
-
-class CheckpointFormatError(VeritrainError):
-    """Raised when checkpoint bytes are malformed, too large, or do not fit the model."""
-
-
-class BlobFormatError(VeritrainError):
-    """Raised when a safetensors blob (checkpoint or update) is malformed or over its size cap."""
-
-
-class CheckpointHeader(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
-
-    format: Literal["veritrain-checkpoint"] = "veritrain-checkpoint"
-    version: Literal[3] = 3  # 3: hashed per tensor
-    step: int = Field(ge=0, le=10**9)
-    model: str = Field(pattern=r"^[0-9a-f]{64}$")  # hex model config hash
-    has_ef: bool
-    warm: bool
 
 
 @dataclass(frozen=True)
@@ -94,20 +80,6 @@ def digests_of(tensors: Mapping[str, Tensor]) -> Leaves:
     return {k: tensor_digest(t) for k, t in tensors.items()}
 
 
-def hash_digests(domain: str, header: bytes, leaves: Mapping[str, bytes]) -> Digest:
-    """The root over a header and named digests (sorted by name): a checkpoint's or a carry's hash."""
-    h = StreamHasher(domain)
-    h.update(header)
-    for key in sorted(leaves):
-        h.update(key.encode())
-        h.update(leaves[key])
-    return h.digest()
-
-
-def header_bytes(header: CheckpointHeader) -> bytes:
-    return header.model_dump_json().encode()
-
-
 def checkpoint_leaves(c: Checkpoint) -> Leaves:
     return digests_of(_tensors(c))
 
@@ -123,13 +95,6 @@ def checkpoint_layout(c: Checkpoint, cfg: ModelConfig,
     to a file with safetensors instead of building the bytes in memory: the same bytes)."""
     leaves = leaves if leaves is not None else checkpoint_leaves(c)
     return {k: v.contiguous() for k, v in _tensors(c).items()}, checkpoint_metadata(_header(c, cfg), leaves)
-
-
-def checkpoint_metadata(header: CheckpointHeader, leaves: Mapping[str, bytes]) -> dict[str, str]:
-    """The safetensors metadata of a checkpoint or a part: one key (safetensors writes several
-    in no fixed order), holding {"header": …, "leaves": {tensor key: hex digest}}."""
-    body = {"header": header.model_dump(), "leaves": {k: leaves[k].hex() for k in sorted(leaves)}}
-    return {_META_KEY: json.dumps(body, separators=(",", ":"))}
 
 
 def encode_checkpoint(c: Checkpoint, cfg: ModelConfig) -> bytes:
@@ -179,21 +144,6 @@ def expected_tensors(cfg: ModelConfig, has_ef: bool) -> dict[str, tuple[tuple[in
     if has_ef:
         out["ef"] = ((num_params(cfg),), f32)
     return out
-
-
-def read_metadata(meta: Mapping[str, object]) -> tuple[CheckpointHeader, Leaves]:
-    try:
-        body = json.loads(str(meta.get(_META_KEY, "")))
-        header = CheckpointHeader.model_validate(body["header"])
-        raw = body["leaves"]
-    except (ValueError, TypeError, KeyError) as exc:  # ValidationError is a ValueError
-        raise CheckpointFormatError(f"bad checkpoint metadata: {exc}") from exc
-    if not isinstance(raw, dict) or not all(isinstance(v, str) and len(v) == 64 for v in raw.values()):
-        raise CheckpointFormatError("the digest list must map tensor keys to 32-byte hex digests")
-    try:
-        return header, {str(k): Digest(bytes.fromhex(v)) for k, v in raw.items()}
-    except ValueError as exc:
-        raise CheckpointFormatError(f"bad digest list: {exc}") from exc
 
 
 def decode_tensors(blob: bytes, cfg: ModelConfig) -> tuple[CheckpointHeader, Leaves, dict[str, Tensor]]:

@@ -10,14 +10,14 @@ which must match its digest. The checks of docs/PROTOCOL.md §7 read:
 - the end of a replayed segment: nothing in exact mode (the replay's hash decides), the
   parameters in tolerance mode (the distance is measured on them);
 - the start of a replayed segment: everything.
+
+Naming a part and cutting one from a file's bytes is torch-free (`part_bytes.py`); decoding
+and checking a served part's tensors is here.
 """
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from torch import Tensor
 
@@ -30,45 +30,10 @@ from protocol.core.checkpoint.format import (
     decode_tensors,
     hash_digests,
     header_bytes,
-    read_metadata,
 )
-from protocol.core.checkpoint.tensor_subset import (
-    PREFIX_BYTES,
-    SubsetError,
-    SubsetLayout,
-    header_length,
-    parse_header,
-    subset_layout,
-    tensor_keys,
-)
+from protocol.core.checkpoint.part_bytes import CheckpointPart, part_keys
 from protocol.core.crypto.hashing import Digest
 from protocol.core.model.gpt import ModelConfig
-
-
-class CheckpointPart(enum.StrEnum):
-    ALL = "all"
-    PARAMS = "params"  # the p/* tensors
-    EF = "ef"  # the error-feedback buffer (leaf 0)
-    HASHES = "hashes"  # no tensors: the header and digest list alone
-
-
-def part_keys(part: CheckpointPart, keys: Collection[str]) -> set[str]:
-    """The tensor keys `part` ships, of a checkpoint with `keys`."""
-    if part is CheckpointPart.ALL:
-        return set(keys)
-    if part is CheckpointPart.PARAMS:
-        return {k for k in keys if k.startswith("p/")}
-    if part is CheckpointPart.EF:
-        return {"ef"} & set(keys)
-    return set()
-
-
-def merge_parts(parts: Collection[CheckpointPart]) -> CheckpointPart:
-    """One part that holds all of `parts` (the fewest bytes that do)."""
-    wanted = set(parts) - {CheckpointPart.HASHES}
-    if not wanted:
-        return CheckpointPart.HASHES
-    return wanted.pop() if len(wanted) == 1 else CheckpointPart.ALL
 
 
 @dataclass(frozen=True)
@@ -97,27 +62,3 @@ def decode_served(blob: bytes, cfg: ModelConfig) -> ServedCheckpoint:
     does not fit `cfg`, or a tensor does not match its digest."""
     header, leaves, tensors = decode_tensors(blob, cfg)
     return ServedCheckpoint(header, leaves, tensors)
-
-
-def part_layout(header: Mapping[str, Any], header_len: int, part: CheckpointPart) -> SubsetLayout:
-    """How to serve `part` of a checkpoint file (or of a part that holds it) with the parsed
-    safetensors header `header` of `header_len` bytes; SubsetError if it does not hold it."""
-    meta = header.get("__metadata__")
-    if not isinstance(meta, Mapping):
-        raise SubsetError("no checkpoint metadata")
-    try:
-        _, leaves = read_metadata(meta)
-    except CheckpointFormatError as exc:
-        raise SubsetError(str(exc)) from exc
-    keys = part_keys(part, leaves)
-    if not keys <= tensor_keys(header):
-        raise SubsetError(f"holds no {part.value} part")
-    return subset_layout(header, header_len, keys)
-
-
-def part_of_blob(blob: bytes, part: CheckpointPart, max_header: int) -> bytes:
-    """`part` of a checkpoint held in memory (tests, the devnet's in-memory holders)."""
-    n = header_length(blob[:PREFIX_BYTES], max_header)
-    layout = part_layout(parse_header(blob[PREFIX_BYTES : PREFIX_BYTES + n]), n, part)
-    return layout.head + b"".join(blob[at : at + size] for at, size in layout.ranges)
-

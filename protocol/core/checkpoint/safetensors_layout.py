@@ -9,14 +9,14 @@ padded with spaces to 8 bytes, as safetensors pads it. Pure: the caller writes t
 
 from __future__ import annotations
 
-import json
-import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
+
+from protocol.core.checkpoint.tensor_subset import frame_header
 
 _DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
            torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
@@ -27,13 +27,6 @@ _DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", tor
 class SafetensorsLayout:
     head: bytes  # u64le header length, then the header JSON
     order: tuple[str, ...]  # the tensors' keys in the order their bytes follow
-
-
-def frame_header(header: Mapping[str, Any]) -> bytes:
-    """u64le length ‖ the header JSON, padded with spaces to 8 bytes."""
-    body = json.dumps(header, separators=(",", ":")).encode()
-    body += b" " * (-len(body) % 8)
-    return struct.pack("<Q", len(body)) + body
 
 
 def safetensors_layout(tensors: Mapping[str, Tensor], metadata: Mapping[str, str]) -> SafetensorsLayout:

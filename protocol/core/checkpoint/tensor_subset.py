@@ -3,7 +3,7 @@
 A checkpoint part (checkpoint_parts.py) is served as a safetensors file with the same metadata
 and a subset of the tensors. Its header is rewritten here and its data are byte ranges of the
 original, so a holder streams a part straight from the file it keeps: nothing is decoded,
-nothing held whole in memory. Pure: the caller reads the header and the ranges.
+nothing held whole in memory. Pure and torch-free: the caller reads the header and the ranges.
 """
 
 from __future__ import annotations
@@ -15,10 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol.core.checkpoint.safetensors_layout import frame_header
 from protocol.core.errors import VeritrainError
 
 PREFIX_BYTES = 8  # the little-endian u64 header length
+
+
+def frame_header(header: Mapping[str, Any]) -> bytes:
+    """u64le length ‖ the header JSON, padded with spaces to 8 bytes."""
+    body = json.dumps(header, separators=(",", ":")).encode()
+    body += b" " * (-len(body) % 8)
+    return struct.pack("<Q", len(body)) + body
 
 
 class SubsetError(VeritrainError):

@@ -5,27 +5,29 @@ bit only when they run the same class, so the run config lists the permitted cla
 node trains or replays under exactly one of them. Its id is `class_id`, the hash of the
 profile's canonical JSON (the same hash deployments pin as `profile_hash`).
 
-`runnable_on` is pure (a class against a `Host`); `this_host` is the one place that looks at
-the machine, so tests can ask about hosts they do not run on. A CUDA class runs only where the
+`runnable_on` is pure (a class against a `Host`); `protocol.node.host_probe.this_host` is the
+one place that looks at the machine, so tests can ask about hosts they do not run on, and this
+module (like the run config that imports it) needs no torch. A CUDA class runs only where the
 GPU model, compute capability and CUDA and cuDNN builds are the class's own (bitwise replay
 holds on the same GPU model only), with a GPU per process of its world size.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import torch
-
 from protocol.core.errors import ConfigError
-from protocol.core.hardware.replay_profile import BF16_AUTOCAST, ReplayProfile, class_id, is_cuda
+from protocol.core.hardware.replay_profile import (
+    BF16_AUTOCAST,
+    FLOAT_DTYPES,
+    ReplayProfile,
+    class_id,
+    is_cuda,
+)
 
 __all__ = ["CAPABILITIES", "MAX_CLASSES", "ClassNotPermitted", "Host", "class_id", "class_mask", "classes_in",
-           "default_classes", "find_class",
-           "label", "own_classes", "runnable_here", "runnable_on", "short_id", "this_host"]
+           "default_classes", "find_class", "label", "own_classes", "runnable_on", "short_id"]
 
 CAPABILITIES = ("default", "avx2", "avx512")  # ATen's CPU dispatch levels, weakest first
 MAX_CLASSES = 16  # classes a run may permit: a class set on chain is a 16-bit mask (contracts/constants.vy)
@@ -49,29 +51,6 @@ class Host:
     cuda_version: str = ""  # torch.version.cuda
     cudnn_version: str = ""  # torch.backends.cudnn.version()
     gpu_count: int = 0  # CUDA devices of device 0's model: the most processes a CUDA class may use
-
-
-def this_host() -> Host:
-    """This machine. The capability is torch's dispatch level, which an `ATEN_CPU_CAPABILITY`
-    in this process's environment can lower (the CLI runs without one)."""
-    cpu = Host(capability=torch.backends.cpu.get_cpu_capability().lower(), cpu_count=usable_cpus(),
-               torch_version=torch.__version__, cuda=torch.cuda.is_available())
-    if not cpu.cuda:
-        return cpu
-    major, minor = torch.cuda.get_device_capability(0)
-    model = torch.cuda.get_device_name(0)
-    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    same = sum(torch.cuda.get_device_name(i) == model for i in range(torch.cuda.device_count()))
-    return dataclasses.replace(cpu, gpu_model=model, compute_capability=f"{major}.{minor}",
-                               cuda_version=torch.version.cuda or "",
-                               cudnn_version="" if cudnn is None else str(cudnn), gpu_count=same)
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (a container or `taskset` may allow fewer than exist)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def short_id(p: ReplayProfile) -> str:
@@ -143,7 +122,7 @@ def runnable_on(p: ReplayProfile, host: Host) -> tuple[bool, str]:
         reason = _cpu_reason(p, host)
     if not reason and p.torch_version != host.torch_version:
         reason = f"needs torch {p.torch_version}, this machine has {host.torch_version}"
-    if not reason and p.dtype != BF16_AUTOCAST and not isinstance(getattr(torch, p.dtype, None), torch.dtype):
+    if not reason and p.dtype not in (BF16_AUTOCAST, *FLOAT_DTYPES):
         reason = f"unknown dtype {p.dtype!r}"
     return not reason, reason
 
@@ -193,8 +172,3 @@ def class_mask(classes: Sequence[ReplayProfile], held: Sequence[ReplayProfile]) 
 def classes_in(classes: Sequence[ReplayProfile], mask: int) -> list[ReplayProfile]:
     """The permitted classes an on-chain class set names (bits past the list name nothing)."""
     return [c for i, c in enumerate(classes) if mask >> i & 1]
-
-
-def runnable_here(p: ReplayProfile) -> tuple[bool, str]:
-    """Whether this machine can run class `p`, and if not, why."""
-    return runnable_on(p, this_host())

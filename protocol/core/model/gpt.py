@@ -1,5 +1,6 @@
 """The model families, built from a frozen config: a nanoGPT-style byte-level GPT (vocab 256)
-here, and a Llama-style decoder in `protocol/core/model/llama.py` (`LlamaConfig` presets below).
+here, and a Llama-style decoder in `protocol/core/model/llama.py`. Their configs and presets are
+`protocol/core/model/config.py` (torch-free).
 
 Weights are *not* tied (safetensors refuses shared storage, and the global state is a flat
 list of independent tensors). Dropout is 0 in every preset, so a forward pass draws no
@@ -10,9 +11,7 @@ random numbers. Parameter order is `named_parameters()` order, fixed by this cod
 from __future__ import annotations
 
 import functools
-import json
 import math
-from dataclasses import asdict, dataclass
 
 import blake3
 import numpy as np
@@ -20,92 +19,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from protocol.core.crypto.hashing import Digest, blake3_hash
+from protocol.core.crypto.hashing import blake3_hash
 from protocol.core.errors import ConfigError
+from protocol.core.model.config import PRESETS as PRESETS
+from protocol.core.model.config import LlamaConfig, ModelConfig
+from protocol.core.model.config import config_hash as config_hash
+from protocol.core.model.config import preset as preset
 
 Params = dict[str, Tensor]  # ordered name -> tensor, in named_parameters() order
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    vocab_size: int = 256  # byte-level tokens
-    block_size: int = 128  # context length in tokens
-    n_layer: int = 4  # transformer blocks
-    n_head: int = 4  # attention heads per block
-    n_embd: int = 128  # residual stream width
-    bias: bool = True  # biases in Linear and LayerNorm, as in GPT-2
-
-    def __post_init__(self) -> None:
-        if self.n_embd % self.n_head:
-            raise ConfigError("n_embd must be divisible by n_head")
-        if min(self.vocab_size, self.block_size, self.n_layer, self.n_head) <= 0:
-            raise ConfigError("model dimensions must be positive")
-
-
-@dataclass(frozen=True)
-class LlamaConfig(ModelConfig):
-    """A Llama-style decoder (protocol/core/model/llama.py): RMSNorm, rotary embeddings, SwiGLU,
-    grouped-query attention when `n_kv_head` < `n_head`, tied embeddings optional. No biases
-    and no learned positions. `family` is in the config (and its hash), so it is never mistaken
-    for a GPT of the same dimensions."""
-
-    family: str = "llama"
-    bias: bool = False
-    n_kv_head: int = 0  # key/value heads; 0 = n_head (no grouping)
-    intermediate_size: int = 0  # SwiGLU hidden width; 0 = 8/3 x n_embd rounded up to a multiple of 32
-    rope_theta: float = 10000.0  # rotary base
-    norm_eps: float = 1e-5  # RMSNorm epsilon
-    tie_embeddings: bool = False  # lm_head shares the token embedding
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.family != "llama" or self.bias:
-            raise ConfigError("a LlamaConfig has family 'llama' and no biases")
-        if self.n_head % self.kv_heads or (self.n_embd // self.n_head) % 2:
-            raise ConfigError("n_head must be a multiple of n_kv_head, and the head size even (rotary pairs)")
-        if self.intermediate_size < 0 or self.rope_theta <= 0 or self.norm_eps <= 0:
-            raise ConfigError("intermediate_size, rope_theta and norm_eps must be positive (0: the default width)")
-
-    @property
-    def kv_heads(self) -> int:
-        return self.n_kv_head or self.n_head
-
-    @property
-    def hidden(self) -> int:
-        return self.intermediate_size or -(-8 * self.n_embd // 3 // 32) * 32
-
-
-PRESETS: dict[str, ModelConfig] = {
-    # tests: ~42k params, a training step takes a few ms on one core
-    "micro": ModelConfig(block_size=32, n_layer=2, n_head=2, n_embd=32),
-    # ~0.86M params: trains usefully on 2 CPU cores
-    "tiny": ModelConfig(block_size=128, n_layer=4, n_head=4, n_embd=128),
-    # ~10.8M params: a small GPU or a patient CPU
-    "small": ModelConfig(block_size=256, n_layer=6, n_head=6, n_embd=384),
-    # GPT-2 small shape (124M with the BPE vocab; ~86M with 256 byte tokens)
-    "gpt2": ModelConfig(block_size=1024, n_layer=12, n_head=12, n_embd=768),
-    # Llama-style (byte vocab unless a tokenizer sets vocab_size): tests, CPUs, then GPUs
-    "llama-micro": LlamaConfig(block_size=32, n_layer=2, n_head=4, n_kv_head=2, n_embd=32),
-    "llama-tiny": LlamaConfig(block_size=128, n_layer=4, n_head=4, n_kv_head=2, n_embd=128),
-    "llama-small": LlamaConfig(block_size=256, n_layer=6, n_head=6, n_kv_head=2, n_embd=384),
-    # ~125M with a 32k vocabulary; ~1.1B (TinyLlama's shape) needs a GPU: weights, gradients and
-    # AdamW state alone take about 16 GB
-    "llama-124m": LlamaConfig(vocab_size=32000, block_size=1024, n_layer=12, n_head=12, n_kv_head=4, n_embd=768),
-    "llama-1b": LlamaConfig(vocab_size=32000, block_size=2048, n_layer=22, n_head=32, n_kv_head=4, n_embd=2048,
-                            intermediate_size=5632),
-}
-
-
-def preset(name: str) -> ModelConfig:
-    try:
-        return PRESETS[name]
-    except KeyError as exc:
-        raise ConfigError(f"unknown model preset {name!r}; choose from {sorted(PRESETS)}") from exc
-
-
-def config_hash(cfg: ModelConfig) -> Digest:
-    """Hash of the canonical JSON of the config (goes on chain at deploy)."""
-    return blake3_hash("model-config", json.dumps(asdict(cfg), sort_keys=True).encode())
 
 
 class CausalSelfAttention(nn.Module):

@@ -14,7 +14,8 @@ from protocol.core.checkpoint.format import (
     header_bytes,
     tensor_digest,
 )
-from protocol.core.checkpoint.parts import CheckpointPart, ServedCheckpoint
+from protocol.core.checkpoint.part_bytes import CheckpointPart
+from protocol.core.checkpoint.parts import ServedCheckpoint
 from protocol.core.crypto.hashing import (
     Digest,
 )

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import ValidationError
 
 from protocol.core.crypto.hashing import (
     Digest,
@@ -24,29 +23,14 @@ from protocol.core.crypto.hashing import (
     encode_merkle_proof,
 )
 from protocol.core.errors import VeritrainError
+from protocol.core.proof.envelope_header import MAGIC, MAX_HEADER_BYTES, EnvelopeHeader
+from protocol.core.proof.envelope_header import Address as Address
+from protocol.core.proof.envelope_header import Hex32 as Hex32
 from protocol.core.proof.trace import Trace
-
-MAGIC = b"VTSUBv1\x00"
-MAX_HEADER_BYTES = 1 << 20  # 1 MiB: H <= ~20k steps of losses
-Hex32 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
-Address = Annotated[str, StringConstraints(pattern=r"^0x[0-9a-fA-F]{40}$")]
 
 
 class EnvelopeError(VeritrainError):
     """Raised when submission bytes are malformed, oversized, or name another chain, round or miner."""
-
-
-class EnvelopeHeader(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
-    schema_version: Literal[2] = 2
-    chain_id: int = Field(ge=0, lt=2**63)
-    contract: Address  # the rounds contract (where the update is committed)
-    round: int = Field(ge=0, lt=2**63)
-    miner: Address
-    checkpoint_hashes: list[Hex32] = Field(max_length=1 << 16)
-    losses: list[float] = Field(max_length=1 << 20)
-    carry_hash: Hex32  # training.Carry into the next round (proof.carry_hash)
-    update_size: int = Field(ge=0, lt=2**40)
 
 
 @dataclass(frozen=True)

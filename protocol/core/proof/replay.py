@@ -13,11 +13,13 @@ from protocol.core.checkpoint.format import (
     Checkpoint,
     CheckpointFormatError,
 )
-from protocol.core.checkpoint.parts import CheckpointPart, ServedCheckpoint, decode_served
+from protocol.core.checkpoint.part_bytes import CheckpointPart
+from protocol.core.checkpoint.parts import ServedCheckpoint, decode_served
 from protocol.core.crypto.hashing import (
     Digest,
 )
-from protocol.core.hardware.replay_profile import ReplayProfile, check_profile
+from protocol.core.hardware.observe import check_profile
+from protocol.core.hardware.replay_profile import ReplayProfile
 from protocol.core.model.gpt import (
     LanguageModel,
     build_model,

@@ -18,7 +18,8 @@ from protocol.core.checkpoint.format import (
     read_safetensors,
     tensor_digest,
 )
-from protocol.core.checkpoint.parts import CheckpointPart, decode_served
+from protocol.core.checkpoint.part_bytes import CheckpointPart
+from protocol.core.checkpoint.parts import decode_served
 from protocol.core.checkpoint.safetensors_layout import serialized
 from protocol.core.crypto.hashing import (
     Digest,

@@ -12,7 +12,8 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from protocol.core.hardware.replay_profile import ReplayProfile, check_profile
+from protocol.core.hardware.observe import check_profile
+from protocol.core.hardware.replay_profile import ReplayProfile
 from protocol.core.model.gpt import LanguageModel, Params, build_model
 from protocol.core.proof.derivation import DerivationResult, verify_update_derivation
 from protocol.core.proof.replay import ReplayResult, ReplayStatus, replay_segment
