@@ -109,6 +109,26 @@ def test_every_contract_event_is_in_interop_with_its_types_and_indexed_fields() 
     assert not missing, "docs/INTEROP.md §1.3 lacks these events as declared: " + "; ".join(missing)
 
 
+def protocol_sections() -> set[str]:
+    text = (REPO / "docs" / "PROTOCOL.md").read_text()
+    return set(re.findall(r"(?m)^#{2,3} (\d+(?:\.\d+)?)\.? ", text))
+
+
+def test_every_protocol_section_cited_exists() -> None:
+    """`PROTOCOL.md §n.m` in code, tests and docs, and `§n.m` inside PROTOCOL.md, name a heading."""
+    known = protocol_sections()
+    cites = []
+    for root in ("protocol", "miner", "validator", "benchmarks", "tests", "contracts", "docs"):
+        for path in (REPO / root).rglob("*"):
+            if path.suffix in (".py", ".vy", ".md") and path.is_file():
+                body = path.read_text(errors="replace")
+                own = path.name == "PROTOCOL.md"
+                pattern = r"(?<!\.md )§(\d+(?:\.\d+)?)" if own else r"PROTOCOL\.md\)?,? §(\d+(?:\.\d+)?)"
+                cites += [(path, n) for n in re.findall(pattern, body)]
+    stale = sorted({f"{p.relative_to(REPO)}: §{n}" for p, n in cites if n.rstrip(".") not in known})
+    assert not stale, "citations of PROTOCOL.md sections that do not exist: " + "; ".join(stale)
+
+
 def test_readme_is_short_and_keeps_the_two_commands_ci_runs() -> None:
     readme = (REPO / "README.md").read_text()
     assert len(readme.splitlines()) <= 300
