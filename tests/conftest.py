@@ -37,6 +37,31 @@ def _load_training_fixtures() -> None:
 _load_training_fixtures()
 
 
+# The files that run whole networks, slowest first. pytest runs with two xdist workers that take
+# whole files in this order (`-n 2 --dist loadfile --no-loadscope-reorder` in pyproject.toml):
+# each worker starts on a long network first and the short files fill in around them, so the
+# two finish close together. The networks mostly wait on phase deadlines (a load near 1 on two
+# cores), which is why two run side by side in about the time of one. Reorder when
+# `--durations` shows a new order; a file not listed runs after these, in collection order.
+NETWORKS_SLOWEST_FIRST = (
+    "tests/integration/test_churn_soak.py",
+    "tests/integration/test_faults.py",
+    "tests/integration/test_devnet.py",
+    "tests/integration/test_devnet_classes.py",
+    "tests/integration/test_devnet_capacity.py",
+    "tests/integration/test_anvil_network.py",
+    "tests/integration/test_devnet_llama.py",
+    "tests/cli/test_export.py",
+    "tests/explorer/test_explorer_browser.py",
+    "tests/integration/test_node_stop.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: i for i, path in enumerate(NETWORKS_SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: the rest keep their order
+
+
 def anvil_binary() -> str | None:
     for candidate in (os.environ.get("VERITRAIN_ANVIL"), str(ANVIL_NPM_PATH), shutil.which("anvil")):
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):

@@ -145,6 +145,7 @@ class TcpRelay:
         self._conns: list[socket.socket] = []
         self._lock = threading.Lock()
         self._server: socket.socket | None = None
+        self._acceptor: threading.Thread | None = None
         self.up()
 
     @property
@@ -157,13 +158,16 @@ class TcpRelay:
         server.bind(("127.0.0.1", self.port))
         server.listen(64)
         self._server = server
-        threading.Thread(target=self._accept, args=(server,), daemon=True).start()
+        self._acceptor = threading.Thread(target=self._accept, args=(server,), daemon=True)
+        self._acceptor.start()
 
     def down(self) -> None:
-        """Refuse new connections and cut the open ones."""
+        """Refuse new connections and cut the open ones; returns once the accept loop has
+        ended, so nothing is relayed after it."""
         with self._lock:
             server, self._server = self._server, None
             conns, self._conns = self._conns, []
+            acceptor, self._acceptor = self._acceptor, None
         if server is not None:
             # shutdown wakes the accept() blocked in _accept: a bare close() leaves it
             # blocked on the still-listening socket, and it would relay the next client
@@ -171,6 +175,9 @@ class TcpRelay:
             with contextlib.suppress(OSError):
                 server.shutdown(socket.SHUT_RDWR)
             server.close()
+        if acceptor is not None:
+            acceptor.join(timeout=10)
+            assert not acceptor.is_alive(), "the relay's accept loop did not end"
         for conn in conns:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)

@@ -1,4 +1,7 @@
-"""Miners and validators as separate OS processes, started through the CLI, on anvil."""
+"""Miners and validators as separate OS processes, started through the CLI, on anvil: a lazy
+miner among honest ones is reported, slashed and unpaid. (Three rounds of honest miners on the
+same kind of network are asserted on tests/integration/test_faults.py's run, where miners 0 and
+1 stay honest through every round.)"""
 
 from __future__ import annotations
 
@@ -51,20 +54,6 @@ def run_network(anvil, tmp: Path, rounds: int, cheats: list[str | None]) -> tupl
 
 def inspect(anvil, dep: Path, *view: str) -> dict:
     return inspect_at(anvil.url, dep, *view)
-
-
-def test_three_rounds_of_honest_miners(anvil, tmp_path):
-    dep, miners, _ = run_network(anvil, tmp_path, 3, [None, None, None])
-    rounds = inspect(anvil, dep, "rounds")
-    assert [r["round"] for r in rounds][:4] == [0, 1, 2, 3]
-    certified = [r for r in rounds if r["round"] >= 1]
-    assert all(int(r["model_hash"], 16) != 0 for r in certified)
-    final = [r for r in rounds if r["result"]["final_root"]]  # each one's loss is of the model it trained
-    assert len(final) >= 3 and final[-1]["heldout_loss"] < final[0]["heldout_loss"]
-    for m in miners:
-        node = inspect(anvil, dep, "node", m)
-        assert node["claimable"] + node["claimed"] > 0 and node["slashed"] == 0
-        assert len(node["rounds"]) == 3 and all(r["consensus"] > 0 for r in node["rounds"])
 
 
 def test_lazy_miner_is_slashed_and_unpaid(anvil, tmp_path):

@@ -5,7 +5,11 @@
   peers; validator 1 is killed right after committing its scores, and restarted;
 - round 2: the RPC endpoint of miner 0 and validator 0 goes away for a few seconds.
 
-Each test below asserts one fault's outcome on the shared run.
+Each test below asserts one fault's outcome on the shared run. Miners 0 and 1 run every round
+through the faults, so the same run also shows what a network of honest CLI nodes on anvil does
+over three rounds: each round certifies a model, held-out loss goes down, and every honest miner
+is paid in each round and never slashed (this was a run of its own, tests/integration/
+test_anvil_network.py's three honest rounds).
 """
 
 from __future__ import annotations
@@ -141,11 +145,20 @@ def test_newcomer_fetches_global_state_from_peers_and_earns(faults):
 
 
 def test_training_goes_on_after_miners_leave_and_join(faults):
-    rounds = {r["round"]: r for r in inspect(faults.rpc, faults.dep, "rounds")}
+    listed = inspect(faults.rpc, faults.dep, "rounds")
+    assert [r["round"] for r in listed][:ROUNDS + 1] == list(range(ROUNDS + 1))
+    rounds = {r["round"]: r for r in listed}
     certified = [rounds[r] for r in range(1, ROUNDS + 1)]
     assert all(int(r["model_hash"], 16) != 0 for r in certified)
     final = [rounds[r] for r in range(ROUNDS) if rounds[r]["result"]["final_root"]]
     assert len(final) == ROUNDS and final[-1]["heldout_loss"] < final[0]["heldout_loss"]
+
+
+def test_miners_that_stay_are_paid_in_every_round_and_never_slashed(faults):
+    for m in faults.miners[:2]:
+        history = node(faults, m)
+        assert history["claimable"] + history["claimed"] > 0 and history["slashed"] == 0, history
+        assert len(history["rounds"]) == ROUNDS and all(r["consensus"] > 0 for r in history["rounds"]), history
 
 
 def _once_per_round(calls: list[tuple[str, dict, int]]) -> Counter:
