@@ -9,7 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from protocol.config.atomic import atomic_write
 from protocol.config.run_config import RunConfig
-from protocol.config.run_setup import resolve
 from protocol.core.errors import ConfigError
 from protocol.core.wire.blob_caps import BlobCaps, blob_caps
 
@@ -51,6 +50,9 @@ class Deployment(BaseModel):
 
 def run_blob_caps(config: RunConfig) -> BlobCaps:
     """The per-kind blob caps of a run: from its model preset and compute config (torch-free)."""
+    # imported only when caps are computed: `veritrain inspect` starts without it
+    from protocol.config.run_setup import resolve
+
     setup = resolve(config)
     return blob_caps(setup.model, setup.compute)
 

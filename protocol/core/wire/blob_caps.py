@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import math
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
-from protocol.core.checkpoint.header import RNG_STATE_BYTES
-from protocol.core.model.config import ModelConfig, layout, layout_size
-from protocol.core.proof.envelope_header import MAGIC, EnvelopeHeader
-from protocol.core.proof.witness_bundle import ENTRY_BYTES
-from protocol.core.settlement.result_inputs import MAX_MINERS
-from protocol.core.train.compute_config import ComputeConfig
+if TYPE_CHECKING:
+    from protocol.core.model.config import ModelConfig
+    from protocol.core.train.compute_config import ComputeConfig
 
 MARGIN_DIVISOR = 50  # caps are the computed bound + 2% ...
 SLACK_BYTES = 64 * 1024  # ... + 64 KiB: another writer's safetensors header or JSON spacing
@@ -103,6 +101,8 @@ def update_bound(n: int, chunk: int, topk: int, bits: int) -> int:
 def envelope_header_bound(inner_steps: int, n_segments: int) -> int:
     """The envelope's magic, length and header JSON with every field at its longest: a loss per
     step and a checkpoint hash per leaf of the longest trace the run allows."""
+    from protocol.core.proof.envelope_header import MAGIC, EnvelopeHeader
+
     widest = "0x" + "f" * 40
     header = EnvelopeHeader(
         chain_id=2**63 - 1, contract=widest, round=2**63 - 1, miner=widest,
@@ -114,6 +114,12 @@ def envelope_header_bound(inner_steps: int, n_segments: int) -> int:
 
 def blob_caps(model: ModelConfig, compute: ComputeConfig) -> BlobCaps:
     """The caps of a run of `model` under `compute` (torch-free: shapes from the config's `layout`)."""
+    # imported here: loading a deployment file (which holds a BlobCaps) stays lean
+    from protocol.core.checkpoint.header import RNG_STATE_BYTES
+    from protocol.core.model.config import layout, layout_size
+    from protocol.core.proof.witness_bundle import ENTRY_BYTES
+    from protocol.core.settlement.result_inputs import MAX_MINERS
+
     shapes, n = layout(model), layout_size(model)
     update = update_bound(n, compute.chunk, compute.topk, compute.bits)
     return BlobCaps(
