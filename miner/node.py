@@ -154,7 +154,7 @@ class MinerNode(NodeContext):
         """Aggregate θ_{r+1} as soon as round r's result is final, so the next round's training
         starts at once. It is checked against the certified hash then (`state_for`), and
         fetched from peers if it differs."""
-        while not await self.port.view("rounds", "finalized", r):
+        while not await self.port(self.port.read.rounds.finalized, r):
             if await self.port(self.client.current_round) > r:  # someone else was faster
                 return
             await trio.sleep(self.config.poll_s)
@@ -172,9 +172,9 @@ class MinerNode(NodeContext):
         for q in self.data.state.checkpoint_rounds():
             if q >= current:
                 break
-            if not await self.port.view("rounds", "finalized", q):
+            if not await self.port(self.port.read.rounds.finalized, q):
                 continue
-            if await self.port.view("rewards", "open_reports", q, self.address):
+            if await self.port(self.port.read.rewards.open_reports, q, self.address):
                 continue
             freed = await trio.to_thread.run_sync(self.data.drop_checkpoints, q)
             self.log.info("pruned checkpoints %s", kv(round=q, freed_mb=f"{freed / 1e6:.0f}"))

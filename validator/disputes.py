@@ -63,7 +63,7 @@ class Disputes:
 
     async def scan(self, nursery: trio.Nursery) -> None:
         port, client = self.ctx.port, self.ctx.client
-        count = await port.view("disputes", "report_count")
+        count = await port(port.read.disputes.report_count)
         now = await self.ctx.next_block_time()
         still_open = 0
         for rid in range(1, count + 1):
@@ -97,11 +97,11 @@ class Disputes:
 
     async def _may_vote(self, rid: int, rep: dict) -> bool:
         me = self.ctx.address
-        if me in (rep["reporter"], rep["miner"]) or await self.ctx.port.view("disputes", "vote_of", rid, me):
+        if me in (rep["reporter"], rep["miner"]) or await self.ctx.port(self.ctx.port.read.disputes.vote_of, rid, me) != 0:
             return False
         if rep["class_bound"] and not holds_class(await self.ctx.classes.mask(me), await self.ctx.classes.mask(rep["miner"])):
             return False  # only validators holding the miner's class replay it exactly
-        return bool(await self.ctx.port.view("rounds", "validator_weight", rep["round"], me))
+        return await self.ctx.port(self.ctx.port.read.rounds.validator_weight, rep["round"], me) > 0
 
     async def _vote(self, rid: int, rep: dict) -> None:
         ctx = self.ctx

@@ -67,7 +67,7 @@ class ValidatorNode(NodeContext):
             await round_notes.note_fallen_behind(self, r, self.current_round)
             r = self.current_round
             round_notes.round_seen(self, r)
-            if await self.port.view("rounds", "validator_weight", r, self.address) == 0:
+            if await self.port(self.port.read.rounds.validator_weight, r, self.address) == 0:
                 self.log.info("no permit this round %s", kv(round=r))
             else:
                 try:
@@ -81,10 +81,11 @@ class ValidatorNode(NodeContext):
             r += 1
 
     async def duties_in(self, round_: int) -> dict[str, bool]:
-        if await self.port.view("rounds", "validator_weight", round_, self.address) == 0:
+        read = self.port.read
+        if await self.port(read.rounds.validator_weight, round_, self.address) == 0:
             return {}  # no permit: nothing was this validator's to do
-        committed = await self.port.view("scores", "score_commitment", round_, self.address) != b"\x00" * 32
-        return {"commit": committed, "reveal": bool(await self.port.view("scores", "revealed", round_, self.address))}
+        return {"commit": await self.port(read.scores.scores_committed, round_, self.address),
+                "reveal": await self.port(read.scores.revealed, round_, self.address)}
 
     async def play_round(self, r: int) -> None:
         seed_block = await self._close_commits(r)
@@ -138,7 +139,7 @@ class ValidatorNode(NodeContext):
         evidence is judged on its own (docs/PROTOCOL.md §12.1)."""
         for c in checks:
             o = c.outcome
-            if o.kind is None or await self.port.view("disputes", "report_of", r, c.miner, self.address):
+            if o.kind is None or await self.port(self.port.read.disputes.report_of, r, c.miner, self.address) != 0:
                 continue
             if c.mode is CheckMode.TOLERANCE and o.kind is not FraudKind.DERIVATION:
                 # a replay within no one's class is no evidence: the miner scores 0, unslashed
@@ -159,9 +160,9 @@ class ValidatorNode(NodeContext):
 
     async def _audit(self, r: int, seed_block: bytes) -> None:
         """Replay a seeded sample of the other validators' witnesses; report the ones that fail."""
-        if not await self.port.view("scores", "revealed", r, self.address):
+        if not await self.port(self.port.read.scores.revealed, r, self.address):
             return  # only validators that revealed audit (and are audited)
-        if not await self.port.view("scores", "audited", r, self.address):
+        if not await self.port(self.port.read.scores.audited, r, self.address):
             sample = 0 if self.cheat else self.client.deployment.run_config.chain.audit_sample
             for claim, result in await audit_round(self, r, seed_block, sample):
                 await self._file(r, claim.validator, FraudKind.LAZY_VALIDATOR, claim.index,
@@ -171,7 +172,7 @@ class ValidatorNode(NodeContext):
     async def _prune(self, r: int) -> None:
         """Free the checkpoints kept for voters and auditors of finalized rounds."""
         for q in self.data.state.checkpoint_rounds():
-            if q <= r and await self.port.view("rounds", "finalized", q):
+            if q <= r and await self.port(self.port.read.rounds.finalized, q):
                 freed = await trio.to_thread.run_sync(self.data.drop_checkpoints, q)
                 self.log.info("pruned checkpoints %s", kv(round=q, freed_mb=f"{freed / 1e6:.0f}"))
 
@@ -183,7 +184,7 @@ class ValidatorNode(NodeContext):
 
     async def _commit_scores(self, r: int, checks: list[MinerCheck], state: tuple[bytes, bytes],
                              seed_block: bytes, useful: dict[bytes, Usefulness] | None) -> None:
-        if await self.port.view("scores", "score_commitment", r, self.address) != b"\x00" * 32:
+        if await self.port(self.port.read.scores.scores_committed, r, self.address):
             return
         entry = self.data.state.recall(r, "scores")
         if useful is not None and any(c.envelope is not None and bytes.fromhex(c.miner[2:]) not in useful
@@ -211,7 +212,7 @@ class ValidatorNode(NodeContext):
 
     async def _reveal(self, r: int) -> None:
         entry = self.data.state.recall(r, "scores")
-        if entry is None or await self.port.view("scores", "revealed", r, self.address):
+        if entry is None or await self.port(self.port.read.scores.revealed, r, self.address):
             return
         await self.port.try_send(self.client.reveal_scores, r, pack_scores(entry["scores"]),
                                  bytes.fromhex(entry["witness_root"]), entry["loss"], bytes.fromhex(entry["salt"]))

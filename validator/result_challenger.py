@@ -29,7 +29,7 @@ def challenge_header_words(client: ChainClient, own: SettledRound, post: dict[st
     """Approve the bond and send the header challenge of the pending attempt `post` (a
     `ResultPosted` row); raises ContractRevert when it is not pending any more or the bond
     cannot be paid."""
-    bond = int(client.call("column_challenges", "challenge_bond"))
+    bond = client.read.column_challenges.challenge_bond()
     client.approve(client.column_challenges.address, bond)
     non_signers = [str(a) for a in post["non_signers"]]
     return client.challenge("column_challenges", "challenge_header", int(post["round"]),

@@ -37,7 +37,6 @@ from validator.result_challenger import challenge_header_words, wrong_chain_data
 
 POST_STAGGER_S = 3.0  # seconds between validators' turns to post the certificate
 RESIGN_EVERY_S = 5.0  # a share is gossiped again this often until the round ends (gossip may drop it)
-ZERO32 = b"\x00" * 32
 
 
 @dataclass
@@ -81,14 +80,14 @@ class ResultFlow:
         await self._wait_postable(r)
         settled = await self._own_result(r)
         next_share = 0.0
-        while not await ctx.port.view("rounds", "finalized", r):
+        while not await ctx.port(ctx.port.read.rounds.finalized, r):
             if settled is not None and trio.current_time() >= next_share:
                 await self._share(r, settled)
                 next_share = trio.current_time() + RESIGN_EVERY_S
             pending = await self._pending_post(r)
             if pending is not None:
                 await self._watch_pending(r, pending, settled)
-            elif await ctx.next_block_time() >= int(await ctx.port.view("results", "result_deadline", r)):
+            elif await ctx.next_block_time() >= await ctx.port(ctx.port.read.results.result_deadline, r):
                 if await ctx.port.try_send(ctx.client.fall_back, r):
                     ctx.log.warning("round fell back: no result was final by the deadline %s", kv(round=r))
             elif settled is not None:
@@ -118,9 +117,9 @@ class ResultFlow:
 
     async def _wait_postable(self, r: int) -> None:
         ctx = self.ctx
-        while not (await ctx.port.view("rounds", "audit_closed", r)
-                   and not await ctx.port.view("disputes", "open_in_round", r)):
-            if await ctx.port.view("rounds", "finalized", r):
+        read = ctx.port.read
+        while not (await ctx.port(read.rounds.audit_closed, r) and not await ctx.port(read.disputes.open_in_round, r)):
+            if await ctx.port(read.rounds.finalized, r):
                 return
             await trio.sleep(ctx.config.poll_s)
 
@@ -214,7 +213,7 @@ class ResultFlow:
 
     async def _pending_post(self, r: int) -> dict | None:
         ctx = self.ctx
-        if await ctx.port.view("results", "pending", r) == ZERO32:
+        if not await ctx.port(ctx.port.read.results.has_pending, r):
             return None
         rows = [row for row in await ctx.port(self.posts.rows) if row["round"] == r]
         return rows[-1] if rows else None
@@ -224,7 +223,7 @@ class ResultFlow:
         if own is not None and bytes(post["result_root"]) != own.header.result_root():
             await self._dispute(r, post, own)
             return  # never make a root this node disagrees with final
-        window = int(await ctx.port.view("results", "challenge_window"))
+        window = await ctx.port(ctx.port.read.results.challenge_window)
         if await ctx.next_block_time() < int(post["posted_time"]) + window:
             return
         non_signers = [str(a) for a in post["non_signers"]]

@@ -12,7 +12,7 @@ def ensure_bls_key(client: ChainClient, secret: int) -> bool:
     """Register `secret`'s public key for the client's account unless it is already; True if
     this call registered it. A different key already registered is an error: keys never change."""
     public = g1_to_eip2537(bls_public_key(secret))
-    registered = bytes(client.call("keys", "key_of", client.address))
+    registered = client.read.keys.bls_key(client.address)
     if registered:
         if registered != public:
             raise ConfigError(f"account {client.address} registered another BLS key; a key can never change")
@@ -24,6 +24,6 @@ def ensure_bls_key(client: ChainClient, secret: int) -> bool:
 def aggregate_keys(client: ChainClient, r: int, accounts: list[str]) -> list[bytes]:
     """Each account's BLS key if round `r`'s aggregate holds it, else empty (what `post_result`
     takes for non-signers)."""
-    set_hash = bytes(client.call("rounds", "validator_set_hash", r))
-    return [bytes(client.call("keys", "key_of", a)) if client.call("keys", "member_key_hash", set_hash, a) != bytes(32)
-            else b"" for a in accounts]
+    read = client.read
+    set_hash = read.rounds.validator_set_hash(r)
+    return [read.keys.bls_key(a) if read.keys.aggregate_holds(set_hash, a) else b"" for a in accounts]

@@ -26,9 +26,9 @@ def owed_to(client: ChainClient, account: str, history: SettlementHistory | None
         return None
     round_, settled = found
     claim = settled.claim_of(client.w3.to_checksum_address(account))
-    if not verify_claim(list(claim.proof), bytes(client.call("rewards", "claims_root", round_)), claim.leaf):
+    if not verify_claim(list(claim.proof), client.read.rewards.claims_root(round_), claim.leaf):
         raise ConfigError(f"the proof rebuilt from chain data does not match round {round_}'s claims root")
-    owed = claim.amount - int(client.call("rewards", "claimed", account))
+    owed = claim.amount - client.read.rewards.claimed(account)
     return Owed(round_, claim.amount, claim.proof, owed)
 
 

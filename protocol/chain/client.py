@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import IntEnum
+from functools import cached_property
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
@@ -13,6 +14,7 @@ from web3.exceptions import Web3Exception
 from contracts.build import load_all
 from protocol.chain.backend import ChainHandle
 from protocol.chain.deployment import Deployment
+from protocol.chain.reader import ChainReader
 from protocol.chain.tx import TxSender
 from protocol.core.errors import ConfigError
 from protocol.core.settlement.fraud import FraudKind
@@ -79,6 +81,11 @@ class ChainClient:
     def with_account(self, account: LocalAccount) -> ChainClient:
         """Same deployment and nonce tracker, another signer."""
         return ChainClient(self.handle, self.deployment, account, self.sender)
+
+    @cached_property
+    def read(self) -> ChainReader:
+        """Typed reads of the contracts' getters (protocol/chain/reader/)."""
+        return ChainReader(self)
 
     @property
     def address(self) -> str:
@@ -269,7 +276,8 @@ class ChainClient:
             return 0
 
     def call(self, contract: str, fn: str, *args: Any) -> Any:
-        """Read any public getter, e.g. call("staking", "staked", addr)."""
+        """Read any public getter by name, e.g. call("staking", "staked", addr): for tests and
+        one-off scripts; node code reads through the typed `read`."""
         return getattr(getattr(self, contract).functions, fn)(*args).call()
 
     def token_balance(self, address: str) -> int:

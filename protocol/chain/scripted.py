@@ -21,6 +21,7 @@ from protocol.chain.bls_registration import aggregate_keys
 from protocol.chain.challenge_args import column_args
 from protocol.chain.claims import claim_owed
 from protocol.chain.client import ChainClient, Role, Vote
+from protocol.chain.registration import register_node
 from protocol.chain.settlement_history import SettlementHistory
 from protocol.config.run_config import TOKEN_UNIT
 from protocol.core.crypto.bls import (
@@ -33,7 +34,7 @@ from protocol.core.crypto.bls import (
     g2_to_eip2537,
 )
 from protocol.core.crypto.keccak import keccak256
-from protocol.core.crypto.signing import NodeIdentity, binding_message
+from protocol.core.crypto.signing import NodeIdentity
 from protocol.core.settlement.abi_words import list_hash
 from protocol.core.settlement.fraud import FraudKind
 from protocol.core.settlement.score_vector import pack_scores, score_commitment, vector_root
@@ -83,9 +84,7 @@ def join_network(deployer: ChainClient, n_miners: int, n_validators: int, progre
                 deployer.send_eth(account.address, GAS_FUNDING_WEI)
                 deployer.transfer_tokens(account.address, amount + max(cfg.report_bond, cfg.challenge_bond) * TOKEN_UNIT)
             client = deployer.with_account(account)
-            sig = identity.sign(binding_message(deployer.handle.chain_id, bytes.fromhex(deployer.staking.address[2:]),
-                                                bytes.fromhex(account.address[2:])))
-            client.register(role, identity.public_key, f"/ip4/127.0.0.1/tcp/{4100 + len(net.miners) + len(net.validators)}", sig)
+            register_node(client, role, identity, f"/ip4/127.0.0.1/tcp/{4100 + len(net.miners) + len(net.validators)}")
             client.stake(amount)
             member = Participant(account, identity, client)
             if role == Role.VALIDATOR:
@@ -159,11 +158,11 @@ def post_and_finalize(deployer: ChainClient, net: ScriptedNetwork, r: int, model
     history = SettlementHistory(deployer)
     settled = history.settle(r, model_hash)
     if not settled.result.quorum:  # without the quorum the model stays as it was
-        settled = history.settle(r, bytes(deployer.call("rounds", "model_hash", r)))
+        settled = history.settle(r, deployer.read.rounds.model_hash(r))
     posted_time, attempt, non_signers = post_signed(deployer, net, r, list(settled.header.words()), signers)
     if challenge_column is not None:
         challenger = net.miners[0].client
-        bond = int(deployer.call("column_challenges", "challenge_bond"))
+        bond = deployer.read.column_challenges.challenge_bond()
         challenger.approve(deployer.column_challenges.address, bond)
         net.record("challenge_column", challenger.challenge("column_challenges", "challenge_column", r,
                                                             list(settled.header.words()), list_hash(non_signers),
@@ -186,7 +185,7 @@ def post_signed(deployer: ChainClient, net: ScriptedNetwork, r: int, header: lis
     receipt = net.record("post_result", net.validators[0].client.post_result(header, g2_to_eip2537(signature),
                                                                             non_signers, keys))
     posted_time = int(deployer.w3.eth.get_block(receipt["blockNumber"])["timestamp"])
-    return posted_time, int(deployer.call("results", "rejected_count", r)) + 1, non_signers
+    return posted_time, deployer.read.results.rejected_count(r) + 1, non_signers
 
 
 def claim_all(net: ScriptedNetwork) -> None:

@@ -91,12 +91,12 @@ class SettlementHistory:
                             bytes.fromhex(d.run_config_hash.removeprefix("0x")), model_hash)
 
     def _ended(self, round_: int) -> bool:
-        return bool(self.client.call("rounds", "finalized", round_))
+        return self.client.read.rounds.finalized(round_)
 
     def _inputs(self, round_: int, latest: dict[str, PrevEntry]) -> RoundInputs:
         miners = tuple(miners_from(self._commits.rows(), round_))
         validators = tuple(Web3.to_checksum_address(v) for v in self.client.validators_of(round_))
-        weights = tuple(int(w) for w in self.client.call("rounds", "weights_of", round_, list(validators)))
+        weights = tuple(self.client.read.rounds.weights_of(round_, list(validators)))
         reveals = {v: Reveal(tuple(r["scores"]), r["heldout_loss"], r["witness_root"])
                    for v, r in reveals_from(self._reveals.rows(), round_).items() if v in validators}
         forfeited = frozenset(Web3.to_checksum_address(row["account"]) for row in self._forfeits.rows()
@@ -113,16 +113,16 @@ class SettlementHistory:
         staked account's set never changes, so one read per account serves every round."""
         for a in accounts:
             if a not in self._classes:
-                self._classes[a] = int(self.client.call("staking", "hardware_classes", a))
+                self._classes[a] = self.client.read.staking.hardware_classes(a)
         return tuple(self._classes[a] for a in accounts)
 
     def _class_minimum(self) -> int:
         if self._min_class_weight is None:
-            self._min_class_weight = int(self.client.call("staking", "min_class_stake"))
+            self._min_class_weight = self.client.read.staking.min_class_stake()
         return self._min_class_weight
 
     def _emission(self) -> tuple[int, int]:
         if self._pools is None:
-            self._pools = (int(self.client.call("rewards", "emission_per_round")),
-                           int(self.client.call("rewards", "miner_share_bps")))
+            rewards = self.client.read.rewards
+            self._pools = (rewards.emission_per_round(), rewards.miner_share_bps())
         return self._pools

@@ -19,7 +19,7 @@ def _hex(value: bytes) -> str:
 
 
 def summary(client: ChainClient) -> dict[str, Any]:
-    dep, call = client.deployment, client.call
+    dep, read = client.deployment, client.read
     registered = read_events(client, "staking", "Registered")
     roles = {row["account"]: row["role"] for row in registered}
     return {
@@ -30,18 +30,18 @@ def summary(client: ChainClient) -> dict[str, Any]:
         "current_round": client.current_round(),
         "miners": sum(1 for r in roles.values() if r == Role.MINER),
         "validators": sum(1 for r in roles.values() if r == Role.VALIDATOR),
-        "eligible_miners": call("staking", "eligible_miner_count"),
+        "eligible_miners": read.staking.eligible_miner_count(),
         "token": {
-            "total_supply": call("token", "totalSupply"),
-            "minted": call("rewards", "total_minted"),
-            "slashed": call("staking", "total_slashed"),
+            "total_supply": read.token.total_supply(),
+            "minted": read.rewards.total_minted(),
+            "slashed": read.staking.total_slashed(),
         },
         "totals": {
-            "staked": call("staking", "total_staked"),
-            "unbonding": call("staking", "total_unbonding"),
-            "claimed": call("rewards", "total_claimed"),
-            "unclaimed": call("rewards", "total_minted") - call("rewards", "total_claimed"),
-            "report_bonds": call("disputes", "total_bonds"),
+            "staked": read.staking.total_staked(),
+            "unbonding": read.staking.total_unbonding(),
+            "claimed": read.rewards.total_claimed(),
+            "unclaimed": read.rewards.total_minted() - read.rewards.total_claimed(),
+            "report_bonds": read.disputes.total_bonds(),
         },
     }
 
@@ -61,13 +61,13 @@ def rounds(client: ChainClient) -> list[dict[str, Any]]:
             "start_time": info["start_time"],
             "commits": info["commits"],
             "active_miners": info["active_miners"],
-            "model_hash": _hex(client.call("rounds", "model_hash", r)),
+            "model_hash": _hex(client.read.rounds.model_hash(r)),
             "result": _result_status(client, r, posts.get(r, [])),
             "heldout_loss": settled.result.heldout_loss / LOSS_SCALE if settled else None,
             "minted": settled.result.minted if settled else None,
             "quorum": settled.result.quorum if settled else None,
             "fallback": client.fallback(r),  # ended without a final result: nothing minted, model unchanged
-            "validators_revealed": sum(1 for v in client.validators_of(r) if client.call("scores", "revealed", r, v))
+            "validators_revealed": sum(1 for v in client.validators_of(r) if client.read.scores.revealed(r, v))
             if info["start_time"] else 0,
         })
     return out
@@ -90,7 +90,7 @@ def round_detail(client: ChainClient, round_: int) -> dict[str, Any]:
                        "trace_root": _hex(row["trace_root"]),
                        "steps": int(row["steps"]),  # capacity-scaled work: inner steps committed (0: the run's H)
                        "hardware_class": _class_labels(client, effective_classes(
-                           client.call("staking", "hardware_classes", row["miner"]))),
+                           client.read.staking.hardware_classes(row["miner"]))),
                        # "exact": validators of its class checked it bit for bit; "tolerance": nobody held
                        # the class with enough stake, so every validator checked it within δ (discounted)
                        "check": ("exact" if inputs.exact_column(i) else "tolerance")
@@ -102,7 +102,7 @@ def round_detail(client: ChainClient, round_: int) -> dict[str, Any]:
     validators = []
     for j, v in enumerate(client.validators_of(round_) if info["start_time"] else []):
         rev = reveals.get(v)
-        validators.append({"address": v, "weight": client.call("rounds", "validator_weight", round_, v),
+        validators.append({"address": v, "weight": client.read.rounds.validator_weight(round_, v),
                            "revealed": rev is not None, "scores": rev["scores"] if rev else [],
                            "heldout_loss": rev["heldout_loss"] / LOSS_SCALE if rev else None,
                            "witness_root": _hex(rev["witness_root"]) if rev else None,
@@ -113,9 +113,9 @@ def round_detail(client: ChainClient, round_: int) -> dict[str, Any]:
         "seed": _hex(info["seed"]), "commit_deadline": info["commit_deadline"],
         "score_deadline": info["score_deadline"], "reveal_deadline": info["reveal_deadline"],
         "audit_deadline": info["audit_deadline"],
-        "result_deadline": client.call("results", "result_deadline", round_),
-        "model_hash": _hex(client.call("rounds", "model_hash", round_)),
-        "next_model_hash": _hex(client.call("rounds", "model_hash", round_ + 1)),
+        "result_deadline": client.read.results.result_deadline(round_),
+        "model_hash": _hex(client.read.rounds.model_hash(round_)),
+        "next_model_hash": _hex(client.read.rounds.model_hash(round_ + 1)),
         "result": _result_status(client, round_, _posts_by_round(client).get(round_, [])),
         "heldout_loss": settled.result.heldout_loss / LOSS_SCALE if settled else None,
         "miners": miners, "validators": validators,
@@ -138,8 +138,8 @@ def _class_labels(client: ChainClient, mask: int) -> list[str]:
 
 def node(client: ChainClient, address: str) -> dict[str, Any]:
     address = client.w3.to_checksum_address(address)
-    call = client.call
-    role = call("staking", "role", address)
+    staking, keys = client.read.staking, client.read.keys
+    role = staking.role(address)
     slashes = [{"amount": row["amount"], "reporter": row["reporter"], "burned": row["burned"], "block": row["_block"]}
                for row in read_events(client, "staking", "Slashed") if row["account"] == address]
     history = SettlementHistory(client)
@@ -160,20 +160,20 @@ def node(client: ChainClient, address: str) -> dict[str, Any]:
     return {
         "address": address,
         "role": Role(role).name.lower() if role else None,
-        "node_key": _hex(call("staking", "node_key", address)),
-        "bls_key": _hex(call("keys", "key_of", address)) if call("keys", "key_hash", address) != bytes(32) else None,
-        "multiaddr": call("staking", "multiaddr", address),
-        "hardware_classes": _class_labels(client, call("staking", "hardware_classes", address)),
+        "node_key": _hex(staking.node_key(address)),
+        "bls_key": _hex(keys.bls_key(address)) if keys.has_bls_key(address) else None,
+        "multiaddr": staking.multiaddr(address),
+        "hardware_classes": _class_labels(client, staking.hardware_classes(address)),
         "token_balance": client.token_balance(address),
-        "staked": call("staking", "staked", address),
-        "unbonding": call("staking", "unbonding", address),
-        "unbond_release_time": call("staking", "unbond_release_time", address),
-        "eligible": call("staking", "eligible_role", address) != 0,
+        "staked": staking.stake_of(address),
+        "unbonding": staking.unbonding_of(address),
+        "unbond_release_time": staking.unbond_release_time(address),
+        "eligible": staking.eligible_role(address) != 0,
         "reputation": latest[1].entry_of(address).reputation if latest else 0,  # type: ignore[union-attr]
         "cumulative_earned": earned,
-        "claimed": call("rewards", "claimed", address),
-        "claimable": earned - call("rewards", "claimed", address),
-        "open_reports": call("staking", "open_reports", address),
+        "claimed": client.read.rewards.claimed(address),
+        "claimable": earned - client.read.rewards.claimed(address),
+        "open_reports": staking.open_reports_against(address),
         "slashed": sum(s["amount"] for s in slashes),
         "slashes": slashes,
         "rounds": rows,
@@ -189,8 +189,8 @@ def _posts_by_round(client: ChainClient) -> dict[int, list[dict[str, Any]]]:
 
 def _result_status(client: ChainClient, round_: int, posts: list[dict[str, Any]]) -> dict[str, Any]:
     """Every posted root of the round with its status (pending, rejected, final) and its challenges."""
-    final = bytes(client.call("results", "final_root", round_))
-    rejected = int(client.call("results", "rejected_count", round_))
+    final = client.read.results.final_root(round_)
+    rejected = client.read.results.rejected_count(round_)
     kinds = [(c, e) for c in ("column_challenges", "account_challenges") for e in ("ChallengeUpheld", "ChallengeFailed")]
     logs = read_many(client, kinds)
     challenges = [row for (_, e), rows in logs.items() if e == "ChallengeUpheld" for row in rows if int(row["round"]) == round_]
@@ -208,7 +208,7 @@ def _result_status(client: ChainClient, round_: int, posts: list[dict[str, Any]]
 def disputes(client: ChainClient) -> list[dict[str, Any]]:
     resolved = {row["report_id"]: row for row in read_events(client, "disputes", "FraudResolved")}
     out = []
-    for rid in range(1, client.call("disputes", "report_count") + 1):
+    for rid in range(1, client.read.disputes.report_count() + 1):
         rep = client.report(rid)
         res = resolved.get(rid)
         out.append({

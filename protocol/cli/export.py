@@ -61,10 +61,10 @@ def attested_model(client: Any, round_: int) -> bytes:
     current = client.current_round() if client.started() else None
     if current is None or round_ > current:
         raise ExportError(f"round {round_} does not exist (current round: {'none' if current is None else current})")
-    if not client.call("rounds", "finalized", round_):
+    if not client.read.rounds.finalized(round_):
         phase = client.phase(round_).name.lower().replace("_", " ")
         raise ExportError(f"round {round_} has not finalized (phase: {phase}); its model is attested when it does")
-    return bytes(client.call("rounds", "model_hash", round_ + 1))
+    return client.read.rounds.model_hash(round_ + 1)
 
 
 def export_state(model: Any, model_hash: bytes, data_dir: Path, out: Path) -> list[Path]:

@@ -115,20 +115,14 @@ def register_and_stake(role: str, client: Any, node_keys: Any, keys: Path, liste
     validator's BLS key) where the chain does not hold it already, then top the stake up to
     its target (protocol/core/settlement/stake_target.py)."""
     from protocol.chain.client import Role
-    from protocol.core.crypto.signing import binding_message
+    from protocol.chain.registration import holds_registration, register_node
 
     want = Role[role.upper()]
-    current = client.call("staking", "role", client.address)
-    if current not in (0, int(want)):
-        raise ConfigError(f"account {client.address} is registered as the other role")
-    if current == 0 or client.call("staking", "multiaddr", client.address) != listen or \
-            bytes(client.call("staking", "node_key", client.address)) != node_keys.identity.public_key:
-        steps.step("registering", role=role, listen=listen)
-        msg = binding_message(client.handle.chain_id, bytes.fromhex(client.staking.address[2:]),
-                              bytes.fromhex(client.address[2:]))
-        client.register(want, node_keys.identity.public_key, listen, node_keys.identity.sign(msg))
-    else:
+    if holds_registration(client, want, node_keys.identity, listen):
         steps.step("registration found", role=role, listen=listen)
+    else:
+        steps.step("registering", role=role, listen=listen)
+        register_node(client, want, node_keys.identity, listen)
     if classes is not None:
         _register_classes(client, classes)
     if want == Role.VALIDATOR:
@@ -155,7 +149,7 @@ def _top_up(client: Any, target: int, data_dir: Path, steps: Any) -> None:
         steps.step("staking", amount=tokens(missing), target=tokens(target))
         client.stake(missing)
     else:
-        steps.step("stake in place", staked=tokens(client.call("staking", "staked", client.address)),
+        steps.step("stake in place", staked=tokens(client.read.staking.stake_of(client.address)),
                    target=tokens(target), unbonded_since=tokens(unbonded))
 
 
@@ -166,10 +160,10 @@ def _register_classes(client: Any, classes: int) -> None:
     from protocol.core.hardware.hardware_class import classes_in, label
     from protocol.core.settlement.class_checks import effective_classes
 
-    registered = int(client.call("staking", "hardware_classes", client.address))
+    registered = client.read.staking.hardware_classes(client.address)
     if effective_classes(registered) == classes:
         return
-    if client.call("staking", "classes_fixed", client.address):
+    if client.read.staking.classes_fixed(client.address):
         permitted = resolve(client.deployment.run_config).classes
         held = ", ".join(label(c) for c in classes_in(permitted, effective_classes(registered)))
         raise ConfigError(f"account {client.address} is registered for hardware class {held}, fixed since it "

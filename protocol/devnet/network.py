@@ -26,11 +26,12 @@ from protocol.chain.claims import claim_owed
 from protocol.chain.client import ChainClient, Role
 from protocol.chain.deploy import deploy
 from protocol.chain.devchain import DevChain
+from protocol.chain.registration import register_node
 from protocol.chain.settlement_history import SettlementHistory
 from protocol.config.run_config import TOKEN_UNIT, ChainParams, GenesisAllocation, RunConfig
 from protocol.config.run_setup import TrainingSpec, resolve
 from protocol.core.crypto.bls import bls_keygen
-from protocol.core.crypto.signing import NodeIdentity, binding_message
+from protocol.core.crypto.signing import NodeIdentity
 from protocol.core.errors import ConfigError, VeritrainError
 from protocol.core.hardware.hardware_class import class_mask, label
 from protocol.core.hardware.replay_profile import ReplayProfile
@@ -139,10 +140,8 @@ def run_config_for(opts: DevnetOptions, accounts: list[LocalAccount]) -> RunConf
 
 
 def _register(member: Member, stake_tokens: int) -> None:
-    identity, client = member.keys.identity, member.client
-    message = binding_message(client.handle.chain_id, bytes.fromhex(client.staking.address[2:]),
-                              bytes.fromhex(member.address[2:]))
-    client.register(member.role, identity.public_key, member.listen, identity.sign(message))
+    client = member.client
+    register_node(client, member.role, member.keys.identity, member.listen)
     spec = resolve(client.deployment.run_config).spec
     client.set_hardware_classes(class_mask(spec.classes, [member.claimed or member.profile or spec.profile]))
     if member.keys.bls is not None:
@@ -285,7 +284,7 @@ def _check_quorum(members: list[Member], crashed: dict[str, str]) -> None:
 
 def _open_reports(admin: ChainClient) -> int:
     """Reports still open; validators resolve them once their challenge window closes."""
-    count = admin.call("disputes", "report_count")
+    count = admin.read.disputes.report_count()
     return sum(1 for rid in range(1, count + 1) if admin.report(rid)["status"] == 1)
 
 

@@ -27,7 +27,7 @@ def _tokens(amount: int) -> float:
 def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any], rounds: int) -> dict[str, Any]:
     logs = read_many(admin, [("disputes", "FraudResolved"), ("staking", "Slashed")])
     resolved = {row["report_id"]: row for row in logs[("disputes", "FraudResolved")]}
-    reports = [admin.report(rid) | {"id": rid} for rid in range(1, admin.call("disputes", "report_count") + 1)]
+    reports = [admin.report(rid) | {"id": rid} for rid in range(1, admin.read.disputes.report_count() + 1)]
     history = SettlementHistory(admin)  # every figure below is rebuilt from chain data
     out_rounds = []
     full_steps = resolve(admin.deployment.run_config).compute.inner_steps
@@ -36,7 +36,7 @@ def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any],
         info = admin.round_info(r)
         miners = []
         for m in (m for m in members if m.role == Role.MINER):
-            committed = bool(admin.call("rounds", "has_committed", r, m.address))
+            committed = admin.read.rounds.has_committed(r, m.address)
             against = [rep for rep in reports if rep["round"] == r and rep["miner"] == m.address]
             confirmed = [rep for rep in against if rep["status"] == 2]
             res = settled.result if settled else None
@@ -44,7 +44,7 @@ def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any],
             miners.append({
                 "address": m.address, "kind": m.kind, "committed": committed,
                 # capacity-scaled work: the inner steps it committed to (null: nothing committed)
-                "steps": (admin.call("rounds", "commit_steps", r, m.address) or full_steps) if committed else None,
+                "steps": (admin.read.rounds.commit_steps(r, m.address) or full_steps) if committed else None,
                 # hardware classes: its class, and whether validators of that class checked it bit for bit
                 # ("exact") or nobody held it and every validator checked it within δ ("tolerance", discounted)
                 "class": getattr(m, "class_label", None),
@@ -61,17 +61,17 @@ def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any],
                            "commit_s": info["commit_closed_time"] - info["start_time"] if info["commit_closed_time"] else None,
                            # the median of the losses validators revealed for the model round r trained
                            "heldout_loss": settled.result.heldout_loss / LOSS_SCALE if settled else None,
-                           "model_hash": "0x" + admin.call("rounds", "model_hash", r + 1).hex(), "miners": miners})
+                           "model_hash": "0x" + admin.read.rounds.model_hash(r + 1).hex(), "miners": miners})
     slashes = logs[("staking", "Slashed")]
     final = []
     for m in members:
         latest = history.latest_entry(m.address)
         entry = latest[1].entry_of(m.address) if latest else None
         earned = entry.cumulative if entry else 0
-        claimed = admin.call("rewards", "claimed", m.address)
+        claimed = admin.read.rewards.claimed(m.address)
         final.append({
             "address": m.address, "role": m.role.name.lower(), "kind": m.kind,
-            "stake": _tokens(admin.call("staking", "staked", m.address) + admin.call("staking", "unbonding", m.address)),
+            "stake": _tokens(admin.read.staking.stake_of(m.address) + admin.read.staking.unbonding_of(m.address)),
             "reputation": (entry.reputation if entry else 0) / SCORE_SCALE,
             "earned": _tokens(earned),
             "claimable": _tokens(earned - claimed),

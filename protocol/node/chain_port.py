@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import trio
 
 from protocol.chain.client import ChainClient, Phase
+from protocol.chain.reader import ChainReader
 from protocol.core.errors import ChainError, ContractRevert
 from protocol.node.logs import kv
 
@@ -50,8 +51,10 @@ class ChainPort:
             await trio.sleep(delay)
             delay = min(RETRY_MAX_S, delay * 2)
 
-    async def view(self, contract: str, fn: str, *args: Any) -> Any:
-        return await self(self.client.call, contract, fn, *args)
+    @property
+    def read(self) -> ChainReader:
+        """The client's typed getters, to call through the port: `await port(port.read.rounds.finalized, r)`."""
+        return self.client.read
 
     async def phase(self, round_: int) -> Phase:
         return await self(self.client.phase, round_, "pending")  # what the next block will see

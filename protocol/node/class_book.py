@@ -22,16 +22,16 @@ class ClassBook:
     async def mask(self, account: str) -> int:
         """The account's on-chain class set (0: never set, which runs class 0)."""
         if account not in self._masks:
-            self._masks[account] = int(await self.port.view("staking", "hardware_classes", account))
+            self._masks[account] = await self.port(self.port.read.staking.hardware_classes, account)
         return self._masks[account]
 
     async def modes(self, r: int, miners: Iterable[str]) -> dict[str, CheckMode]:
         """How this node checks each of round r's `miners`."""
         validators = list(await self.port(self.port.client.validators_of, r))
-        weights = [int(w) for w in await self.port.view("rounds", "weights_of", r, validators)]
+        weights = await self.port(self.port.read.rounds.weights_of, r, validators)
         masks = [await self.mask(v) for v in validators]
         if self._min_weight is None:
-            self._min_weight = int(await self.port.view("staking", "min_class_stake"))
+            self._min_weight = await self.port(self.port.read.staking.min_class_stake)
         own = await self.mask(self.me)
         return {m: check_mode(own, await self.mask(m), masks, weights, self._min_weight) for m in miners}
 

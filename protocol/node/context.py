@@ -137,7 +137,7 @@ class NodeContext(GlobalState):
 
     async def wait_first_round(self) -> None:
         """`wait_round_open(0)`, saying what the node waits for; start-up ends when it returns."""
-        if not await self.port.view("rounds", "started"):
+        if not await self.port(self.client.started):
             self.startup_step("waiting for `veritrain start` (it opens round 0)")
         elif (current := await self.port(self.client.current_round)) > 0:
             self.startup_step("catching up: joining the current round", round=current)

@@ -46,7 +46,7 @@ def records(client: ChainClient, domain: str, log: logging.Logger) -> str:
     entries = list(registry_snapshot(client, log).entries())
     classes = {}
     for entry in entries:
-        mask = effective_classes(int(client.call("staking", "hardware_classes", checksum_address(entry.account))))
+        mask = effective_classes(client.read.staking.hardware_classes(checksum_address(entry.account)))
         held = classes_in(spec.classes, mask)
         if held:
             classes[entry.account] = bytes(class_id(held[0]))

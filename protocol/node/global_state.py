@@ -103,7 +103,7 @@ class GlobalState(RoundReads):
         """Each miner's consensus score in `round_`, computed from chain data (the revealed
         vectors, once the round's reports resolved); None without the reveal quorum or after a
         fallback, when the model stays as it was."""
-        if await self.port.view("rounds", "finalized", round_) and await self.port(self.client.fallback, round_):
+        if await self.port(self.port.read.rounds.finalized, round_) and await self.port(self.client.fallback, round_):
             return None
         inputs = await self.port(self.history.inputs, round_)
         result = compute_result(inputs)

@@ -44,6 +44,7 @@ class RegistrySync:
         self.reputation_of = reputation_of  # from the latest final result this node rebuilt
         self._next_block = port.client.deployment.deploy_block
         self._bindings: dict[str, dict[str, Any]] = {}
+        self._refused: set[tuple[str, bytes, str, bytes]] = set()  # (account, node key, address, sig) warned about
         self._weights_at = -math.inf
 
     async def refresh(self) -> None:
@@ -70,20 +71,26 @@ class RegistrySync:
                 await self._apply(account, binding)
 
     async def _apply(self, account: str, row: dict[str, Any]) -> None:
-        stake = await self.port.view("staking", "staked", account)
+        staking = self.port.read.staking
+        stake = await self.port(staking.stake_of, account)
         reputation = self.reputation_of(account)
-        eligible_role = await self.port.view("staking", "eligible_role", account)
+        eligible_role = await self.port(staking.eligible_role, account)
         role = int(row["role"])
         entry = RegistryEntry(bytes(row["node_key"]), bytes.fromhex(account[2:]),
-                              "miner" if role == Role.MINER else "validator", int(stake), int(reputation),
+                              "miner" if role == Role.MINER else "validator", stake, int(reputation),
                               row["multiaddr"], bytes(row["binding_sig"]),
-                              eligible=int(eligible_role) == role)
+                              eligible=eligible_role == role)
         if self.view.lookup_by_node_key(entry.node_key) == entry:
             return
         try:
             self.view.upsert(entry)
         except RegistryError as exc:
-            self.log.warning("ignoring registry binding %s", kv(account=account, reason=exc))
+            # every sweep retries it (a taken node key may be freed), but one junk registration
+            # must not make every node warn every sweep forever: once per binding
+            refused = (account, entry.node_key, entry.multiaddr, entry.binding_sig)
+            if refused not in self._refused:
+                self._refused.add(refused)
+                self.log.warning("ignoring registry binding %s", kv(account=account, reason=exc))
 
     async def run_forever(self, every_s: float = 2.0) -> None:
         while True:

@@ -17,7 +17,7 @@ ROUND_DONE_KEY = "rounds:done"
 
 
 async def passed_round(ctx: NodeContext, round_: int) -> PassedRound:
-    finalized = bool(await ctx.port.view("rounds", "finalized", round_))
+    finalized = await ctx.port(ctx.port.read.rounds.finalized, round_)
     fallback = finalized and bool(await ctx.port(ctx.client.fallback, round_))
     reveals = len(reveals_from(await ctx.port(ctx.reveal_log.rows), round_))
     return PassedRound(round_, await ctx.duties_in(round_), finalized, fallback, reveals)

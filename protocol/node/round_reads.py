@@ -47,14 +47,14 @@ class RoundReads(PeerBlobs):
     async def wait_round_open(self, round_: int) -> None:
         """Until `round_` is the current (or a past) round."""
         while True:
-            if await self.port.view("rounds", "started") and await self.port(self.client.current_round) >= round_:
+            if await self.port(self.client.started) and await self.port(self.client.current_round) >= round_:
                 self.current_round = await self.port(self.client.current_round)
                 self.metrics.set_round(self.current_round)
                 return
             await trio.sleep(self.config.poll_s)
 
     async def model_hash(self, round_: int) -> bytes:
-        return bytes(await self.port.view("rounds", "model_hash", round_))
+        return await self.port(self.port.read.rounds.model_hash, round_)
 
     async def commits(self, round_: int) -> dict[str, Commit]:
         """miner -> its commit (update hash, trace root, column, steps) for `round_`."""

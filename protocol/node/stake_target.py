@@ -27,5 +27,5 @@ def stake_to_add(client: Any, state: NodeState, target: int) -> tuple[int, int]:
     chosen = current_target(StakeTarget(int(saved["target"]), int(saved["unbonded_at"])) if saved else None,
                             target, unbonded)
     state.set(STAKE_TARGET_KEY, {"target": chosen.target, "unbonded_at": chosen.unbonded_at})
-    staked = int(client.call("staking", "staked", client.address))
+    staked = client.read.staking.stake_of(client.address)
     return chosen.to_add(staked, unbonded), unbonded - chosen.unbonded_at
