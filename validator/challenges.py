@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-from protocol.core.crypto.hashing import blake3_hash
 from protocol.core.proof.challenge import (
     Challenge,
     ChallengeError,
-    choose_segments,
+    challenge_from_signature,
     verify_challenge,
 )
 from protocol.core.train.compute_config import ComputeConfig
 from protocol.node.context import NodeContext
-
-
-def challenge_from_sig(sig: bytes, n_segments: int, q: int) -> Challenge:
-    seed = blake3_hash("challenge-seed", sig)
-    return Challenge(sig, seed, choose_segments(seed, n_segments, q))
 
 
 def verified_challenge(ctx: NodeContext, validator: str, r: int, miner: str, seed_block: bytes,
@@ -27,6 +21,6 @@ def verified_challenge(ctx: NodeContext, validator: str, r: int, miner: str, see
     if key is None:
         raise ChallengeError(f"{validator} has no registered node key")
     cfg = cfg if cfg is not None else ctx.setup.compute
-    ch = challenge_from_sig(bytes(sig), cfg.n_segments, cfg.segments_per_validator)
+    ch = challenge_from_signature(bytes(sig), cfg)
     verify_challenge(key, r, bytes.fromhex(miner[2:]), seed_block, ch, cfg)
     return ch

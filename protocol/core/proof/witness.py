@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from protocol.core.crypto.hashing import DIGEST_SIZE, Digest, blake3_hash, u64
 from protocol.core.crypto.signing import NodeIdentity, verify
 from protocol.core.errors import ConfigError, VeritrainError
-from protocol.core.proof.challenge import choose_segments
+from protocol.core.proof.challenge import challenge_from_signature
 from protocol.core.proof.replay import ReplayResult, ReplayStatus
 from protocol.core.train.compute_config import ComputeConfig
 from protocol.core.train.data import sample_distinct
@@ -86,8 +86,7 @@ def audit_segments(challenge_sig: bytes, cfg: ComputeConfig) -> tuple[int, ...]:
     """The segments a revealed σ challenged (`make_challenge`'s rule), which its witness covers
     and an audit replays. The caller checks σ itself against the audited validator's node key
     (`proof.verify_challenge`, or `signing.verify` over `proof.challenge_message`)."""
-    seed = blake3_hash("challenge-seed", challenge_sig)
-    return choose_segments(seed, cfg.n_segments, cfg.segments_per_validator)
+    return challenge_from_signature(challenge_sig, cfg).segments
 
 
 def audit_segment(challenge_sig: bytes, cfg: ComputeConfig) -> int:
