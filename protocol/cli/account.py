@@ -94,14 +94,12 @@ def register(
 ) -> None:
     """Register the node's account and node key (with its binding signature) on chain."""
     from protocol.chain.client import Role
-    from protocol.core.crypto.signing import binding_message
+    from protocol.chain.registration import register_node
 
     if role not in ("miner", "validator"):
         raise ConfigError(f"role must be miner or validator, got {role!r}")
     client, node_keys = node_client(rpc, deployment, keys)
-    message = binding_message(client.handle.chain_id, bytes.fromhex(client.staking.address[2:]),
-                              bytes.fromhex(node_keys.account.address[2:]))
-    client.register(Role[role.upper()], node_keys.identity.public_key, multiaddr, node_keys.identity.sign(message))
+    register_node(client, Role[role.upper()], node_keys.identity, multiaddr)
     typer.echo(f"registered {node_keys.account.address} as {role}")
 
 
@@ -111,7 +109,7 @@ def stake(amount: Annotated[str, typer.Argument(help="Tokens to stake")], rpc: R
     units = parse_tokens(amount)
     client, _ = node_client(rpc, deployment, keys)
     client.stake(units)
-    typer.echo(f"staked {tokens(units)}; total {tokens(client.call('staking', 'staked', client.address))}")
+    typer.echo(f"staked {tokens(units)}; total {tokens(client.read.staking.stake_of(client.address))}")
 
 
 def unbond(amount: Annotated[str, typer.Argument(help="Tokens to unbond")], rpc: RpcOpt, deployment: DeploymentOpt,
@@ -120,8 +118,8 @@ def unbond(amount: Annotated[str, typer.Argument(help="Tokens to unbond")], rpc:
     units = parse_tokens(amount)
     client, _ = node_client(rpc, deployment, keys)
     client.request_unbond(units)
-    release = client.call("staking", "unbond_release_time", client.address)
-    queued = client.call("staking", "unbonding", client.address)
+    release = client.read.staking.unbond_release_time(client.address)
+    queued = client.read.staking.unbonding_of(client.address)
     typer.echo(f"unbonding {tokens(units)} (queued in all: {tokens(queued)}); "
                f"withdrawable from {when(release, client.block_time())}")
 
@@ -131,7 +129,7 @@ def withdraw(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt) -> None:
     from protocol.core.errors import ContractRevert
 
     client, _ = node_client(rpc, deployment, keys)
-    amount = client.call("staking", "unbonding", client.address)
+    amount = client.read.staking.unbonding_of(client.address)
     if amount == 0:
         raise ConfigError(f"nothing unbonding for {client.address} (`veritrain unbond AMOUNT` first)")
     try:
@@ -139,7 +137,7 @@ def withdraw(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt) -> None:
     except ContractRevert as exc:
         if "still unbonding" not in exc.reason:
             raise
-        release = client.call("staking", "unbond_release_time", client.address)
+        release = client.read.staking.unbond_release_time(client.address)
         raise ContractRevert(f"{exc.reason}: {tokens(amount)} withdrawable from "
                              f"{when(release, client.block_time())}") from None
     typer.echo(f"withdrew {tokens(amount)}")
@@ -162,6 +160,34 @@ ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
 DEV_CHAIN_IDS = (31337, 1337)  # anvil and hardhat, ganache and geth --dev: the chains with a known dev key
 
 
+def parse_address(text: str) -> str:
+    """A 0x address in any case, checksummed (EIP-55); a usage error (exit 2) when it is not
+    one. Mixed case must be its checksum: mixed case that is not is a typo, not an address."""
+    from protocol.cli.usage import BadUsage
+    from protocol.core.crypto.keccak import checksum_address
+
+    if not ADDRESS.fullmatch(text):
+        raise BadUsage(f"not an address: {text!r}")
+    checksummed = checksum_address(text)
+    digits = text[2:]
+    if digits not in (digits.lower(), digits.upper()) and text != checksummed:
+        raise BadUsage(f"address {text} fails its EIP-55 checksum (a typo?); give it as it was written, "
+                       "or in lowercase")
+    return checksummed
+
+
+def check_tokens_to_fund(client: Any, payer: str, accounts: int, tokens_each: int) -> None:
+    """Raise InsufficientFunds unless the client's account holds `tokens_each` whole tokens for
+    each of `accounts` accounts (before any is funded: the token would refuse a transfer)."""
+    from protocol.config.run_config import TOKEN_UNIT
+    from protocol.core.errors import InsufficientFunds
+
+    held, needed = client.token_balance(client.address), tokens_each * TOKEN_UNIT * accounts
+    if needed > held:
+        raise InsufficientFunds(f"{payer} {client.address} holds {tokens(held)} tokens; {tokens(needed)} needed "
+                                f"to fund {accounts} account(s) with {tokens_each} each")
+
+
 def fund(
     addresses: Annotated[list[str], typer.Argument(help="Accounts to fund (node accounts added after deploy)")],
     rpc: RpcOpt, deployment: DeploymentOpt,
@@ -178,16 +204,12 @@ def fund(
     from protocol.chain.deploy import fund as do_fund
     from protocol.chain.deployment import load_deployment
     from protocol.cli.usage import BadUsage
-    from protocol.config.run_config import TOKEN_UNIT
-    from protocol.core.errors import InsufficientFunds
 
     if not dev_account:
         raise BadUsage("give --dev-account: `veritrain fund` pays from a dev chain's pre-funded account "
                        "(on another chain the operator sends gas and tokens)")
     wei = parse_eth(eth)
-    for address in addresses:
-        if not ADDRESS.fullmatch(address):
-            raise BadUsage(f"not an address: {address!r}")
+    accounts = [parse_address(a) for a in addresses]
     dep = load_deployment(deployment)
     handle = connect(rpc)
     if not handle.embedded and handle.chain_id not in DEV_CHAIN_IDS:
@@ -196,12 +218,9 @@ def fund(
     payer = dev(handle)
     client = ChainClient(handle, dep, payer)
     client.check_deployment()
-    held, needed = client.token_balance(client.address), tokens_each * TOKEN_UNIT * len(addresses)
-    if needed > held:
-        raise InsufficientFunds(f"the dev account {client.address} holds {tokens(held)} tokens; "
-                                f"{tokens(needed)} needed")
-    do_fund(handle, dep, payer, list(addresses), wei, tokens_each)
-    for address in addresses:
+    check_tokens_to_fund(client, "the dev account", len(accounts), tokens_each)
+    do_fund(handle, dep, payer, accounts, wei, tokens_each)
+    for address in accounts:
         typer.echo(f"funded {address}: {tokens(wei)} ETH, {tokens_each} tokens")
 
 

@@ -48,6 +48,21 @@ def _progress(message: str) -> None:
     err_console.print(f"[dim]·[/dim] {message}", highlight=False)
 
 
+def _fund(handle: Any, deployment: Any, deployer: Any, accounts: list[str], wei: int, tokens_each: int,
+          out: Path) -> None:
+    """`deploy --fund`: gas and tokens to each account, refused in one line (the deployment
+    stays written) when the deployer holds fewer tokens than that."""
+    from protocol.chain.client import ChainClient
+    from protocol.chain.deploy import fund as do_fund
+    from protocol.cli.account import check_tokens_to_fund
+
+    try:
+        check_tokens_to_fund(ChainClient(handle, deployment, deployer), "the deployer", len(accounts), tokens_each)
+    except InsufficientFunds as exc:
+        raise InsufficientFunds(f"{exc} (deployed, {out} written; fund with `veritrain fund`)") from None
+    do_fund(handle, deployment, deployer, accounts, wei, tokens_each, progress=_progress)
+
+
 def _deployer(handle: Any, key: Path | None, dev_account: bool) -> Any:
     from protocol.chain.backend import dev_account as dev
     from protocol.node.keys import load_keystore
@@ -83,11 +98,12 @@ def deploy(
     """Deploy the contracts with a run config and write the deployment file."""
     from protocol.chain.backend import connect
     from protocol.chain.deploy import deploy as do_deploy
-    from protocol.chain.deploy import fund as do_fund
     from protocol.chain.deployment import save_deployment
+    from protocol.cli.account import parse_address
     from protocol.config.run_config import load_run_config
     from protocol.node.pinning import prepare
 
+    fund_to = [parse_address(a) for a in fund or []]  # a bad address is refused before anything is deployed
     run_config = load_run_config(config)
     if genesis is not None:
         from protocol.config.run_state import with_hf_genesis
@@ -103,8 +119,8 @@ def deploy(
     run_config = prepare(run_config)
     deployment = do_deploy(handle, deployer, run_config, progress=_progress)
     save_deployment(deployment, out)
-    if fund:
-        do_fund(handle, deployment, deployer, list(fund), int(fund_eth * 10**18), fund_tokens, progress=_progress)
+    if fund_to:
+        _fund(handle, deployment, deployer, fund_to, int(fund_eth * 10**18), fund_tokens, out)
     console.print(f"deployed to chain {deployment.chain_id}: rounds {deployment.contracts.rounds}; wrote {out}")
 
 

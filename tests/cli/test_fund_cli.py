@@ -26,10 +26,12 @@ def test_fund_sends_gas_and_exact_tokens(anvil, tmp_path):
     path = tmp_path / "deployment.json"
     save_deployment(dep, path)
     fresh = [Account.create().address for _ in range(2)]
-    result = run_cli("fund", *fresh, "--dev-account", "--eth", "0.25", "--tokens", "7", "--rpc", anvil.url,
+    # any valid form: the second in lowercase (web3 alone would refuse it with a traceback)
+    result = run_cli("fund", fresh[0], fresh[1].lower(), "--dev-account", "--eth", "0.25", "--tokens", "7", "--rpc", anvil.url,
                      "--deployment", str(path), timeout=120)
     assert result.code == 0, result.stderr
     assert f"funded {fresh[0]}: 0.25 ETH, 7 tokens" in result.stdout
+    assert f"funded {fresh[1]}: 0.25 ETH, 7 tokens" in result.stdout
     reader = ChainClient(connect(anvil.url), dep)
     for address in fresh:
         assert int(reader.w3.eth.get_balance(address)) == 25 * 10**16
