@@ -16,13 +16,13 @@ from typing import Any
 import trio
 
 from protocol.chain.client import Phase
-from protocol.core.aggregation.heldout import fixed_loss
 from protocol.core.crypto.hashing import blake3_hash
 from protocol.core.errors import ConfigError, ContractRevert
 from protocol.core.proof.witness import NO_WITNESS
 from protocol.core.proof.witness_bundle import SIG_BYTES, bundle_root, encode_bundle
 from protocol.core.settlement.class_checks import CheckMode
 from protocol.core.settlement.fraud import FraudKind
+from protocol.core.settlement.loss_scale import fixed_loss
 from protocol.core.settlement.score_vector import pack_scores, score_commitment, vector_root
 from protocol.core.wire.messages import SignedGossip
 from protocol.node import round_notes

@@ -10,8 +10,7 @@ from protocol.chain.settlement_history import SettlementHistory
 from protocol.core.errors import ConfigError
 from protocol.core.settlement.class_checks import effective_classes
 from protocol.core.settlement.fraud import FraudKind
-
-LOSS_SCALE = 1_000_000  # revealed held-out losses are fixed point
+from protocol.core.settlement.loss_scale import LOSS_SCALE
 
 
 def _hex(value: bytes) -> str:

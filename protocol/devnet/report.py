@@ -15,9 +15,9 @@ from protocol.chain.settlement_history import SettlementHistory
 from protocol.config.run_config import TOKEN_UNIT
 from protocol.config.run_setup import resolve
 from protocol.core.settlement.fraud import FraudKind
+from protocol.core.settlement.loss_scale import LOSS_SCALE
 
 SCORE_SCALE = 65535
-LOSS_SCALE = 1_000_000
 
 
 def _tokens(amount: int) -> float:

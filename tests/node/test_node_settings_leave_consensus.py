@@ -24,13 +24,13 @@ import trio
 from protocol.config.corpus import from_folder
 from protocol.config.run_config import RunConfig
 from protocol.config.run_setup import DatasetSpec, Setup, TrainingSpec
-from protocol.core.aggregation.heldout import fixed_loss
 from protocol.core.aggregation.state import decode_state
 from protocol.core.crypto.keccak import checksum_address
 from protocol.core.hardware.replay_profile import ReplayProfile
 from protocol.core.proof.commitment import Commit
 from protocol.core.proof.envelope import encode_envelope
 from protocol.core.proof.submission import honest
+from protocol.core.settlement.loss_scale import fixed_loss
 from protocol.core.settlement.result import compute_result
 from protocol.core.settlement.result_header import build_result
 from protocol.core.settlement.result_inputs import Reveal, RoundInputs

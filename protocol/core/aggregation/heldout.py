@@ -12,8 +12,6 @@ from protocol.core.crypto.hashing import blake3_hash
 from protocol.core.model.gpt import ModelConfig, Params, build_model, load_params
 from protocol.core.train.data import Dataset, heldout_batches
 
-LOSS_SCALE = 1_000_000  # revealed losses are fixed point, 1e6 = 1.0 (the result header's heldout_loss)
-
 Batches = list[tuple[torch.Tensor, torch.Tensor]]  # [(x, y)], each (B, T) int64
 
 
@@ -30,8 +28,3 @@ def attested_loss(model_cfg: ModelConfig, params: Params, batches: Batches) -> f
     y = torch.cat([b[1] for b in batches])  # (n*B, T)
     with torch.no_grad():
         return float(model(x, y))
-
-
-def fixed_loss(loss: float) -> int:
-    """The loss as a validator reveals it: fixed point, rounded to the nearest unit."""
-    return int(round(loss * LOSS_SCALE))
