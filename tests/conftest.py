@@ -106,21 +106,34 @@ def start_anvil() -> Anvil:
     if binary is None:
         missing_tool("anvil not found: run `npm install @foundry-rs/anvil@1.7.1` (done by .ci/run)",
                      "VERITRAIN_REQUIRE_ANVIL")
-    port = free_port()
-    proc = subprocess.Popen([binary, "--host", "127.0.0.1", "--port", str(port), "--silent"],
+    # port 0: anvil binds a free port itself, read back from the process's listening socket
+    # (a port picked here could be taken by another xdist worker's anvil before this one binds)
+    proc = subprocess.Popen([binary, "--host", "127.0.0.1", "--port", "0", "--silent"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            requests.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}, timeout=1)
-            return Anvil(url, proc)
-        except requests.RequestException:
-            if proc.poll() is not None:
-                break
-            time.sleep(0.2)
-    proc.kill()
-    pytest.fail(f"anvil did not start on port {port}")
+    while time.monotonic() < deadline and proc.poll() is None:
+        port = _listening_port(proc.pid)
+        if port is not None:
+            url = f"http://127.0.0.1:{port}"
+            try:
+                requests.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}, timeout=1)
+                return Anvil(url, proc)
+            except requests.RequestException:
+                pass
+        time.sleep(0.2)
+    stop_process(proc)
+    pytest.fail("anvil did not start")
+
+
+def _listening_port(pid: int) -> int | None:
+    import psutil
+
+    try:
+        conns = psutil.Process(pid).net_connections(kind="tcp")
+    except psutil.NoSuchProcess:  # exited: the caller sees it
+        return None
+    ports = [c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN]
+    return ports[0] if ports else None
 
 
 @pytest.fixture(scope="session")
