@@ -43,15 +43,16 @@ _load_training_fixtures()
 # two finish close together. The networks mostly wait on phase deadlines (a load near 1 on two
 # cores), which is why two run side by side in about the time of one. Reorder when
 # `--durations` shows a new order; a file not listed runs after these, in collection order.
+# Seconds: one run each on a busy 2-core machine (load 3-9), December 2026.
 NETWORKS_SLOWEST_FIRST = (
-    "tests/integration/test_churn_soak.py",
-    "tests/integration/test_faults.py",
-    "tests/integration/test_devnet.py",
-    "tests/integration/test_devnet_classes.py",
-    "tests/integration/test_devnet_capacity.py",
-    "tests/integration/test_anvil_network.py",
-    "tests/integration/test_devnet_llama.py",
-    "tests/cli/test_export.py",
+    "tests/integration/test_churn_soak.py",  # 8 rounds, 10 nodes
+    "tests/integration/test_faults.py",  # 418
+    "tests/integration/test_devnet.py",  # 398
+    "tests/integration/test_devnet_classes.py",  # 330
+    "tests/integration/test_devnet_capacity.py",  # 257
+    "tests/integration/test_anvil_network.py",  # 223
+    "tests/cli/test_export.py",  # 173
+    "tests/integration/test_devnet_llama.py",  # 101
     "tests/explorer/test_explorer_browser.py",
     "tests/integration/test_node_stop.py",
 )
