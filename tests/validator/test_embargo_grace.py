@@ -3,10 +3,11 @@ embargo when it sees the commit phase close, which may be a poll after the valid
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from pathlib import Path
 
 import pytest
 
+from protocol.node.node_config import NodeConfig
 from validator import checks
 
 
@@ -15,7 +16,7 @@ class LateMiner:
 
     def __init__(self, serves_from: int | None) -> None:
         self.serves_from, self.calls = serves_from, 0
-        self.config = SimpleNamespace(poll_s=0.01)
+        self.config = NodeConfig(data_dir=Path("unused"), poll_s=0.01)  # the node's own settings, as the CLI builds them
 
     async def fetch_blob(self, blob_hash: bytes, kind: str, first: str | None = None) -> bytes | None:
         self.calls += 1

@@ -5,12 +5,13 @@ serves its journaled work again ~10 s later, and scoring it 0 left honest work u
 from __future__ import annotations
 
 import logging
-from types import SimpleNamespace
+from pathlib import Path
 
 import pytest
 import trio
 
 from protocol.core.proof.commitment import Commit
+from protocol.node.node_config import NodeConfig
 from validator import checks, late_submissions
 from validator.late_submissions import NOT_SERVED, fetch_late, unserved, wait_until
 
@@ -31,9 +32,9 @@ class Chain:
 class Ctx:
     def __init__(self, chain: Chain) -> None:
         self.chain = chain
-        self.client = SimpleNamespace(round_info=chain.round_info)
+        self.client = chain  # `ChainClient.round_info` is the one client read `fetch_late` makes
         self.log = logging.getLogger("test.late")
-        self.config = SimpleNamespace(poll_s=0.0)
+        self.config = NodeConfig(data_dir=Path("unused"), poll_s=0.0)
 
     async def port(self, fn, *args):  # type: ignore[no-untyped-def]
         return fn(*args)
