@@ -3,7 +3,7 @@ another validator's challenge rebuilt from its σ."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +12,8 @@ from protocol.core.errors import SignatureError
 from protocol.core.proof.challenge import ChallengeError, make_challenge
 from protocol.core.proof.witness import NO_WITNESS
 from protocol.core.train.compute_config import ComputeConfig
+from protocol.node.context import NodeContext
+from tests.node_context import knows, node_context
 from validator.audits import claims_of
 from validator.challenges import verified_challenge
 from validator.checks import kept_leaves
@@ -37,27 +39,31 @@ def test_a_passed_check_keeps_the_replayed_ends_and_a_failed_one_everything():
     assert kept_leaves(fetched, (3,), failed=True) == fetched  # type: ignore[arg-type]
 
 
-def _ctx(keys: dict[str, bytes]) -> SimpleNamespace:
-    return SimpleNamespace(node_key_of=keys.get, setup=SimpleNamespace(compute=CFG))
+@pytest.fixture(scope="module")
+def ctx(tmp_path_factory: pytest.TempPathFactory) -> NodeContext:
+    """A validator's real context on a deployed devchain; each test sets the registry it reads."""
+    node = node_context(Path(tmp_path_factory.mktemp("node")))
+    assert node.setup.compute == CFG  # challenges below are drawn under the run's compute config
+    return node
 
 
-def test_a_validators_challenge_is_rebuilt_from_its_signature():
+def test_a_validators_challenge_is_rebuilt_from_its_signature(ctx):
     me = NodeIdentity.generate()
     seed_block = b"\x33" * 32
     honest = make_challenge(me, 4, bytes.fromhex(M1[2:]), seed_block, CFG)
-    got = verified_challenge(_ctx({V1: me.public_key}), V1, 4, M1, seed_block, honest.signature)  # type: ignore[arg-type]
+    got = verified_challenge(knows(ctx, {V1: me}), V1, 4, M1, seed_block, honest.signature)
     assert got == honest
 
 
 @pytest.mark.parametrize("case", ["other-key", "other-round", "other-miner", "no-key"])
-def test_a_signature_that_is_not_the_validators_challenge_is_refused(case):
+def test_a_signature_that_is_not_the_validators_challenge_is_refused(ctx, case):
     me, other = NodeIdentity.generate(), NodeIdentity.generate()
     seed_block = b"\x33" * 32
     sig = make_challenge(me, 4, bytes.fromhex(M1[2:]), seed_block, CFG).signature
-    keys = {V1: other.public_key if case == "other-key" else me.public_key}
+    keys = {V1: other if case == "other-key" else me}
     if case == "no-key":
         keys = {}
     r = 5 if case == "other-round" else 4
     miner = M2 if case == "other-miner" else M1
     with pytest.raises(ChallengeError if case == "no-key" else SignatureError):
-        verified_challenge(_ctx(keys), V1, r, miner, seed_block, sig)  # type: ignore[arg-type]
+        verified_challenge(knows(ctx, keys), V1, r, miner, seed_block, sig)
