@@ -12,8 +12,9 @@
         claims (the list's root, or one claim against its leaf or entry). The
         contract recomputes the value (docs/PROTOCOL.md §11): a wrong one
         rejects the attempt through the results contract and returns the bond;
-        a right one burns it. Columns, shape and header are disputed in the
-        column challenges contract.
+        a right one burns it. Columns are disputed in the column challenges
+        contract, the tree's shape, its nodes and the header in the tree
+        challenges contract.
 """
 
 from ethereum.ercs import IERC20
@@ -42,6 +43,7 @@ MAX_CLAIMS: constant(uint256) = result_math.MAX_CLAIMS
 HEADER_WORDS: constant(uint256) = constants.HEADER_WORDS
 MAX_REPUTATION: constant(uint256) = 2**16 - 1
 
+# kinds are numbered across the challenge contracts (1: column challenges, 2-5: tree challenges)
 KIND_MINER_HISTORY: constant(uint256) = 6
 KIND_MINER_STALE: constant(uint256) = 7
 KIND_VALIDATORS: constant(uint256) = 8

@@ -11,7 +11,7 @@
         signature once the round's audits closed and its reports resolved; it must
         verify against the round's cached aggregate key minus the non-signers, who
         hold less than 1/3 of the permitted stake. During the challenge window the
-        challenges contract recomputes any one value from chain data; a wrong value
+        challenge contracts recompute any one value from chain data; a wrong value
         rejects the root and makes its signers slashable (`slash_signer`, one call
         each). Another root may be posted until the result deadline; a root that
         survives its window becomes final, pays the round through the rewards
@@ -49,8 +49,9 @@ deployer: immutable(address)
 # the rewards contract's per-round cap, read once (a post then calls one contract less)
 emission_per_round: immutable(uint256)
 
-# the two contracts that recompute a posted value from chain data (split for EIP-170)
+# the three contracts that recompute a posted value from chain data (split by concept, for EIP-170)
 column_challenges: public(address)
+tree_challenges: public(address)
 account_challenges: public(address)
 # the one pending attempt (a round opens only when the one before ended): the top 208 bits
 # of keccak(abi_encode(result_root, non_signers_hash, posted_time, attempt)), the round's
@@ -99,6 +100,7 @@ event SignerSlashed:
 
 event Wired:
     column_challenges: address
+    tree_challenges: address
     account_challenges: address
 
 
@@ -133,18 +135,23 @@ def __init__(
 
 
 @external
-def wire(column_challenges_: address, account_challenges_: address):
+def wire(column_challenges_: address, tree_challenges_: address, account_challenges_: address):
     """
-    @notice Names the two challenge contracts, once, by the deployer.
-    @param column_challenges_ May `reject` (columns, sum-tree nodes, the header).
+    @notice Names the three challenge contracts, once, by the deployer.
+    @param column_challenges_ May `reject` (a column's values).
+    @param tree_challenges_ May `reject` (the tree's shape, sum-tree nodes, the header).
     @param account_challenges_ May `reject` (histories, validator entries, claims).
     """
     assert msg.sender == deployer, "results: only deployer"
     assert self.column_challenges == empty(address), "results: already wired"
-    assert column_challenges_ != empty(address) and account_challenges_ != empty(address), "results: zero address"
+    assert (column_challenges_ != empty(address) and tree_challenges_ != empty(address)
+            and account_challenges_ != empty(address)), "results: zero address"
     self.column_challenges = column_challenges_
+    self.tree_challenges = tree_challenges_
     self.account_challenges = account_challenges_
-    log Wired(column_challenges=column_challenges_, account_challenges=account_challenges_)
+    log Wired(
+        column_challenges=column_challenges_, tree_challenges=tree_challenges_, account_challenges=account_challenges_
+    )
 
 
 @external
@@ -165,13 +172,9 @@ def post_result(
     """
     round: uint256 = convert(header[constants.H_ROUND], uint256)
     self._check_header(header, round)
-    ended: bool = False
-    audit_closed: bool = False
     audit_deadline: uint256 = 0
     open_reports: uint256 = 0
-    ended, audit_closed, audit_deadline, open_reports = staticcall rounds.result_gate(round)
-    assert not ended, "results: round already ended"
-    assert audit_closed, "results: audit phase open"
+    audit_deadline, open_reports = self._result_gate(round)
     assert open_reports == 0, "results: report open"
     assert block.timestamp < audit_deadline + result_duration, "results: result deadline passed"
     attempt: uint256 = self._next_attempt(round)
@@ -226,13 +229,7 @@ def fall_back(round: uint256):
             the same model, so the chain never halts. Anyone may call it.
     @param round The round.
     """
-    ended: bool = False
-    audit_closed: bool = False
-    audit_deadline: uint256 = 0
-    open_reports: uint256 = 0
-    ended, audit_closed, audit_deadline, open_reports = staticcall rounds.result_gate(round)
-    assert not ended, "results: round already ended"
-    assert audit_closed, "results: audit phase open"
+    audit_deadline: uint256 = self._result_gate(round)[0]
     assert block.timestamp >= audit_deadline + result_duration, "results: result deadline not reached"
     assert self._pending(round) == empty(bytes32), "results: a result is pending"
     self.fallback[round] = True
@@ -249,7 +246,8 @@ def reject(round: uint256, challenger: address):
     @param round The round.
     @param challenger Who showed it; receives a share of every signer slash.
     """
-    assert msg.sender == self.column_challenges or msg.sender == self.account_challenges, "results: only challenges"
+    assert (msg.sender == self.column_challenges or msg.sender == self.tree_challenges
+            or msg.sender == self.account_challenges), "results: only challenges"
     commit: bytes32 = self._pending(round)
     assert commit != empty(bytes32), "results: no pending result"
     attempt: uint256 = (self.pending_word >> 32) & MASK16
@@ -361,6 +359,23 @@ def _check_header(header: bytes32[HEADER_WORDS], round: uint256):
     assert header[constants.H_MODEL] != empty(bytes32), "results: empty model hash"
     assert convert(header[constants.H_QUORUM], uint256) <= 1, "results: bad quorum flag"
     assert convert(header[constants.H_MINTED], uint256) <= emission_per_round, "results: payout above the emission"
+
+
+@view
+@internal
+def _result_gate(round: uint256) -> (uint256, uint256):
+    """
+    @dev (audit deadline, open reports) of `round`, after checking that it has not
+         ended and its audit phase closed: what a post and a fallback both need.
+    """
+    ended: bool = False
+    audit_closed: bool = False
+    audit_deadline: uint256 = 0
+    open_reports: uint256 = 0
+    ended, audit_closed, audit_deadline, open_reports = staticcall rounds.result_gate(round)
+    assert not ended, "results: round already ended"
+    assert audit_closed, "results: audit phase open"
+    return audit_deadline, open_reports
 
 
 @view

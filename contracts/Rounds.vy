@@ -134,8 +134,9 @@ def wire(scores_: address, rewards_: IRewards, results_: address, keys_: IBlsKey
     """
     assert msg.sender == deployer, "settlement: only deployer"
     assert self.scores == empty(address), "settlement: already wired"
-    assert scores_ != empty(address) and rewards_.address != empty(address), "settlement: zero address"
-    assert results_ != empty(address) and keys_.address != empty(address), "settlement: zero address"
+    # one assert per message: each costs code (EIP-170)
+    assert (scores_ != empty(address) and rewards_.address != empty(address)
+            and results_ != empty(address) and keys_.address != empty(address)), "settlement: zero address"
     self.scores = scores_
     self.rewards = rewards_
     self.results = results_
@@ -150,8 +151,7 @@ def start():
             one validator holds a permit and at least one miner is eligible.
     """
     assert not self.started, "settlement: already started"
-    assert self.scores != empty(address), "settlement: not wired"
-    assert staticcall self.rewards.disputes() != empty(address), "settlement: not wired"
+    assert self.scores != empty(address) and staticcall self.rewards.disputes() != empty(address), "settlement: not wired"
     assert staticcall commits.staking.eligible_miner_count() > 0, "settlement: no eligible miner"
     self.started = True
     self.model_hash[0] = genesis_model_hash

@@ -25,7 +25,8 @@ CONTRACTS_DIR = Path(__file__).resolve().parent
 ARTIFACTS_DIR = CONTRACTS_DIR / "artifacts"
 MANIFEST = "manifest.json"
 # deploy order: each contract's constructor names only contracts before it
-CONTRACT_NAMES = ("Token", "Staking", "BlsKeys", "Rounds", "Scores", "Rewards", "Results", "ColumnChallenges", "AccountChallenges", "Disputes")
+CONTRACT_NAMES = ("Token", "Staking", "BlsKeys", "Rounds", "Scores", "Rewards", "Results", "ColumnChallenges", "TreeChallenges",
+                  "AccountChallenges", "Disputes")
 EIP170_LIMIT = 24_576  # bytes of runtime code a contract may have (EIP-170)
 
 

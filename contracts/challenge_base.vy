@@ -4,7 +4,7 @@
 @title veritrain challenge base: the pending attempt, the bond and the evidence checks
 @custom:contract-name challenge_base
 @license GNU Affero General Public License v3.0 only
-@notice State and checks the two challenge contracts share (docs/PROTOCOL.md §11, Challenges): which
+@notice State and checks the three challenge contracts share (docs/PROTOCOL.md §11, Challenges): which
         attempt a challenge is against and whether its window is open, the bond
         (taken up front, returned when the challenge is upheld, burned when the
         disputed value was right), and the checks that tie evidence to the
@@ -104,7 +104,7 @@ def __init__(
     challenge_bond_: uint256,
 ):
     """
-    @dev Binds the stack; both challenge contracts call this from their constructors.
+    @dev Binds the stack; every challenge contract calls this from its constructor.
     """
     assert challenge_bond_ > 0, "challenges: zero bond"
     token = token_

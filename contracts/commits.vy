@@ -81,7 +81,9 @@ def commit_update(round: uint256, update_hash: bytes32, trace_root: bytes32, ste
     word = (word & ~(round_clock.MASK16 << round_clock.COUNT_SHIFT)) | (count << round_clock.COUNT_SHIFT)
     active: uint256 = (word >> round_clock.ACTIVE_SHIFT) & round_clock.MASK16
     if active != 0 and count >= min(active, MAX_MINERS):
-        word = round_clock._closed(word, round)
+        # the last expected commit closes the phase, inline: it is the dearest commit (60,000 gas target)
+        log round_clock.CommitClosed(round=round, block_number=block.number)
+        word |= (block.number << round_clock.CLOSED_BLOCK_SHIFT) | (block.timestamp << round_clock.CLOSED_TIME_SHIFT)
     round_clock.round_word[round] = word
     log UpdateCommitted(round=round, miner=msg.sender, update_hash=update_hash, trace_root=trace_root, index=count - 1, steps=convert(steps, uint256))
 

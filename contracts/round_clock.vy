@@ -78,7 +78,8 @@ def close_commit(round: uint256):
     assert word & MASK48 != 0, "settlement: round not open"
     assert (word >> CLOSED_BLOCK_SHIFT) & MASK64 == 0, "settlement: commit phase closed"
     assert block.timestamp >= (word & MASK48) + commit_duration, "settlement: commit deadline not reached"
-    self.round_word[round] = self._closed(word, round)
+    log CommitClosed(round=round, block_number=block.number)
+    self.round_word[round] = word | (block.number << CLOSED_BLOCK_SHIFT) | (block.timestamp << CLOSED_TIME_SHIFT)
 
 
 @external
@@ -159,29 +160,16 @@ def _finalize(round: uint256):
 
 
 @internal
-def _closed(word: uint256, round: uint256) -> uint256:
-    """
-    @dev Returns `word` with the commit phase closed in this block; logs `CommitClosed`.
-    """
-    log CommitClosed(round=round, block_number=block.number)
-    return word | (block.number << CLOSED_BLOCK_SHIFT) | (block.timestamp << CLOSED_TIME_SHIFT)
-
-
-@internal
 def _store_seed(round: uint256, closed_block: uint256):
     """
     @dev Stores the closing block's hash as the seed, or, when that hash is no
          longer available (snekmate's `block_hash` returns zero), re-closes the
          commit phase in this block so the seed can be stored from the next one.
     """
-    seed: bytes32 = block_hash._block_hash(closed_block)
-    if seed == empty(bytes32):
+    if not self._seed(round, closed_block):
         word: uint256 = self.round_word[round] & ~(MASK64 << CLOSED_BLOCK_SHIFT)
         self.round_word[round] = word | (block.number << CLOSED_BLOCK_SHIFT)
         log CommitClosed(round=round, block_number=block.number)
-        return
-    self.round_seed[round] = seed
-    log SeedStored(round=round, seed=seed)
 
 
 @internal
@@ -194,10 +182,20 @@ def _touch_seed(round: uint256):
         return
     closed_block: uint256 = (self.round_word[round] >> CLOSED_BLOCK_SHIFT) & MASK64
     if closed_block != 0 and block.number > closed_block:
-        seed: bytes32 = block_hash._block_hash(closed_block)
-        if seed != empty(bytes32):
-            self.round_seed[round] = seed
-            log SeedStored(round=round, seed=seed)
+        self._seed(round, closed_block)
+
+
+@internal
+def _seed(round: uint256, closed_block: uint256) -> bool:
+    """
+    @dev Stores the closing block's hash as `round`'s seed when it is still available.
+    """
+    seed: bytes32 = block_hash._block_hash(closed_block)
+    if seed == empty(bytes32):
+        return False
+    self.round_seed[round] = seed
+    log SeedStored(round=round, seed=seed)
+    return True
 
 
 @view

@@ -65,7 +65,7 @@ class ChainClient:
         self.staking = self.w3.eth.contract(address=at(addrs.staking), abi=artifacts["Staking"].abi)
         # `call(name, ...)` and events name one contract: keys (BLS keys), rounds (round clock,
         # update commits, seeds, validator snapshots, phases, model hashes), scores (score vectors
-        # as calldata), results (certified results, challenge window, fallback), the two challenge contracts,
+        # as calldata), results (certified results, challenge window, fallback), the three challenge contracts,
         # rewards (emission, forfeits, cumulative claims) and disputes
         self.keys = self.w3.eth.contract(address=at(addrs.keys), abi=artifacts["BlsKeys"].abi)
         self.rounds = self.w3.eth.contract(address=at(addrs.rounds), abi=artifacts["Rounds"].abi)
@@ -74,6 +74,8 @@ class ChainClient:
         self.results = self.w3.eth.contract(address=at(addrs.results), abi=artifacts["Results"].abi)
         self.column_challenges = self.w3.eth.contract(address=at(addrs.column_challenges),
                                                       abi=artifacts["ColumnChallenges"].abi)
+        self.tree_challenges = self.w3.eth.contract(address=at(addrs.tree_challenges),
+                                                    abi=artifacts["TreeChallenges"].abi)
         self.account_challenges = self.w3.eth.contract(address=at(addrs.account_challenges),
                                                        abi=artifacts["AccountChallenges"].abi)
         self.disputes = self.w3.eth.contract(address=at(addrs.disputes), abi=artifacts["Disputes"].abi)
@@ -96,8 +98,8 @@ class ChainClient:
         chain_id = self.handle.chain_id
         if chain_id != self.deployment.chain_id:
             raise ConfigError(f"chain id mismatch: node reports {chain_id}, deployment file says {self.deployment.chain_id}")
-        for name in ("keys", "rounds", "scores", "rewards", "results", "column_challenges", "account_challenges",
-                     "disputes"):
+        for name in ("keys", "rounds", "scores", "rewards", "results", "column_challenges", "tree_challenges",
+                     "account_challenges", "disputes"):
             if not self.w3.eth.get_code(Web3.to_checksum_address(getattr(self.deployment.contracts, name))):
                 raise ConfigError(f"no {name} contract at the deployment file's address on this chain")
         on_chain = self.rounds.functions.run_config_hash().call().hex()
@@ -189,8 +191,8 @@ class ChainClient:
         return self._send(self.token.functions.approve(spender, amount))
 
     def challenge(self, contract: str, fn: str, *args: Any) -> dict:
-        """Send a result challenge (`contract` is "column_challenges" or "account_challenges");
-        the bond must be approved to that contract."""
+        """Send a result challenge (`contract` is "column_challenges", "tree_challenges" or
+        "account_challenges"); the bond must be approved to that contract."""
         return self._send(getattr(getattr(self, contract).functions, fn)(*args))
 
     def claim(self, round_: int, cumulative: int, proof: list[bytes]) -> dict:

@@ -1,4 +1,4 @@
-"""Deploy and wire the ten contracts; fund node accounts on dev chains."""
+"""Deploy and wire the eleven contracts; fund node accounts on dev chains."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ Progress = Callable[[str], None]
 
 def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
            progress: Progress = lambda _msg: None) -> Deployment:
-    """Deploy Token, Staking, BlsKeys, Rounds, Scores, Rewards, Results, ColumnChallenges, AccountChallenges and Disputes, wire them
-    and renounce ownership. The deployment records the run's per-kind blob caps."""
+    """Deploy Token, Staking, BlsKeys, Rounds, Scores, Rewards, Results, ColumnChallenges, TreeChallenges,
+    AccountChallenges and Disputes, wire them and renounce ownership. The deployment records the run's
+    per-kind blob caps."""
     w3, sender = handle.w3, TxSender(handle.w3)
     if int(w3.eth.get_balance(deployer.address)) == 0:
         raise InsufficientFunds(f"deployer {deployer.address} has no gas money on chain {handle.chain_id}")
@@ -52,6 +53,7 @@ def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
                   chain.signer_slash_bps, chain.reporter_share_bps)
     bond = chain.challenge_bond * TOKEN_UNIT
     column_challenges = new("ColumnChallenges", token, rounds, scores, rewards, results, bond)
+    tree_challenges = new("TreeChallenges", token, rounds, scores, rewards, results, bond)
     account_challenges = new("AccountChallenges", token, rounds, scores, rewards, results, bond)
     disputes = new("Disputes", token, staking, rounds, rewards, chain.report_bond * TOKEN_UNIT,
                    chain.challenge_window, chain.slash_bps, chain.reporter_share_bps)
@@ -60,7 +62,8 @@ def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
     sender.send(contract("Staking", staking).functions.wire(disputes, results), deployer)
     sender.send(contract("Rounds", rounds).functions.wire(scores, rewards, results, keys), deployer)
     sender.send(contract("Rewards", rewards).functions.wire(disputes, results), deployer)
-    sender.send(contract("Results", results).functions.wire(column_challenges, account_challenges), deployer)
+    sender.send(contract("Results", results).functions.wire(column_challenges, tree_challenges, account_challenges),
+                deployer)
     token_c = contract("Token", token)
     sender.send(token_c.functions.set_minter(rewards, True), deployer)
     sender.send(token_c.functions.renounce_ownership(), deployer)
@@ -68,7 +71,8 @@ def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
         chain_id=handle.chain_id, deploy_block=start_block, deployer=deployer.address,
         contracts=ContractAddresses(token=token, staking=staking, keys=keys, rounds=rounds, scores=scores,
                                     rewards=rewards, results=results, column_challenges=column_challenges,
-                                    account_challenges=account_challenges, disputes=disputes),
+                                    tree_challenges=tree_challenges, account_challenges=account_challenges,
+                                    disputes=disputes),
         run_config=config, run_config_hash=config.config_hash().hex(), sources_hash=manifest()["sources_hash"],
         blob_caps=caps,  # where foreign peers read them (docs/INTEROP.md)
     )

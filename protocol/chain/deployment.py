@@ -24,14 +24,15 @@ class ContractAddresses(BaseModel):
     scores: str = Field(pattern=ADDRESS)  # score vectors as calldata (bound into vector roots)
     rewards: str = Field(pattern=ADDRESS)  # emission, Merkle cumulative claims; the token's only minter
     results: str = Field(pattern=ADDRESS)  # BLS-certified round results (bound into result roots)
-    column_challenges: str = Field(pattern=ADDRESS)  # recompute a column, sum-tree node or header value
+    column_challenges: str = Field(pattern=ADDRESS)  # recompute one column's values
+    tree_challenges: str = Field(pattern=ADDRESS)  # recompute the sum tree's shape, a node or a header word
     account_challenges: str = Field(pattern=ADDRESS)  # recompute an account's history, entry or claim leaf
     disputes: str = Field(pattern=ADDRESS)
 
 
 class Deployment(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    schema_version: int = 2
+    schema_version: int = 3  # 3: tree_challenges split out of column_challenges
     chain_id: int
     deploy_block: int  # event scans start here
     deployer: str = Field(pattern=ADDRESS)

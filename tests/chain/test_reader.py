@@ -82,6 +82,7 @@ def test_every_read_answers_its_getter_typed(played: tuple[ChainClient, Scripted
         (read.results.rejected_count(0), raw(chain, "results", "rejected_count", 0)),
         (read.results.challenge_window(), raw(chain, "results", "challenge_window")),
         (read.column_challenges.challenge_bond(), raw(chain, "column_challenges", "challenge_bond")),
+        (read.tree_challenges.challenge_bond(), raw(chain, "tree_challenges", "challenge_bond")),
         (read.rewards.emission_per_round(), raw(chain, "rewards", "emission_per_round")),
         (read.rewards.miner_share_bps(), raw(chain, "rewards", "miner_share_bps")),
         (read.rewards.claims_root(0), raw(chain, "rewards", "claims_root", 0)),

@@ -66,7 +66,7 @@ def challenge_gas(n: int = 1024, v: int = 64) -> dict[str, dict[str, int]]:
                     fn = stack.columns.challenge_column
                     args = (*attempt, *leaf_args(posted, n - 1), root_arg(posted), reveals_arg(inputs, n - 1))
                 elif name == "node":
-                    fn = stack.columns.challenge_node
+                    fn = stack.trees.challenge_node
                     tree, level = posted.tree, posted.tree.depth
                     left, right = tree.levels[level - 1][0], tree.levels[level - 1][1]
                     args = (*attempt, level, 0, root_arg(posted), ([], []), left.hash,

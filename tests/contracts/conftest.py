@@ -126,6 +126,7 @@ class Stack:
     keys: object
     settlement: Settlement
     column_challenges: object
+    tree_challenges: object
     account_challenges: object
     disputes: object
     deployer: str
@@ -167,7 +168,7 @@ def function_names(name: str) -> frozenset:
 
 def deploy_stack(params: Params = Params(), holders: list[str] | None = None, amount: int = 10**6 * TOKEN,
                  token=None, run_config_hash: bytes = RUN_CONFIG_HASH) -> Stack:
-    """The ten contracts deployed and wired in deploy.py's order; `token` replaces the Token
+    """The eleven contracts deployed and wired in deploy.py's order; `token` replaces the Token
     (it then mints nothing to `holders`, and minter rights are not set)."""
     p = params
     deployer = boa.env.eoa
@@ -186,20 +187,21 @@ def deploy_stack(params: Params = Params(), holders: list[str] | None = None, am
                                         p.result_duration, p.result_window, p.signer_slash_bps, p.reporter_share_bps)
     challenge_args = (token.address, rounds.address, scores.address, rewards.address, results.address, p.challenge_bond)
     column = partial("ColumnChallenges").deploy(*challenge_args)
+    tree = partial("TreeChallenges").deploy(*challenge_args)
     account = partial("AccountChallenges").deploy(*challenge_args)
     disputes = partial("Disputes").deploy(token.address, staking.address, rounds.address, rewards.address,
                                           p.report_bond, p.challenge_window, p.slash_bps, p.reporter_share_bps)
     staking.wire(disputes.address, results.address)
     rounds.wire(scores.address, rewards.address, results.address, keys.address)
     rewards.wire(disputes.address, results.address)
-    results.wire(column.address, account.address)
+    results.wire(column.address, tree.address, account.address)
     settlement = Settlement(rounds, scores, rewards, results)
     genesis = 0
     if own_token:
         token.set_minter(rewards.address, True)
         token.renounce_ownership()
         genesis = amount * len(holders)
-    return Stack(token, staking, keys, settlement, column, account, disputes, deployer, params, genesis, run_config_hash)
+    return Stack(token, staking, keys, settlement, column, tree, account, disputes, deployer, params, genesis, run_config_hash)
 
 
 def chain_id() -> int:
@@ -215,7 +217,8 @@ def join(stack: Stack, role: int, stake: int, funds: int | None = None, classes:
         stack.staking.register(role, NODE_KEY, MULTIADDR, SIG)
         if classes:
             stack.staking.set_hardware_classes(classes)
-        for spender in (stack.staking, stack.disputes, stack.column_challenges, stack.account_challenges):
+        for spender in (stack.staking, stack.disputes, stack.column_challenges, stack.tree_challenges,
+                        stack.account_challenges):
             stack.token.approve(spender.address, 2**256 - 1)
         if stake:
             stack.staking.stake(stake)

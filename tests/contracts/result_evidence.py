@@ -58,6 +58,7 @@ class Stack:
     facts: object
     results: object
     columns: object
+    trees: object
     accounts: object
     challenger: str
 
@@ -67,20 +68,19 @@ class Stack:
 
 
 def deploy() -> Stack:
-    """Token, stand-in chain facts and results, and both challenge contracts; the challenger holds tokens."""
+    """Token, stand-in chain facts and results, and the three challenge contracts; the challenger holds tokens."""
     challenger = boa.env.generate_address("challenger")
     token = boa.load_partial(str(ROOT / "contracts" / "Token.vy")).deploy([challenger], [1000 * BOND])
     facts = boa.load_partial(str(HARNESS / "FactsStandIn.vy")).deploy()
     results = boa.load_partial(str(HARNESS / "ResultsStandIn.vy")).deploy(WINDOW)
     args = (token.address, facts.address, facts.address, facts.address, results.address, BOND)
-    columns = boa.load_partial(str(ROOT / "contracts" / "ColumnChallenges.vy")).deploy(*args)
-    accounts = boa.load_partial(str(ROOT / "contracts" / "AccountChallenges.vy")).deploy(*args)
-    results.allow(columns.address)
-    results.allow(accounts.address)
-    with boa.env.prank(challenger):
-        token.approve(columns.address, 2**256 - 1)
-        token.approve(accounts.address, 2**256 - 1)
-    return Stack(token, facts, results, columns, accounts, challenger)
+    columns, trees, accounts = (boa.load_partial(str(ROOT / "contracts" / f"{name}.vy")).deploy(*args)
+                                for name in ("ColumnChallenges", "TreeChallenges", "AccountChallenges"))
+    for contract in (columns, trees, accounts):
+        results.allow(contract.address)
+        with boa.env.prank(challenger):
+            token.approve(contract.address, 2**256 - 1)
+    return Stack(token, facts, results, columns, trees, accounts, challenger)
 
 
 def publish(stack: Stack, inputs: RoundInputs, model: bytes = ZERO) -> None:

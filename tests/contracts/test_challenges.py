@@ -289,7 +289,7 @@ def test_a_challenge_without_the_bond_reverts(chal, inputs):
 
 def test_shape_right_empty_position_stands(chal, inputs):
     p = settle(chal, inputs)  # n = 6: positions 6 and 7 are empty
-    expect(chal, False, chal.columns, "challenge_shape", *post(chal, p), 0, 6, ZERO, (
+    expect(chal, False, chal.trees, "challenge_shape", *post(chal, p), 0, 6, ZERO, (
         [ZERO] + path_arg(p.tree, 1, 3)[0], [ZERO] + path_arg(p.tree, 1, 3)[1]))
 
 
@@ -299,7 +299,7 @@ def test_a_missing_column_is_rejected(chal, inputs):
                         inputs.forfeited, {a: e for a, e in inputs.prev.items() if a != inputs.miners[5]},
                         inputs.emission, inputs.miner_share_bps)
     p = settle(chal, short)
-    expect(chal, True, chal.columns, "challenge_shape", *post(chal, p), 0, 5, ZERO, path_arg(p.tree, 0, 5))
+    expect(chal, True, chal.trees, "challenge_shape", *post(chal, p), 0, 5, ZERO, path_arg(p.tree, 0, 5))
 
 
 def test_an_extra_leaf_is_rejected(chal, inputs):
@@ -307,7 +307,7 @@ def test_an_extra_leaf_is_rejected(chal, inputs):
                         {v: Reveal(r.scores + (1,), r.heldout_loss, r.witness_root) for v, r in inputs.reveals.items()},
                         inputs.forfeited, inputs.prev, inputs.emission, inputs.miner_share_bps)
     p = settle(chal, extra)
-    expect(chal, True, chal.columns, "challenge_shape", *post(chal, p), 0, 6, p.tree.levels[0][6].hash, path_arg(p.tree, 0, 6))
+    expect(chal, True, chal.trees, "challenge_shape", *post(chal, p), 0, 6, p.tree.levels[0][6].hash, path_arg(p.tree, 0, 6))
 
 
 def node_evidence(tree: ColumnTree, level: int, index: int) -> tuple:
@@ -319,7 +319,7 @@ def node_evidence(tree: ColumnTree, level: int, index: int) -> tuple:
 @pytest.mark.parametrize("level,index", [(1, 0), (1, 2), (2, 1), (3, 0)])
 def test_a_right_node_stands(chal, inputs, level, index):
     p = settle(chal, inputs)
-    expect(chal, False, chal.columns, "challenge_node", *post(chal, p), *node_evidence(p.tree, level, index))
+    expect(chal, False, chal.trees, "challenge_node", *post(chal, p), *node_evidence(p.tree, level, index))
 
 
 @pytest.mark.parametrize("level,index,k", [(1, 0, 1), (1, 2, 3), (2, 1, 0)])
@@ -329,7 +329,7 @@ def test_a_node_whose_sums_do_not_add_is_rejected(chal, inputs, level, index, k)
     sums[k] += 1
     bad = with_sums(p.tree, level, index, tuple(sums))
     p = settle(chal, inputs, tree=bad)
-    expect(chal, True, chal.columns, "challenge_node", *post(chal, p), *node_evidence(bad, level, index))
+    expect(chal, True, chal.trees, "challenge_node", *post(chal, p), *node_evidence(bad, level, index))
 
 
 def test_node_evidence_with_wrong_children_reverts(chal, inputs):
@@ -338,7 +338,7 @@ def test_node_evidence_with_wrong_children_reverts(chal, inputs):
     ev = list(node_evidence(p.tree, 1, 0))
     ev[4], ev[6] = ev[6], ev[4]
     with boa.reverts("challenges: children do not match node"):
-        call(chal, chal.columns, "challenge_node", *args, *ev)
+        call(chal, chal.trees, "challenge_node", *args, *ev)
 
 
 def test_a_misplaced_leaf_is_rejected(chal, inputs):
@@ -351,7 +351,7 @@ def test_a_misplaced_leaf_is_rejected(chal, inputs):
     bad = ColumnTree(tuple(tuple(lv) for lv in levels))
     p = settle(chal, inputs, tree=bad)
     leaf, sums, _ = leaf_args(settle(chal, inputs), 4)
-    expect(chal, True, chal.columns, "challenge_misplaced_leaf", *post(chal, p), 1, 2, leaf, sums, path_arg(bad, 1, 2))
+    expect(chal, True, chal.trees, "challenge_misplaced_leaf", *post(chal, p), 1, 2, leaf, sums, path_arg(bad, 1, 2))
 
 
 def test_a_leaf_at_another_position_is_rejected(chal, inputs):
@@ -360,26 +360,26 @@ def test_a_leaf_at_another_position_is_rejected(chal, inputs):
     bad = with_node(p.tree, 0, 5, p.tree.levels[0][4])
     leaf, sums, _ = leaf_args(p, 4)
     p = settle(chal, inputs, tree=bad)
-    expect(chal, True, chal.columns, "challenge_misplaced_leaf", *post(chal, p), 0, 5, leaf, sums, path_arg(bad, 0, 5))
+    expect(chal, True, chal.trees, "challenge_misplaced_leaf", *post(chal, p), 0, 5, leaf, sums, path_arg(bad, 0, 5))
 
 
 def test_a_leaf_at_its_position_is_not_misplaced(chal, inputs):
     p = settle(chal, inputs)
     leaf, sums, path = leaf_args(p, 4)
-    expect(chal, False, chal.columns, "challenge_misplaced_leaf", *post(chal, p), 0, 4, leaf, sums, path)
+    expect(chal, False, chal.trees, "challenge_misplaced_leaf", *post(chal, p), 0, 4, leaf, sums, path)
 
 
 # header ---------------------------------------------------------------------------------------
 
 def test_a_right_header_stands(chal, inputs):
     p = settle(chal, inputs)
-    expect(chal, False, chal.columns, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inputs))
+    expect(chal, False, chal.trees, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inputs))
 
 
 @pytest.mark.parametrize("k,value", [(H_N, 5), (H_MINTED, 1), (H_LOSS, 1), (H_QUORUM, 0), (H_ROUND, 3)])
 def test_a_wrong_header_word_is_rejected(chal, inputs, k, value):
     p = settle(chal, inputs, words={k: value})
-    expect(chal, True, chal.columns, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inputs))
+    expect(chal, True, chal.trees, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inputs))
 
 
 NO_PREIMAGE = (b"\x00" * 32, [])
@@ -390,13 +390,13 @@ def test_a_wrong_chain_data_word_is_rejected_without_the_posted_tree(chal, input
     """Signers who keep their tree to themselves still lose a root whose n, loss, quorum or
     identity is wrong: those words are recomputed from chain data alone."""
     p = settle(chal, inputs, words={k: value})
-    expect(chal, True, chal.columns, "challenge_header", *post(chal, p), NO_PREIMAGE, light_reveals_arg(inputs))
+    expect(chal, True, chal.trees, "challenge_header", *post(chal, p), NO_PREIMAGE, light_reveals_arg(inputs))
 
 
 def test_minted_is_disputed_only_with_the_root_preimage(chal, inputs):
     p = settle(chal, inputs)
     with boa.reverts("challenges: root preimage"):
-        call(chal, chal.columns, "challenge_header", *post(chal, p), NO_PREIMAGE, light_reveals_arg(inputs))
+        call(chal, chal.trees, "challenge_header", *post(chal, p), NO_PREIMAGE, light_reveals_arg(inputs))
     assert chal.results.rejected(p.round) == 0
 
 
@@ -405,9 +405,9 @@ def test_without_quorum_the_model_must_stay(chal):
     publish(chal, inp, model=keccak256(b"model 2"))
     p = settle(chal, inp, model=keccak256(b"model 2"))
     assert not p.result.quorum
-    expect(chal, False, chal.columns, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inp))
+    expect(chal, False, chal.trees, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inp))
     p = settle(chal, inp, model=keccak256(b"another model"))
-    expect(chal, True, chal.columns, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inp))
+    expect(chal, True, chal.trees, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inp))
 
 
 # miner history --------------------------------------------------------------------------------
@@ -572,7 +572,7 @@ def test_only_the_challenge_contracts_reject(chal, inputs):
     assert leaf_fields(p, 0)[0] == 0
 
 
-@pytest.mark.parametrize("name", ["ColumnChallenges", "AccountChallenges"])
+@pytest.mark.parametrize("name", ["ColumnChallenges", "TreeChallenges", "AccountChallenges"])
 def test_each_challenge_contract_fits_eip170(name):
     deployer = boa.load_partial(str(Path(__file__).resolve().parents[2] / "contracts" / f"{name}.vy"))
     # runtime code plus the six immutable words appended at deploy

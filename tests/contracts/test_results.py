@@ -16,6 +16,7 @@ from conftest import (
     SIG,
     TOKEN,
     VOTE_CONFIRM,
+    ZERO_ADDRESS,
     Posted,
     World,
     ascending,
@@ -49,7 +50,7 @@ def set_word(header: list, k: int, value) -> list:
 
 
 def light_reveals(w: World, rnd: int) -> tuple:
-    """ColumnChallenges' LightReveals of `rnd`: per round validator H(scores), witness root, loss."""
+    """TreeChallenges' LightReveals of `rnd`: per round validator H(scores), witness root, loss."""
     hashes, roots, losses = [], [], []
     for v in w.s.validators_of(rnd):
         if w.s.revealed(rnd, v):
@@ -66,7 +67,7 @@ def light_reveals(w: World, rnd: int) -> tuple:
 
 def challenge_header(w: World, posted: Posted, settled, challenger) -> None:
     body, sums = settled.tree.root_preimage()
-    w.stack.column_challenges.challenge_header(
+    w.stack.tree_challenges.challenge_header(
         posted.round, posted.header, posted.non_signers_hash, posted.posted_time, posted.attempt,
         (body, list(sums)), light_reveals(w, posted.round), sender=challenger)
 
@@ -369,7 +370,7 @@ def test_signers_of_a_rejected_root_are_slashable_once_each(kworld: World):
     with boa.reverts("results: not a rejected result"):
         w.s.slash_signer(0, 1, posted.root, posted.non_signers, posted.posted_time, signers[0])
     challenge_header(w, posted, honest, challenger)
-    assert [e.attempt for e in last_logs(w.stack.column_challenges, "ChallengeUpheld")] == [1]
+    assert [e.attempt for e in last_logs(w.stack.tree_challenges, "ChallengeUpheld")] == [1]
     assert w.t.balanceOf(challenger) == bond_before  # the bond came back
     assert w.s.pending(0) == b"\x00" * 32 and w.s.rejected_count(0) == 1
     assert w.s.rejected_by(0, 1) == challenger
@@ -406,7 +407,7 @@ def test_a_challenge_of_a_right_header_burns_the_bond(kworld: World):
     challenger = w.miners[0]
     supply, balance = w.t.totalSupply(), w.t.balanceOf(challenger)
     challenge_header(w, posted, posted.settled, challenger)
-    assert [e.attempt for e in last_logs(w.stack.column_challenges, "ChallengeFailed")] == [1]
+    assert [e.attempt for e in last_logs(w.stack.tree_challenges, "ChallengeFailed")] == [1]
     assert w.t.balanceOf(challenger) == balance - w.p.challenge_bond
     assert w.t.totalSupply() == supply - w.p.challenge_bond
     assert w.s.pending(0) != b"\x00" * 32
@@ -422,8 +423,9 @@ def test_only_the_challenge_contracts_reject_and_only_results_pays():
     stranger = boa.env.generate_address()
     with boa.reverts("results: only challenges"):
         stack.results.reject(0, stranger, sender=stranger)
-    with boa.reverts("results: no pending result"):
-        stack.results.reject(0, stranger, sender=stack.column_challenges.address)
+    for challenges in (stack.column_challenges, stack.tree_challenges, stack.account_challenges):
+        with boa.reverts("results: no pending result"):  # past the caller check
+            stack.results.reject(0, stranger, sender=challenges.address)
     with boa.reverts("settlement: only results"):
         stack.rewards.pay_round(0, 1, b"\x01" * 32, sender=stranger)
     with boa.reverts("settlement: only results"):
@@ -445,9 +447,13 @@ def test_wiring_is_once_by_the_deployer():
     stack = deploy_stack()
     a = boa.env.generate_address()
     with boa.reverts("results: only deployer"):
-        stack.results.wire(a, a, sender=a)
+        stack.results.wire(a, a, a, sender=a)
     with boa.reverts("results: already wired"):
-        stack.results.wire(a, a)
+        stack.results.wire(a, a, a)
+    fresh = partial("Results").deploy(stack.rounds.address, stack.rewards.address, stack.staking.address, 1, 1, 0, 0)
+    for zero_at in range(3):  # every challenge contract must be named
+        with boa.reverts("results: zero address"):
+            fresh.wire(*[ZERO_ADDRESS if k == zero_at else a for k in range(3)])
     with boa.reverts("settlement: already wired"):
         stack.rewards.wire(a, a)
     with boa.reverts("settlement: already wired"):

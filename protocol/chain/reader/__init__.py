@@ -27,6 +27,7 @@ class ChainReader:
         self.scores = ScoresReader(client.scores)
         self.results = ResultsReader(client.results)
         self.column_challenges = ChallengesReader(client.column_challenges)
+        self.tree_challenges = ChallengesReader(client.tree_challenges)
         self.rewards = RewardsReader(client.rewards)
         self.token = TokenReader(client.token)
         self.disputes = DisputesReader(client.disputes)
