@@ -1,4 +1,4 @@
-"""titanoboa fixtures: the ten contracts wired as `veritrain deploy` wires them (protocol/chain/deploy.py).
+"""titanoboa fixtures: the eleven contracts wired as `veritrain deploy` wires them (protocol/chain/deploy.py).
 
 Every test runs inside `boa.env.anchor()` (state, block number, time and the fake ancestor
 block hashes are restored afterwards), and the contracts are compiled once per process with
