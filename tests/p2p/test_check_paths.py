@@ -13,6 +13,7 @@ from typing import Any
 import fixtures_training as ft  # loaded by tests/conftest.py
 import pytest
 import trio
+from eth_account import Account
 
 from protocol.core.checkpoint.format import MAX_HEADER_BYTES
 from protocol.core.checkpoint.part_bytes import CheckpointPart, part_of_blob
@@ -21,13 +22,16 @@ from protocol.core.proof.submission import Submission, honest
 from protocol.core.settlement.fraud import FraudKind
 from protocol.core.wire.blob_caps import blob_caps
 from protocol.node.context import NodeContext
+from protocol.node.keys import NodeKeys
+from protocol.node.metrics import NodeMetrics
+from protocol.node.node_config import NodeConfig
 from protocol.node.store import DataDir
 from protocol.p2p import DirectoryBlobSource, MemoryCheckpointSource
 from validator.checks import check_one, needed_leaves
 from validator.work import CheckJob, CheckOutcome
 
 from .conftest import identity
-from .test_wire_rules import ROUND, TASK, hosts, served
+from .test_wire_rules import ROUND, SETUP, TASK, hosts, served
 
 MINER = "0x" + "11" * 20
 SEGMENT = 1  # replayed: leaves 1 and 2; leaves 0 and 3 (derivation) are fetched too
@@ -43,11 +47,10 @@ def validator_ctx(node: Any, data: DataDir, miner_key: bytes, verdict: FraudKind
                   jobs: list[CheckJob]) -> Any:
     """What `check_one` uses of a NodeContext; the worker reads every leaf it is handed and
     returns `verdict`."""
-    ctx = SimpleNamespace(p2p=node, data=data, config=SimpleNamespace(fetch_timeout_s=10.0),
-                          setup=SimpleNamespace(model=TASK.model, compute=TASK.cfg, spec=None, run_seed=b"s" * 32),
-                          log=logging.getLogger("test"), caps=blob_caps(TASK.model, TASK.cfg),
-                          keys=SimpleNamespace(identity=identity(0)), peers_for=lambda first: [miner_key],
-                          metrics=SimpleNamespace(observe_replay=lambda s: None))
+    ctx = SimpleNamespace(p2p=node, data=data, config=NodeConfig(data_dir=data.root, fetch_timeout_s=10.0),
+                          setup=SETUP, log=logging.getLogger("test"), caps=blob_caps(TASK.model, TASK.cfg),
+                          keys=NodeKeys(Account.create(), identity(0)), peers_for=lambda first: [miner_key],
+                          metrics=NodeMetrics())
     ctx.compute_for = lambda c: NodeContext.compute_for(ctx, c)  # type: ignore[arg-type]
     ctx.challenge_compute = lambda c: NodeContext.challenge_compute(ctx, c)  # type: ignore[arg-type]
 

@@ -18,11 +18,13 @@ import fixtures_training as ft  # loaded by tests/conftest.py
 import pytest
 import trio
 
+from protocol.config.run_setup import Setup, TrainingSpec
 from protocol.core.crypto.hashing import content_hash
 from protocol.core.proof.envelope import encode_proof
 from protocol.core.proof.submission import Submission, honest
 from protocol.core.proof.trace import ProofMismatch, check_served_leaf, leaf_proof
 from protocol.core.wire.blob_caps import blob_caps
+from protocol.node.node_config import NodeConfig
 from protocol.node.store import DataDir
 from protocol.p2p import DirectoryBlobSource, MemoryCheckpointSource, P2PNode, RegistryView
 from protocol.p2p.errors import BlobNotFound
@@ -34,6 +36,10 @@ ROUND = 5
 
 
 TASK = ft.task(0, round_=ROUND)
+# the run TASK belongs to, as a node resolves it from the run config
+SETUP = Setup(TrainingSpec(preset="micro", compute={"inner_steps": 6, "checkpoint_every": 2, "batch_size": 4,
+                                                    "pages_per_miner": 4}), ft.RUN_SEED)
+assert (SETUP.model, SETUP.compute) == (TASK.model, TASK.cfg)
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +86,8 @@ def honest_miner(tmp_path: Path, sub: Submission) -> tuple[DirectoryBlobSource, 
 def validator_ctx(node: P2PNode, data: DataDir) -> Any:
     """What `fetch_leaf` uses of a NodeContext: the p2p node, the data dir it fetches into, the
     fetch timeout, the setup, the caps."""
-    return SimpleNamespace(p2p=node, data=data, config=SimpleNamespace(fetch_timeout_s=10.0),
-                           setup=SimpleNamespace(model=TASK.model, compute=TASK.cfg), log=logging.getLogger("test"),
+    return SimpleNamespace(p2p=node, data=data, config=NodeConfig(data_dir=data.root, fetch_timeout_s=10.0),
+                           setup=SETUP, log=logging.getLogger("test"),
                            caps=blob_caps(TASK.model, TASK.cfg))
 
 
