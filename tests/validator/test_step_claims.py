@@ -4,18 +4,22 @@ is checked under its own shorter trace shape."""
 
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
 
 import pytest
 import trio
+from eth_account import Account
 
 from protocol.chain.client import Vote
+from protocol.config.run_setup import Setup, TrainingSpec
 from protocol.core.crypto.signing import NodeIdentity
 from protocol.core.proof.challenge import make_challenge
 from protocol.core.proof.commitment import Commit
 from protocol.core.settlement.fraud import FraudKind
 from protocol.core.train.compute_config import ComputeConfig, StepCountError
 from protocol.node.context import NodeContext
+from protocol.node.keys import NodeKeys
 from validator.checks import check_one
 from validator.disputes import Disputes
 
@@ -23,11 +27,13 @@ CFG = ComputeConfig()  # H = 30, k = 3
 MINER = "0x" + "aa" * 20
 REPORTER = "0x" + "11" * 20
 SEED_BLOCK = b"\x55" * 32
+SETUP = Setup(TrainingSpec(), b"\x07" * 32)  # the default run, resolved as a node does
+assert SETUP.compute == CFG
 
 
 def _ctx(identity: NodeIdentity, commit: Commit) -> SimpleNamespace:
-    ctx = SimpleNamespace(setup=SimpleNamespace(compute=CFG), keys=SimpleNamespace(identity=identity),
-                          node_key_of={REPORTER: identity.public_key}.get, log=SimpleNamespace(info=print))
+    ctx = SimpleNamespace(setup=SETUP, keys=NodeKeys(Account.create(), identity),
+                          node_key_of={REPORTER: identity.public_key}.get, log=logging.getLogger("test.check"))
 
     async def commits(r: int) -> dict[str, Commit]:
         return {MINER: commit}
@@ -70,7 +76,7 @@ def test_an_allowed_shorter_count_draws_its_challenge_from_its_own_segments():
     draws = {make_challenge(NodeIdentity(bytes([i + 1]) * 32), 2, bytes.fromhex(MINER[2:]), SEED_BLOCK,
                             ctx.challenge_compute(commit)).segments[0] for i in range(40)}
     assert draws == {0, 1, 2}  # never a segment the 9-step trace does not have
-    assert ctx.challenge_compute(Commit(b"", b"", 0, 0)) is CFG  # 0 stands for H
+    assert ctx.challenge_compute(Commit(b"", b"", 0, 0)) == CFG  # 0 stands for H (the run's config: a fresh one per read)
 
 
 def test_a_step_count_the_run_does_not_allow_scores_zero_and_the_rest_are_scored(tmp_path, profile):

@@ -9,11 +9,14 @@ served bundle that does not hold is confirmed whatever the reporter wrote."""
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
 from types import SimpleNamespace
 
 import trio
 
 from protocol.chain.client import Vote
+from protocol.config.run_setup import Setup, TrainingSpec
 from protocol.core.crypto.hashing import blake3_hash
 from protocol.core.crypto.signing import NodeIdentity
 from protocol.core.proof.challenge import make_challenge
@@ -24,6 +27,7 @@ from protocol.core.settlement.class_checks import CheckMode
 from protocol.core.settlement.fraud import FraudKind
 from protocol.core.train.compute_config import ComputeConfig
 from protocol.node.context import NodeContext
+from protocol.node.node_config import NodeConfig
 from validator.audits import (
     UNSERVED,
     Claim,
@@ -41,14 +45,16 @@ ACCUSED = "0x" + "11" * 20
 SEED_BLOCK = b"\x55" * 32
 R = 2
 BLANK = bytes(SIG_BYTES)
+SETUP = Setup(TrainingSpec(), b"\x07" * 32)  # the default run, resolved as a node does
+assert SETUP.compute == CFG
 
 
 def _ctx(identity: NodeIdentity, served_after: int, score: int, sig: bytes) -> SimpleNamespace:
     """A validator context whose view of ACCUSED's bundle is unserved for `served_after` reads.
     The miner committed a step count the run does not allow (4), so a claim whose σ verifies
     fails its audit at once with a detail that shows the σ was checked, with no replay."""
-    ctx = SimpleNamespace(setup=SimpleNamespace(compute=CFG), config=SimpleNamespace(poll_s=0.01),
-                          node_key_of={ACCUSED: identity.public_key}.get, log=SimpleNamespace(info=print))
+    ctx = SimpleNamespace(setup=SETUP, config=NodeConfig(data_dir=Path("unused"), poll_s=0.01),
+                          node_key_of={ACCUSED: identity.public_key}.get, log=logging.getLogger("test.audit"))
     reads = {"n": 0}
 
     async def reveals(r: int) -> dict:
