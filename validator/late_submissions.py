@@ -74,16 +74,24 @@ async def recheck_unavailable(ctx: NodeContext, r: int, commits: dict[str, Commi
                               state: tuple[bytes, bytes], found: list[MinerCheck]) -> list[MinerCheck]:
     """`found` with the checks that failed as unavailable because the miner went down (killed
     while its checkpoints were being fetched) run again once it is back, until `wait_until`: an
-    honest miner restarted by then is checked and scored, not reported. A miner that is up and
-    refuses its checkpoints is not asked again."""
-    late = [c.miner for c in found if c.outcome.kind is FraudKind.UNAVAILABLE and c.mode is not CheckMode.SKIP
-            and not await miner_up(ctx, c.miner, commits[c.miner])]
-    if not late:
+    honest miner restarted by then is checked and scored, not reported. A miner already up again
+    when asked is checked once more at once (it may have come back while the others were being
+    checked); if it still refuses, its verdict stands and it is not asked again."""
+    failed = [c.miner for c in found if c.outcome.kind is FraudKind.UNAVAILABLE and c.mode is not CheckMode.SKIP]
+    if not failed:
         return found
+    by_miner = {c.miner: c for c in found}
+    late = []
+    for m in failed:
+        if await miner_up(ctx, m, commits[m]):
+            by_miner[m] = await check_one(ctx, r, m, commits[m], seed_block, state, mode=by_miner[m].mode)
+        else:
+            late.append(m)
+    if not late:
+        return [by_miner[m] for m in sorted(by_miner)]
     info = await ctx.port(ctx.client.round_info, r)
     until = wait_until(int(info["commit_closed_time"]), int(info["score_deadline"]))
     ctx.log.info("waiting for miners that went down mid-check %s", kv(round=r, miners=",".join(late)))
-    by_miner = {c.miner: c for c in found}
     while late and await ctx.next_block_time() < until:
         await trio.sleep(RECHECK_EVERY_S)
         back = [m for m in late if await miner_up(ctx, m, commits[m])]

@@ -91,11 +91,14 @@ def _check(miner: str, kind):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.trio
-async def test_a_miner_down_mid_check_is_checked_again_once_back_but_a_refusing_one_is_not(monkeypatch):
+async def test_a_miner_down_mid_check_is_checked_again_once_back_and_a_refusing_one_once_only(monkeypatch):
+    """0xdown is down at the first ask and back later; 0xback came back before the first ask
+    (restarted while the others were checked: the soak's unpaid honest commit); 0xrefuses is up
+    and keeps refusing. The first two are scored on a new check; the third is asked once more."""
     from protocol.core.settlement.fraud import FraudKind
 
     chain = Chain(closed=1000, deadline=1300)
-    up = {"0xdown": False, "0xrefuses": True}
+    up = {"0xdown": False, "0xrefuses": True, "0xback": True}
     rechecked: list[str] = []
 
     async def miner_up(ctx, miner, commit):  # type: ignore[no-untyped-def]
@@ -106,13 +109,14 @@ async def test_a_miner_down_mid_check_is_checked_again_once_back_but_a_refusing_
 
     async def check_one(ctx, r, miner, commit, seed, state, mode):  # type: ignore[no-untyped-def]
         rechecked.append(miner)
-        return _check(miner, None)
+        return _check(miner, FraudKind.UNAVAILABLE if miner == "0xrefuses" else None)
 
     monkeypatch.setattr(late_submissions, "miner_up", miner_up)
     monkeypatch.setattr(late_submissions, "check_one", check_one)
     monkeypatch.setattr(late_submissions, "RECHECK_EVERY_S", 0)
-    found = [_check("0xdown", FraudKind.UNAVAILABLE), _check("0xrefuses", FraudKind.UNAVAILABLE)]
-    out = await late_submissions.recheck_unavailable(Ctx(chain), 3, {"0xdown": COMMIT, "0xrefuses": COMMIT},  # type: ignore[arg-type]
+    found = [_check(m, FraudKind.UNAVAILABLE) for m in ("0xback", "0xdown", "0xrefuses")]
+    out = await late_submissions.recheck_unavailable(Ctx(chain), 3, dict.fromkeys(up, COMMIT),  # type: ignore[arg-type]
                                                      b"", (b"", b""), found)
-    assert rechecked == ["0xdown"]
-    assert {c.miner: c.outcome.kind for c in out} == {"0xdown": None, "0xrefuses": FraudKind.UNAVAILABLE}
+    assert sorted(rechecked) == ["0xback", "0xdown", "0xrefuses"]  # each once
+    assert {c.miner: c.outcome.kind for c in out} == {"0xback": None, "0xdown": None,
+                                                      "0xrefuses": FraudKind.UNAVAILABLE}
