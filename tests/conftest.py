@@ -50,7 +50,6 @@ NETWORKS_SLOWEST_FIRST = (
     "tests/integration/test_devnet.py",  # 398
     "tests/integration/test_devnet_classes.py",  # 330
     "tests/integration/test_devnet_capacity.py",  # 257
-    "tests/integration/test_anvil_network.py",  # 223
     "tests/cli/test_export.py",  # 173
     "tests/integration/test_devnet_llama.py",  # 101
     "tests/explorer/test_explorer_browser.py",

@@ -3,13 +3,16 @@
 - round 0: miner 2 is killed (SIGKILL, with its worker) mid-round before it commits, and never returns;
 - round 1: a new miner joins with an empty data dir and must fetch the global state from
   peers; validator 1 is killed right after committing its scores, and restarted;
-- round 2: the RPC endpoint of miner 0 and validator 0 goes away for a few seconds.
+- round 2: the RPC endpoint of miner 0 and validator 0 goes away for a few seconds;
+- from round 0: miner 4 runs `--cheat lazy` (it fakes its training) and must be reported,
+  slashed and never paid (slashed under the minimum stake, it sits out the later rounds).
 
 Each test below asserts one fault's outcome on the shared run. Miners 0 and 1 run every round
 through the faults, so the same run also shows what a network of honest CLI nodes on anvil does
 over three rounds: each round certifies a model, held-out loss goes down, and every honest miner
-is paid in each round and never slashed (this was a run of its own, tests/integration/
-test_anvil_network.py's three honest rounds).
+is paid in each round and never slashed. Both were runs of their own in
+tests/integration/test_anvil_network.py (three honest rounds; a lazy miner among two honest
+ones), merged here so that one network shows them all.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ ONCE_PER_ROUND = {"commit_update", "commit_scores", "reveal_scores"}
 class FaultRun:
     rpc: str
     dep: Path
-    miners: list[str]  # 0, 1 stay; 2 is killed in round 0; 3 joins in round 1
+    miners: list[str]  # 0, 1 stay; 2 is killed in round 0; 3 joins in round 1; 4 is lazy from round 0
     validators: list[str]  # 1 is killed and restarted in round 1
     logs: dict[str, Path]
 
@@ -62,15 +65,16 @@ def log_has(log: Path, pattern: str) -> bool:
 @pytest.fixture(scope="module")
 def faults(anvil, tmp_path_factory) -> FaultRun:
     tmp = tmp_path_factory.mktemp("faults")
-    dep, keys, accounts = deploy_with_keys(anvil.url, tmp, 6, RUN_TOML)
-    miners, validators = accounts[:4], accounts[4:]
+    dep, keys, accounts = deploy_with_keys(anvil.url, tmp, 7, RUN_TOML)
+    miners, validators = accounts[:5], accounts[5:]
     relay = TcpRelay(int(anvil.url.rsplit(":", 1)[1]))
-    logs = {name: tmp / f"{name}.log" for name in ("m0", "m1", "m2", "m3", "v0", "v1")}
+    logs = {name: tmp / f"{name}.log" for name in ("m0", "m1", "m2", "m3", "m4", "v0", "v1")}
     procs: dict[str, object] = {}
 
-    def start(name: str, role: str, key: Path, rounds: int, rpc: str = anvil.url) -> None:
+    def start(name: str, role: str, key: Path, rounds: int, rpc: str = anvil.url, extra: tuple[str, ...] = ()) -> None:
         stake = "150" if role == "miner" else "300"
-        procs[name] = start_node(role, rpc, dep, key, tmp / f"data-{name}", rounds, ["--stake", stake], logs[name])
+        procs[name] = start_node(role, rpc, dep, key, tmp / f"data-{name}", rounds, ["--stake", stake, *extra],
+                                 logs[name])
 
     def alive() -> list:
         return [p for p in procs.values() if p is not None]
@@ -84,9 +88,10 @@ def faults(anvil, tmp_path_factory) -> FaultRun:
         start("m0", "miner", keys[0], ROUNDS, relay.url)
         start("m1", "miner", keys[1], ROUNDS)
         start("m2", "miner", keys[2], ROUNDS)
-        start("v0", "validator", keys[4], ROUNDS, relay.url)
-        start("v1", "validator", keys[5], ROUNDS)
-        wait(lambda: chain.call("staking", "eligible_miner_count") == 3 and chain.call("staking", "validator_count") == 2,
+        start("m4", "miner", keys[4], ROUNDS, extra=("--cheat", "lazy"))
+        start("v0", "validator", keys[5], ROUNDS, relay.url)
+        start("v1", "validator", keys[6], ROUNDS)
+        wait(lambda: chain.call("staking", "eligible_miner_count") == 4 and chain.call("staking", "validator_count") == 2,
              240, "every node to register and stake")
         # miner 2 is frozen (with its worker) before round 0 opens and killed once the others
         # committed: it dies mid-round without committing, whatever the training speed (on
@@ -106,7 +111,7 @@ def faults(anvil, tmp_path_factory) -> FaultRun:
         wait(lambda: log_has(logs["v1"], r"scores committed round=1"), 300, "validator 1 to commit round 1")
         kill_group(procs["v1"])
         procs["v1"].wait(timeout=15)
-        start("v1", "validator", keys[5], ROUNDS - 1)  # same data dir: resumes round 1
+        start("v1", "validator", keys[6], ROUNDS - 1)  # same data dir: resumes round 1
 
         wait(lambda: chain.current_round() >= 2, 300, "round 1 to settle")
         relay.down()
@@ -128,7 +133,9 @@ def node(run: FaultRun, account: str) -> dict:
 
 def test_round_settles_without_a_miner_killed_mid_round(faults):
     rounds = {r["round"]: r for r in inspect(faults.rpc, faults.dep, "rounds")}
-    assert rounds[0]["commits"] == 2 and int(rounds[1]["model_hash"], 16) != 0
+    # miners 0, 1 and the lazy miner 4 commit round 0 (lazy work is committed like honest work)
+    assert rounds[0]["commits"] == 3 and int(rounds[1]["model_hash"], 16) != 0
+    assert not reader(faults.rpc, faults.dep).call("rounds", "has_committed", 0, faults.miners[2])
     for m in faults.miners[:2]:
         history = {r["round"]: r for r in node(faults, m)["rounds"]}
         assert history[0]["consensus"] > 0 and history[0]["reward"] > 0
@@ -198,3 +205,14 @@ def test_nodes_ride_out_an_rpc_outage(faults):
         assert not duplicates, duplicates
     assert [r["round"] for r in node(faults, m0)["rounds"]] == list(range(ROUNDS))
     assert all(chain.call("scores", "revealed", r, v0) for r in range(ROUNDS))
+
+
+def test_lazy_miner_is_reported_slashed_and_unpaid(faults):
+    lazy = node(faults, faults.miners[4])
+    assert lazy["slashed"] > 0
+    assert lazy["claimable"] + lazy["claimed"] == 0
+    assert lazy["rounds"] and all(r["consensus"] == 0 and r["reward"] == 0 for r in lazy["rounds"]), lazy
+    disputes = inspect(faults.rpc, faults.dep, "disputes")
+    assert any(d["miner"] == faults.miners[4] and d["status"] == "confirmed" for d in disputes), disputes
+    honest = [faults.miners[i] for i in (0, 1, 3)]
+    assert not any(d["miner"] in honest and d["status"] == "confirmed" for d in disputes), disputes
