@@ -286,6 +286,26 @@ def _cheap_contract_repr():
     VyperContract.__repr__ = original
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _deployment_source_map_once():
+    """boa assembles a contract's deployment source map (where a constructor's revert points)
+    again for every deployment, a third of a contract test's time; it depends on the compiled
+    contract alone, so it is kept on the compiled contract and shared by its deployments."""
+    from boa.contracts.vyper.vyper_contract import VyperContract
+
+    original = VyperContract.__dict__["_deployment_source_map"]
+
+    def shared(contract):  # type: ignore[no-untyped-def]
+        kept = contract.compiler_data.__dict__
+        if "veritrain_deployment_source_map" not in kept:
+            kept["veritrain_deployment_source_map"] = original.func(contract)
+        return kept["veritrain_deployment_source_map"]
+
+    VyperContract._deployment_source_map = property(shared)
+    yield
+    VyperContract._deployment_source_map = original
+
+
 @pytest.fixture(autouse=True)
 def _isolated_chain():
     """Each test runs on a snapshot; BLOCKHASH returns distinct values for the last 256 blocks."""
