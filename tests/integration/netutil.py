@@ -112,8 +112,15 @@ def reader(rpc_url: str, dep: Path) -> ChainClient:
 
 
 def inspect(rpc_url: str, dep: Path, *view: str) -> dict:
-    result = run_cli("inspect", *view, "--rpc", rpc_url, "--deployment", str(dep), "--json")
-    assert result.code == 0, result.stderr
+    """`veritrain inspect VIEW --json`'s data, run in this process: the networks read it dozens of
+    times, and a CLI process each costs seconds (tests/integration/test_anvil_round.py runs the
+    real command in its own process)."""
+    from typer.testing import CliRunner
+
+    from protocol.cli.app import app
+
+    result = CliRunner().invoke(app, ["inspect", *view, "--rpc", rpc_url, "--deployment", str(dep), "--json"])
+    assert result.exit_code == 0, (result.stderr, result.exception)
     return json.loads(result.stdout)["data"]
 
 
