@@ -46,15 +46,17 @@ precompile_memo.install()  # py-evm's BLS12-381 precompiles, remembered by input
 # two finish close together. The networks mostly wait on phase deadlines (a load near 1 on two
 # cores), which is why two run side by side in about the time of one. Reorder when
 # `--durations` shows a new order; a file not listed runs after these, in collection order.
-# Seconds: one run each on a busy 2-core machine (load 3-9), December 2026.
+# Seconds: one run each beside another network on a busy 2-core machine (load 4-8), December 2026.
 NETWORKS_SLOWEST_FIRST = (
-    "tests/integration/test_churn_soak.py",  # 8 rounds, 10 nodes
-    "tests/integration/test_faults.py",  # 418
-    "tests/integration/test_devnet.py",  # 398
-    "tests/integration/test_devnet_classes.py",  # 330
-    "tests/integration/test_devnet_capacity.py",  # 257
-    "tests/cli/test_export.py",  # 173
-    "tests/integration/test_devnet_llama.py",  # 101
+    "tests/integration/test_churn_soak.py",  # 525: 5 rounds, 10 nodes, 13 kills
+    "tests/integration/test_devnet_classes.py",  # 361
+    "tests/integration/test_faults.py",  # 301
+    "tests/integration/test_devnet.py",  # 263
+    "tests/contracts/test_caps.py",  # 174: 64 proofs of possession in py-evm
+    "tests/integration/test_devnet_capacity.py",  # 166
+    "tests/integration/test_devnet_llama.py",  # 69
+    "tests/benchmarks/test_scale.py",  # 68
+    "tests/cli/test_export.py",  # 51
     "tests/explorer/test_explorer_browser.py",
     "tests/integration/test_node_stop.py",
 )
