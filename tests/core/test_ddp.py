@@ -1,13 +1,15 @@
 """A multi-process miner on CPU: two gloo ranks, the micro preset, H=6, k=2 (3 segments).
 
-Each `DdpGroup` spawns two processes that import torch (~2 s each on a loaded machine); the
-module starts five groups in all."""
+Each `DdpGroup` spawns two processes that import torch (~3 s of CPU each, nearly all of a
+group's cost), so the module starts six groups in all: the validator's group that replays the
+round is also the second group that trains it."""
 
 from __future__ import annotations
 
 import dataclasses
 import multiprocessing
 import os
+from typing import NamedTuple
 
 import pytest
 import torch
@@ -16,7 +18,7 @@ from fixtures_training import MICRO, make_profile, task
 from protocol.core.checkpoint.format import checkpoint_hash, encode_checkpoint
 from protocol.core.hardware.replay_profile import ProfileMismatch, ReplayProfile
 from protocol.core.model.gpt import Params, flatten
-from protocol.core.proof.replay import ReplayStatus, replay_segment
+from protocol.core.proof.replay import ReplayResult, ReplayStatus, replay_segment
 from protocol.core.proof.submission import Submission
 from protocol.core.proof.work import build_work
 from protocol.core.train import data
@@ -48,34 +50,48 @@ def _reaped(pids: list[int]) -> bool:
     return True
 
 
+class TwoRuns(NamedTuple):
+    first: TrainedRound
+    second: TrainedRound
+    pids: list[int]
+    replays: list[ReplayResult]  # the first run's segments, replayed by the second run's group
+
+
 @pytest.fixture(scope="module")
-def two_runs(ds: data.Dataset, theta: Params) -> tuple[TrainedRound, TrainedRound, list[int]]:
-    """The same round trained twice, each time by a fresh 2-process group."""
-    runs, pids = [], []
-    for _ in range(2):
-        with DdpGroup(TWO, task(0), ds) as group:
-            assert len(group.pids) == 2
-            runs.append(train_round(task(0), ds, theta, None, stepper=group))
-        pids += group.pids
-    return runs[0], runs[1], pids
+def two_runs(ds: data.Dataset, theta: Params, profile: ReplayProfile) -> TwoRuns:
+    """The same round trained twice, each time by a fresh 2-process group; the second is the
+    validator's own launcher (`hash_steps`), which then replays the first run's segments
+    (`profile` applies this process's test profile, which `replay_segment` checks)."""
+    with DdpGroup(TWO, task(0), ds) as group:
+        assert len(group.pids) == 2
+        first = train_round(task(0), ds, theta, None, stepper=group)
+    pids = list(group.pids)
+    work = build_work(task(0), first, theta)
+    blobs = [encode_checkpoint(c, MICRO) for c in first.checkpoints]
+    with DdpGroup(TWO, task(0), ds, hash_steps=True) as group:
+        assert len(group.pids) == 2
+        second = train_round(task(0), ds, theta, None, stepper=group)
+        replays = [replay_segment(task(0), ds, work.trace, s, blobs[s], blobs[s + 1], TWO, stepper=group)
+                   for s in range(3)]
+    return TwoRuns(first, second, pids + group.pids, replays)
 
 
-def test_a_two_process_round_is_bitwise_reproducible(two_runs) -> None:
-    first, second, _ = two_runs
+def test_a_two_process_round_is_bitwise_reproducible(two_runs: TwoRuns) -> None:
+    first, second = two_runs.first, two_runs.second
     assert len(first.checkpoints) == 4 and len(first.losses) == 6
     assert _hashes(first) == _hashes(second)
     assert first.losses == second.losses
 
 
-def test_the_group_left_no_process_behind(two_runs) -> None:
-    *_, pids = two_runs
+def test_the_group_left_no_process_behind(two_runs: TwoRuns) -> None:
+    pids = two_runs.pids
     assert len(pids) == 4 and _reaped(pids)
     assert not set(pids) & {p.pid for p in multiprocessing.active_children()}
 
 
-def test_close_to_the_single_process_miner_but_world_size_changes_the_bits(two_runs, honest_sub: Submission,
+def test_close_to_the_single_process_miner_but_world_size_changes_the_bits(two_runs: TwoRuns, honest_sub: Submission,
                                                                            theta: Params) -> None:
-    ddp, _, _ = two_runs
+    ddp = two_runs.first
     single = honest_sub.checkpoints  # task(0), one process
     assert checkpoint_hash(ddp.checkpoints[0], MICRO) == checkpoint_hash(single[0], MICRO)  # leaf 0 is θ_r
     assert ddp.losses[0] == pytest.approx(honest_sub.trace.losses[0], abs=1e-5)  # same batch, same weights
@@ -87,19 +103,15 @@ def test_close_to_the_single_process_miner_but_world_size_changes_the_bits(two_r
     assert _hashes(ddp) != [checkpoint_hash(c, MICRO).hex() for c in single]  # ...in other bits
 
 
-def test_a_validator_of_the_class_replays_it_bit_for_bit(two_runs, ds: data.Dataset, theta: Params,
+def test_a_validator_of_the_class_replays_it_bit_for_bit(two_runs: TwoRuns, ds: data.Dataset, theta: Params,
                                                          profile: ReplayProfile) -> None:
-    ddp, _, _ = two_runs
+    ddp, results = two_runs.first, two_runs.replays
     work = build_work(task(0), ddp, theta)
-    blobs = [encode_checkpoint(c, MICRO) for c in ddp.checkpoints]
-    with DdpGroup(TWO, task(0), ds, hash_steps=True) as group:  # the validator's own launcher
-        results = [replay_segment(task(0), ds, work.trace, s, blobs[s], blobs[s + 1], TWO, stepper=group)
-                   for s in range(3)]
-    assert _reaped(group.pids)
     assert [r.status for r in results] == [ReplayStatus.MATCH] * 3
     assert all(r.losses_match and len(r.inner_hashes) == 2 for r in results)
     assert results[1].inner_hashes[-1] == work.trace.checkpoint_hashes[2]
     # one process (world size 1) does not reproduce a world-size-2 trace
+    blobs = [encode_checkpoint(c, MICRO) for c in ddp.checkpoints]
     single = replay_segment(task(0), ds, work.trace, 1, blobs[1], blobs[2], profile)
     assert single.status is ReplayStatus.MISMATCH
 
