@@ -124,19 +124,20 @@ def moment_inject(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | No
 
 class RefuseFirstAsker:
     """A checkpoint source that refuses each faked segment's checkpoints to the first peer
-    that asks (the validator whose challenge picked that segment) and serves them to everyone
-    after (the voters on its report). Rule 1 of docs/PROTOCOL.md is what makes this lose."""
+    that asks (the validator whose challenge picked that segment), every time that peer asks,
+    and serves them to everyone else (the voters on its report). Rule 1 of docs/PROTOCOL.md is
+    what makes this lose."""
 
     def __init__(self, inner: Any, hidden: Callable[[int], frozenset[int]]) -> None:
         self.inner, self.hidden = inner, hidden
-        self._asked: set[tuple[int, bytes, int]] = set()
+        self._first: dict[tuple[int, bytes, int], bytes] = {}
 
-    def get_checkpoint(self, round_: int, trace_root: bytes, index: int, part: PartName = "all") -> Any:
+    def get_checkpoint(self, round_: int, trace_root: bytes, index: int, part: PartName = "all",
+                       asker: bytes = b"") -> Any:
         key = (round_, bytes(trace_root), index)
-        if index in self.hidden(round_) and key not in self._asked:
-            self._asked.add(key)
+        if index in self.hidden(round_) and self._first.setdefault(key, asker) == asker:
             return None
-        return self.inner.get_checkpoint(round_, trace_root, index, part)
+        return self.inner.get_checkpoint(round_, trace_root, index, part, asker)
 
 
 class RefuseFirstRequest:
@@ -148,11 +149,12 @@ class RefuseFirstRequest:
         self.inner = inner
         self._rounds: set[int] = set()
 
-    def get_checkpoint(self, round_: int, trace_root: bytes, index: int, part: PartName = "all") -> Any:
+    def get_checkpoint(self, round_: int, trace_root: bytes, index: int, part: PartName = "all",
+                       asker: bytes = b"") -> Any:
         if round_ not in self._rounds:
             self._rounds.add(round_)
             return None
-        return self.inner.get_checkpoint(round_, trace_root, index, part)
+        return self.inner.get_checkpoint(round_, trace_root, index, part, asker)
 
 
 def withhold(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,

@@ -309,7 +309,7 @@ class DataDir:
         return freed
 
     def get_checkpoint(self, round_: int, trace_root: bytes, index: int,
-                       part: PartName = "all") -> tuple[Path | SplicedFile, bytes] | None:
+                       part: PartName = "all", asker: bytes = b"") -> tuple[Path | SplicedFile, bytes] | None:
         """What peers may fetch: `part` of an indexed checkpoint not embargoed, if it holds it."""
         entry = self.state.checkpoint_entry(round_, trace_root, index)
         if entry is None or self.state.embargoed(entry[0]):

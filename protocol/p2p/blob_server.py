@@ -104,7 +104,7 @@ class BlobServer:
         if not self.limiter.allow_request(entry):
             await self._refuse(stream, Status.RATE_LIMITED, "over request rate")
             return
-        item = self._lookup(request)
+        item = self._lookup(request, entry.account)
         if item is None:
             await self._refuse(stream, Status.NOT_FOUND, "not held")
             return
@@ -113,7 +113,7 @@ class BlobServer:
             await self._send(stream, entry, content, proof, known_hash)
 
     def _lookup(
-        self, request: BlobRequest | CheckpointRequest
+        self, request: BlobRequest | CheckpointRequest, asker: bytes
     ) -> tuple[Served, bytes, bytes | None] | None:
         if isinstance(request, BlobRequest):
             found = self.blobs.get(from_hex(request.hash))
@@ -121,7 +121,7 @@ class BlobServer:
         if self.checkpoints is None:
             return None
         got = self.checkpoints.get_checkpoint(
-            request.round, from_hex(request.trace_root), request.index, request.part
+            request.round, from_hex(request.trace_root), request.index, request.part, asker
         )
         return None if got is None else (got[0], got[1], None)
 

@@ -41,10 +41,11 @@ class BlobSink(Protocol):
 
 class CheckpointSource(Protocol):
     def get_checkpoint(
-        self, round_: int, trace_root: bytes, index: int, part: PartName = "all"
+        self, round_: int, trace_root: bytes, index: int, part: PartName = "all", asker: bytes = b""
     ) -> tuple[Served, bytes] | None:
         """(`part` of the checkpoint, Merkle proof bytes), or None if not held (or held without
-        that part). Parts are opaque here: `CheckpointRequest.part`."""
+        that part). Parts are opaque here: `CheckpointRequest.part`. `asker`: the requesting
+        peer's account (20 bytes; the devnet's withholding cheat refuses by it)."""
         ...
 
 
@@ -86,7 +87,7 @@ class MemoryCheckpointSource:
         self._items[(round_, trace_root, index)] = (data, proof)
 
     def get_checkpoint(
-        self, round_: int, trace_root: bytes, index: int, part: PartName = "all"
+        self, round_: int, trace_root: bytes, index: int, part: PartName = "all", asker: bytes = b""
     ) -> tuple[Served, bytes] | None:
         item = self._items.get((round_, trace_root, index))
         if item is None or part == "all":

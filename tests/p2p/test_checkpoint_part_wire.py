@@ -52,11 +52,11 @@ async def test_a_holder_serving_less_than_asked_or_a_forged_part_is_skipped(tmp_
         blob, proof = served(sub, 2)
         short, forged, honest_peer = memory(tmp_path, "s"), memory(tmp_path, "f"), memory(tmp_path, "h")
         short[1].add(ROUND, sub.root, 2, _part(sub, 2, P.HASHES), proof)  # answers every request with digests
-        short[1].get_checkpoint = lambda r, root, i, part="all": (_part(sub, 2, P.HASHES), proof)  # type: ignore[method-assign]
+        short[1].get_checkpoint = lambda r, root, i, part="all", asker=b"": (_part(sub, 2, P.HASHES), proof)  # type: ignore[method-assign]
         tampered = bytearray(_part(sub, 2, P.PARAMS))
         tampered[-1] ^= 0x01  # one bit of a parameter: its digest no longer matches
         forged[1].add(ROUND, sub.root, 2, bytes(tampered), proof)
-        forged[1].get_checkpoint = lambda r, root, i, part="all": (bytes(tampered), proof)  # type: ignore[method-assign]
+        forged[1].get_checkpoint = lambda r, root, i, part="all", asker=b"": (bytes(tampered), proof)  # type: ignore[method-assign]
         honest_peer[1].add(ROUND, sub.root, 2, blob, proof)
         async with hosts([memory(tmp_path, "v"), short, forged, honest_peer]) as nodes:
             validator, s, f, h = nodes
