@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests import precompile_memo
+from protocol.chain import evm_precompiles
 
 REPO = Path(__file__).resolve().parents[1]
 ANVIL_NPM_PATH = REPO / "node_modules" / "@foundry-rs" / "anvil-linux-amd64" / "bin" / "anvil"
@@ -37,7 +37,7 @@ def _load_training_fixtures() -> None:
 
 
 _load_training_fixtures()
-precompile_memo.install()  # py-evm's BLS12-381 precompiles, remembered by input (tests/precompile_memo.py)
+evm_precompiles.install()  # boa's worlds too: py-evm's BLS12-381 precompiles, sooner (protocol/chain/evm_precompiles.py)
 
 
 # The files that run whole networks, slowest first. pytest runs with two xdist workers that take

@@ -93,10 +93,14 @@ def indexed_transaction_lookup(chain: Any, transaction_hash: bytes) -> tuple[Any
 
 
 def embedded_backend(**kwargs: Any) -> Any:
-    """A py-evm backend for eth-tester that estimates gas in one execution and finds
-    transactions by index."""
+    """A py-evm backend for eth-tester that estimates gas in one execution, finds transactions
+    by index and checks BLS12-381 sooner (protocol/chain/evm_precompiles.py)."""
     from eth_tester import PyEVMBackend
     from eth_tester.backends.pyevm import main as pyevm_backend
+
+    from protocol.chain import evm_precompiles
+
+    evm_precompiles.install()
 
     pyevm_backend._get_transaction_by_hash = indexed_transaction_lookup  # module-level helper it calls
     backend = PyEVMBackend(**kwargs)
