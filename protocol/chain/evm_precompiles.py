@@ -26,7 +26,14 @@ from eth.exceptions import VMError
 from eth.precompiles.bls12_381.bls12_381_g1 import bytes_to_g1_optimized_point3D
 from eth.precompiles.bls12_381.bls12_381_g2 import bytes_to_g2_optimized_point3D
 from eth.vm.forks.prague.computation import PragueComputation
-from py_ecc.optimized_bls12_381 import FQ12, curve_order, final_exponentiate, is_inf, multiply, pairing
+from py_ecc.optimized_bls12_381 import (
+    FQ12,
+    curve_order,
+    final_exponentiate,
+    is_inf,
+    multiply,
+    pairing,
+)
 
 BLS12_ADDRESSES = tuple(bytes(19) + bytes([a]) for a in range(0x0B, 0x12))  # G1ADD .. MAP_FP2_TO_G2
 PAIRING_ADDRESS = BLS12_ADDRESSES[4]
