@@ -3,12 +3,14 @@
 py-evm computes them in pure Python (py_ecc), and they were a third of a devnet's main-process
 time: registering a validator checks its proof of possession and posting a result checks the
 certificate, each a pairing check, and eth-tester executes every transaction three times (the
-gas estimate, the pending block, the mined block). Two exact changes:
+gas estimate, the pending block, the mined block). Three exact changes:
 
 - the pairing check multiplies the Miller loops and raises the product to (p^12 - 1)/r once,
   with py_ecc's Frobenius-based `final_exponentiate`, where py-evm raises each pairing by plain
   square-and-multiply (four times the work for a two-pair check); the encoding, subgroup and
   curve checks and the gas are py-evm's;
+- MAP_FP2_TO_G2 clears the cofactor with the ψ endomorphism (protocol/core/crypto/g2_cofactor.py),
+  a ninth of py-evm's 636-bit multiplication, to the same point;
 - every precompile's answer is remembered by input (a pure function of it): output and gas are
   replayed, out of gas exactly where py-evm runs out; rejected inputs are never kept.
 
@@ -20,12 +22,18 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from eth.exceptions import VMError
 from eth.precompiles.bls12_381.bls12_381_g1 import bytes_to_g1_optimized_point3D
-from eth.precompiles.bls12_381.bls12_381_g2 import bytes_to_g2_optimized_point3D
+from eth.precompiles.bls12_381.bls12_381_g2 import (
+    BLS12_MAP_FP2_G2_GAS,
+    bytes_to_fq2,
+    bytes_to_g2_optimized_point3D,
+    g2_optimized_3d_to_bytes,
+)
 from eth.vm.forks.prague.computation import PragueComputation
+from py_ecc.bls.hash_to_curve import map_to_curve_G2
 from py_ecc.optimized_bls12_381 import (
     FQ12,
     curve_order,
@@ -35,11 +43,21 @@ from py_ecc.optimized_bls12_381 import (
     pairing,
 )
 
+from protocol.core.crypto.g2_cofactor import clear_cofactor_g2
+
 BLS12_ADDRESSES = tuple(bytes(19) + bytes([a]) for a in range(0x0B, 0x12))  # G1ADD .. MAP_FP2_TO_G2
-PAIRING_ADDRESS = BLS12_ADDRESSES[4]
+PAIRING_ADDRESS, MAP_FP2_ADDRESS = BLS12_ADDRESSES[4], BLS12_ADDRESSES[6]
 PAIR_BYTES = 384  # one (G1, G2) pair: 128 + 256 bytes
 REMEMBERED_INPUTS = 4096  # per precompile; a devnet certifies one message a round
 Precompile = Callable[[Any], Any]
+P = TypeVar("P")
+
+
+def _decoded(point: P | None) -> P:
+    """py-evm's decoders are typed Optional but raise rather than return None."""
+    if point is None:
+        raise VMError("not a point")
+    return point
 
 
 def pairing_check(computation: Any) -> Any:
@@ -51,14 +69,24 @@ def pairing_check(computation: Any) -> Any:
     computation.consume_gas(32600 * k + 37700, "BLS12_PAIRING_CHECK gas")
     product = FQ12.one()
     for start in range(0, len(data), PAIR_BYTES):
-        g1_point = bytes_to_g1_optimized_point3D(data[start:start + 128])
+        g1_point = _decoded(bytes_to_g1_optimized_point3D(data[start:start + 128]))
         if not is_inf(multiply(g1_point, curve_order)):
             raise VMError("Sub-group check failed for G1 point.")
-        g2_point = bytes_to_g2_optimized_point3D(data[start + 128:start + PAIR_BYTES])
+        g2_point = _decoded(bytes_to_g2_optimized_point3D(data[start + 128:start + PAIR_BYTES]))
         if not is_inf(multiply(g2_point, curve_order)):
             raise VMError("Sub-group check failed for G2 point.")
         product *= pairing(g2_point, g1_point, final_exponentiate=False)  # one() when a point is infinity
     computation.output = b"\x00" * 31 + (b"\x01" if final_exponentiate(product) == FQ12.one() else b"\x00")
+    return computation
+
+
+def map_fp2_to_g2(computation: Any) -> Any:
+    """BLS12_MAP_FP2_TO_G2 as py-evm computes it, the cofactor cleared with ψ."""
+    data = computation.msg.data
+    if len(data) != 128:
+        raise VMError("Length of data must be 128 bytes for BLS12_MAP_FP2_TO_G2")
+    computation.consume_gas(BLS12_MAP_FP2_G2_GAS, "BLS12_MAP_FP2_TO_G2 gas")
+    computation.output = g2_optimized_3d_to_bytes(clear_cofactor_g2(map_to_curve_G2(bytes_to_fq2(data))))
     return computation
 
 
@@ -92,7 +120,7 @@ def install() -> None:
     for address in BLS12_ADDRESSES:
         if hasattr(table[address], "original"):
             continue
-        faster = pairing_check if address == PAIRING_ADDRESS else table[address]
+        faster = {PAIRING_ADDRESS: pairing_check, MAP_FP2_ADDRESS: map_fp2_to_g2}.get(address, table[address])
         remembered = _remembered(faster)
         remembered.py_evm = table[address]  # type: ignore[attr-defined]
         table[address] = remembered

@@ -37,7 +37,10 @@ def explorer(
         err_console.print(f"[yellow]warning:[/yellow] listening on {host}: anyone who reaches it can read the page",
                           highlight=False)
     console.print(f"explorer of chain {dep.chain_id} at {url} (Ctrl-C stops)", highlight=False, soft_wrap=True)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill` stops it as Ctrl-C does
+    # `kill` stops it as Ctrl-C does; and Ctrl-C stops it even where it was started ignoring SIGINT
+    # (a shell script's background job, a test runner's worker)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.default_int_handler)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

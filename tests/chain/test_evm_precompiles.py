@@ -7,7 +7,7 @@ from __future__ import annotations
 import boa
 import pytest
 from eth.vm.forks.prague.computation import PragueComputation
-from py_ecc.optimized_bls12_381 import G1, G2, add, multiply, neg, normalize
+from py_ecc.optimized_bls12_381 import G1, G2, add, field_modulus, multiply, neg, normalize
 
 from protocol.chain.evm_precompiles import BLS12_ADDRESSES, PAIRING_ADDRESS, install
 
@@ -39,12 +39,13 @@ def py_evm_table():  # type: ignore[no-untyped-def]
     table.update(ours)
 
 
-def test_every_bls12_precompile_is_replaced_and_the_pairing_check_computed_anew():
+def test_every_bls12_precompile_is_replaced_and_the_pairing_check_and_map_computed_anew():
     install()
     table = PragueComputation._precompiles
     assert all(hasattr(table[a], "original") for a in BLS12_ADDRESSES)
     assert table[PAIRING_ADDRESS].py_evm.__module__.startswith("eth.precompiles")
     assert table[PAIRING_ADDRESS].original.__module__ == "protocol.chain.evm_precompiles"
+    assert table[BLS12_ADDRESSES[6]].original.__name__ == "map_fp2_to_g2"
 
 
 def test_a_remembered_call_returns_and_charges_what_py_evm_computes(py_evm_table):
@@ -104,3 +105,18 @@ def test_the_pairing_check_answers_and_charges_as_py_evm_does(py_evm_table):
     assert [py_evm[n][1] for n in ("e(aP, Q) e(-P, aQ) = 1", "three pairs, = 1", "infinity in G1")] == [one] * 3
     assert [py_evm[n][1] for n in ("e(aP, Q) e(-P, bQ) != 1", "one pair, != 1")] == [zero] * 2
     assert all(py_evm[n][0] for n in ("no pair", "a short pair", "G1 not on the curve"))
+
+
+MAP_INPUTS = [(7).to_bytes(64, "big") + (11).to_bytes(64, "big"), bytes(128), (field_modulus - 1).to_bytes(64, "big") * 2,
+              (2**383).to_bytes(64, "big") + bytes(64), bytes(127)]  # the last two are rejected
+
+
+def test_map_fp2_to_g2_answers_and_charges_as_py_evm_does(py_evm_table):
+    def answers():  # type: ignore[no-untyped-def]
+        return [(c.is_error, bytes(c.output), c.get_gas_used())
+                for c in (call(data, to=BLS12_ADDRESSES[6], gas=200_000) for data in MAP_INPUTS)]
+
+    py_evm = answers()
+    install()
+    assert answers() == py_evm
+    assert [e for e, _, _ in py_evm] == [False, False, False, True, True]

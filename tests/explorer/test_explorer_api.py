@@ -196,9 +196,14 @@ def test_the_cli_serves_until_ctrl_c(own_anvil, tmp_path: Path):
     handle = connect(own_anvil.url)
     dep_path = tmp_path / "deployment.json"
     save_deployment(deploy(handle, dev_account(handle), RunConfig()), dep_path)
-    proc = subprocess.Popen([sys.executable, "-m", "protocol.cli.app", "explorer", "--rpc", own_anvil.url,
-                             "--deployment", str(dep_path), "--port", "0"], cwd=REPO, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    # started ignoring SIGINT, as a shell script's background job is: Ctrl-C must stop it all the same
+    ignored = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "protocol.cli.app", "explorer", "--rpc", own_anvil.url,
+                                 "--deployment", str(dep_path), "--port", "0"], cwd=REPO, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    finally:
+        signal.signal(signal.SIGINT, ignored)
     try:
         line = proc.stdout.readline()  # type: ignore[union-attr]
         found = re.search(r"at (http://127\.0\.0\.1:\d+/) \(Ctrl-C stops\)", line)
