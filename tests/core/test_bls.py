@@ -41,6 +41,18 @@ def test_ciphersuite_is_py_ecc_proof_of_possession():
     assert (DST_SIG, DST_POP) == (G2ProofOfPossession.DST, G2ProofOfPossession.POP_TAG)
 
 
+def test_signatures_proofs_and_verdicts_are_py_ecc_s_bit_for_bit():
+    """bls_suite hashes to G2 its own (faster) way: every output must still be py_ecc's."""
+    (sk, other), (pk, other_pk) = (s[:2] for s in keys())
+    sig = bls_sign(sk, MESSAGE)
+    assert sig == G2ProofOfPossession.Sign(sk, MESSAGE)
+    assert bls_pop_prove(sk) == G2ProofOfPossession.PopProve(sk)
+    forged = bls_sign(other, MESSAGE)
+    for key, signature in ((pk, sig), (pk, forged), (other_pk, forged), (other_pk, sig)):
+        assert bls_verify(key, MESSAGE, signature) == G2ProofOfPossession.Verify(key, MESSAGE, signature)
+    assert [bls_verify(pk, MESSAGE, s) for s in (sig, forged)] == [True, False]
+
+
 def test_sign_verify_round_trip_and_wrong_message_fails():
     (sk, other), (pk, other_pk) = (s[:2] for s in keys())
     sig = bls_sign(sk, MESSAGE)

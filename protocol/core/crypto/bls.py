@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NewType
 
-from py_ecc.bls import G2ProofOfPossession as _Pop
 from py_ecc.bls.g2_primitives import (
     BLSPubkey,
     BLSSignature,
@@ -36,6 +35,7 @@ from py_ecc.optimized_bls12_381 import (
 )
 from py_ecc.typing import Optimized_Point3D
 
+from protocol.core.crypto.bls_suite import PopSuite as _Pop
 from protocol.core.errors import BlsError
 
 BlsSecret = NewType("BlsSecret", int)  # a scalar in [1, curve order)
