@@ -34,7 +34,9 @@ def set_in_process(p: ReplayProfile) -> None:
     """Set what can be set in a running process: threads, determinism, default dtype, and on
     CUDA the TF32, autotuning and cuBLAS workspace settings."""
     torch.set_num_threads(p.threads)
-    torch.use_deterministic_algorithms(p.deterministic)
+    # what torch.use_deterministic_algorithms does but for also setting torch.compile's (inductor's)
+    # flag, whose import costs 1.5 s of every worker's start; veritrain never compiles
+    torch._C._set_deterministic_algorithms(p.deterministic, warn_only=False)
     torch.set_default_dtype(getattr(torch, storage_dtype(p)))
     if is_cuda(p):
         set_cuda_flags(p.deterministic)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -109,3 +111,16 @@ def test_the_worker_starts_with_the_cublas_workspace_and_leaves_ours_alone():
             worker.call(check_profile, dataclasses.replace(declared, threads=2))
         assert info.value.differences == {"threads": (2, 1)}
     assert os.environ.get("CUBLAS_WORKSPACE_CONFIG") == before
+
+
+def test_a_profile_sets_determinism_both_ways_without_importing_torch_compile():
+    """set_in_process calls torch's determinism switch directly: torch.use_deterministic_algorithms
+    also imports inductor (1.5 s of every worker's start) for a flag only torch.compile reads."""
+    script = ("import sys, torch\n"
+              "from protocol.core.hardware.replay_profile import ReplayProfile\n"
+              "from protocol.node.profile_setup import set_in_process\n"
+              "set_in_process(ReplayProfile(deterministic=False)); off = torch.are_deterministic_algorithms_enabled()\n"
+              "set_in_process(ReplayProfile()); on = torch.are_deterministic_algorithms_enabled()\n"
+              "print(off, on, 'torch._inductor' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["False", "True", "False"], out.stderr
