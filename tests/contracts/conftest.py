@@ -11,7 +11,7 @@ aggregate BLS signature (Results), the challenge window passes, `finalize_result
 (Rewards) and opens the next one (Rounds). `World` plays these phases and computes the result
 with the core's `build_result` from the facts the test itself put on chain.
 
-Every on-chain BLS check (a key registration, a post) is a pairing, seconds in py-evm: worlds
+Every on-chain BLS check (a key registration, a post) is a pairing check, about a second in py-evm: worlds
 whose validators need keys are deployed once per module (`module_world`) and each test gets a
 `fork()` of it inside its own anchor. `stack.settlement` (and `World.s`) sends a call to the
 one of Rounds, Scores, Rewards or Results that defines the function.
