@@ -18,7 +18,7 @@ import torch
 from protocol.config.run_config import RunConfig
 from protocol.core.hardware.replay_profile import ReplayProfile, installed_torch_version
 from protocol.core.model.config import PRESETS, LlamaConfig, layout, layout_size
-from protocol.core.model.gpt import num_params, param_shapes
+from protocol.core.model.gpt import build_model, num_params, param_shapes
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,8 +74,10 @@ VARIANTS = [*PRESETS.values(), dataclasses.replace(PRESETS["micro"], bias=False)
 
 @pytest.mark.parametrize("cfg", VARIANTS, ids=lambda c: f"{type(c).__name__}-{c.n_layer}x{c.n_embd}")
 def test_the_torch_free_layout_is_the_built_models(cfg: object) -> None:
-    """`layout` (names, shapes, order) is exactly what the model built by torch lists."""
-    assert list(layout(cfg).items()) == list(param_shapes(cfg).items())  # type: ignore[arg-type]
+    """`layout` (names, shapes, order) is exactly what the model built by torch lists, and what
+    `param_shapes` (which validates every tensor a peer sends) expects."""
+    built = [(name, tuple(p.shape)) for name, p in build_model(cfg).named_parameters()]  # type: ignore[arg-type]
+    assert list(layout(cfg).items()) == built == list(param_shapes(cfg).items())  # type: ignore[arg-type]
     assert layout_size(cfg) == num_params(cfg)  # type: ignore[arg-type]
 
 

@@ -10,7 +10,6 @@ import requests
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
-from web3.providers.eth_tester import EthereumTesterProvider
 
 from protocol.core.errors import ChainError
 
@@ -110,6 +109,7 @@ def embedded_backend(**kwargs: Any) -> Any:
 
 def _embedded() -> ChainHandle:
     from eth_tester import EthereumTester
+    from web3.providers.eth_tester import EthereumTesterProvider  # py-evm: only for the embedded chain
 
     tester = EthereumTester(embedded_backend())
     w3 = lean(Web3(EthereumTesterProvider(tester)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 import threading
 from typing import Any
 
@@ -21,12 +22,12 @@ GAS_HEADROOM = 1.25  # estimates can undershoot when state moves between estimat
 # Only gas used is charged, so the margin costs nothing when unused.
 GAS_MARGIN = 400_000
 
-try:  # eth-tester is only present for the embedded chain
-    from eth_tester.exceptions import TransactionFailed as _TesterFailed
-except ImportError:  # pragma: no cover
-    _TesterFailed = ContractLogicError  # type: ignore[misc,assignment]
 
-_REVERT_CLASSES: tuple[type[BaseException], ...] = (ContractLogicError, _TesterFailed)
+def _revert_classes() -> tuple[type[BaseException], ...]:
+    """What a revert raises: web3's error, and eth-tester's on the embedded chain. eth-tester
+    (with py-evm, 0.3 s) is imported only by an embedded chain, never by a node on an RPC."""
+    tester = sys.modules.get("eth_tester.exceptions")
+    return (ContractLogicError,) if tester is None else (ContractLogicError, tester.TransactionFailed)
 
 
 def revert_reason(exc: BaseException) -> str:
@@ -76,7 +77,7 @@ class TxSender:
         params = {"from": account.address, "chainId": self.w3.eth.chain_id}
         try:
             gas = fn.estimate_gas(params, block_identifier=self._estimate_block)
-        except _REVERT_CLASSES as exc:
+        except _revert_classes() as exc:
             raise ContractRevert(revert_reason(exc)) from exc
         except (Web3RPCError, EthValidationError) as exc:
             raise self._rpc_error(exc, account) from exc
@@ -89,7 +90,7 @@ class TxSender:
             except (Web3RPCError, ValueError, EthValidationError) as exc:
                 self._nonces.pop(account.address, None)
                 raise self._rpc_error(exc, account) from exc
-            except _REVERT_CLASSES as exc:
+            except _revert_classes() as exc:
                 self._nonces.pop(account.address, None)
                 raise ContractRevert(revert_reason(exc)) from exc
             self._nonces[account.address] = nonce + 1
@@ -122,7 +123,7 @@ class TxSender:
             return "transaction reverted"
         try:
             fn.call(params, block_identifier=receipt["blockNumber"])
-        except _REVERT_CLASSES as exc:
+        except _revert_classes() as exc:
             return revert_reason(exc)
         except Web3RPCError:
             pass
