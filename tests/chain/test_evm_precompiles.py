@@ -7,7 +7,8 @@ from __future__ import annotations
 import boa
 import pytest
 from eth.vm.forks.prague.computation import PragueComputation
-from py_ecc.optimized_bls12_381 import G1, G2, add, field_modulus, multiply, neg, normalize
+from py_ecc.bls.hash_to_curve import map_to_curve_G2
+from py_ecc.optimized_bls12_381 import FQ2, G1, G2, add, field_modulus, multiply, neg, normalize
 
 from protocol.chain.evm_precompiles import BLS12_ADDRESSES, PAIRING_ADDRESS, install
 
@@ -85,6 +86,7 @@ PAIRING_INPUTS = {
     "no pair": b"",
     "a short pair": (g1(G1) + g2(G2))[:-1],
     "G1 not on the curve": g1(G1)[:-1] + b"\x05" + g2(G2),
+    "G2 on the curve, outside G2": g1(G1) + g2(map_to_curve_G2(FQ2([7, 11]))),
 }
 
 
@@ -104,7 +106,7 @@ def test_the_pairing_check_answers_and_charges_as_py_evm_does(py_evm_table):
     one, zero = b"\x00" * 31 + b"\x01", b"\x00" * 32
     assert [py_evm[n][1] for n in ("e(aP, Q) e(-P, aQ) = 1", "three pairs, = 1", "infinity in G1")] == [one] * 3
     assert [py_evm[n][1] for n in ("e(aP, Q) e(-P, bQ) != 1", "one pair, != 1")] == [zero] * 2
-    assert all(py_evm[n][0] for n in ("no pair", "a short pair", "G1 not on the curve"))
+    assert all(py_evm[n][0] for n in ("no pair", "a short pair", "G1 not on the curve", "G2 on the curve, outside G2"))
 
 
 MAP_INPUTS = [(7).to_bytes(64, "big") + (11).to_bytes(64, "big"), bytes(128), (field_modulus - 1).to_bytes(64, "big") * 2,

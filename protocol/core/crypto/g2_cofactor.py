@@ -1,5 +1,8 @@
 """Clearing the G2 cofactor with the ψ endomorphism (RFC 9380, Appendix G.3): the same point as
-py_ecc's `multiply(P, H_EFF_G2)`, from two 64-bit multiplications instead of one 636-bit one.
+py_ecc's `multiply(P, H_EFF_G2)`, from two 64-bit multiplications instead of one 636-bit one;
+and the G2 membership test with ψ (Scott, "A note on group membership tests for G1, G2 and GT
+on BLS pairing-friendly curves", 2021, §4): the same verdict as `multiply(P, r)` being infinity,
+from one 64-bit multiplication instead of a 255-bit one.
 
 Hashing to G2 clears the cofactor of every message point: the EVM's MAP_FP2_TO_G2 precompile
 (twice per hashed message) and every signature. Points are py_ecc's optimized projective
@@ -8,7 +11,7 @@ Hashing to G2 clears the cofactor of every message point: the EVM's MAP_FP2_TO_G
 
 from __future__ import annotations
 
-from py_ecc.optimized_bls12_381 import FQ2, add, double, field_modulus, multiply, neg
+from py_ecc.optimized_bls12_381 import FQ2, add, double, eq, field_modulus, is_inf, multiply, neg
 from py_ecc.typing import Optimized_Point3D
 
 G2Point = Optimized_Point3D[FQ2]
@@ -43,3 +46,9 @@ def clear_cofactor_g2(point: G2Point) -> G2Point:
     t2 = _times_x(add(t1, t2))
     t3 = add(add(t3, t2), neg(t1))
     return add(t3, neg(point))
+
+
+def in_g2(point: G2Point) -> bool:
+    """Whether a point of the twist E'(Fp2) is in G2 (order r): ψ(P) = [x]P holds exactly for
+    those points on BLS12-381 (Scott 2021, §4; blst checks the same)."""
+    return is_inf(point) or eq(psi(point), _times_x(point))
