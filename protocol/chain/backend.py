@@ -108,8 +108,9 @@ def embedded_backend(**kwargs: Any) -> Any:
 
 
 def _embedded() -> ChainHandle:
+    # imported here, with py-evm: a node on an RPC never loads them
     from eth_tester import EthereumTester
-    from web3.providers.eth_tester import EthereumTesterProvider  # py-evm: only for the embedded chain
+    from web3.providers.eth_tester import EthereumTesterProvider
 
     tester = EthereumTester(embedded_backend())
     w3 = lean(Web3(EthereumTesterProvider(tester)))

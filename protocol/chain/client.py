@@ -14,6 +14,7 @@ from web3.exceptions import Web3Exception
 from contracts.build import load_all
 from protocol.chain.backend import ChainHandle
 from protocol.chain.deployment import Deployment
+from protocol.chain.lean_contract import LeanContract
 from protocol.chain.reader import ChainReader
 from protocol.chain.tx import TxSender
 from protocol.core.errors import ConfigError
@@ -61,24 +62,21 @@ class ChainClient:
         artifacts = load_all()  # shipped ABIs (contracts/artifacts): no compiler at start
         addrs = deployment.contracts
         at = Web3.to_checksum_address
-        self.token = self.w3.eth.contract(address=at(addrs.token), abi=artifacts["Token"].abi)
-        self.staking = self.w3.eth.contract(address=at(addrs.staking), abi=artifacts["Staking"].abi)
+        self.token = LeanContract(self.w3, at(addrs.token), artifacts["Token"].abi)
+        self.staking = LeanContract(self.w3, at(addrs.staking), artifacts["Staking"].abi)
         # `call(name, ...)` and events name one contract: keys (BLS keys), rounds (round clock,
         # update commits, seeds, validator snapshots, phases, model hashes), scores (score vectors
         # as calldata), results (certified results, challenge window, fallback), the three challenge contracts,
         # rewards (emission, forfeits, cumulative claims) and disputes
-        self.keys = self.w3.eth.contract(address=at(addrs.keys), abi=artifacts["BlsKeys"].abi)
-        self.rounds = self.w3.eth.contract(address=at(addrs.rounds), abi=artifacts["Rounds"].abi)
-        self.scores = self.w3.eth.contract(address=at(addrs.scores), abi=artifacts["Scores"].abi)
-        self.rewards = self.w3.eth.contract(address=at(addrs.rewards), abi=artifacts["Rewards"].abi)
-        self.results = self.w3.eth.contract(address=at(addrs.results), abi=artifacts["Results"].abi)
-        self.column_challenges = self.w3.eth.contract(address=at(addrs.column_challenges),
-                                                      abi=artifacts["ColumnChallenges"].abi)
-        self.tree_challenges = self.w3.eth.contract(address=at(addrs.tree_challenges),
-                                                    abi=artifacts["TreeChallenges"].abi)
-        self.account_challenges = self.w3.eth.contract(address=at(addrs.account_challenges),
-                                                       abi=artifacts["AccountChallenges"].abi)
-        self.disputes = self.w3.eth.contract(address=at(addrs.disputes), abi=artifacts["Disputes"].abi)
+        self.keys = LeanContract(self.w3, at(addrs.keys), artifacts["BlsKeys"].abi)
+        self.rounds = LeanContract(self.w3, at(addrs.rounds), artifacts["Rounds"].abi)
+        self.scores = LeanContract(self.w3, at(addrs.scores), artifacts["Scores"].abi)
+        self.rewards = LeanContract(self.w3, at(addrs.rewards), artifacts["Rewards"].abi)
+        self.results = LeanContract(self.w3, at(addrs.results), artifacts["Results"].abi)
+        self.column_challenges = LeanContract(self.w3, at(addrs.column_challenges), artifacts["ColumnChallenges"].abi)
+        self.tree_challenges = LeanContract(self.w3, at(addrs.tree_challenges), artifacts["TreeChallenges"].abi)
+        self.account_challenges = LeanContract(self.w3, at(addrs.account_challenges), artifacts["AccountChallenges"].abi)
+        self.disputes = LeanContract(self.w3, at(addrs.disputes), artifacts["Disputes"].abi)
 
     def with_account(self, account: LocalAccount) -> ChainClient:
         """Same deployment and nonce tracker, another signer."""

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from eth_account import Account
+from web3.exceptions import ABIFunctionNotFound
 
 from protocol.chain.backend import connect, dev_account
 from protocol.chain.bls_registration import ensure_bls_key
@@ -36,8 +37,34 @@ def played() -> tuple[ChainClient, ScriptedNetwork]:
 
 
 def raw(chain: ChainClient, contract: str, getter: str, *args: Any) -> Any:
-    """The getter's answer through web3 itself, by name: what the typed read must equal."""
-    return getattr(getattr(chain, contract).functions, getter)(*args).call()
+    """The getter's answer through web3 itself, by name, on the whole ABI: what the typed read
+    must equal."""
+    return getattr(getattr(chain, contract).full.functions, getter)(*args).call()
+
+
+CONTRACTS = ("token", "staking", "keys", "rounds", "scores", "rewards", "results", "column_challenges",
+             "tree_challenges", "account_challenges", "disputes")
+
+
+def test_each_function_resolved_among_its_own_entries_answers_as_the_whole_abi(
+        played: tuple[ChainClient, ScriptedNetwork]) -> None:
+    """`LeanContract` (protocol/chain/lean_contract.py): every argument-free getter of every
+    contract answers as web3's contract on the whole ABI does; an overloaded name (Vyper's
+    default argument) keeps all its entries; an unknown name is web3's own error."""
+    chain, _ = played
+    compared = 0
+    for name in CONTRACTS:
+        lean = getattr(chain, name)
+        for entry in lean.abi:
+            if entry.get("type") == "function" and entry["stateMutability"] == "view" and not entry["inputs"]:
+                fn = entry["name"]
+                assert getattr(lean.functions, fn)().call() == getattr(lean.full.functions, fn)().call(), fn
+                assert [e["name"] for e in getattr(lean.functions, fn).contract_abi] == [fn]
+                compared += 1
+    assert compared > 40
+    assert [e["name"] for e in chain.rounds.functions.commit_update.contract_abi] == ["commit_update"] * 2
+    with pytest.raises(ABIFunctionNotFound):
+        chain.rounds.functions.no_such_getter  # noqa: B018
 
 
 def test_every_read_answers_its_getter_typed(played: tuple[ChainClient, ScriptedNetwork]) -> None:

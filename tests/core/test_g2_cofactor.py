@@ -9,8 +9,8 @@ from py_ecc.bls.hash_to_curve import map_to_curve_G2
 from py_ecc.optimized_bls12_381 import (
     FQ2,
     G2,
-    add,
     Z2,
+    add,
     b2,
     curve_order,
     field_modulus,

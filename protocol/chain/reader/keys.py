@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from web3.contract import Contract
+from protocol.chain.lean_contract import LeanContract
 
 ZERO_HASH = bytes(32)
 
 
 class KeysReader:
-    def __init__(self, contract: Contract) -> None:
+    def __init__(self, contract: LeanContract) -> None:
         self._fn = contract.functions
 
     def bls_key(self, account: str) -> bytes:

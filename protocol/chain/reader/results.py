@@ -3,13 +3,13 @@ result-challenge contracts (their bond)."""
 
 from __future__ import annotations
 
-from web3.contract import Contract
+from protocol.chain.lean_contract import LeanContract
 
 ZERO_HASH = bytes(32)
 
 
 class ResultsReader:
-    def __init__(self, contract: Contract) -> None:
+    def __init__(self, contract: LeanContract) -> None:
         self._fn = contract.functions
 
     def result_deadline(self, round_: int) -> int:
@@ -34,7 +34,7 @@ class ResultsReader:
 
 
 class ChallengesReader:
-    def __init__(self, contract: Contract) -> None:
+    def __init__(self, contract: LeanContract) -> None:
         self._fn = contract.functions
 
     def challenge_bond(self) -> int:

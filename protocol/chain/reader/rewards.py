@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from web3.contract import Contract
+from protocol.chain.lean_contract import LeanContract
 
 
 class RewardsReader:
-    def __init__(self, contract: Contract) -> None:
+    def __init__(self, contract: LeanContract) -> None:
         self._fn = contract.functions
 
     def emission_per_round(self) -> int:
@@ -36,7 +36,7 @@ class RewardsReader:
 
 
 class TokenReader:
-    def __init__(self, contract: Contract) -> None:
+    def __init__(self, contract: LeanContract) -> None:
         self._fn = contract.functions
 
     def total_supply(self) -> int:

@@ -3,13 +3,13 @@ and of the Scores contract (each validator's score commit, reveal and audit)."""
 
 from __future__ import annotations
 
-from web3.contract import Contract
+from protocol.chain.lean_contract import LeanContract
 
 ZERO_HASH = bytes(32)
 
 
 class RoundsReader:
-    def __init__(self, contract: Contract) -> None:
+    def __init__(self, contract: LeanContract) -> None:
         self._fn = contract.functions
 
     def model_hash(self, round_: int) -> bytes:
@@ -45,7 +45,7 @@ class RoundsReader:
 
 
 class ScoresReader:
-    def __init__(self, contract: Contract) -> None:
+    def __init__(self, contract: LeanContract) -> None:
         self._fn = contract.functions
 
     def scores_committed(self, round_: int, validator: str) -> bool:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from web3.contract import Contract
+from protocol.chain.lean_contract import LeanContract
 
 
 class StakingReader:
-    def __init__(self, contract: Contract) -> None:
+    def __init__(self, contract: LeanContract) -> None:
         self._fn = contract.functions
 
     # ---- registration -----------------------------------------------------------------
