@@ -48,9 +48,8 @@ evm_precompiles.install()  # boa's worlds too: py-evm's BLS12-381 precompiles, s
 # `--durations` shows a new order; a file not listed runs after these, in collection order.
 # Seconds: one run each beside another network on a busy 2-core machine (load 4-8), December 2026.
 NETWORKS_SLOWEST_FIRST = (
-    "tests/integration/test_churn_soak.py",  # 525: 5 rounds, 10 nodes, 13 kills
+    "tests/integration/test_churn_soak.py",  # 525 before the faults joined it: 5 rounds, 13 nodes
     "tests/integration/test_devnet_classes.py",  # 361
-    "tests/integration/test_faults.py",  # 301
     "tests/integration/test_devnet.py",  # 263
     "tests/contracts/test_caps.py",  # 174: 64 proofs of possession in py-evm
     "tests/integration/test_devnet_capacity.py",  # 166

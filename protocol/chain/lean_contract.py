@@ -52,3 +52,7 @@ class LeanContract:
     @property
     def events(self) -> Any:
         return self.full.events
+
+    def decode_function_input(self, data: Any) -> Any:
+        """(function, arguments) of a transaction's input, looked up in the full ABI."""
+        return self.full.decode_function_input(data)
