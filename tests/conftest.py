@@ -46,16 +46,16 @@ evm_precompiles.install()  # boa's worlds too: py-evm's BLS12-381 precompiles, s
 # two finish close together. The networks mostly wait on phase deadlines (a load near 1 on two
 # cores), which is why two run side by side in about the time of one. Reorder when
 # `--durations` shows a new order; a file not listed runs after these, in collection order.
-# Seconds: one run each beside another network on a busy 2-core machine (load 4-8), December 2026.
+# Seconds: one full run of the suite on a busy 2-core machine (this order, December 2026).
 NETWORKS_SLOWEST_FIRST = (
-    "tests/integration/test_churn_soak.py",  # 525 before the faults joined it: 5 rounds, 13 nodes
-    "tests/integration/test_devnet_classes.py",  # 361
-    "tests/integration/test_devnet.py",  # 263
-    "tests/contracts/test_caps.py",  # 174: 64 proofs of possession in py-evm
-    "tests/integration/test_devnet_capacity.py",  # 166
-    "tests/integration/test_devnet_llama.py",  # 69
-    "tests/benchmarks/test_scale.py",  # 68
-    "tests/cli/test_export.py",  # 51
+    "tests/integration/test_churn_soak.py",  # 351: 5 rounds, 13 CLI nodes, churn and faults
+    "tests/integration/test_devnet.py",  # 285 (150-285: an audit of an unserved checkpoint waits)
+    "tests/integration/test_devnet_classes.py",  # 195
+    "tests/contracts/test_caps.py",  # 104: 64 proofs of possession in py-evm
+    "tests/integration/test_devnet_capacity.py",  # 103
+    "tests/integration/test_devnet_llama.py",  # 61
+    "tests/benchmarks/test_scale.py",  # 57
+    "tests/cli/test_export.py",  # 46
     "tests/explorer/test_explorer_browser.py",
     "tests/integration/test_node_stop.py",
 )
