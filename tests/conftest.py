@@ -40,13 +40,14 @@ _load_training_fixtures()
 evm_precompiles.install()  # boa's worlds too: py-evm's BLS12-381 precompiles, sooner (protocol/chain/evm_precompiles.py)
 
 
-# The files that run whole networks, slowest first. pytest runs with two xdist workers that take
-# whole files in this order (`-n 2 --dist loadfile --no-loadscope-reorder` in pyproject.toml):
-# each worker starts on a long network first and the short files fill in around them, so the
-# two finish close together. The networks mostly wait on phase deadlines (a load near 1 on two
-# cores), which is why two run side by side in about the time of one. Reorder when
-# `--durations` shows a new order; a file not listed runs after these, in collection order.
-# Seconds: one full run of the suite on a busy 2-core machine (this order, December 2026).
+# The files that run whole networks, slowest first. pytest runs with three xdist workers that
+# take whole files in this order (`-n 3 --dist loadfile --no-loadscope-reorder` in pyproject.toml):
+# three workers start on the three longest networks and the short files fill in around them, so
+# they finish close together. The networks wait on phase deadlines much of the time, so on two
+# cores a third worker fills those waits: 942 s against 1084 s with two workers, the same tree,
+# December 2026 (1,690 CPU-s of the 1,898 two cores gave). Reorder when `--durations` shows a
+# new order; a file not listed runs after these, in collection order.
+# Seconds: one full run of the suite with two workers on a 2-core machine (December 2026).
 NETWORKS_SLOWEST_FIRST = (
     "tests/integration/test_churn_soak.py",  # 351: 5 rounds, 13 CLI nodes, churn and faults
     "tests/integration/test_devnet.py",  # 285 (150-285: an audit of an unserved checkpoint waits)
