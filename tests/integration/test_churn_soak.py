@@ -103,6 +103,7 @@ class Network:
         self.procs: dict[str, subprocess.Popen] = {}
         self.groups: set[int] = set()  # every process group started (a node and its worker)
         self.restarts = 0
+        self.newcomer_exit: int | None = None  # m8 runs `--max-rounds 1`: it leaves by itself
         self.relay = TcpRelay(int(rpc.rsplit(":", 1)[1]))
 
     def account(self, name: str) -> str:
@@ -224,6 +225,7 @@ def churn(anvil, tmp_path_factory):  # type: ignore[no-untyped-def]
             _inject_faults(net, chain, r, wait)
         wait(lambda: chain.current_round() >= ROUNDS, 600, f"round {ROUNDS - 1} to settle")
         wait(lambda: all(chain.call("rounds", "finalized", r) for r in range(ROUNDS)), 120, "every round final")
+        net.newcomer_exit = net.procs[NEWCOMER].poll()
     finally:
         stop_all(list(net.procs.values()))
         net.relay.down()
@@ -334,6 +336,7 @@ def test_newcomer_fetches_global_state_from_peers_and_earns(churn):  # type: ign
     assert "recomputing from history" not in log
     history = _node(net, NEWCOMER)["rounds"]
     assert len(history) == 1 and history[0]["consensus"] > 0 and history[0]["reward"] > 0
+    assert net.newcomer_exit == 0  # done with its one round (`--max-rounds 1`), it left cleanly
 
 
 def test_training_goes_on_after_miners_leave_and_join(churn):  # type: ignore[no-untyped-def]
