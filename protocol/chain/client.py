@@ -61,22 +61,24 @@ class ChainClient:
         self.sender = sender or TxSender(handle.w3)
         artifacts = load_all()  # shipped ABIs (contracts/artifacts): no compiler at start
         addrs = deployment.contracts
-        at = Web3.to_checksum_address
-        self.token = LeanContract(self.w3, at(addrs.token), artifacts["Token"].abi)
-        self.staking = LeanContract(self.w3, at(addrs.staking), artifacts["Staking"].abi)
+        def contract(address: str, artifact: str) -> LeanContract:
+            return LeanContract(self.w3, Web3.to_checksum_address(address), artifacts[artifact].abi)
+
+        self.token = contract(addrs.token, "Token")
+        self.staking = contract(addrs.staking, "Staking")
         # `call(name, ...)` and events name one contract: keys (BLS keys), rounds (round clock,
         # update commits, seeds, validator snapshots, phases, model hashes), scores (score vectors
         # as calldata), results (certified results, challenge window, fallback), the three challenge contracts,
         # rewards (emission, forfeits, cumulative claims) and disputes
-        self.keys = LeanContract(self.w3, at(addrs.keys), artifacts["BlsKeys"].abi)
-        self.rounds = LeanContract(self.w3, at(addrs.rounds), artifacts["Rounds"].abi)
-        self.scores = LeanContract(self.w3, at(addrs.scores), artifacts["Scores"].abi)
-        self.rewards = LeanContract(self.w3, at(addrs.rewards), artifacts["Rewards"].abi)
-        self.results = LeanContract(self.w3, at(addrs.results), artifacts["Results"].abi)
-        self.column_challenges = LeanContract(self.w3, at(addrs.column_challenges), artifacts["ColumnChallenges"].abi)
-        self.tree_challenges = LeanContract(self.w3, at(addrs.tree_challenges), artifacts["TreeChallenges"].abi)
-        self.account_challenges = LeanContract(self.w3, at(addrs.account_challenges), artifacts["AccountChallenges"].abi)
-        self.disputes = LeanContract(self.w3, at(addrs.disputes), artifacts["Disputes"].abi)
+        self.keys = contract(addrs.keys, "BlsKeys")
+        self.rounds = contract(addrs.rounds, "Rounds")
+        self.scores = contract(addrs.scores, "Scores")
+        self.rewards = contract(addrs.rewards, "Rewards")
+        self.results = contract(addrs.results, "Results")
+        self.column_challenges = contract(addrs.column_challenges, "ColumnChallenges")
+        self.tree_challenges = contract(addrs.tree_challenges, "TreeChallenges")
+        self.account_challenges = contract(addrs.account_challenges, "AccountChallenges")
+        self.disputes = contract(addrs.disputes, "Disputes")
 
     def with_account(self, account: LocalAccount) -> ChainClient:
         """Same deployment and nonce tracker, another signer."""

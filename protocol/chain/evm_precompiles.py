@@ -74,7 +74,7 @@ def pairing_check(computation: Any) -> Any:
         if not is_inf(multiply(g1_point, curve_order)):
             raise VMError("Sub-group check failed for G1 point.")
         g2_point = _decoded(bytes_to_g2_optimized_point3D(data[start + 128:start + PAIR_BYTES]))
-        if not in_g2(g2_point):  # ψ(P) = [x]P: what multiply(P, r) = O decides, 4× sooner
+        if not in_g2(g2_point):  # ψ(P) = [x]P: what multiply(P, r) = O decides, in 64 bits
             raise VMError("Sub-group check failed for G2 point.")
         product *= pairing(g2_point, g1_point, final_exponentiate=False)  # one() when a point is infinity
     computation.output = b"\x00" * 31 + (b"\x01" if final_exponentiate(product) == FQ12.one() else b"\x00")
