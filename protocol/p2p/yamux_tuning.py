@@ -56,9 +56,11 @@ class GuardedYamuxStream(_STOCK_STREAM):  # type: ignore[misc, valid-type]
 
     @recv_window.setter
     def recv_window(self, value: int) -> None:
-        self._recv_window = value
-        if value < 0:
-            self._on_overrun(-value)
+        # once overrun, the stream never grants credit again: a local reader's window update
+        # racing the reset would otherwise let the next frames sit in the buffer
+        self._recv_window = 0 if self._overrun else value
+        if value < 0 or self._overrun:
+            self._on_overrun(max(-value, 0))
 
     def _on_overrun(self, excess: int) -> None:
         global overruns

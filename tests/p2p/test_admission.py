@@ -225,6 +225,22 @@ async def test_a_stream_that_overruns_the_receive_window_is_reset(tmp_path):
             assert len(await attacker.fetch_blob(server.identity.public_key, h)) == 8 * MB
             assert len(await honest.fetch_blob(server.identity.public_key, h)) == 8 * MB
             assert yt.overruns == before + 1  # honest transfers never trip it
+            _a_window_granted_after_an_overrun_keeps_nothing(server_mux)
+
+
+def _a_window_granted_after_an_overrun_keeps_nothing(mux: Any) -> None:
+    """The race CI once lost: the local reader's window update lands between the overrun and
+    the reset, and the frames that follow must still be dropped, not buffered (replays the
+    muxer's own steps on one of its streams: append the frame, then charge the window)."""
+    sid = 1 << 30
+    stream = yt.GuardedYamuxStream(sid, mux, False)
+    mux.stream_buffers[sid] = bytearray()
+    for granted, frame in ((0, 2 * yt.INITIAL_WINDOW), (yt.MAX_WINDOW, MB)):
+        stream.recv_window += granted
+        mux.stream_buffers[sid].extend(bytes(frame))
+        stream.recv_window -= frame
+        assert len(mux.stream_buffers[sid]) == 0 and stream.recv_window <= 0
+    mux.stream_buffers.pop(sid)
 
 
 # -- concurrent, capped dials ----------------------------------------------------------------
