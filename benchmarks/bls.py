@@ -30,9 +30,17 @@ from rich.console import Console
 from rich.table import Table
 
 from protocol.chain.evm_precompiles import map_fp2_to_g2, pairing_check
-from protocol.core.crypto.bls import bls_pop_prove, bls_public_key, bls_sign, bls_verify
+from protocol.core.crypto.bls import (
+    DST_POP_BOUND,
+    bls_bound_pop_prove,
+    bls_public_key,
+    bls_sign,
+    bls_verify,
+    bound_pop_message,
+)
 
 SECRET, MESSAGE = 0x1234_5678_9ABC_DEF0_1234_5678_9ABC_DEF0, b"\x5a" * 32
+OWNER, KEYS_CONTRACT = b"\x11" * 20, b"\x22" * 20  # a registering account and a BlsKeys address
 
 
 @dataclass
@@ -79,12 +87,14 @@ def cases() -> dict[str, tuple[Callable[[], object], Callable[[], object]]]:
     """name -> (py-evm's or py_ecc's, veritrain's)."""
     pk, sig = BLSPubkey(bls_public_key(SECRET)), BLSSignature(bls_sign(SECRET, MESSAGE))
     map_input = _fp(7) + _fp(11)
+    bound = bound_pop_message(bls_public_key(SECRET), OWNER, 1, KEYS_CONTRACT)  # what a registration signs
     return {
         "EIP-2537 pairing check, 2 pairs": (_precompile(bls12_pairing_check, _pairing_input()),
                                             _precompile(pairing_check, _pairing_input())),
         "EIP-2537 MAP_FP2_TO_G2": (_precompile(bls12_map_fp2_to_g2, map_input), _precompile(map_fp2_to_g2, map_input)),
         "sign": (lambda: G2ProofOfPossession.Sign(SECRET, MESSAGE), lambda: bls_sign(SECRET, MESSAGE)),
-        "proof of possession": (lambda: G2ProofOfPossession.PopProve(SECRET), lambda: bls_pop_prove(SECRET)),
+        "proof of possession": (lambda: G2ProofOfPossession._CoreSign(SECRET, bound, DST_POP_BOUND),
+                                lambda: bls_bound_pop_prove(SECRET, OWNER, 1, KEYS_CONTRACT)),
         "verify": (lambda: G2ProofOfPossession.Verify(pk, MESSAGE, sig), lambda: bls_verify(pk, MESSAGE, sig)),
     }
 

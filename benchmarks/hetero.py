@@ -45,7 +45,6 @@ from protocol.core.train.compute_config import ComputeConfig
 from protocol.core.train.data import Dataset
 from protocol.core.train.training import Carry, RoundTask, train_round
 from protocol.node.throughput import time_steps
-from validator.scoring import token_weighted
 
 CLASSES = ("fast", "fast", "slow", "slow")  # miner i's hardware class
 SLOWDOWN = {"fast": 1.0, "slow": 3.0}  # step time in units of the measured t
@@ -126,7 +125,7 @@ def record_pay(run: ArmRun, plan: Plan) -> None:
     """Pay follows steps x quality (validator scoring); quality is taken equal here, so
     this is each miner's share of the round's verified steps."""
     steps = {miner_address(i): s for i, s in enumerate(plan.steps) if plan.committed[i]}
-    pay = token_weighted(dict.fromkeys(steps, 1.0), steps)
+    pay = dict(steps)  # absolute_score at equal quality: proportional to the steps
     total = sum(pay.values())
     for i in range(len(CLASSES)):
         run.pay[i] += pay.get(miner_address(i), 0.0) / total

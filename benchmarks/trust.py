@@ -40,8 +40,9 @@ Columns, per round:
   - blocked (rules 5-9): -loss, the dividend the attempt costs, or 0 when it costs only gas.
   - capacity-scaled work: overclaimed steps (commit H, train H/2) is a saving of R/2 caught by
     every validator's trace-length check (p = 1 with honest validators); one machine as three
-    identities (sybil) has nothing to detect: its gain is measured, the pay of three 9-step
-    updates minus that of one 30-step update beside two honest miners (`measure_split`).
+    identities (sybil) has nothing to detect: its gain is measured for every split of H = 30
+    (n identities of s steps, s = 3 .. 27), the pay of the identities minus that of one 30-step
+    update, beside two fast or four slow honest miners (`measure_splits`).
   - hardware classes (`class_rows`): a lazy miner with its class's only validator, above and below
     `min_class_stake`, and a miner claiming a class nobody holds to be checked within δ: it keeps
     f/n*R of compute but loses (1-d)*R to the tolerance discount d, and all of d*R when a majority
@@ -74,7 +75,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-SCORE_MAX = 65535  # the best score a validator gives (validator/scoring.py to_ints)
+SCORE_MAX = 65535  # the most a validator gives (validator/scoring.py absolute_score)
 
 
 @dataclass(frozen=True)
@@ -348,23 +349,25 @@ def class_rows(p: Params) -> list[Row]:
     return [sole, tolerance, spoof]
 
 
-def split_row(p: Params, gain: Fraction) -> Row:
-    """One machine registered as three identities, each training a third of its steps: nothing
-    to detect; `gain` is the measured change of its pay (`measure_split`)."""
-    return Row("one machine as 3 identities (a third of the steps each)", "capacity: pay = steps x quality",
-               "sybil", Fraction(0), Fraction(0), gain, gain,
-               "gain (measured: pay of 3 short updates - pay of 1; it also locks 2 more miner stakes)")
+def split_rows(gains: dict[int, tuple[int, Fraction]]) -> list[Row]:
+    """One machine registered as n identities of s steps each, for every s: nothing to detect;
+    each gain is measured (`measure_splits`), the worst over the honest mixes beside it."""
+    return [Row(f"one machine as {n} identities of {s} steps (of 30)", "capacity: absolute score = steps x capped quality",
+                "sybil", Fraction(0), Fraction(0), gain, gain,
+                "gain measured: pay of the identities - pay of the whole, beside fast or slow honest miners")
+            for s, (n, gain) in sorted(gains.items())]
 
 
 def exact_rows(p: Params) -> list[Row]:
     return miner_rows(p) + coalition_rows(p) + rule_rows(p) + capacity_rows(p) + class_rows(p)
 
 
-def measure_split(p: Params) -> Fraction:
-    """The pay a machine gains by splitting into three identities of 9 steps (the most a third
-    of H = 30 fits, a multiple of k) beside two honest miners at H, against staying one miner at
-    H: real micro training, scored by `validator.scoring.score_round` (pay ∝ steps x usefulness),
-    times the miner pool."""
+def measure_splits(p: Params) -> dict[int, tuple[int, Fraction]]:
+    """s -> (n, gain): the pay a machine gains by splitting H = 30 into n = H // s identities of
+    s steps, for every allowed s < H, against staying one miner at H, beside two fast honest
+    miners and beside four slow ones (the minimum steps); the larger of the two gains. Real
+    micro training, scored by `validator.scoring.score_round` (absolute scores, so each update is
+    scored once and the shares follow), times the miner pool."""
     from benchmarks.overhead import corpus_slice
     from protocol.core.crypto.hashing import blake3_hash
     from protocol.core.hardware.observe import observe_profile
@@ -381,17 +384,23 @@ def measure_split(p: Params) -> Fraction:
     seed = blake3_hash("validator-seed", b"trust-split")
 
     def entry(i: int, steps: int) -> RoundEntry:
-        t = RoundTask(b"trust", 1, bytes([0x40 + i]) * 20, preset("micro"), full.with_steps(steps))
+        t = RoundTask(b"trust", 1, i.to_bytes(20, "big"), preset("micro"), full.with_steps(steps))
         return RoundEntry(t, i, honest(t, ds, theta, None).blob, True)
 
-    def share(entries: list[RoundEntry], of: list[int]) -> Fraction:
-        scores = {m: s.score for m, s in score_round(entries, ds, theta, seed).items()}
-        return Fraction(sum(scores[bytes([0x40 + i]) * 20] for i in of), sum(scores.values()))
+    whole, fast, slow = 1, [2, 3], [4, 5, 6, 7]
+    entries = [entry(whole, full.inner_steps), *[entry(i, full.inner_steps) for i in fast],
+               *[entry(i, full.min_steps) for i in slow]]
+    splits: dict[int, list[int]] = {}
+    for s in (s for s in full.allowed_steps() if s < full.inner_steps):
+        splits[s] = list(range(100 * s, 100 * s + full.inner_steps // s))
+        entries += [entry(i, s) for i in splits[s]]
+    score = {int.from_bytes(m, "big"): v.score for m, v in score_round(entries, ds, theta, seed).items()}
 
-    others = [entry(0, 30), entry(1, 30)]
-    one = share([*others, entry(2, 30)], [2])
-    three = share([*others, *[entry(i, 9) for i in (3, 4, 5)]], [3, 4, 5])
-    return (three - one) * p.miner_pool
+    def share(mine: list[int], beside: list[int]) -> Fraction:
+        return Fraction(sum(score[i] for i in mine), max(1, sum(score[i] for i in mine + beside)))
+
+    return {s: (len(ids), max((share(ids, mix) - share([whole], mix)) * p.miner_pool for mix in (fast, slow)))
+            for s, ids in splits.items()}
 
 
 # ---------------------------------------------------------------------------------------
@@ -516,7 +525,7 @@ def run(quick: bool, validators: int | None = None, miners: int | None = None,
         trials: int | None = None) -> dict[str, Any]:
     p = default_params(validators, miners)
     trials = trials or (3 if quick else 100)
-    rows = exact_rows(p) + [split_row(p, measure_split(p))]
+    rows = exact_rows(p) + split_rows(measure_splits(p))
     for attack, rate in {**measure(p, trials), **measure_audits(p, trials * 10)}.items():
         row = next(r for r in rows if r.attack == attack)
         row.p_detect_measured, row.trials = rate, trials

@@ -20,6 +20,8 @@ from .interfaces import IStaking
 implements: IBlsKeys
 
 MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
+# the proof of possession's own tag (protocol/core/crypto/bls.py DST_POP_BOUND)
+DST_POP_BOUND: constant(Bytes[54]) = b"VERITRAIN_POP_BOUND_V1_BLS12381G2_XMD:SHA-256_SSWU_RO_"
 ROLE_VALIDATOR: constant(uint8) = 2
 
 staking: public(immutable(IStaking))
@@ -67,8 +69,10 @@ def register(pubkey: Bytes[128], pop: Bytes[256]):
     @dev The caller must hold the validator role in staking; no other account may
          hold the same key.
     @param pubkey The key as an EIP-2537 G1 point (x, y), not the point at infinity.
-    @param pop The proof of possession: the key's signature (EIP-2537 G2 point) of its
-           48-byte compressed form under DST_POP.
+    @param pop The proof of possession: the key's signature (EIP-2537 G2 point), under
+           DST_POP_BOUND, of keccak256(its 48-byte compressed form, the caller, chain.id
+           as a word, this contract): bound to its owner and deployment, so a registration
+           copied from the mempool or another chain is refused.
     """
     assert staticcall staking.role(msg.sender) == ROLE_VALIDATOR, "bls: not a validator"
     assert self.key_hash[msg.sender] == empty(bytes32), "bls: key already registered"
@@ -76,7 +80,9 @@ def register(pubkey: Bytes[128], pop: Bytes[256]):
     assert not bls._is_infinity(pubkey), "bls: key is the point at infinity"
     digest: bytes32 = keccak256(pubkey)
     assert self.key_owner[digest] == empty(address), "bls: key taken"
-    assert bls._verify(pubkey, bls._compress_g1(pubkey), pop, bls.DST_POP), "bls: invalid proof of possession"
+    bound: bytes32 = keccak256(concat(bls._compress_g1(pubkey), convert(msg.sender, bytes20),
+                                      convert(chain.id, bytes32), convert(self, bytes20)))
+    assert bls._verify(pubkey, concat(bound, b""), pop, DST_POP_BOUND), "bls: invalid proof of possession"
     self.key_of[msg.sender] = pubkey
     self.key_hash[msg.sender] = digest
     self.key_owner[digest] = msg.sender

@@ -15,10 +15,10 @@
         Revert strings are prefixed "bls: ".
 """
 
-# ciphersuite tags (docs/PROTOCOL.md §11, BLS certificate): signatures and proofs of possession
+# the ciphersuite's signature tag (docs/PROTOCOL.md §11, BLS certificate); proofs of possession
+# use BlsKeys' own bound tag
 DST_SIG: constant(Bytes[43]) = b"BLS_SIG_BLS12381G2_XMD:SHA-256_SSWU_RO_POP_"
-DST_POP: constant(Bytes[43]) = b"BLS_POP_BLS12381G2_XMD:SHA-256_SSWU_RO_POP_"
-MAX_MESSAGE: constant(uint256) = 64  # a result root (32 bytes) or a compressed key (48)
+MAX_MESSAGE: constant(uint256) = 64  # a result root or a bound key digest (32 bytes)
 MAX_DST: constant(uint256) = 64
 
 MODEXP: constant(address) = 0x0000000000000000000000000000000000000005

@@ -1,7 +1,9 @@
 """Usefulness scoring and copy detection: pure rules behind Strategy-style interfaces.
 
 A score is zeroed only for a failed proof, NaN/Inf, an over-norm update or a copy (docs/PROTOCOL.md
-§10). Otherwise it measures usefulness, which is never evidence of fraud:
+§10). Otherwise it measures usefulness, which is never evidence of fraud. Every comparison is per
+inner step and every reference public, so a score depends on the miner's own update, θ_r, its
+state's norm reference and the validator's seed, never on which other miners a validator scored:
 
 - `GauntletUsefulness` (after Templar's Gauntlet validator, SN3): the loss change from
   applying the update to θ_r, on the miner's assigned data and on held-out data chosen by
@@ -15,6 +17,7 @@ A score is zeroed only for a failed proof, NaN/Inf, an over-norm update or a cop
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -22,6 +25,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
+from protocol.core.aggregation.exact_v1 import row_norms
 from protocol.core.crypto.hashing import Digest, blake3_hash
 from protocol.core.model.gpt import (
     LanguageModel,
@@ -52,7 +56,7 @@ Batches = list[tuple[Tensor, Tensor]]  # [(x, y)], each (B, T) int64
 class ZeroReason(enum.StrEnum):
     PROOF = "proof"  # replay/derivation/unavailable evidence (see protocol.core.proof.verdict)
     MALFORMED = "malformed"  # blob does not decode: NaN/Inf, bad shapes, over the size cap
-    OVER_NORM = "over-norm"  # norm above max_norm_ratio x the round's median
+    OVER_NORM = "over-norm"  # norm per step above max_norm_ratio x the state's reference
     COPY = "copy"  # a later copy of an earlier commit
 
 
@@ -77,13 +81,20 @@ def decode_for_scoring(miner: bytes, order: int, blob: bytes, model: ModelConfig
     return DecodedUpdate(miner, order, dense, mask)
 
 
-def over_norm(updates: Sequence[DecodedUpdate], ratio: float) -> set[bytes]:
-    """Miners whose update norm exceeds ratio x the round's median norm."""
-    if not updates:
+def over_norm(updates: Sequence[DecodedUpdate], steps: Mapping[bytes, int], step_norm: float | None,
+              ratio: float) -> set[bytes]:
+    """Miners whose update norm per committed inner step exceeds ratio x `step_norm`, the
+    reference θ_r's state carries (the lower median norm per step of the updates that formed
+    it; None at genesis: nothing is over). Norms grow about linearly with the steps trained, so
+    a full-length update and a minimum-step one compare alike, whoever else committed."""
+    if step_norm is None:
         return set()
-    norms = torch.stack([torch.linalg.vector_norm(u.dense) for u in updates])  # (G,)
-    cap = ratio * float(norms.median())
-    return {u.miner for u, n in zip(updates, norms, strict=True) if float(n) > cap}
+    return {u.miner for u in updates if exact_norm(u.dense) / steps[u.miner] > ratio * step_norm}
+
+
+def exact_norm(dense: Tensor) -> float:
+    """The L2 norm in float64 (`row_norms`): the same value on every validator."""
+    return float(row_norms(dense.double().unsqueeze(0))[0])
 
 
 # ---------------------------------------------------------------------------------------
@@ -142,6 +153,11 @@ class Usefulness:
     @property
     def own_gain(self) -> float:
         return self.own_before - self.own_after
+
+    @property
+    def relative(self) -> float:
+        """The value on an absolute scale: a share of the held-out loss before the update."""
+        return self.value / self.heldout_before if self.heldout_before > 0 else 0.0
 
 
 class UsefulnessStrategy(Protocol):
@@ -205,20 +221,15 @@ class MinerScore:
     copy: CopyEvidence | None = None
 
 
-def to_ints(values: dict[bytes, float]) -> dict[bytes, int]:
-    """Scale so the most useful miner gets MAX_SCORE; all-zero stays zero."""
-    top = max(values.values(), default=0.0)
-    if top <= 0:
-        return {m: 0 for m in values}
-    return {m: min(MAX_SCORE, round(MAX_SCORE * max(0.0, v) / top)) for m, v in values.items()}
-
-
-def token_weighted(values: dict[bytes, float], steps: dict[bytes, int]) -> dict[bytes, float]:
-    """Pay follows verified tokens times quality: each usefulness times the steps trained
-    (tokens per step are the same for every miner). An update's held-out gain grows with its
-    steps but less than in proportion, so splitting one machine's steps across identities
-    earns each of them less than its share: the sum stays below the unsplit score."""
-    return {m: v * steps[m] for m, v in values.items()}
+def absolute_score(relative_gain: float, steps: int, cfg: ComputeConfig) -> int:
+    """MAX_SCORE x min(1, gain / score_full_gain) x steps / H, rounded down: verified tokens
+    (steps; tokens per step are the same for every miner) times a quality capped on a fixed
+    scale, so no other miner's update moves it. Splitting one machine's S steps into identities
+    of s_i steps earns sum(min(1, g(s_i)/f) s_i) <= min(1, g(S)/f) S whenever the held-out gain g
+    grows with the steps trained: the cap applies before the steps multiply, and rounding down
+    never hands a split identity a point its whole would not have had."""
+    quality = min(1.0, max(0.0, relative_gain) / cfg.score_full_gain)
+    return math.floor(MAX_SCORE * quality * steps / cfg.full_steps)
 
 
 def class_adjusted(scores: dict[str, int], modes: Mapping[str, CheckMode], discount: float) -> dict[str, int]:
@@ -234,7 +245,8 @@ def class_adjusted(scores: dict[str, int], modes: Mapping[str, CheckMode], disco
 
 
 def zero_reasons(miners: Sequence[bytes], proof_failed: set[bytes],
-                 decoded: dict[bytes, DecodedUpdate | None], cfg: ComputeConfig,
+                 decoded: dict[bytes, DecodedUpdate | None], steps: Mapping[bytes, int],
+                 step_norm: float | None, cfg: ComputeConfig,
                  detector: CopyDetector) -> tuple[dict[bytes, ZeroReason], dict[bytes, CopyEvidence]]:
     """Why each zeroed miner is zeroed: proof, then malformed, over-norm, copy."""
     reasons: dict[bytes, ZeroReason] = {m: ZeroReason.PROOF for m in miners if m in proof_failed}
@@ -242,7 +254,7 @@ def zero_reasons(miners: Sequence[bytes], proof_failed: set[bytes],
         if m not in reasons and decoded.get(m) is None:
             reasons[m] = ZeroReason.MALFORMED
     valid = [u for m, u in decoded.items() if u is not None and m not in reasons]
-    for m in over_norm(valid, cfg.max_norm_ratio):
+    for m in over_norm(valid, steps, step_norm, cfg.max_norm_ratio):
         reasons[m] = ZeroReason.OVER_NORM
     copies = {c.copier: c for c in detector.find_copies(valid)}
     for m in copies:
@@ -285,10 +297,11 @@ def usefulness_of(entries: Sequence[RoundEntry], ds: Dataset, theta_r: Params,
 def score_round(entries: Sequence[RoundEntry], ds: Dataset, theta_r: Params,
                 validator_seed: Digest, strategy: UsefulnessStrategy | None = None,
                 detector: CopyDetector | None = None,
-                useful: dict[bytes, Usefulness] | None = None, device: str = "cpu") -> dict[bytes, MinerScore]:
+                useful: dict[bytes, Usefulness] | None = None, device: str = "cpu",
+                step_norm: float | None = None) -> dict[bytes, MinerScore]:
     """Integer scores for every miner of a round, with the evidence behind each. `useful`:
     `usefulness_of` the same entries, when it was computed ahead of the proof verdicts (else it
-    is computed here, its losses on `device`)."""
+    is computed here, its losses on `device`). `step_norm`: θ_r's state's norm reference."""
     if not entries:
         return {}
     model_cfg, cfg = entries[0].task.model, entries[0].task.cfg
@@ -297,12 +310,13 @@ def score_round(entries: Sequence[RoundEntry], ds: Dataset, theta_r: Params,
     decoded = {e.task.miner: decode_for_scoring(e.task.miner, e.commit_order, e.blob, model_cfg, cfg)
                for e in entries}
     failed = {e.task.miner for e in entries if not e.proof_ok}
-    reasons, copies = zero_reasons(miners, failed, decoded, cfg, detector)
+    steps = {e.task.miner: e.task.cfg.inner_steps for e in entries}
+    reasons, copies = zero_reasons(miners, failed, decoded, steps, step_norm, cfg, detector)
     if useful is None:
         useful = usefulness_of([e for e in entries if e.task.miner not in reasons], ds, theta_r,
                                validator_seed, strategy, device)
     useful = {m: u for m, u in useful.items() if m in decoded and m not in reasons}
-    steps = {e.task.miner: e.task.cfg.inner_steps for e in entries}
-    ints = to_ints(token_weighted({m: u.value for m, u in useful.items()}, steps))
+    ints = {e.task.miner: absolute_score(useful[e.task.miner].relative, steps[e.task.miner], e.task.cfg)
+            for e in entries if e.task.miner in useful}
     return {m: MinerScore(m, ints.get(m, 0), reasons.get(m), useful.get(m), copies.get(m))
             for m in miners}

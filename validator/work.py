@@ -10,10 +10,9 @@ from pathlib import Path
 
 from protocol.config.run_setup import Setup, TrainingSpec
 from protocol.config.run_state import load_dataset
-from protocol.core.aggregation.state import decode_state
+from protocol.core.aggregation.state import GlobalState, decode_state
 from protocol.core.crypto.hashing import Digest
 from protocol.core.crypto.keccak import checksum_address
-from protocol.core.model.gpt import Params
 from protocol.core.proof.envelope import decode_envelope
 from protocol.core.proof.replay import ServedBlob, replay_segment
 from protocol.core.proof.trace import zero_carry_hash
@@ -145,33 +144,34 @@ class ScoreJob:
     max_bytes: int
 
 
-def _score_inputs(job: ScoreJob) -> tuple[list[RoundEntry], Dataset, Params]:
+def _score_inputs(job: ScoreJob) -> tuple[list[RoundEntry], Dataset, GlobalState]:
     setup = Setup(job.spec, job.run_seed)
     model, cfg = setup.model, setup.compute
-    theta = decode_state(job.state_blob, model, job.state_hash).params
+    state = decode_state(job.state_blob, model, job.state_hash)
     entries = []
     for miner, order, envelope, ok, steps in job.entries:
         if envelope is None or not cfg.allows_steps(steps):
             continue  # scores 0: nothing served, or a step count the run does not allow (its check fails)
         task = RoundTask(job.run_seed, job.round, bytes.fromhex(miner[2:]), model, cfg.with_steps(steps))
         entries.append(RoundEntry(task, order, decode_envelope(envelope, job.max_bytes).update, ok))
-    return entries, load_dataset(job.spec.dataset), theta
+    return entries, load_dataset(job.spec.dataset), state
 
 
 def usefulness_by_miner(job: ScoreJob) -> dict[bytes, Usefulness]:
     """The costly half of `score_miners`, run before the proof verdicts are in."""
-    entries, ds, theta = _score_inputs(job)
+    entries, ds, state = _score_inputs(job)
     device = Setup(job.spec, job.run_seed).profile.device
-    return usefulness_of(entries, ds, theta, Digest(job.validator_seed), device=device)
+    return usefulness_of(entries, ds, state.params, Digest(job.validator_seed), device=device)
 
 
 def score_miners(job: ScoreJob, useful: dict[bytes, Usefulness] | None = None) -> dict[str, int]:
     """Integer scores in [0, 65535]; a miner without a usable envelope scores 0. `useful`:
     `usefulness_by_miner` of the same job, if it ran already."""
-    entries, ds, theta = _score_inputs(job)
+    entries, ds, state = _score_inputs(job)
     out = {miner.lower(): 0 for miner, *_ in job.entries}
     device = Setup(job.spec, job.run_seed).profile.device
-    scores = score_round(entries, ds, theta, Digest(job.validator_seed), useful=useful, device=device)
+    scores = score_round(entries, ds, state.params, Digest(job.validator_seed), useful=useful, device=device,
+                         step_norm=state.step_norm)
     for raw, s in scores.items():
         out["0x" + raw.hex()] = s.score
     return {_checksum(m): v for m, v in out.items()}

@@ -4,8 +4,23 @@ reading which keys a round's aggregate holds."""
 from __future__ import annotations
 
 from protocol.chain.client import ChainClient
-from protocol.core.crypto.bls import bls_pop_prove, bls_public_key, g1_to_eip2537, g2_to_eip2537
+from protocol.core.crypto.bls import (
+    bls_bound_pop_prove,
+    bls_public_key,
+    g1_to_eip2537,
+    g2_to_eip2537,
+)
+from protocol.core.crypto.keccak import address_bytes
 from protocol.core.errors import ConfigError
+
+
+def registration(client: ChainClient, secret: int) -> tuple[bytes, bytes]:
+    """(the key, its proof of possession), EIP-2537 encoded, for the client's account on the
+    client's chain and BlsKeys contract: the proof is worthless from any other account or
+    deployment."""
+    pop = bls_bound_pop_prove(secret, address_bytes(client.address), client.deployment.chain_id,
+                              address_bytes(client.keys.address))
+    return g1_to_eip2537(bls_public_key(secret)), g2_to_eip2537(pop)
 
 
 def ensure_bls_key(client: ChainClient, secret: int) -> bool:
@@ -17,7 +32,7 @@ def ensure_bls_key(client: ChainClient, secret: int) -> bool:
         if registered != public:
             raise ConfigError(f"account {client.address} registered another BLS key; a key can never change")
         return False
-    client.register_bls(public, g2_to_eip2537(bls_pop_prove(secret)))
+    client.register_bls(*registration(client, secret))
     return True
 
 

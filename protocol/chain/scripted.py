@@ -17,7 +17,7 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from protocol.chain.backend import advance_time
-from protocol.chain.bls_registration import aggregate_keys
+from protocol.chain.bls_registration import aggregate_keys, registration
 from protocol.chain.challenge_args import column_args
 from protocol.chain.claims import claim_owed
 from protocol.chain.client import ChainClient, Role, Vote
@@ -27,10 +27,7 @@ from protocol.config.run_config import TOKEN_UNIT
 from protocol.core.crypto.bls import (
     bls_aggregate,
     bls_keygen,
-    bls_pop_prove,
-    bls_public_key,
     bls_sign,
-    g1_to_eip2537,
     g2_to_eip2537,
 )
 from protocol.core.crypto.keccak import keccak256
@@ -89,8 +86,7 @@ def join_network(deployer: ChainClient, n_miners: int, n_validators: int, progre
             member = Participant(account, identity, client)
             if role == Role.VALIDATOR:
                 member.bls_secret = bls_keygen(identity.seed + b"/bls")
-                net.record("register_bls", client.register_bls(
-                    g1_to_eip2537(bls_public_key(member.bls_secret)), g2_to_eip2537(bls_pop_prove(member.bls_secret))))
+                net.record("register_bls", client.register_bls(*registration(client, member.bls_secret)))
             (net.miners if role == Role.MINER else net.validators).append(member)
             progress(f"{role.name.lower()} {account.address} registered, staked {amount // TOKEN_UNIT}")
     return net

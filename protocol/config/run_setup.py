@@ -127,7 +127,7 @@ class Setup:
 
     @property
     def compute(self) -> ComputeConfig:
-        known = {f.name for f in fields(ComputeConfig)}
+        known = {f.name for f in fields(ComputeConfig)} - {"round_steps"}  # with_steps sets it, never a run
         unknown = set(self.spec.compute) - known
         if unknown:
             raise ConfigError(f"[training.compute] has unknown keys: {sorted(unknown)}")

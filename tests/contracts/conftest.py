@@ -31,7 +31,7 @@ from py_ecc.optimized_bls12_381 import curve_order
 from protocol.core.crypto.bls import (
     bls_aggregate,
     bls_keygen,
-    bls_pop_prove,
+    bls_bound_pop_prove,
     bls_public_key,
     bls_sign,
     g1_to_eip2537,
@@ -226,11 +226,17 @@ def join(stack: Stack, role: int, stake: int, funds: int | None = None, classes:
 
 
 @functools.cache
-def bls_material(i: int) -> tuple[int, bytes, bytes]:
-    """(secret, EIP-2537 key, EIP-2537 proof of possession) of test validator key `i`."""
+def bls_material(i: int) -> tuple[int, bytes]:
+    """(secret, EIP-2537 key) of test validator key `i`."""
     sk = bls_keygen(keccak(b"veritrain-test-bls-%d" % i))
-    pk = bls_public_key(sk)
-    return sk, g1_to_eip2537(pk), g2_to_eip2537(bls_pop_prove(sk))
+    return sk, g1_to_eip2537(bls_public_key(sk))
+
+
+def bound_pop(sk: int, account: str, keys) -> bytes:  # type: ignore[no-untyped-def]
+    """`sk`'s proof of possession for `account` at the `keys` deployment, EIP-2537 encoded."""
+    pop = bls_bound_pop_prove(sk, bytes.fromhex(str(account)[2:]), boa.env.evm.patch.chain_id,
+                              bytes.fromhex(str(keys.address)[2:]))
+    return g2_to_eip2537(pop)
 
 
 @functools.cache
@@ -565,8 +571,8 @@ def make_world(params: Params = Params(), n_miners: int = 3, validator_stakes=(3
 
 
 def register_key(world: World, validator, i: int) -> None:
-    sk, pk, pop = bls_material(i)
-    world.stack.keys.register(pk, pop, sender=validator)
+    sk, pk = bls_material(i)
+    world.stack.keys.register(pk, bound_pop(sk, validator, world.stack.keys), sender=validator)
     world.secrets[validator] = sk
 
 

@@ -18,7 +18,7 @@ from protocol.core.crypto.bls import (
     bls_aggregate,
     bls_aggregate_public_keys,
     bls_keygen,
-    bls_pop_prove,
+    bls_bound_pop_prove,
     bls_public_key,
     bls_sign,
     g1_to_eip2537,
@@ -34,11 +34,19 @@ MAX_REGISTER_GAS = 380_000  # the check above plus seven fresh storage slots
 
 
 @functools.cache
-def validator_key(i: int) -> tuple[int, bytes, bytes, bytes]:
-    """(secret, compressed key, EIP-2537 key, EIP-2537 proof of possession) of validator i."""
+def validator_key(i: int) -> tuple[int, bytes, bytes]:
+    """(secret, compressed key, EIP-2537 key) of validator i."""
     sk = bls_keygen(keccak(b"bls-test-%d" % i))
     pk = bls_public_key(sk)
-    return sk, pk, g1_to_eip2537(pk), g2_to_eip2537(bls_pop_prove(sk))
+    return sk, pk, g1_to_eip2537(pk)
+
+
+def pop_for(i: int, account: str, keys, chain_id: int | None = None) -> bytes:  # type: ignore[no-untyped-def]
+    """Validator i's proof of possession, bound to `account` and the `keys` deployment."""
+    chain = boa.env.evm.patch.chain_id if chain_id is None else chain_id
+    pop = bls_bound_pop_prove(validator_key(i)[0], bytes.fromhex(str(account)[2:]), chain,
+                              bytes.fromhex(str(keys.address)[2:]))
+    return g2_to_eip2537(pop)
 
 
 def registry():
@@ -48,15 +56,14 @@ def registry():
 
 def registered(stack, keys, i: int) -> str:
     account = join(stack, VALIDATOR, 0)
-    _, _, key, pop = validator_key(i)
-    keys.register(key, pop, sender=account)
+    keys.register(validator_key(i)[2], pop_for(i, account, keys), sender=account)
     return account
 
 
 def test_register_stores_the_key_once():
     stack, keys = registry()
     account = join(stack, VALIDATOR, 0)
-    _, _, key, pop = validator_key(0)
+    key, pop = validator_key(0)[2], pop_for(0, account, keys)
     keys.register(key, pop, sender=account)
     gas = keys._computation.get_gas_used()
     (event,) = last_logs(keys, "BlsKeyRegistered")
@@ -67,17 +74,40 @@ def test_register_stores_the_key_once():
     assert (event.account, event.pubkey) == (account, key)
     assert keys.key_hash(boa.env.generate_address()) == b"\x00" * 32
     with boa.reverts("bls: key already registered"):
-        keys.register(validator_key(1)[2], validator_key(1)[3], sender=account)
+        keys.register(validator_key(1)[2], pop_for(1, account, keys), sender=account)
+    other = join(stack, VALIDATOR, 0)
     with boa.reverts("bls: key taken"):
-        keys.register(key, pop, sender=join(stack, VALIDATOR, 0))
+        keys.register(key, pop_for(0, other, keys), sender=other)
+
+
+def test_a_registration_replayed_from_another_account_or_deployment_is_refused():
+    """The squatter: it copies a victim's registration from the mempool (or from another
+    deployment) and sends it first, so the victim's key would be taken and its node could not
+    start. The proof signs the key with its owner, chain and contract: a copy proves nothing."""
+    stack, keys = registry()
+    victim, squatter = join(stack, VALIDATOR, 0), join(stack, VALIDATOR, 0)
+    key, victims_pop = validator_key(0)[2], pop_for(0, victim, keys)
+    with boa.reverts("bls: invalid proof of possession"):
+        keys.register(key, victims_pop, sender=squatter)  # the mempool copy
+    elsewhere = partial("BlsKeys").deploy(stack.staking.address)
+    with boa.reverts("bls: invalid proof of possession"):
+        keys.register(key, pop_for(0, victim, elsewhere), sender=victim)  # another deployment's
+    with boa.reverts("bls: invalid proof of possession"):
+        keys.register(key, pop_for(0, victim, keys, chain_id=boa.env.evm.patch.chain_id + 1), sender=victim)
+    unbound = g2_to_eip2537(bls_sign(validator_key(0)[0], validator_key(0)[1]))
+    with boa.reverts("bls: invalid proof of possession"):
+        keys.register(key, unbound, sender=victim)  # the key alone, as the IETF proof signs it
+    # the victim, unharmed: its own proof registers its key
+    keys.register(key, victims_pop, sender=victim)
+    assert keys.key_of(victim) == key and keys.key_hash(squatter) == b"\x00" * 32
 
 
 def test_register_refuses_bad_proofs_infinity_and_non_validators():
     stack, keys = registry()
     account = join(stack, VALIDATOR, 0)
-    _, _, key, pop = validator_key(0)
+    key, pop = validator_key(0)[2], pop_for(0, account, keys)
     with boa.reverts("bls: invalid proof of possession"):
-        keys.register(key, validator_key(1)[3], sender=account)  # another key's proof
+        keys.register(key, pop_for(1, account, keys), sender=account)  # another key's proof
     with boa.reverts("bls: invalid proof of possession"):
         keys.register(key, b"\x01" * 256, sender=account)  # not a G2 point
     with boa.reverts("bls: invalid proof of possession"):
@@ -93,7 +123,7 @@ def test_register_refuses_bad_proofs_infinity_and_non_validators():
 
 def test_verify_accepts_py_ecc_signatures_only():
     _, keys = registry()
-    sk, _, key, _ = validator_key(0)
+    sk, _, key = validator_key(0)
     sig = g2_to_eip2537(bls_sign(sk, ROOT))
     assert keys.verify(key, ROOT, sig)
     gas = keys._computation.get_gas_used()
@@ -128,8 +158,8 @@ def test_cache_aggregate_sums_keyed_validators_once():
     assert keys.member_key_hash(set_hash, accounts[0]) == keccak(validator_key(0)[2])
     assert keys.member_key_hash(set_hash, keyless) == b"\x00" * 32
     # a key registered after the set was summed joins the next sum, never the old one
-    _, _, late_key, late_pop = validator_key(3)
-    keys.register(late_key, late_pop, sender=keyless)
+    late_key = validator_key(3)[2]
+    keys.register(late_key, pop_for(3, keyless, keys), sender=keyless)
     assert keys.member_key_hash(set_hash, keyless) == b"\x00" * 32
     later, later_mask = keys.cache_aggregate(members)
     assert later != set_hash and later_mask == 0b1111
@@ -151,7 +181,7 @@ def test_module_points_and_hash_to_curve_match_py_ecc():
         int(c).to_bytes(64, "big") for c in (*x.coeffs, *y.coeffs))
     flags = set()
     for i in range(4):
-        _, pk, key, _ = validator_key(i)
+        _, pk, key = validator_key(i)
         assert harness.compress_g1(key) == pk
         flags.add(pk[0] & 0x20)
         assert harness.g1_add(key, harness.g1_neg(key)) == INFINITY_G1
@@ -162,7 +192,7 @@ def test_module_points_and_hash_to_curve_match_py_ecc():
 
 def test_starving_the_pairing_reverts_instead_of_returning_false():
     _, keys = registry()
-    sk, _, key, _ = validator_key(0)
+    sk, _, key = validator_key(0)
     sig = g2_to_eip2537(bls_sign(sk, ROOT))
     with boa.reverts("bls: out of gas for the pairing"):
         keys.verify(key, ROOT, sig, gas=120_000)  # enough to hash to G2, not to pair

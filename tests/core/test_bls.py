@@ -11,14 +11,16 @@ from py_ecc.optimized_bls12_381 import G1, field_modulus, normalize
 
 from protocol.core.crypto.bls import (
     DST_POP,
+    DST_POP_BOUND,
     DST_SIG,
     NEG_G1_GENERATOR_EIP2537,
     bls_aggregate,
     bls_aggregate_public_keys,
     bls_aggregate_verify_same_message,
     bls_keygen,
-    bls_pop_prove,
-    bls_pop_verify,
+    bls_bound_pop_prove,
+    bls_bound_pop_verify,
+    bound_pop_message,
     bls_public_key,
     bls_sign,
     bls_verify,
@@ -46,7 +48,6 @@ def test_signatures_proofs_and_verdicts_are_py_ecc_s_bit_for_bit():
     (sk, other), (pk, other_pk) = (s[:2] for s in keys())
     sig = bls_sign(sk, MESSAGE)
     assert sig == G2ProofOfPossession.Sign(sk, MESSAGE)
-    assert bls_pop_prove(sk) == G2ProofOfPossession.PopProve(sk)
     forged = bls_sign(other, MESSAGE)
     for key, signature in ((pk, sig), (pk, forged), (other_pk, forged), (other_pk, sig)):
         assert bls_verify(key, MESSAGE, signature) == G2ProofOfPossession.Verify(key, MESSAGE, signature)
@@ -71,13 +72,20 @@ def test_same_message_aggregate_verifies_against_every_signer():
     assert bls_verify(bls_aggregate_public_keys(pks), MESSAGE, agg)
 
 
-def test_proof_of_possession_binds_the_key():
+def test_proof_of_possession_binds_the_key_its_owner_and_deployment():
     (sk, other), (pk, other_pk) = (s[:2] for s in keys())
-    pop = bls_pop_prove(sk)
-    assert bls_pop_verify(pk, pop)
-    assert not bls_pop_verify(other_pk, pop)
-    # a PoP is a signature of the compressed key under DST_POP, never a DST_SIG signature
-    assert not bls_verify(pk, pk, pop)
+    owner, contract = b"\x11" * 20, b"\x22" * 20
+    pop = bls_bound_pop_prove(sk, owner, 1, contract)
+    assert bls_bound_pop_verify(pk, pop, owner, 1, contract)
+    assert not bls_bound_pop_verify(other_pk, pop, owner, 1, contract)
+    assert not bls_bound_pop_verify(pk, pop, b"\x33" * 20, 1, contract)  # replayed by another account
+    assert not bls_bound_pop_verify(pk, pop, owner, 2, contract)  # on another chain
+    assert not bls_bound_pop_verify(pk, pop, owner, 1, b"\x44" * 20)  # at another deployment
+    # its own tag: never a DST_SIG signature of the same digest, nor the IETF proof of the key
+    message = bound_pop_message(pk, owner, 1, contract)
+    assert not bls_verify(pk, message, pop)
+    assert not bls_bound_pop_verify(pk, G2ProofOfPossession.PopProve(sk), owner, 1, contract)
+    assert DST_POP_BOUND not in (DST_SIG, DST_POP)
 
 
 def test_eip2537_encodings_match_py_ecc_coordinates():

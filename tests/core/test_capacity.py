@@ -26,8 +26,10 @@ def test_the_allowed_step_counts_are_multiples_of_k_from_the_minimum_to_h():
     assert list(ComputeConfig(min_inner_steps=12).allowed_steps()) == list(range(12, 31, 3))
     assert CFG.with_steps(0) is CFG and CFG.with_steps(30) is CFG  # 0 stands for H
     short = CFG.with_steps(9)
-    assert (short.inner_steps, short.n_segments, short.min_steps) == (9, 3, 3)
-    assert dataclasses.replace(short, inner_steps=30, min_inner_steps=0) == CFG  # nothing else changes
+    assert (short.inner_steps, short.n_segments, short.min_steps, short.full_steps) == (9, 3, 3, 30)
+    assert dataclasses.replace(short, inner_steps=30, min_inner_steps=0, round_steps=0) == CFG  # nothing else changes
+    with pytest.raises(ConfigError, match="round_steps"):
+        dataclasses.replace(CFG, round_steps=12)  # H itself can never shrink below a round
 
 
 @pytest.mark.parametrize("steps", [1, 4, 31, 33, 60, -3])

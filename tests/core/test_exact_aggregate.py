@@ -15,8 +15,14 @@ from hypothesis import strategies as st
 
 from protocol.config.run_config import RunConfig
 from protocol.config.run_setup import Setup, training_spec
-from protocol.core.aggregation.exact_v1 import exact_next, lower_median, pairwise_sum
-from protocol.core.aggregation.reference import DecodedUpdate, reference_next
+from protocol.core.aggregation.exact_v1 import (
+    decode_exact,
+    exact_next,
+    lower_median,
+    pairwise_sum,
+    step_norm_exact,
+)
+from protocol.core.aggregation.reference import DecodedUpdate, reference_next, reference_step_norm
 from protocol.core.aggregation.state import (
     GlobalState,
     aggregate,
@@ -83,18 +89,20 @@ def reference_hash(case: Case) -> bytes:
     mom = state.momentum.numpy() if state.momentum is not None else None
     theta, new_mom = reference_next(flatten(state.params).numpy(), mom, ups, N, cfg.chunk, cfg.bits, cfg, case.steps)
     shapes = {k: tuple(v.shape) for k, v in state.params.items()}
+    step_norm = reference_step_norm(ups, N, cfg.chunk, cfg.bits, case.steps or [cfg.inner_steps] * case.g)
     nxt = GlobalState(unflatten(torch.from_numpy(theta), shapes),
-                      torch.from_numpy(new_mom) if new_mom is not None else None)
+                      torch.from_numpy(new_mom) if new_mom is not None else None, step_norm)
     return global_state_hash(nxt, MICRO)
 
 
 def exact_hash(case: Case, device: str = "cpu") -> bytes:
     cfg = case.cfg()
     state, blobs = build(case)
-    theta, mom = exact_next(flatten(state.params), state.momentum, decode_updates(blobs, MICRO, cfg), cfg, device,
-                            case.steps)
+    updates = decode_updates(blobs, MICRO, cfg)
+    theta, mom = exact_next(flatten(state.params), state.momentum, updates, cfg, device, case.steps)
     shapes = {k: tuple(v.shape) for k, v in state.params.items()}
-    return global_state_hash(GlobalState(unflatten(theta, shapes), mom), MICRO)
+    step_norm = step_norm_exact(decode_exact(updates, device)[0], case.steps or [cfg.inner_steps] * case.g)
+    return global_state_hash(GlobalState(unflatten(theta, shapes), mom, step_norm), MICRO)
 
 
 cases = st.builds(
@@ -138,9 +146,11 @@ def test_equal_steps_give_the_unweighted_bits_and_double_steps_count_as_two_upda
     case = Case(7, 2, 2, (256, 32), 0.0, False, 0.0, 4.0, (1e-2, 1e-2))
     cfg = case.cfg(rule)
     state, (a, b) = build(case)
-    plain = global_state_hash(aggregate(state, [a, b], MICRO, cfg), MICRO)
-    assert global_state_hash(aggregate(state, [a, b], MICRO, cfg, [30, 30]), MICRO) == plain
-    assert global_state_hash(aggregate(state, [a, b], MICRO, cfg, [9, 9]), MICRO) == plain
+    plain = aggregate(state, [a, b], MICRO, cfg)
+    for steps in ([30, 30], [9, 9]):  # the same θ and momentum bits; the norm per step differs
+        nxt = aggregate(state, [a, b], MICRO, cfg, steps)
+        assert torch.equal(flatten(nxt.params), flatten(plain.params)) and nxt.momentum == plain.momentum
+        assert nxt.step_norm == pytest.approx(plain.step_norm * cfg.inner_steps / steps[0], rel=1e-12)
     # no trimming, no clipping at 4x the median: 2 x a's steps weigh as a counted twice
     twice = flatten(aggregate(state, [a, a, b], MICRO, cfg).params)
     weighted = flatten(aggregate(state, [a, b], MICRO, cfg, [20, 10]).params)

@@ -9,6 +9,7 @@ from conftest import ft
 
 from protocol.core.crypto.hashing import blake3_hash
 from protocol.core.model.gpt import GPT
+from protocol.core.train.compute_config import ComputeConfig
 from protocol.devnet import cheats as adv
 from validator.scoring import (
     MAX_SCORE,
@@ -17,10 +18,11 @@ from validator.scoring import (
     OverlapCosineCopies,
     RoundEntry,
     ZeroReason,
+    absolute_score,
     decode_for_scoring,
+    exact_norm,
     over_norm,
     score_round,
-    to_ints,
     usefulness_of,
 )
 
@@ -70,8 +72,11 @@ def test_nan_and_over_norm_guards(honest_runs) -> None:  # type: ignore[no-untyp
     ups = _decoded(honest_runs[:6])
     big = decode_for_scoring(b"\xbb" * 20, 9, adv.scale_blob(t, blob, 100.0), t.model, t.cfg)
     assert big is not None
-    assert over_norm([*ups, big], 5.0) == {b"\xbb" * 20}
-    assert over_norm(ups, 5.0) == set()
+    steps = {u.miner: t.cfg.inner_steps for u in [*ups, big]}
+    reference = exact_norm(ups[0].dense) / t.cfg.inner_steps  # a state's norm per step
+    assert over_norm([*ups, big], steps, reference, 5.0) == {b"\xbb" * 20}
+    assert over_norm(ups, steps, reference, 5.0) == set()
+    assert over_norm([*ups, big], steps, None, 5.0) == set()  # genesis: no reference yet
 
 
 def test_gauntlet_soft_factor_never_zeroes(honest_runs, ds, theta) -> None:  # type: ignore[no-untyped-def]
@@ -91,9 +96,15 @@ def test_gauntlet_soft_factor_never_zeroes(honest_runs, ds, theta) -> None:  # t
     assert r1.heldout_gain > 0 and r1.own_gain > 0 and r1.value > 0
 
 
-def test_to_ints() -> None:
-    assert to_ints({b"a": 2.0, b"b": 1.0, b"c": -1.0}) == {b"a": MAX_SCORE, b"b": 32768, b"c": 0}
-    assert to_ints({b"a": 0.0}) == {b"a": 0}
+def test_absolute_scores_cap_quality_then_count_steps() -> None:
+    cfg = ComputeConfig(inner_steps=30, checkpoint_every=3, score_full_gain=0.05)
+    assert absolute_score(0.05, 30, cfg) == MAX_SCORE == absolute_score(0.5, 30, cfg)  # capped
+    assert absolute_score(0.025, 30, cfg) == MAX_SCORE // 2
+    assert absolute_score(-0.1, 30, cfg) == 0
+    short = cfg.with_steps(9)
+    assert short.full_steps == 30 and absolute_score(0.05, 9, short) == MAX_SCORE * 9 // 30
+    # rounding down: ten 3-step identities at the cap never beat one 30-step one
+    assert 10 * absolute_score(1.0, 3, cfg.with_steps(3)) <= absolute_score(1.0, 30, cfg)
     assert ZeroReason.COPY == "copy"
 
 

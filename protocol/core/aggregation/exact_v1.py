@@ -1,7 +1,7 @@
 """The exact-v1 aggregation rule: the same bits on every device and torch build (PROTOCOL.md §13).
 
 The rule is float32-v1's (`protocol.core.aggregation.state`): decompress, clip each update to
-`clip_multiplier` x the lower median norm, sparse trimmed mean, outer step. Here every value is
+`clip_multiplier` x the lower median norm per step x its steps, sparse trimmed mean, outer step. Here every value is
 float64 and every operation is a correctly rounded IEEE +, -, *, / or sqrt applied elementwise
 in a fixed order, so the result does not depend on threads, ISA or device:
   - decompression is exact up to one division: (2q - 3) * scale / 3 or q * scale / 127;
@@ -56,18 +56,42 @@ def pairwise_sum(x: Tensor) -> Tensor:
     return x[..., 0]
 
 
+def row_norms(dense: Tensor) -> Tensor:
+    """The L2 norm of each row of (G, N), float64 on dense's device: a fixed pairwise sum of
+    squares, then a square root by Python's `math.sqrt` (IEEE, correctly rounded). torch's CPU
+    sqrt is not: measured 1 ulp off on x86 (sqrt(2.1238343394349503e-4)), which moved a clip cap
+    and the state's norm per step away from CUDA's and the numpy reference's."""
+    sums = pairwise_sum(dense * dense).cpu().tolist()  # G floats
+    return torch.tensor([math.sqrt(v) for v in sums], dtype=F64, device=dense.device)
+
+
 def lower_median(x: Tensor) -> Tensor:
     """The lower median of a (G,) vector: sorted[(G - 1) // 2] (a 0-dim tensor)."""
     return torch.sort(x).values[(x.shape[0] - 1) // 2]
 
 
-def clip_exact(dense: Tensor, multiplier: float) -> Tensor:
-    """Scale rows of (G, N) whose norm exceeds multiplier x the lower median norm down to it."""
-    norms = torch.sqrt(pairwise_sum(dense * dense))  # (G,)
-    cap = (lower_median(norms) * multiplier).expand_as(norms)  # (G,)
+def clip_exact(dense: Tensor, multiplier: float, weights: Sequence[int] | None = None) -> Tensor:
+    """Scale rows of (G, N) down to multiplier x the lower median norm per weight x their weight
+    (`relative_weights` of the steps trained; None: 1), so a long update is never clipped for
+    being long. Equal weights give the unweighted rule's bits (x / 1 and x * 1 are exact)."""
+    norms = row_norms(dense)  # (G,)
+    w = _row_weights(weights, dense)  # (G,)
+    cap = lower_median(norms / w) * multiplier * w  # (G,)
     over = norms > cap  # (G,), norm > cap >= 0, so the division below never sees 0
     scale = torch.where(over, cap / torch.where(over, norms, torch.ones_like(norms)), torch.ones_like(norms))
     return dense * scale.unsqueeze(1)  # (G, N)
+
+
+def step_norm_exact(dense: Tensor, steps: Sequence[int]) -> float:
+    """The lower median of the rows' norms per inner step: the reference the next round's
+    over-norm test compares each update's norm per step with (carried in the global state)."""
+    norms = row_norms(dense)  # (G,)
+    return float(lower_median(norms / torch.tensor(list(steps), dtype=F64, device=dense.device)))
+
+
+def _row_weights(weights: Sequence[int] | None, like: Tensor) -> Tensor:
+    w = relative_weights(weights) if weights else [1] * like.shape[0]
+    return torch.tensor(w, dtype=F64, device=like.device)  # (G,) exact small integers
 
 
 def relative_weights(steps: Sequence[int]) -> list[int]:
@@ -84,8 +108,7 @@ def trimmed_mean_exact(dense: Tensor, mask: Tensor, trim_fraction: float,
     divided by the kept weight. Trimming counts rows, whatever their weight."""
     filled = torch.where(mask, dense, torch.full_like(dense, float("inf")))  # (G, N)
     ordered, order = torch.sort(filled, dim=0, stable=True)  # unselected (inf) sink to the end
-    w = torch.tensor(relative_weights(weights) if weights else [1] * dense.shape[0], dtype=F64, device=dense.device)
-    row_w = w[order]  # (G, N): the weight of the row at each rank, exact small integers
+    row_w = _row_weights(weights, dense)[order]  # (G, N): the weight of the row at each rank, exact small integers
     count = mask.sum(dim=0)  # (N,) int64
     trim = torch.floor(count.to(F64) * trim_fraction).long()  # (N,)
     total = torch.zeros_like(dense[0])  # (N,)
@@ -114,7 +137,8 @@ def exact_next(theta: Tensor, momentum: Tensor | None, updates: Sequence[Compres
     """The next flat θ (N,) and momentum (N,) float32 on CPU, from validated updates (G >= 1);
     `weights`: the inner steps each trained (None: equal)."""
     dense, mask = decode_exact(updates, device)  # (G, N), (G, N)
-    delta = trimmed_mean_exact(clip_exact(dense, cfg.clip_multiplier), mask, cfg.trim_fraction, weights)  # (N,)
+    clipped = clip_exact(dense, cfg.clip_multiplier, weights)  # (G, N)
+    delta = trimmed_mean_exact(clipped, mask, cfg.trim_fraction, weights)  # (N,)
     mom = momentum.to(device=device, dtype=F64) if momentum is not None else None
     theta64, mom = outer_step_exact(theta.to(device=device, dtype=F64), mom, delta, cfg)
     out_mom = mom.to(torch.float32).cpu() if mom is not None else None

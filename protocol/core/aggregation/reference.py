@@ -79,13 +79,15 @@ def lower_median(x: F64) -> np.float64:
     return np.sort(x)[(len(x) - 1) // 2]
 
 
-def clip(dense: F64, multiplier: float) -> F64:
-    """Rows whose norm exceeds multiplier x the lower median norm are scaled down to it."""
+def clip(dense: F64, multiplier: float, weights: Sequence[int] | None = None) -> F64:
+    """Rows whose norm exceeds multiplier x the lower median norm per weight x their weight are
+    scaled down to it (weights: the steps each trained over their gcd; None: 1)."""
     norms = np.sqrt(pairwise_sum(dense * dense))  # (G,)
-    cap = lower_median(norms) * multiplier
+    w = np.ones(len(norms)) if weights is None else (np.asarray(weights, dtype=np.int64) // math.gcd(*weights)).astype(np.float64)
+    cap = lower_median(norms / w) * multiplier * w  # (G,)
     scale = np.ones_like(norms)
     over = norms > cap
-    scale[over] = cap / norms[over]
+    scale[over] = cap[over] / norms[over]
     return dense * scale[:, None]
 
 
@@ -129,7 +131,15 @@ def reference_next(theta: NDArray[np.float32], momentum: NDArray[np.float32] | N
     pairs = [densify(u, numel, chunk, bits) for u in updates]
     dense = np.stack([d for d, _ in pairs])  # (G, N)
     mask = np.stack([m for _, m in pairs])  # (G, N)
-    delta = trimmed_mean(clip(dense, cfg.clip_multiplier), mask, cfg.trim_fraction, weights)
+    delta = trimmed_mean(clip(dense, cfg.clip_multiplier, weights), mask, cfg.trim_fraction, weights)
     mom = momentum.astype(np.float64) if momentum is not None else None
     new_theta, new_mom = outer_step(theta.astype(np.float64), mom, delta, cfg)
     return new_theta.astype(np.float32), new_mom.astype(np.float32) if new_mom is not None else None
+
+
+def reference_step_norm(updates: Sequence[DecodedUpdate], numel: int, chunk: int, bits: int,
+                        steps: Sequence[int]) -> float:
+    """The norm per inner step the next state carries: the lower median of norm / steps."""
+    dense = np.stack([densify(u, numel, chunk, bits)[0] for u in updates])  # (G, N)
+    norms = np.sqrt(pairwise_sum(dense * dense))  # (G,)
+    return float(lower_median(norms / np.asarray(steps, dtype=np.float64)))

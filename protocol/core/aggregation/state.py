@@ -4,7 +4,8 @@
 (`protocol.core.aggregation.exact_v1`, the default) the same rule with bits fixed on every device.
 
 next = outer_step(state, trimmed_mean(clip(decompress(u_i))))
-  - clip: each update's L2 norm is capped at `clip_multiplier` x the median norm;
+  - clip: each update's L2 norm is capped at `clip_multiplier` x the median norm per step x
+    its steps (a long update is never clipped for being long);
   - trimmed mean per coordinate over *only the updates that selected that coordinate*
     (top-k updates are sparse: averaging zeros in would wipe them out), dropping
     floor(trim_fraction * count) values at each end (Yin et al. 2018, "Byzantine-robust
@@ -23,7 +24,12 @@ import safetensors.torch
 import torch
 from torch import Tensor
 
-from protocol.core.aggregation.exact_v1 import exact_next, relative_weights
+from protocol.core.aggregation.exact_v1 import (
+    decode_exact,
+    exact_next,
+    relative_weights,
+    step_norm_exact,
+)
 from protocol.core.checkpoint.format import MAX_HEADER_BYTES, read_safetensors
 from protocol.core.crypto.hashing import Digest, content_hash
 from protocol.core.errors import VeritrainError
@@ -54,6 +60,10 @@ class StateFormatError(VeritrainError):
 class GlobalState:
     params: Params  # θ, name -> float32 tensor
     momentum: Tensor | None  # (N,) outer momentum buffer, None without momentum
+    # the lower median norm per inner step of the updates that formed θ (None at genesis): the
+    # public reference of the next round's over-norm test, so it never depends on which miners
+    # a validator scored
+    step_norm: float | None = None
 
 
 def genesis_state(model: ModelConfig, cfg: ComputeConfig, seed: int = 0, params: Params | None = None) -> GlobalState:
@@ -67,6 +77,8 @@ def _state_tensors(s: GlobalState) -> dict[str, Tensor]:
     out = {f"p/{k}": v for k, v in s.params.items()}
     if s.momentum is not None:
         out["momentum"] = s.momentum
+    if s.step_norm is not None:
+        out["step_norm"] = torch.tensor([s.step_norm], dtype=torch.float64)
     return out
 
 
@@ -98,11 +110,11 @@ def decode_state(blob: bytes, model: ModelConfig, expected_hash: bytes) -> Globa
     if content_hash(blob) != expected_hash:
         raise StateFormatError("served global state does not hash to the attested model hash")
     shapes = param_shapes(model)
-    tensors, meta = read_safetensors(blob, 2 * 4 * num_params(model) + MAX_HEADER_BYTES)
+    tensors, meta = read_safetensors(blob, 2 * 4 * num_params(model) + 8 + MAX_HEADER_BYTES)
     if meta != {STATE_FORMAT_KEY: config_hash(model).hex()}:
         raise StateFormatError("global state is for another model configuration")
     keys = {f"p/{k}" for k in shapes}
-    if not keys <= set(tensors) or set(tensors) - keys - {"momentum"}:
+    if not keys <= set(tensors) or set(tensors) - keys - {"momentum", "step_norm"}:
         raise StateFormatError("global state has unexpected tensor keys")
     params = {k: tensors[f"p/{k}"] for k in shapes}
     if any(tuple(params[k].shape) != s or params[k].dtype != torch.float32 for k, s in shapes.items()):
@@ -110,13 +122,23 @@ def decode_state(blob: bytes, model: ModelConfig, expected_hash: bytes) -> Globa
     momentum = tensors.get("momentum")
     if momentum is not None and (momentum.shape != (num_params(model),) or momentum.dtype != torch.float32):
         raise StateFormatError("outer momentum has the wrong shape or dtype")
-    return GlobalState(params, momentum)
+    return GlobalState(params, momentum, _step_norm(tensors.get("step_norm")))
 
 
-def clip_updates(dense: Tensor, multiplier: float) -> Tensor:
-    """Scale rows of (G, N) so that no row's norm exceeds multiplier x the median norm."""
+def _step_norm(t: Tensor | None) -> float | None:
+    if t is None:
+        return None
+    if t.shape != (1,) or t.dtype != torch.float64 or not (bool(torch.isfinite(t).all()) and float(t[0]) >= 0):
+        raise StateFormatError("the state's norm per step is not one finite non-negative float64")
+    return float(t[0])
+
+
+def clip_updates(dense: Tensor, multiplier: float, steps: Sequence[int] | None = None) -> Tensor:
+    """Scale rows of (G, N) so that no row's norm exceeds multiplier x the median norm per
+    step x its steps (`relative_weights`; None: equal)."""
     norms = torch.linalg.vector_norm(dense, dim=1)  # (G,)
-    cap = multiplier * norms.median()
+    w = torch.tensor(relative_weights(steps) if steps else [1] * len(norms), dtype=norms.dtype)  # (G,)
+    cap = multiplier * (norms / w).median() * w  # (G,)
     scale = torch.where(norms > cap, cap / norms.clamp_min(1e-30), torch.ones_like(norms))  # (G,)
     return dense * scale.unsqueeze(1)  # (G, N)
 
@@ -153,7 +175,7 @@ def outer_step(state: GlobalState, delta: Tensor, cfg: ComputeConfig) -> GlobalS
     for name, t in state.params.items():
         params[name] = theta[offset : offset + t.numel()].reshape(t.shape).clone()
         offset += t.numel()
-    return GlobalState(params, momentum)
+    return GlobalState(params, momentum, state.step_norm)
 
 
 def decode_updates(blobs: Sequence[bytes], model: ModelConfig, cfg: ComputeConfig) -> list[Compressed]:
@@ -171,15 +193,19 @@ def decode_all(blobs: Sequence[bytes], model: ModelConfig, cfg: ComputeConfig) -
 def aggregate(state: GlobalState, blobs: Sequence[bytes], model: ModelConfig,
               cfg: ComputeConfig, steps: Sequence[int] | None = None) -> GlobalState:
     """The next global state from the accepted updates (in any order: the result is the same),
-    each weighted by the inner steps it trained (`steps`, one per blob; None: equal)."""
+    each weighted by the inner steps it trained (`steps`, one per blob; None: all H). The new
+    state carries their lower median norm per step, computed exactly whatever the rule."""
     if not blobs:
         return state
     if steps is not None and len(steps) != len(blobs):
         raise ValueError(f"{len(steps)} step counts for {len(blobs)} updates")
+    updates = decode_updates(blobs, model, cfg)
+    step_norm = step_norm_exact(decode_exact(updates)[0], steps or [cfg.inner_steps] * len(blobs))
     if cfg.aggregation == "exact-v1":
-        theta, momentum = exact_next(flatten(state.params), state.momentum,
-                                     decode_updates(blobs, model, cfg), cfg, weights=steps)
-        return GlobalState(unflatten(theta, {k: tuple(v.shape) for k, v in state.params.items()}), momentum)
+        theta, momentum = exact_next(flatten(state.params), state.momentum, updates, cfg, weights=steps)
+        return GlobalState(unflatten(theta, {k: tuple(v.shape) for k, v in state.params.items()}), momentum,
+                           step_norm)
     dense, mask = decode_all(blobs, model, cfg)  # (G, N), (G, N)
-    clipped = clip_updates(dense, cfg.clip_multiplier)  # (G, N)
-    return outer_step(state, sparse_trimmed_mean(clipped, mask, cfg.trim_fraction, steps), cfg)
+    clipped = clip_updates(dense, cfg.clip_multiplier, steps)  # (G, N)
+    nxt = outer_step(state, sparse_trimmed_mean(clipped, mask, cfg.trim_fraction, steps), cfg)
+    return GlobalState(nxt.params, nxt.momentum, step_norm)

@@ -36,12 +36,16 @@ from py_ecc.optimized_bls12_381 import (
 from py_ecc.typing import Optimized_Point3D
 
 from protocol.core.crypto.bls_suite import PopSuite as _Pop
+from protocol.core.crypto.keccak import keccak256
 from protocol.core.errors import BlsError
 
 BlsSecret = NewType("BlsSecret", int)  # a scalar in [1, curve order)
 
 DST_SIG = b"BLS_SIG_BLS12381G2_XMD:SHA-256_SSWU_RO_POP_"
 DST_POP = b"BLS_POP_BLS12381G2_XMD:SHA-256_SSWU_RO_POP_"
+# the proof a key is registered with: it signs the key bound to its owner and deployment, under
+# a tag of its own, so a registration seen in the mempool or on another chain cannot be replayed
+DST_POP_BOUND = b"VERITRAIN_POP_BOUND_V1_BLS12381G2_XMD:SHA-256_SSWU_RO_"
 PUBLIC_KEY_BYTES, SIGNATURE_BYTES = 48, 96
 G1_EIP2537_BYTES, G2_EIP2537_BYTES = 128, 256
 _FP_BYTES = 64  # EIP-2537 pads every 48-byte base field element to 64 bytes
@@ -100,16 +104,27 @@ def bls_aggregate_verify_same_message(pks: Sequence[bytes], message: bytes, sig:
     return bool(_Pop.FastAggregateVerify([BLSPubkey(bytes(pk)) for pk in pks], message, BLSSignature(bytes(sig))))
 
 
-def bls_pop_prove(sk: int) -> bytes:
-    """The proof of possession of `sk`: its signature of its own compressed key under DST_POP."""
-    return bytes(_Pop.PopProve(_check_secret(sk)))
+def bound_pop_message(pk: bytes, account: bytes, chain_id: int, contract: bytes) -> bytes:
+    """keccak256(key48 ‖ account20 ‖ chain id as a 32-byte word ‖ BlsKeys address20): what a
+    registration's proof signs (BlsKeys.register recomputes it from msg.sender, chain.id, self)."""
+    if len(pk) != PUBLIC_KEY_BYTES or len(account) != 20 or len(contract) != 20 or not 0 <= chain_id < 1 << 256:
+        raise BlsError("a bound proof needs a 48-byte key, 20-byte addresses and a uint256 chain id")
+    return keccak256(bytes(pk) + bytes(account) + chain_id.to_bytes(32, "big") + bytes(contract))
 
 
-def bls_pop_verify(pk: bytes, pop: bytes) -> bool:
-    """Whether `pop` proves possession of the secret behind `pk`."""
+def bls_bound_pop_prove(sk: int, account: bytes, chain_id: int, contract: bytes) -> bytes:
+    """The proof of possession a key registers with: its signature, under DST_POP_BOUND, of the
+    key bound to the registering account, the chain and the BlsKeys contract."""
+    message = bound_pop_message(bls_public_key(sk), account, chain_id, contract)
+    return bytes(_Pop._CoreSign(_check_secret(sk), message, DST_POP_BOUND))
+
+
+def bls_bound_pop_verify(pk: bytes, pop: bytes, account: bytes, chain_id: int, contract: bytes) -> bool:
+    """Whether `pop` proves possession of `pk`'s secret for this account and deployment."""
     _decode_public_key(pk)
     _decode_signature(pop)
-    return bool(_Pop.PopVerify(BLSPubkey(bytes(pk)), BLSSignature(bytes(pop))))
+    message = bound_pop_message(pk, account, chain_id, contract)
+    return bool(_Pop._CoreVerify(BLSPubkey(bytes(pk)), message, BLSSignature(bytes(pop)), DST_POP_BOUND))
 
 
 def g1_to_eip2537(pk48: bytes) -> bytes:

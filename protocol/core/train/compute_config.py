@@ -48,16 +48,21 @@ class ComputeConfig:
     score_batches: int = 4
     own_margin: float = 0.02  # own-data gain may trail held-out gain by this much unpenalised
     own_soft_factor: float = 0.5  # multiplier when it trails by more (soft, never zero)
-    max_norm_ratio: float = 5.0  # an update whose norm exceeds this x round median is zeroed
+    # the relative held-out gain (loss decrease over loss) per round that earns a full score: a
+    # score is MAX x min(1, gain / this) x steps / H, absolute (validator/scoring.py)
+    score_full_gain: float = 0.05
+    max_norm_ratio: float = 5.0  # an update whose norm per step exceeds this x the state's reference is zeroed
     copy_overlap: float = 0.9  # top-k index overlap (Jaccard) above which a copy is suspected
     copy_cosine: float = 0.97  # ... and cosine similarity above which it is declared
     # --- aggregation / outer step ---
-    clip_multiplier: float = 1.0  # clip each update's norm to this x the median norm
+    clip_multiplier: float = 1.0  # clip each update's norm to this x the lower median norm per step x its steps
     trim_fraction: float = 0.2  # per-coordinate trimmed mean: drop this share at each end
     outer_lr: float = 1.0  # outer SGD learning rate (plain averaging: calibration favoured it)
     outer_momentum: float = 0.0  # 0.0 = no momentum; DiLoCo uses 0.9 with lr 0.7
     nesterov: bool = False  # Nesterov outer momentum (used when outer_momentum > 0)
     aggregation: str = "exact-v1"  # rule version (AGGREGATION_RULES); exact-v1 is device-independent
+    # --- set by with_steps only, never by a run ---
+    round_steps: int = 0  # H of the run when this is one miner's shortened round; 0: inner_steps is H
 
     def __post_init__(self) -> None:
         if self.inner_steps <= 0 or self.checkpoint_every <= 0:
@@ -76,12 +81,21 @@ class ComputeConfig:
             raise ConfigError("min_inner_steps must be in [checkpoint_every x segments_per_validator, inner_steps]")
         if not 0.0 <= self.tolerance_discount <= 1.0 or not self.tolerance > 0.0:
             raise ConfigError("tolerance must be positive and tolerance_discount in [0, 1]")
+        if not 0.0 < self.score_full_gain <= 1.0:
+            raise ConfigError("score_full_gain must be in (0, 1]")
+        if self.round_steps and self.round_steps < self.inner_steps:
+            raise ConfigError("round_steps (set by with_steps) must be at least inner_steps")
         if self.aggregation not in AGGREGATION_RULES:
             raise ConfigError(f"aggregation {self.aggregation!r} is not one of {', '.join(AGGREGATION_RULES)}")
 
     @property
     def n_segments(self) -> int:
         return self.inner_steps // self.checkpoint_every
+
+    @property
+    def full_steps(self) -> int:
+        """H, the run's full round, also for one miner's shortened round."""
+        return self.round_steps or self.inner_steps
 
     @property
     def min_steps(self) -> int:
@@ -104,4 +118,5 @@ class ComputeConfig:
         if not self.allows_steps(steps):
             raise StepCountError(f"{steps} inner steps is not a multiple of {self.checkpoint_every} "
                                  f"in [{self.min_steps}, {self.inner_steps}]")
-        return dataclasses.replace(self, inner_steps=steps, min_inner_steps=self.min_steps)
+        return dataclasses.replace(self, inner_steps=steps, min_inner_steps=self.min_steps,
+                                   round_steps=self.inner_steps)
