@@ -50,8 +50,9 @@ def needed_leaves(segments: tuple[int, ...], n_leaves: int,
 
 def segment_parts(segments: tuple[int, ...], mode: CheckMode = CheckMode.EXACT) -> dict[int, CheckpointPart]:
     """What replaying `segments` reads: each start whole; each end as its digest list (exact
-    mode: the replay's hash decides) or its parameters (tolerance: the distance is measured)."""
-    end = CheckpointPart.PARAMS if mode is CheckMode.TOLERANCE else CheckpointPart.HASHES
+    mode: the replay's hash decides) or whole (tolerance: parameters and both moments are
+    measured against δ)."""
+    end = CheckpointPart.ALL if mode is CheckMode.TOLERANCE else CheckpointPart.HASHES
     wanted: dict[int, list[CheckpointPart]] = {}
     for s in segments:
         wanted.setdefault(s, []).append(CheckpointPart.ALL)

@@ -234,8 +234,8 @@ def absolute_score(relative_gain: float, steps: int, cfg: ComputeConfig) -> int:
 
 def class_adjusted(scores: dict[str, int], modes: Mapping[str, CheckMode], discount: float) -> dict[str, int]:
     """Scores as this validator reveals them: 0 for a miner whose class other validators decide
-    (the chain ignores it), the score times `discount` for one checked in tolerance mode. The
-    scale is set over every miner first, so validators of different classes share it."""
+    (the chain ignores it), the score times `discount` for one checked in tolerance mode.
+    Scores are absolute, so validators of different classes share one scale."""
     def adjusted(miner: str, score: int) -> int:
         mode = modes.get(miner, CheckMode.EXACT)
         if mode is CheckMode.SKIP:

@@ -176,7 +176,7 @@ def show(client: Any, view: str, target: str | None, as_json: bool) -> None:
 @one_line_errors
 def devnet(
     miners: Annotated[int, typer.Option(min=1, max=64, help="Honest miners")] = 4,
-    validators: Annotated[int, typer.Option(min=1, max=16, help="Validators (three ride out one that fails)")] = 3,
+    validators: Annotated[int, typer.Option(min=1, max=16, help="Validators (four of equal stake ride out one that fails; three do not)")] = 3,
     rounds: Annotated[int, typer.Option(min=1, max=100, help="Rounds to run")] = 5,
     cheaters: Annotated[str, typer.Option(help="Extra cheating miners: KIND[:FRACTION],... "
                                                 "(lazy, fabricate, wrong-data, copy, stale, scale, sign-flip, nan, noise, withhold, "

@@ -12,6 +12,7 @@ import torch
 from protocol.core.checkpoint.format import (
     Checkpoint,
     CheckpointFormatError,
+    tensor_digest,
 )
 from protocol.core.checkpoint.part_bytes import CheckpointPart
 from protocol.core.checkpoint.parts import ServedCheckpoint, decode_served
@@ -22,6 +23,7 @@ from protocol.core.hardware.observe import check_profile
 from protocol.core.hardware.replay_profile import ReplayProfile
 from protocol.core.model.gpt import (
     LanguageModel,
+    Params,
     build_model,
     flatten,
 )
@@ -37,7 +39,9 @@ from protocol.core.train.training import (
 
 class ReplayStatus(enum.StrEnum):
     MATCH = "match"  # bitwise equal (exact mode) - accepted
-    TOLERATED = "tolerated"  # within δ in tolerance mode - accepted but flagged
+    # tolerance mode, accepted but flagged: parameters, both moments and every loss within δ,
+    # the step counter and RNG state bit for bit
+    TOLERATED = "tolerated"
     MISMATCH = "mismatch"  # replay differs: evidence for a `replay` report
     UNAVAILABLE = "unavailable"  # a challenged checkpoint was not served (or not the committed one)
 
@@ -53,7 +57,7 @@ class ReplayResult:
     actual_hash: Digest | None  # hash of the replayed end checkpoint (None if not replayed)
     max_abs_err: float  # over params, replayed vs served end checkpoint (nan if unknown)
     mean_abs_err: float
-    rel_err: float  # ||replayed - served|| / ||served||
+    rel_err: float  # ||replayed - served|| / ||served||: params, and both moments in tolerance mode (the largest)
     losses_match: bool  # replayed per-step losses bitwise equal to the trace's
     missing_leaf: int | None = None  # the leaf that was not served, for unavailability reports
     # checkpoint hash of the full state after each of the k replayed steps, in order (the last
@@ -85,20 +89,44 @@ def served_checkpoint(served: ServedBlob, expected: bytes, task: RoundTask) -> C
     return None if got is None else got.whole(task.model)
 
 
+def _flat(served: ServedCheckpoint, prefix: str, names: Params) -> torch.Tensor:
+    return torch.cat([served.tensors[f"{prefix}/{k}"].reshape(-1) for k in names])  # (N,), replayed's order
+
+
+def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(b).clamp_min(1e-30))
+
+
 def _errors(replayed: Checkpoint, served: ServedCheckpoint | None) -> tuple[float, float, float]:
+    """(max, mean) absolute parameter error and the largest relative L2 distance of the
+    parameters and both AdamW moments (nan for what was not served)."""
     if served is None or not served.holds(CheckpointPart.PARAMS):
         return float("nan"), float("nan"), float("nan")
     a = flatten(replayed.params)  # (N,)
-    b = torch.cat([served.tensors[f"p/{k}"].reshape(-1) for k in replayed.params])  # (N,), the same order
+    b = _flat(served, "p", replayed.params)  # (N,)
     diff = (a - b).abs()
-    rel = float(torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(b).clamp_min(1e-30))
+    rel = _relative(a, b)
+    if served.holds(CheckpointPart.ALL):  # tolerance mode: the moments are compared too
+        rel = max(rel, _relative(flatten(replayed.exp_avg), _flat(served, "m", replayed.params)),
+                  _relative(flatten(replayed.exp_avg_sq), _flat(served, "v", replayed.params)))
     return float(diff.max()), float(diff.mean()), rel
 
 
-def _status(match: bool, rel: float, end_served: bool, mode: str, tol: float) -> ReplayStatus:
+def _losses_within(replayed: np.ndarray, claimed: np.ndarray, tol: float) -> bool:
+    """Every per-step loss within δ of the claimed one, relative to it."""
+    return bool(np.all(np.abs(replayed.astype(np.float64) - claimed) <= tol * np.abs(claimed.astype(np.float64))))
+
+
+def _exact_counters(replayed: Checkpoint, served: ServedCheckpoint | None) -> bool:
+    """The step counter and the RNG state bit for bit (the RNG by its committed digest)."""
+    return (served is not None and served.header.step == replayed.step
+            and served.leaves.get("rng") == tensor_digest(replayed.rng))
+
+
+def _status(match: bool, tolerated: bool, end_served: bool, mode: str) -> ReplayStatus:
     if match:
         return ReplayStatus.MATCH if end_served else ReplayStatus.UNAVAILABLE
-    if mode == "tolerance" and rel <= tol:
+    if mode == "tolerance" and tolerated:
         return ReplayStatus.TOLERATED
     if mode == "tolerance" and not end_served:
         return ReplayStatus.UNAVAILABLE
@@ -137,12 +165,15 @@ def replay_segment(task: RoundTask, ds: Dataset, trace: Trace, segment: int,
     assert len(inner) == k, "a replay's stepper hashes every step"
     actual = inner[-1]  # the state after the last step is the replayed end checkpoint
     # exact mode decides on the hash: the end need only be served as its digest list (`HASHES`)
-    end = served_part(end_blob, expected, task, CheckpointPart.PARAMS if mode == "tolerance" else CheckpointPart.HASHES)
+    # tolerance mode compares everything exact mode binds: the whole end checkpoint is served
+    end = served_part(end_blob, expected, task, CheckpointPart.ALL if mode == "tolerance" else CheckpointPart.HASHES)
     max_err, mean_err, rel = _errors(replayed, end)
     claimed = np.asarray(trace.losses[s * k : e * k], dtype="<f4")
-    losses_ok = bool(np.array_equal(np.asarray(losses, dtype="<f4"), claimed))
-    status = _status(actual == expected and losses_ok, rel, end is not None, mode,
-                     task.cfg.tolerance)
+    replayed_losses = np.asarray(losses, dtype="<f4")
+    losses_ok = bool(np.array_equal(replayed_losses, claimed))
+    tol = task.cfg.tolerance
+    tolerated = (rel <= tol and _losses_within(replayed_losses, claimed, tol) and _exact_counters(replayed, end))
+    status = _status(actual == expected and losses_ok, tolerated, end is not None, mode)
     missing = e if status is ReplayStatus.UNAVAILABLE else None
     return ReplayResult(segment, s, e, mode, status, expected, actual, max_err, mean_err, rel,
                         losses_ok, missing_leaf=missing, inner_hashes=tuple(inner))
