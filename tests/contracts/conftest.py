@@ -30,8 +30,8 @@ from py_ecc.optimized_bls12_381 import curve_order
 
 from protocol.core.crypto.bls import (
     bls_aggregate,
-    bls_keygen,
     bls_bound_pop_prove,
+    bls_keygen,
     bls_public_key,
     bls_sign,
     g1_to_eip2537,
