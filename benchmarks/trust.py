@@ -41,7 +41,7 @@ Columns, per round:
   - capacity-scaled work: overclaimed steps (commit H, train H/2) is a saving of R/2 caught by
     every validator's trace-length check (p = 1 with honest validators); one machine as three
     identities (sybil) has nothing to detect: its gain is measured for every split of H = 30
-    (n identities of s steps, s = 3 .. 27), the pay of the identities minus that of one 30-step
+    (n >= 2 identities of s steps, s = 3 .. 15), the pay of the identities minus that of one 30-step
     update, beside two fast or four slow honest miners (`measure_splits`).
   - hardware classes (`class_rows`): a lazy miner with its class's only validator, above and below
     `min_class_stake`, and a miner claiming a class nobody holds to be checked within δ: it keeps
@@ -363,8 +363,8 @@ def exact_rows(p: Params) -> list[Row]:
 
 
 def measure_splits(p: Params) -> dict[int, tuple[int, Fraction]]:
-    """s -> (n, gain): the pay a machine gains by splitting H = 30 into n = H // s identities of
-    s steps, for every allowed s < H, against staying one miner at H, beside two fast honest
+    """s -> (n, gain): the pay a machine gains by splitting H = 30 into n = H // s >= 2 identities
+    of s steps, for every allowed s, against staying one miner at H, beside two fast honest
     miners and beside four slow ones (the minimum steps); the larger of the two gains. Real
     micro training, scored by `validator.scoring.score_round` (absolute scores, so each update is
     scored once and the shares follow), times the miner pool."""
@@ -391,7 +391,7 @@ def measure_splits(p: Params) -> dict[int, tuple[int, Fraction]]:
     entries = [entry(whole, full.inner_steps), *[entry(i, full.inner_steps) for i in fast],
                *[entry(i, full.min_steps) for i in slow]]
     splits: dict[int, list[int]] = {}
-    for s in (s for s in full.allowed_steps() if s < full.inner_steps):
+    for s in (s for s in full.allowed_steps() if full.inner_steps // s >= 2):  # two identities or more
         splits[s] = list(range(100 * s, 100 * s + full.inner_steps // s))
         entries += [entry(i, s) for i in splits[s]]
     score = {int.from_bytes(m, "big"): v.score for m, v in score_round(entries, ds, theta, seed).items()}
