@@ -36,7 +36,7 @@ from validator.checks import MinerCheck, check_all, fetch_submissions
 from validator.disputes import Disputes
 from validator.late_submissions import fetch_late, recheck_unavailable
 from validator.result_flow import ResultFlow
-from validator.scoring import Usefulness, class_adjusted
+from validator.scoring import Usefulness, class_adjusted, score_seed
 from validator.work import ScoreJob, score_miners, usefulness_by_miner
 
 
@@ -178,7 +178,7 @@ class ValidatorNode(NodeContext):
 
     def _score_job(self, r: int, state: tuple[bytes, bytes], seed_block: bytes,
                    entries: list[tuple[str, int, bytes | None, bool, int]]) -> ScoreJob:
-        vseed = blake3_hash("validator-seed", self.keys.identity.sign(b"veritrain/score-seed/v1" + seed_block))
+        vseed = score_seed(seed_block, bytes.fromhex(self.address[2:]))
         return ScoreJob(self.setup.spec, self.setup.run_seed, r, state[0], state[1], entries, bytes(vseed),
                         self.caps.update)
 

@@ -195,6 +195,14 @@ class GauntletUsefulness:
                           max(0.0, held_gain) * factor)
 
 
+def score_seed(seed_block: bytes, validator: bytes) -> Digest:
+    """The seed of a validator's scoring batches: chain randomness drawn after the commit phase
+    closed (the round's seed block) and the validator's 20-byte address. Public, so any holder of
+    the miner's class (an auditor, a committee) recomputes a revealed score from chain data; no
+    miner knows it before committing, and no validator can grind it."""
+    return blake3_hash("validator-seed", seed_block, validator)
+
+
 def own_batches(ds: Dataset, task: RoundTask, validator_seed: bytes, n: int) -> Batches:
     """n batches from the miner's assigned pages, chosen by the validator's seed."""
     pages = assign_pages(ds, task.seed, task.cfg.pages_per_miner)

@@ -23,6 +23,7 @@ from validator.scoring import (
     exact_norm,
     over_norm,
     score_round,
+    score_seed,
     usefulness_of,
 )
 
@@ -127,3 +128,16 @@ def test_usefulness_computed_ahead_of_verdicts_gives_the_same_scores(honest_runs
     assert early[ft.task(failed).miner].zero_reason is ZeroReason.PROOF
     copier = early[ft.task(40).miner]
     assert (copier.zero_reason is ZeroReason.COPY) == (failed != 0)  # a failed original loses its claim
+
+
+def test_the_score_seed_is_public_per_validator_and_per_round(honest_runs, ds, theta) -> None:  # type: ignore[no-untyped-def]
+    """Anyone recomputes a validator's scores from chain data: the round's seed block and the
+    validator's address (no key); two validators, or two rounds, draw different batches."""
+    block, other_block = b"\x01" * 32, b"\x02" * 32
+    v, w = b"\x0a" * 20, b"\x0b" * 20
+    assert len({score_seed(block, v), score_seed(block, w), score_seed(other_block, v)}) == 3
+    t = ft.task(0)
+    entries = [RoundEntry(t, 0, honest_runs[0].blob, True)]
+    mine = score_round(entries, ds, theta, score_seed(block, v))[t.miner]
+    recomputed = score_round(entries, ds, theta, score_seed(bytes(block), bytes(v)))[t.miner]
+    assert mine == recomputed and mine.score > 0
