@@ -136,7 +136,14 @@ def exact_next(theta: Tensor, momentum: Tensor | None, updates: Sequence[Compres
                weights: Sequence[int] | None = None) -> tuple[Tensor, Tensor | None]:
     """The next flat θ (N,) and momentum (N,) float32 on CPU, from validated updates (G >= 1);
     `weights`: the inner steps each trained (None: equal)."""
-    dense, mask = decode_exact(updates, device)  # (G, N), (G, N)
+    return next_from_decoded(theta, momentum, *decode_exact(updates, device), cfg, weights)
+
+
+def next_from_decoded(theta: Tensor, momentum: Tensor | None, dense: Tensor, mask: Tensor, cfg: ComputeConfig,
+                      weights: Sequence[int] | None = None) -> tuple[Tensor, Tensor | None]:
+    """`exact_next` from `decode_exact`'s (G, N) values and masks, on their device (a caller that
+    also needs the rows' norms decodes once)."""
+    device = dense.device
     clipped = clip_exact(dense, cfg.clip_multiplier, weights)  # (G, N)
     delta = trimmed_mean_exact(clipped, mask, cfg.trim_fraction, weights)  # (N,)
     mom = momentum.to(device=device, dtype=F64) if momentum is not None else None

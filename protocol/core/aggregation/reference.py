@@ -79,11 +79,18 @@ def lower_median(x: F64) -> np.float64:
     return np.sort(x)[(len(x) - 1) // 2]
 
 
+def row_weights(weights: Sequence[int] | None, g: int) -> F64:
+    """Each row's weight: the steps it trained over the gcd of all of them (None: 1)."""
+    if weights is None:
+        return np.ones(g)
+    return (np.asarray(weights, dtype=np.int64) // math.gcd(*weights)).astype(np.float64)
+
+
 def clip(dense: F64, multiplier: float, weights: Sequence[int] | None = None) -> F64:
     """Rows whose norm exceeds multiplier x the lower median norm per weight x their weight are
     scaled down to it (weights: the steps each trained over their gcd; None: 1)."""
     norms = np.sqrt(pairwise_sum(dense * dense))  # (G,)
-    w = np.ones(len(norms)) if weights is None else (np.asarray(weights, dtype=np.int64) // math.gcd(*weights)).astype(np.float64)
+    w = row_weights(weights, len(norms))
     cap = lower_median(norms / w) * multiplier * w  # (G,)
     scale = np.ones_like(norms)
     over = norms > cap
@@ -97,10 +104,10 @@ def trimmed_mean(dense: F64, mask: NDArray[np.bool_], trim_fraction: float,
     each end, add the rest times their row's weight from lowest to highest, divide by the kept
     weight. Weights are the steps each update trained, divided by their gcd (equal steps: 1)."""
     g = dense.shape[0]
-    w = np.ones(g) if weights is None else np.asarray(weights, dtype=np.int64) // math.gcd(*weights)
+    w = row_weights(weights, g)
     order = np.argsort(np.where(mask, dense, np.inf), axis=0, kind="stable")  # unselected last
     ordered = np.take_along_axis(np.where(mask, dense, np.inf), order, axis=0)
-    row_w = w.astype(np.float64)[order]  # (G, N): the weight of the row at each rank
+    row_w = w[order]  # (G, N): the weight of the row at each rank
     count = mask.sum(axis=0)  # (N,)
     trim = np.floor(count.astype(np.float64) * trim_fraction).astype(np.int64)
     total = np.zeros(dense.shape[1], dtype=np.float64)

@@ -26,7 +26,7 @@ from torch import Tensor
 
 from protocol.core.aggregation.exact_v1 import (
     decode_exact,
-    exact_next,
+    next_from_decoded,
     relative_weights,
     step_norm_exact,
 )
@@ -199,10 +199,10 @@ def aggregate(state: GlobalState, blobs: Sequence[bytes], model: ModelConfig,
         return state
     if steps is not None and len(steps) != len(blobs):
         raise ValueError(f"{len(steps)} step counts for {len(blobs)} updates")
-    updates = decode_updates(blobs, model, cfg)
-    step_norm = step_norm_exact(decode_exact(updates)[0], steps or [cfg.inner_steps] * len(blobs))
+    dense64, mask64 = decode_exact(decode_updates(blobs, model, cfg))  # (G, N) float64, (G, N)
+    step_norm = step_norm_exact(dense64, steps or [cfg.inner_steps] * len(blobs))
     if cfg.aggregation == "exact-v1":
-        theta, momentum = exact_next(flatten(state.params), state.momentum, updates, cfg, weights=steps)
+        theta, momentum = next_from_decoded(flatten(state.params), state.momentum, dense64, mask64, cfg, steps)
         return GlobalState(unflatten(theta, {k: tuple(v.shape) for k, v in state.params.items()}), momentum,
                            step_norm)
     dense, mask = decode_all(blobs, model, cfg)  # (G, N), (G, N)
