@@ -292,10 +292,12 @@ def rule_rows(p: Params) -> list[Row]:
     half = Fraction(p.validators // 2)
     s = Fraction(p.validator_stake)
     rows = [
-        blocked("score inflation, coalition <= 1/2 of revealed stake", "8.1 rule 5",
+        # a score needs the support of more than half of the permitted stake, revealed or not
+        # (docs/PROTOCOL.md §11.2): half of it never raises one, whoever else is offline
+        blocked("score inflation, coalition <= 1/2 of permitted stake", "8.1 rule 5",
                 dividend_loss(p, half, p.validators - half)),
-        # coalition at the minimum stake, just under 1/3 of permitted (200 of 601); the fewest
-        # honest reveals that meet the 2/3 quorum (201), so the coalition holds 200/401 revealed
+        # coalition at the minimum stake, just under 1/3 of permitted (200 of 601), beside the
+        # fewest honest reveals that meet the 2/3 quorum (201)
         blocked("score inflation, coalition < 1/3 of permitted stake", "8.1 rule 5",
                 dividend_loss(p, s, s + 1)),
         blocked("late sybil miners closing the commit phase", "8.1 rule 6", Fraction(0),
@@ -360,6 +362,12 @@ def split_rows(gains: dict[int, tuple[int, Fraction]]) -> list[Row]:
 
 def exact_rows(p: Params) -> list[Row]:
     return miner_rows(p) + coalition_rows(p) + rule_rows(p) + capacity_rows(p) + class_rows(p)
+
+
+def absence_rows(p: Params) -> list[Row]:
+    from benchmarks.trust_absence import absence_rows as measured  # it imports this module
+
+    return measured(p)
 
 
 def measure_splits(p: Params) -> dict[int, tuple[int, Fraction]]:
@@ -525,7 +533,7 @@ def run(quick: bool, validators: int | None = None, miners: int | None = None,
         trials: int | None = None) -> dict[str, Any]:
     p = default_params(validators, miners)
     trials = trials or (3 if quick else 100)
-    rows = exact_rows(p) + split_rows(measure_splits(p))
+    rows = exact_rows(p) + split_rows(measure_splits(p)) + absence_rows(p)
     for attack, rate in {**measure(p, trials), **measure_audits(p, trials * 10)}.items():
         row = next(r for r in rows if r.attack == attack)
         row.p_detect_measured, row.trials = rate, trials

@@ -141,7 +141,7 @@ def _column_matches(
         weights.append(w)
         revealed.append(is_revealed)
         forfeited.append(staticcall challenge_base.rewards.forfeited(round, v))
-    quorum: bool = revealed_weight * 3 > staticcall challenge_base.rounds.total_weight(round) * 2
+    quorum: bool = revealed_weight > 0 and revealed_weight * 3 >= staticcall challenge_base.rounds.total_weight(round) * 2
     miner_pool: uint256 = 0
     validator_pool: uint256 = 0
     miner_pool, validator_pool = challenge_base._pools()

@@ -47,6 +47,7 @@ STATUS_CONFIRMED: constant(uint8) = 2
 STATUS_REJECTED: constant(uint8) = 3
 STATUS_VOID: constant(uint8) = 4
 BPS: constant(uint256) = constants.BPS
+MASK96: constant(uint256) = 2**96 - 1
 
 
 struct Report:
@@ -79,6 +80,10 @@ report_bond: public(immutable(uint256))
 challenge_window: public(immutable(uint256))
 slash_bps: public(immutable(uint256))
 reporter_share_bps: public(immutable(uint256))
+# a validator permitted in this many ended rounds in a row, revealing in none of them while
+# others did, loses its eligibility (`retire_absent`); 0: never
+absence_rounds: public(immutable(uint256))
+MAX_ABSENCE_ROUNDS: constant(uint256) = 16
 
 report_count: public(uint256)
 reports: public(HashMap[uint256, Report])
@@ -120,7 +125,7 @@ event FraudResolved:
 @deploy
 def __init__(
     token_: IERC20, staking_: IStaking, rounds_: IRounds, rewards_: IRewards, report_bond_: uint256,
-    challenge_window_: uint256, slash_bps_: uint256, reporter_share_bps_: uint256,
+    challenge_window_: uint256, slash_bps_: uint256, reporter_share_bps_: uint256, absence_rounds_: uint256,
 ):
     """
     @notice Fixes the dispute parameters. The staking contract's unbonding delay
@@ -135,8 +140,10 @@ def __init__(
     @param challenge_window_ Seconds a report stays open for votes.
     @param slash_bps_ Share of the miner's stake slashed on a confirmed report.
     @param reporter_share_bps_ Share of the slash paid to the reporter; the rest is burned.
+    @param absence_rounds_ Ended rounds in a row without a reveal that end a validator's eligibility (0: never).
     """
     assert slash_bps_ <= BPS and reporter_share_bps_ <= BPS, "disputes: bad fraction"
+    assert absence_rounds_ <= MAX_ABSENCE_ROUNDS, "disputes: absence rounds above 16"
     assert challenge_window_ > 0, "disputes: zero challenge window"
     phases: uint256 = staticcall rounds_.commit_duration() + staticcall rounds_.score_duration() + staticcall rounds_.reveal_duration() + staticcall rounds_.audit_duration()
     assert staticcall staking_.unbonding_delay() > phases + challenge_window_, "disputes: unbonding delay too short"
@@ -148,6 +155,35 @@ def __init__(
     challenge_window = challenge_window_
     slash_bps = slash_bps_
     reporter_share_bps = reporter_share_bps_
+    absence_rounds = absence_rounds_
+
+
+@external
+def retire_absent(validator: address):
+    """
+    @notice Ends the eligibility of `validator` (Staking.retire) when it held a permit in
+            each of the last `absence_rounds` ended rounds and revealed in none of them,
+            while another validator revealed in each: an absent validator's stake stops
+            counting against the others' quorum. Anyone may call it.
+    @param validator The absent validator.
+    """
+    assert absence_rounds > 0, "disputes: absence never retires"
+    current: uint256 = staticcall rounds.current_round()
+    assert current >= absence_rounds, "disputes: too few rounds"
+    records: DynArray[uint256, MAX_VALIDATORS] = []
+    aggregate: Bytes[128] = b""
+    keyed: uint256 = 0
+    total: uint256 = 0
+    revealed: uint256 = 0
+    for k: uint256 in range(1, MAX_ABSENCE_ROUNDS + 1):
+        if k > absence_rounds:
+            break
+        # the member record (weight, index) and the round's revealed word (bit per member)
+        records, aggregate, keyed, total, revealed = staticcall rounds.signing_facts(current - k, [validator])
+        assert records[0] & MASK96 > 0, "disputes: not permitted in every round"
+        assert revealed & (1 << ((records[0] >> 96) & 255)) == 0, "disputes: revealed in one of the rounds"
+        assert revealed != 0, "disputes: nobody revealed in one of the rounds"
+    extcall staking.retire(validator)
 
 
 @external

@@ -35,6 +35,7 @@ MASK16: constant(uint256) = 2**16 - 1
 MASK32: constant(uint256) = 2**32 - 1
 MASK48: constant(uint256) = 2**48 - 1
 MASK96: constant(uint256) = 2**96 - 1
+KEY_SHIFT: constant(uint256) = 104  # a member record's key hash (validator_snapshots)
 # header word positions (see `result_root_of`)
 
 rounds: public(immutable(IRounds))
@@ -161,8 +162,10 @@ def post_result(
 ):
     """
     @notice Posts a round's result: its header and the aggregate BLS signature of
-            its root by every permitted validator of the round except `non_signers`,
-            who must hold less than 1/3 of the permitted stake. Allowed once the
+            its root by every permitted validator of the round except `non_signers`.
+            The signers that revealed must hold more than 2/3 of the revealed stake
+            when at least 2/3 of the permitted stake revealed; else the signers more
+            than 2/3 of the permitted stake. Allowed once the
             round's audits closed and its reports resolved, before its result
             deadline, while no other root of the round is pending.
     @param header The 14 header words (`result_root_of` names them).
@@ -280,8 +283,9 @@ def slash_signer(round: uint256, attempt: uint256, root: bytes32, non_signers: D
     aggregate: Bytes[G1_BYTES] = b""
     keyed: uint256 = 0
     total: uint256 = 0
-    records, aggregate, keyed, total = staticcall rounds.signing_facts(round, [validator])
-    assert records[0] >> 96 != 0, "results: not a keyed validator of the round"
+    revealed: uint256 = 0
+    records, aggregate, keyed, total, revealed = staticcall rounds.signing_facts(round, [validator])
+    assert records[0] >> KEY_SHIFT != 0, "results: not a keyed validator of the round"
     assert validator not in non_signers, "results: did not sign"
     assert not self.signer_slashed[round][validator], "results: already slashed"
     self.signer_slashed[round][validator] = True
@@ -397,25 +401,39 @@ def _next_attempt(round: uint256) -> uint256:
 @internal
 def _non_signer_records(round: uint256, non_signers: DynArray[address, MAX_VALIDATORS]) -> (DynArray[uint256, MAX_VALIDATORS], Bytes[G1_BYTES]):
     """
-    @dev The non-signers' records (weight, key hash: one slot each) and the round's
-         aggregate key, in one call, after checking that the non-signers are distinct
-         permitted validators and that the signers (validators whose keys the
-         aggregate holds, less the non-signers) hold more than 2/3 of the stake.
+    @dev The non-signers' records (weight, index, key hash: one slot each) and the
+         round's aggregate key, in one call, after checking that the non-signers are
+         distinct permitted validators and that the signers (validators whose keys the
+         aggregate holds, less the non-signers) hold enough: with the round's quorum
+         (at least 2/3 of the stake revealed) the signers that revealed hold more than
+         2/3 of the revealed stake, so an absent validator cannot stop a round and one
+         that did not reveal cannot make up a certificate; else more than 2/3 of all.
     """
     records: DynArray[uint256, MAX_VALIDATORS] = []
     aggregate: Bytes[G1_BYTES] = b""
     keyed: uint256 = 0
     total: uint256 = 0
-    records, aggregate, keyed, total = staticcall rounds.signing_facts(round, non_signers)
+    revealed: uint256 = 0
+    records, aggregate, keyed, total, revealed = staticcall rounds.signing_facts(round, non_signers)
     missing: uint256 = 0
+    missing_revealed: uint256 = 0
     previous: uint256 = 0
     for i: uint256 in range(len(non_signers), bound=MAX_VALIDATORS):
         assert convert(non_signers[i], uint256) > previous, "results: non-signers not strictly ascending"
         previous = convert(non_signers[i], uint256)
-        assert records[i] & MASK96 > 0, "results: non-signer not a permitted validator"
-        if records[i] >> 96 != 0:  # a validator whose key the aggregate lacks never signs
-            missing += records[i] & MASK96
-    assert (keyed - missing) * 3 > total * 2, "results: signers hold 2/3 of the stake or less"
+        weight: uint256 = records[i] & MASK96
+        assert weight > 0, "results: non-signer not a permitted validator"
+        if records[i] >> KEY_SHIFT != 0:  # a validator whose key the aggregate lacks never signs
+            missing += weight
+            if revealed & (1 << ((records[i] >> 96) & 255)) != 0:
+                missing_revealed += weight
+    signed: uint256 = keyed - missing
+    base: uint256 = (revealed >> 64) & MASK96
+    if base > 0 and base * 3 >= total * 2:
+        signed = (revealed >> 160) - missing_revealed
+    else:
+        base = total
+    assert signed * 3 > base * 2, "results: signers hold 2/3 of the stake or less"
     return records, aggregate
 
 
@@ -426,10 +444,10 @@ def _take_out(removed: Bytes[G1_BYTES], record: uint256, key: Bytes[G1_BYTES]) -
     @dev `removed` plus a non-signer's key when the round's aggregate holds it (the
          key's hash checked against its record); a keyless non-signer comes with none.
     """
-    if record >> 96 == 0:
+    if record >> KEY_SHIFT == 0:
         assert len(key) == 0, "results: key outside the round's aggregate"
         return removed
-    assert convert(keccak256(key), uint256) >> 96 == record >> 96, "results: wrong non-signer key"
+    assert convert(keccak256(key), uint256) >> KEY_SHIFT == record >> KEY_SHIFT, "results: wrong non-signer key"
     if len(removed) == 0:
         return key
     return bls._g1_add(removed, key)

@@ -58,7 +58,6 @@ exports: (
     validator_snapshots.signing_facts,
     validator_snapshots.total_weight,
     validator_snapshots.validator_set_hash,
-    validator_snapshots.keyed_weight,
     validator_snapshots.weights_of,
 )
 
@@ -197,19 +196,22 @@ def record_score_commit(round: uint256, validator: address):
 
 
 @external
-def record_reveal(round: uint256) -> uint256:
+def record_reveal(round: uint256, validator: address) -> uint256:
     """
-    @notice Checks that `round` is in its reveal phase and counts one reveal.
+    @notice Checks that `round` is in its reveal phase and counts `validator`'s reveal
+            (its weight then counts toward the round's certificate).
     @dev Only the scores contract may call this, from `reveal_scores` (which
          reverts as a whole when the reveal does not match its commitment).
          Stores the round's seed first if it is due and nobody has.
     @param round The round being revealed.
+    @param validator The revealing validator.
     @return The number of miners that committed in `round` (the columns of a score vector).
     """
     assert msg.sender == self.scores, "settlement: only scores"
     round_clock._touch_seed(round)
     assert round_clock._score_closed(round), "settlement: scoring phase open"
     assert block.timestamp < round_clock._reveal_deadline(round), "settlement: reveal deadline passed"
+    validator_snapshots._record_reveal(round, validator)
     return round_clock._count_reveal(round)
 
 

@@ -87,7 +87,7 @@ def reveal_scores(round: uint256, scores: Bytes[SCORE_BYTES], witness_root: byte
     @param heldout_loss The validator's held-out loss of the next model, 1e6 = 1.0.
     @param salt The salt of the commitment.
     """
-    columns: uint256 = extcall rounds.record_reveal(round)
+    columns: uint256 = extcall rounds.record_reveal(round, msg.sender)
     commitment: bytes32 = self.score_commitment[round][msg.sender]
     assert commitment != empty(bytes32), "settlement: no score commitment"
     assert self.vector_root[round][msg.sender] == empty(bytes32), "settlement: already revealed"

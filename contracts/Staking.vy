@@ -117,6 +117,9 @@ event ValidatorSetChanged:
     added: bool
     size: uint256
 
+event ValidatorRetired:
+    account: indexed(address)
+
 event ValidatorEvicted:
     account: indexed(address)
     stake: uint256
@@ -329,6 +332,22 @@ def report_closed(account: address):
     assert self.open_reports[account] > 0, "staking: no open report"
     self.open_reports[account] -= 1
     log ReportCountChanged(account=account, open_reports=self.open_reports[account])
+
+
+@external
+def retire(account: address):
+    """
+    @notice Ends an absent validator's eligibility: no permit from the next round on.
+            It keeps its stake (it may unbond, or be slashed as before) and comes back
+            by staking again, like an evicted validator.
+    @dev Only the disputes contract may call this, from `retire_absent`.
+    @param account The validator.
+    """
+    assert msg.sender == self.disputes, "staking: only disputes"
+    assert self.eligible_role[account] == ROLE_VALIDATOR, "staking: not an eligible validator"
+    self.eligible_role[account] = ROLE_NONE
+    self._remove_validator(account)
+    log ValidatorRetired(account=account)
 
 
 @view

@@ -179,7 +179,7 @@ def challenge_header(
     """
     @notice Disputes the header's own words: its domain, chain, results
             contract, run config and round; n (the round's commits); the
-            quorum flag (3R > 2W); the held-out loss (lower median of the
+            quorum flag (3R >= 2W, R > 0); the held-out loss (lower median of the
             revealed losses); minted (the root's pay plus credits, at most the
             emission); the root's 2 + V sums; and, without quorum, the model
             (unchanged: the round's own).
@@ -201,7 +201,7 @@ def challenge_header(
         if challenge_base._revealed(round, vals[j], reveals.scores_hashes[j], reveals.witness_roots[j], reveals.losses[j]):
             revealed_weight += staticcall challenge_base.rounds.validator_weight(round, vals[j])
             losses.append(reveals.losses[j])
-    quorum: bool = revealed_weight * 3 > staticcall challenge_base.rounds.total_weight(round) * 2
+    quorum: bool = revealed_weight > 0 and revealed_weight * 3 >= staticcall challenge_base.rounds.total_weight(round) * 2
     upheld: bool = self._identity_wrong(round, header) or self._values_wrong(round, header, quorum, losses)
     if not upheld:
         # only minted needs the tree: the words above are disputed from chain data alone,

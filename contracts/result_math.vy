@@ -38,11 +38,13 @@ VALIDATOR_TAG: constant(bytes32) = keccak256("veritrain/validator/v1")
 @pure
 @internal
 def _weighted_median(
-    scores: DynArray[uint16, MAX_VALIDATORS], weights: DynArray[uint256, MAX_VALIDATORS], revealed_weight: uint256,
+    scores: DynArray[uint16, MAX_VALIDATORS], weights: DynArray[uint256, MAX_VALIDATORS], out_of: uint256,
 ) -> uint16:
     """
-    @dev The largest score x with 2 * (weight of the scores >= x) > `revealed_weight`;
-         0 when none. The caller passes the revealed validators only.
+    @dev The largest score x with 2 * (weight of the scores >= x) > `out_of`; 0 when
+         none. The caller passes the revealed validators' scores and the whole
+         deciders' weight as `out_of`, revealed or not: no coalition of at most half of
+         it moves a score, whoever else is offline.
     """
     best: uint16 = 0
     for x: uint16 in scores:
@@ -53,8 +55,8 @@ def _weighted_median(
         for j: uint256 in range(len(scores), bound=MAX_VALIDATORS):
             if scores[j] >= x:
                 support += weights[j]
-        # strict: exactly half the revealed weight is not a majority
-        if support * 2 > revealed_weight:
+        # strict: exactly half the weight is not a majority
+        if support * 2 > out_of:
             best = x
     return best
 
@@ -102,7 +104,7 @@ def _column(
          credit. `scores[j]` is validator j's score of the column (ignored when j did
          not reveal or does not decide the column), `checkers` the validators holding
          the miner's class (Staking.class_checkers), `consensus_total` is C (the root's
-         sums[0]), `n` > 0. The column needs the round's quorum and its own: more than
+         sums[0]), `n` > 0. The column needs the round's quorum and its own: at least
          2/3 of its deciders' weight revealed.
     """
     deciders: uint256 = self._column_checkers(weights, checkers, min_class_weight)
@@ -118,10 +120,10 @@ def _column(
             revealed_scores.append(scores[j])
             revealed_weights.append(weights[j])
             revealed_weight += weights[j]
-    column_quorum: bool = quorum and revealed_weight * 3 > decider_weight * 2
+    column_quorum: bool = quorum and revealed_weight > 0 and revealed_weight * 3 >= decider_weight * 2
     consensus: uint16 = 0
     if column_quorum and not miner_forfeited:
-        consensus = self._weighted_median(revealed_scores, revealed_weights, revealed_weight)
+        consensus = self._weighted_median(revealed_scores, revealed_weights, decider_weight)
     pay: uint256 = 0
     if consensus_total > 0:
         pay = miner_pool * convert(consensus, uint256) // consensus_total

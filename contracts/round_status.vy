@@ -126,39 +126,6 @@ def open_report_count(round: uint256) -> uint256:
 
 @view
 @external
-def round_snapshot(round: uint256) -> uint256:
-    """
-    @notice The number of the validator snapshot `round` uses (0: not open).
-    @param round The round.
-    @return The snapshot number.
-    """
-    return round_clock._snapshot(round)
-
-
-@view
-@external
-def score_commit_count(round: uint256) -> uint256:
-    """
-    @notice How many permitted validators committed scores in `round`.
-    @param round The round.
-    @return The count.
-    """
-    return round_clock.phase_word[round] & round_clock.MASK16
-
-
-@view
-@external
-def score_closed_time(round: uint256) -> uint256:
-    """
-    @notice When the scoring phase of `round` closed early (every validator committed), else 0.
-    @param round The round.
-    @return The time.
-    """
-    return (round_clock.phase_word[round] >> round_clock.P_SCORE_CLOSED_SHIFT) & round_clock.MASK64
-
-
-@view
-@external
 def finalized(round: uint256) -> bool:
     """
     @notice Whether `round` ended (its result final, or the fallback taken).

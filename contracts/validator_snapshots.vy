@@ -7,8 +7,8 @@
 @notice A module of the rounds contract. A round points at a snapshot of its permitted
         validators (by number, from 1, in the round clock's phase word), stored once per
         distinct (validators, stakes, key set): a round whose set did not change writes
-        nothing for it. A result post reads its signers' weights and keys here
-        (docs/PROTOCOL.md §11, BLS certificate).
+        nothing for it. A result post reads its signers' weights and keys here, and which
+        of them revealed in the round (docs/PROTOCOL.md §11, BLS certificate).
 """
 
 from . import constants
@@ -20,16 +20,23 @@ uses: round_clock
 MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
 MASK96: constant(uint256) = 2**96 - 1
 MASK128: constant(uint256) = 2**128 - 1
+# a weight is capped so that the weights of all MAX_VALIDATORS fit in 96 bits
+WEIGHT_CAP: constant(uint256) = MASK96 // MAX_VALIDATORS
+INDEX_SHIFT: constant(uint256) = 96
+KEY_SHIFT: constant(uint256) = 104
 
 # caches each set's aggregate BLS key (named once, by `Rounds.wire`)
 keys: public(IBlsKeys)
 snapshot_count: public(uint256)
 snapshot_number: HashMap[bytes32, uint256]
 snapshot_validators: HashMap[uint256, DynArray[address, MAX_VALIDATORS]]
-# per member, one slot a result post reads: its weight (stake, capped at 2**96 - 1) in the
-# low 96 bits, and the top 160 bits of keccak256 of its BLS key when the snapshot's
-# aggregate holds that key (else 0) in the high ones
+# per member, one slot a result post reads: its weight (stake, capped at WEIGHT_CAP) in the
+# low 96 bits, its index in the snapshot in the next 8, and the top 152 bits of keccak256 of
+# its BLS key when the snapshot's aggregate holds that key (else 0) in the high ones
 snapshot_member: HashMap[uint256, HashMap[address, uint256]]
+# per round, one slot: bit i set when member i revealed, the revealed weight in bits
+# 64-159 and the revealed weight of members whose keys the aggregate holds in bits 160-255
+revealed_word: HashMap[uint256, uint256]
 # the total weight in the low 128 bits, the keyed weight (below) in the high ones
 snapshot_weights: HashMap[uint256, uint256]
 # the key of the snapshot's cached aggregate BLS key, and that key (a result post reads it
@@ -69,12 +76,12 @@ def _store(snapshot: uint256, addrs: DynArray[address, MAX_VALIDATORS], stakes: 
     total: uint256 = 0
     keyed: uint256 = 0
     for i: uint256 in range(len(addrs), bound=MAX_VALIDATORS):
-        weight: uint256 = min(stakes[i], MASK96)  # a larger stake still opens the round
-        record: uint256 = weight
+        weight: uint256 = min(stakes[i], WEIGHT_CAP)  # a larger stake still opens the round
+        record: uint256 = weight | (i << INDEX_SHIFT)
         if mask & (1 << i) != 0:
             keyed += weight
             key_hash: uint256 = convert(staticcall self.keys.member_key_hash(set_hash, addrs[i]), uint256)
-            record |= (key_hash >> 96) << 96
+            record |= (key_hash >> KEY_SHIFT) << KEY_SHIFT
         self.snapshot_member[snapshot][addrs[i]] = record
         total += weight
     self.snapshot_validators[snapshot] = addrs
@@ -83,6 +90,21 @@ def _store(snapshot: uint256, addrs: DynArray[address, MAX_VALIDATORS], stakes: 
     aggregate: Bytes[128] = staticcall self.keys.aggregate_of(set_hash)
     xy: Bytes[96] = concat(slice(aggregate, 16, 48), slice(aggregate, 80, 48))
     self.snapshot_aggregate[snapshot] = [extract32(xy, 0), extract32(xy, 32), extract32(xy, 64)]
+
+
+@internal
+def _record_reveal(round: uint256, validator: address):
+    """
+    @dev Marks `validator` revealed in `round` and adds its weight. The caller reveals
+         each validator once, and only one that committed scores (so was permitted).
+    """
+    record: uint256 = self.snapshot_member[round_clock._snapshot(round)][validator]
+    weight: uint256 = record & MASK96
+    word: uint256 = self.revealed_word[round] | (1 << ((record >> INDEX_SHIFT) & 255))
+    word += weight << 64
+    if record >> KEY_SHIFT != 0:
+        word += weight << 160
+    self.revealed_word[round] = word
 
 
 @view
@@ -110,16 +132,18 @@ def validator_weight(round: uint256, validator: address) -> uint256:
 
 @view
 @external
-def signing_facts(round: uint256, accounts: DynArray[address, MAX_VALIDATORS]) -> (DynArray[uint256, MAX_VALIDATORS], Bytes[128], uint256, uint256):
+def signing_facts(round: uint256, accounts: DynArray[address, MAX_VALIDATORS]) -> (DynArray[uint256, MAX_VALIDATORS], Bytes[128], uint256, uint256, uint256):
     """
     @notice What a result post checks, in one call: the member records of `accounts`
-            (weight in the low 96 bits, the top 160 bits of their key's keccak256 when
-            the round's aggregate holds it), the round's aggregate BLS key (EIP-2537
-            G1, all zero for the point at infinity), and the stake of its keyed
-            validators and of all its validators.
+            (weight in the low 96 bits, index in the snapshot in the next 8, the top 152
+            bits of their key's keccak256 when the round's aggregate holds it), the
+            round's aggregate BLS key (EIP-2537 G1, all zero for the point at infinity),
+            the stake of its keyed validators and of all its validators, and who revealed
+            (bit i for member i; the revealed weight in bits 64-159, of it the keyed
+            validators' in bits 160-255).
     @param round The round.
     @param accounts Validators (0 for an account without a permit).
-    @return Records, aggregate key, keyed weight, total weight.
+    @return Records, aggregate key, keyed weight, total weight, revealed word.
     """
     snapshot: uint256 = round_clock._snapshot(round)
     records: DynArray[uint256, MAX_VALIDATORS] = []
@@ -129,7 +153,7 @@ def signing_facts(round: uint256, accounts: DynArray[address, MAX_VALIDATORS]) -
     packed: bytes32[3] = self.snapshot_aggregate[snapshot]
     xy: Bytes[96] = concat(packed[0], packed[1], packed[2])
     aggregate: Bytes[128] = concat(empty(bytes16), slice(xy, 0, 48), empty(bytes16), slice(xy, 48, 48))
-    return records, aggregate, weights >> 128, weights & MASK128
+    return records, aggregate, weights >> 128, weights & MASK128, self.revealed_word[round]
 
 
 @view
@@ -152,17 +176,6 @@ def validator_set_hash(round: uint256) -> bytes32:
     @return The set hash.
     """
     return self.snapshot_key_set[round_clock._snapshot(round)]
-
-
-@view
-@external
-def keyed_weight(round: uint256) -> uint256:
-    """
-    @notice The stake of the round's validators whose BLS keys its aggregate holds.
-    @param round The round.
-    @return The keyed weight.
-    """
-    return self.snapshot_weights[round_clock._snapshot(round)] >> 128
 
 
 @view

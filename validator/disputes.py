@@ -38,8 +38,9 @@ RETRY_UNSERVED_S = 2.0
 
 
 class Disputes:
-    def __init__(self, ctx: NodeContext) -> None:
+    def __init__(self, ctx: NodeContext, votes: bool = True) -> None:
         self.ctx = ctx
+        self.votes = votes  # False only for a devnet/test validator that sits settlement out; it still resolves
         self._handled: set[int] = set()
         self._voting: set[int] = set()  # votes in progress or cast
         self._open = 1  # unknown until the first scan completes
@@ -97,6 +98,8 @@ class Disputes:
 
     async def _may_vote(self, rid: int, rep: dict) -> bool:
         me = self.ctx.address
+        if not self.votes:
+            return False
         if me in (rep["reporter"], rep["miner"]) or await self.ctx.port(self.ctx.port.read.disputes.vote_of, rid, me) != 0:
             return False
         if rep["class_bound"] and not holds_class(await self.ctx.classes.mask(me), await self.ctx.classes.mask(rep["miner"])):

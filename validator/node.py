@@ -4,6 +4,7 @@
     vector (scores, witness root, held-out loss) → audit others' witnesses → compute the
     result from chain data, aggregate θ_{r+1}, sign both with BLS → post / finalize (result_flow)
 Votes on other validators' reports and resolution run alongside (validator/disputes.py).
+A devnet/test-only `silence` (validator/silence.py) makes it skip duties after its commitment.
 Salts, scores, the witness bundle and the loss are journaled before `commit_scores`, so a
 restarted validator reveals what it committed; the chain says which transactions already landed.
 """
@@ -30,6 +31,7 @@ from protocol.node.context import NodeContext
 from protocol.node.global_model import state_heldout_loss
 from protocol.node.global_state import StateMismatch
 from protocol.node.logs import kv
+from validator.absence import retire_absent
 from validator.audits import audit_round, lazy_evidence, witness_of
 from validator.cheat import ValidatorCheat
 from validator.checks import MinerCheck, check_all, fetch_submissions
@@ -37,22 +39,30 @@ from validator.disputes import Disputes
 from validator.late_submissions import fetch_late, recheck_unavailable
 from validator.result_flow import ResultFlow
 from validator.scoring import Usefulness, class_adjusted, score_seed
+from validator.silence import Duty, ValidatorSilence
 from validator.work import ScoreJob, score_miners, usefulness_by_miner
 
 
 class ValidatorNode(NodeContext):
-    def __init__(self, *args: Any, cheat: ValidatorCheat | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, cheat: ValidatorCheat | None = None, silence: ValidatorSilence | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.cheat = cheat  # devnet and tests only; None for every production validator
+        self.silence = silence  # devnet and tests only; None for every production validator
         if self.keys.bls is None:
             raise ConfigError("a validator needs a BLS key: create one with `veritrain keys new`")
         self.results = ResultFlow(self, self.keys.bls)
 
+    def skips(self, duty: Duty) -> bool:
+        """Whether this node leaves `duty` undone (only ever under a devnet/test `silence`)."""
+        return self.silence is not None and self.silence.skips(duty)
+
     def on_gossip(self, message: SignedGossip) -> None:
-        self.results.on_share(message)
+        if not self.skips("settle"):  # a node that never settles never aggregates shares: keep none
+            self.results.on_share(message)
 
     async def main(self, nursery: trio.Nursery) -> None:
-        disputes = Disputes(self)
+        disputes = Disputes(self, votes=not self.skips("vote"))
         nursery.start_soon(disputes.run_forever)
         await self._rounds()
         window = self.client.deployment.run_config.chain.challenge_window
@@ -110,7 +120,9 @@ class ValidatorNode(NodeContext):
                 nursery.start_soon(usefulness_ahead)
             if self.cheat is None:
                 checks = await check_all(self, r, commits, seed_block, state, submissions, modes)
-                if self.data.state.recall(r, "scores") is None:  # a miner killed mid-check may be back soon
+                # a miner killed mid-check may be back soon; one that never reveals has no use for
+                # its late submissions (and a retired one is no longer served)
+                if self.data.state.recall(r, "scores") is None and not self.skips("reveal"):
                     checks = await recheck_unavailable(self, r, commits, seed_block, state, checks)
             else:
                 checks = await self.cheat.checks(self, r, commits, seed_block)
@@ -120,7 +132,7 @@ class ValidatorNode(NodeContext):
         await self._reveal(r)
         await self._wait_phase(r, Phase.AUDIT)
         await self._audit(r, seed_block)
-        await self.results.settle(r)
+        await self._settle(r)
         await self._prune(r)
 
     async def _close_commits(self, r: int) -> bytes:
@@ -137,6 +149,8 @@ class ValidatorNode(NodeContext):
     async def _report(self, r: int, checks: list[MinerCheck]) -> None:
         """File a report for every failed check, whatever anyone else filed: each validator's
         evidence is judged on its own (docs/PROTOCOL.md §12.1)."""
+        if self.skips("report"):
+            return
         for c in checks:
             o = c.outcome
             if o.kind is None or await self.port(self.port.read.disputes.report_of, r, c.miner, self.address) != 0:
@@ -160,6 +174,8 @@ class ValidatorNode(NodeContext):
 
     async def _audit(self, r: int, seed_block: bytes) -> None:
         """Replay a seeded sample of the other validators' witnesses; report the ones that fail."""
+        if self.skips("audit"):
+            return
         if not await self.port(self.port.read.scores.revealed, r, self.address):
             return  # only validators that revealed audit (and are audited)
         if not await self.port(self.port.read.scores.audited, r, self.address):
@@ -168,6 +184,16 @@ class ValidatorNode(NodeContext):
                 await self._file(r, claim.validator, FraudKind.LAZY_VALIDATOR, claim.index,
                                  bytes(lazy_evidence(claim, result)), claim.sig)
             await self.port.try_send(self.client.audits_done, r)
+
+    async def _settle(self, r: int) -> None:
+        """Sign, post and finalize round `r`'s result, or, for a node that sits settlement out,
+        only wait until the others ended the round."""
+        if not self.skips("settle"):
+            await self.results.settle(r)
+            await retire_absent(self, r)
+            return
+        self.log.info("not signing the result: waiting for the round to end %s", kv(round=r))
+        await self._wait_phase(r, Phase.ENDED)  # final or fallen back, polled every poll_s
 
     async def _prune(self, r: int) -> None:
         """Free the checkpoints kept for voters and auditors of finalized rounds."""
@@ -211,6 +237,9 @@ class ValidatorNode(NodeContext):
             self.log.info("scores committed %s", kv(round=r, scores=dict(zip(entry["miners"], entry["scores"], strict=True))))
 
     async def _reveal(self, r: int) -> None:
+        if self.skips("reveal"):
+            self.log.info("not revealing the committed scores %s", kv(round=r))
+            return
         entry = self.data.state.recall(r, "scores")
         if entry is None or await self.port(self.port.read.scores.revealed, r, self.address):
             return

@@ -2,9 +2,10 @@
 
 Once a round's audits closed and its reports resolved, every validator computes the round's
 result from chain data alone (`SettlementHistory`), aggregates the next model from it and
-signs the result root with its BLS key; the signature is gossiped. Whoever holds signatures of
-more than 2/3 of the permitted stake posts the aggregate (validators take turns by rank so
-that usually one transaction is sent). A posted root that differs from this validator's own
+signs the result root with its BLS key; the signature is gossiped. Whoever holds signatures
+enough for a certificate (`certifies`: more than 2/3 of the revealed stake once 2/3 of the
+permitted stake revealed) posts the aggregate (validators take turns by rank so that usually
+one transaction is sent). A posted root that differs from this validator's own
 is challenged where chain data alone shows it wrong (`result_challenger`), else logged.
 After the challenge window anyone makes the pending root final; without a final root by the
 result deadline anyone ends the round with the fallback.
@@ -28,6 +29,7 @@ from protocol.core.crypto.bls import (
 )
 from protocol.core.errors import BlsError, ContractRevert
 from protocol.core.settlement.abi_words import list_hash
+from protocol.core.settlement.certificate import certifies
 from protocol.core.settlement.result_header import SettledRound
 from protocol.core.wire.messages import ResultSigned, SignedGossip
 from protocol.node.context import NodeContext
@@ -155,19 +157,18 @@ class ResultFlow:
         ctx = self.ctx
         root = settled.header.result_root()
         validators = {v.lower(): v for v in settled.inputs.validators}
-        weights = dict(zip(settled.inputs.validators, settled.inputs.weights, strict=True))
         shares = {validators[v]: g for v, g in self.shares.of(r, root).items()
                   if v in validators and (root, validators[v]) not in self._bad}
-        if sum(weights[v] for v in shares) * 3 <= sum(weights.values()) * 2:
+        if not certifies(settled.inputs, shares):
             return  # not enough shares yet: cheap to ask before any signature is checked
-        rank = sorted(weights, key=lambda a: int(a, 16)).index(ctx.address)
+        rank = sorted(settled.inputs.validators, key=lambda a: int(a, 16)).index(ctx.address)
         ready = self._ready_since.setdefault((r, root), trio.current_time())
         if trio.current_time() < ready + rank * POST_STAGGER_S:
             return  # a higher-ranked validator posts first; later ranks step in if it does not
         shares = await self._holding(r, root, shares)
-        if sum(weights[v] for v in shares) * 3 <= sum(weights.values()) * 2:
+        if not certifies(settled.inputs, shares):
             return
-        non_signers = sorted((v for v in weights if v not in shares), key=lambda a: int(a, 16))
+        non_signers = sorted((v for v in settled.inputs.validators if v not in shares), key=lambda a: int(a, 16))
         keys = await ctx.port(aggregate_keys, ctx.client, r, non_signers)
         aggregate = await trio.to_thread.run_sync(bls_aggregate, list(shares.values()))
         if await ctx.port.try_send(ctx.client.post_result, list(settled.header.words()), g2_to_eip2537(aggregate),

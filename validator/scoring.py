@@ -46,8 +46,8 @@ from protocol.core.train.compress import (
     expected_header,
 )
 from protocol.core.train.compute_config import ComputeConfig
-from protocol.core.train.data import Dataset, assign_pages, batch, heldout_batches
-from protocol.core.train.training import RoundTask
+from protocol.core.train.data import Dataset, batch, heldout_batches
+from protocol.core.train.training import RoundTask, task_pages
 
 MAX_SCORE = SCORE_MAX  # on-chain scores are integers in [0, 65535] meaning [0, 1]: the core's encoding
 Batches = list[tuple[Tensor, Tensor]]  # [(x, y)], each (B, T) int64
@@ -205,7 +205,7 @@ def score_seed(seed_block: bytes, validator: bytes) -> Digest:
 
 def own_batches(ds: Dataset, task: RoundTask, validator_seed: bytes, n: int) -> Batches:
     """n batches from the miner's assigned pages, chosen by the validator's seed."""
-    pages = assign_pages(ds, task.seed, task.cfg.pages_per_miner)
+    pages = task_pages(task, ds)
     seed = blake3_hash("own-batches", validator_seed, task.miner)
     bs, block = task.cfg.batch_size, task.model.block_size
     return [batch(ds, seed, i, pages, bs, block) for i in range(n)]

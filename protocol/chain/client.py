@@ -213,6 +213,10 @@ class ChainClient:
     def resolve_fraud(self, report_id: int) -> dict:
         return self._send(self.disputes.functions.resolve_fraud(report_id))
 
+    def retire_absent(self, validator: str) -> dict:
+        """End the eligibility of a validator absent from the last `absence_rounds` ended rounds."""
+        return self._send(self.disputes.functions.retire_absent(validator))
+
     def _ensure_allowance(self, spender: str, amount: int) -> None:
         owner = self._signer().address
         if self.token.functions.allowance(owner, spender).call() < amount:

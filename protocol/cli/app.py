@@ -176,13 +176,16 @@ def show(client: Any, view: str, target: str | None, as_json: bool) -> None:
 @one_line_errors
 def devnet(
     miners: Annotated[int, typer.Option(min=1, max=64, help="Honest miners")] = 4,
-    validators: Annotated[int, typer.Option(min=1, max=16, help="Validators (four of equal stake ride out one that fails; three do not)")] = 3,
+    validators: Annotated[int, typer.Option(min=1, max=16, help="Validators (three of equal stake ride out one that never reveals; four also one that withholds its signature)")] = 3,
     rounds: Annotated[int, typer.Option(min=1, max=100, help="Rounds to run")] = 5,
     cheaters: Annotated[str, typer.Option(help="Extra cheating miners: KIND[:FRACTION],... "
                                                 "(lazy, fabricate, wrong-data, copy, stale, scale, sign-flip, nan, noise, withhold, "
                                                 "withhold-challenger)")] = "",
     lazy_validators: Annotated[int, typer.Option(min=0, help="Of the validators, how many never replay "
                                                         "(audits catch them; testing only)")] = 0,
+    silent_validators: Annotated[int, typer.Option(min=0, help="Of the validators, how many stay up but never reveal "
+                                                          "their scores nor sign results (they earn no dividends; "
+                                                          "the others settle without them)")] = 0,
     throttled: Annotated[int, typer.Option(min=0, help="Of the honest miners, how many train at a third of the "
                                                    "speed (they train fewer steps, not miss rounds)")] = 0,
     miner_classes: Annotated[str, typer.Option(help="Hardware classes the miners run, cycled: LABEL_OR_ID,... "
@@ -190,6 +193,8 @@ def devnet(
     validator_classes: Annotated[str, typer.Option(help="Hardware classes the validators run, cycled; a class "
                                                         "no validator runs is checked in tolerance mode")] = "",
     commit_window: Annotated[int, typer.Option(min=10, help="Seconds of each round's commit phase")] = 300,
+    absence_rounds: Annotated[int, typer.Option(min=0, max=16, help="Rounds in a row a validator may leave "
+                                                "unrevealed before the others end its permit (0: never)")] = 3,
     inner_steps: Annotated[int | None, typer.Option(min=1, help="H: the most inner steps a miner trains per round "
                                                                "(default: the run's 30)")] = None,
     checkpoint_every: Annotated[int | None, typer.Option(min=1, help="k: inner steps per replayed segment "
@@ -208,15 +213,12 @@ def devnet(
     from protocol.devnet.network import DevnetIncomplete, DevnetOptions, parse_cheaters, run_devnet
     from protocol.devnet.report import build_report, render_settlement, write_report
 
-    if lazy_validators >= validators:
-        raise ConfigError(f"--lazy-validators ({lazy_validators}) must leave at least one honest validator "
-                          f"of the {validators}")
-    if throttled > miners:
-        raise ConfigError(f"--throttled ({throttled}) cannot exceed --miners ({miners})")
+    _check_counts(miners, validators, lazy_validators, silent_validators, throttled)  # before anything starts
     opts = DevnetOptions(miners=miners, validators=validators, rounds=rounds, cheaters=parse_cheaters(cheaters),
-                         lazy_validators=lazy_validators, throttled=throttled, preset=preset, out=out,
+                         lazy_validators=lazy_validators, silent_validators=silent_validators, throttled=throttled,
+                         preset=preset, out=out,
                          miner_classes=_labels(miner_classes), validator_classes=_labels(validator_classes),
-                         timeout_s=timeout, chain={"commit_duration": commit_window},
+                         timeout_s=timeout, chain={"commit_duration": commit_window, "absence_rounds": absence_rounds},
                          training={**_compute_overrides(inner_steps=inner_steps, checkpoint_every=checkpoint_every),
                                    **_corpus_tables(dataset, genesis)})
     out.mkdir(parents=True, exist_ok=True)
@@ -230,8 +232,9 @@ def devnet(
 
         admin, members, crashed = run_devnet(opts, progress)
         progress("reading the settlement for the report")
-        config = {"miners": miners, "validators": validators, "lazy_validators": lazy_validators, "rounds": rounds,
-                  "throttled": throttled, "commit_window": commit_window,
+        config = {"miners": miners, "validators": validators, "lazy_validators": lazy_validators,
+                  "silent_validators": silent_validators, "rounds": rounds,
+                  "throttled": throttled, "commit_window": commit_window, "absence_rounds": absence_rounds,
                   "miner_classes": miner_classes, "validator_classes": validator_classes,
                   "cheaters": cheaters, "preset": preset,
                   "chain_id": admin.deployment.chain_id, "contracts": admin.deployment.contracts.model_dump(),
@@ -243,6 +246,18 @@ def devnet(
     if crashed:  # the rounds finished without them, but a crash is a bug worth a failing exit
         raise DevnetIncomplete(f"{len(crashed)} node(s) crashed (traceback in {out / 'devnet.log'}): "
                                + "; ".join(f"{n}: {e}" for n, e in crashed.items()))
+
+
+def _check_counts(miners: int, validators: int, lazy: int, silent: int, throttled: int) -> None:
+    """Refuse counts the devnet cannot make up: no honest validator left, or more throttled than honest
+    miners."""
+    if lazy >= validators:
+        raise ConfigError(f"--lazy-validators ({lazy}) must leave at least one honest validator of the {validators}")
+    if lazy + silent >= validators:
+        raise ConfigError(f"--lazy-validators ({lazy}) and --silent-validators ({silent}) must leave at least one "
+                          f"honest validator of the {validators}")
+    if throttled > miners:
+        raise ConfigError(f"--throttled ({throttled}) cannot exceed --miners ({miners})")
 
 
 def _genesis_tables(folder: Path | None) -> dict[str, Any]:

@@ -51,6 +51,9 @@ class ChainParams(_Strict):
     report_bond: int = Field(10, ge=0)  # tokens a reporter posts; burned if its report is rejected
     slash_bps: int = Field(5000, ge=0, le=10_000)  # fraction of a cheater's stake slashed
     reporter_share_bps: int = Field(2000, ge=0, le=10_000)  # reporter's cut of a slash; rest is burned
+    # ended rounds in a row a permitted validator may leave unrevealed (while others reveal)
+    # before anyone may end its eligibility (Disputes.retire_absent); 0: never
+    absence_rounds: int = Field(3, ge=0, le=16)
 
     @model_validator(mode="after")
     def _unbonding_exceeds_round(self) -> ChainParams:

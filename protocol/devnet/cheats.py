@@ -25,7 +25,7 @@ from protocol.core.proof.submission import Submission, honest, submit
 from protocol.core.proof.trace import carry_hash
 from protocol.core.proof.work import MinerWork, build_work, derive_update
 from protocol.core.train.compress import Compressed, decode_update, encode_update, expected_header
-from protocol.core.train.data import Dataset, assign_pages, sample_distinct
+from protocol.core.train.data import Dataset, sample_distinct
 from protocol.core.train.training import (
     Carry,
     RoundTask,
@@ -33,6 +33,7 @@ from protocol.core.train.training import (
     batch_fn,
     fresh_checkpoint,
     run_steps,
+    task_pages,
     train_round,
     zero_carry,
 )
@@ -85,8 +86,8 @@ def fabricate(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None,
 
 def wrong_data(task: RoundTask, ds: Dataset, theta: Params, carry: Carry | None) -> Submission:
     """Trains on pages other than the assigned ones."""
-    mine = set(assign_pages(ds, task.seed, task.cfg.pages_per_miner))
-    other = [p for p in ds.train_pages if p not in mine][: task.cfg.pages_per_miner]
+    mine = set(task_pages(task, ds))
+    other = [p for p in ds.train_pages if p not in mine][: len(mine)]
     batches = batch_fn(task, ds, pages=other)
     return submit(task, build_work(task, train_round(task, ds, theta, carry, batches), theta))
 

@@ -3,7 +3,8 @@
 The chain is eth-tester mined once a second on the wall clock (protocol/chain/devchain.py);
 every miner and validator is its own node object with its own libp2p host on 127.0.0.1
 and its own worker process for training and replay. Cheating miners use the adversaries
-of protocol/devnet/cheats.py.
+of protocol/devnet/cheats.py; lazy and silent validators those of protocol/devnet/lazy_validator.py
+and protocol/devnet/silent_validator.py.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from protocol.core.hardware.hardware_class import class_mask, label
 from protocol.core.hardware.replay_profile import ReplayProfile
 from protocol.devnet.cheats import CHEATS, MinerCheat
 from protocol.devnet.lazy_validator import LazyValidator
+from protocol.devnet.silent_validator import SilentValidator
 from protocol.node.hardware_choice import choose_class
 from protocol.node.keys import LocalAccount, NodeKeys
 from protocol.node.node_config import NodeConfig
@@ -48,6 +50,7 @@ Progress = Callable[[str], None]
 FALSE_CLASS = "false-class"  # a validator registered for a class it does not run (testing only)
 THROTTLED = "throttled"  # an honest miner on a machine a third as fast (it sleeps after each step)
 THROTTLE = 3.0
+LAZY, SILENT = LazyValidator().name, SilentValidator().name  # validator kinds: never replays; never reveals nor signs
 
 
 class DevnetIncomplete(VeritrainError):
@@ -61,6 +64,7 @@ class DevnetOptions:
     rounds: int = 5
     cheaters: tuple[tuple[str, float | None], ...] = ()  # (kind, fraction of segments faked)
     lazy_validators: int = 0  # of `validators`, how many never replay (they are audited and slashed)
+    silent_validators: int = 0  # of `validators`, how many commit but never reveal nor sign (they earn nothing)
     throttled: int = 0  # of the honest `miners`, how many train at a third of the speed (capacity-scaled work)
     # hardware classes (labels or ids), cycled over the miners and over the validators; empty: the run's profile
     miner_classes: tuple[str, ...] = ()
@@ -179,7 +183,8 @@ def setup_network(opts: DevnetOptions, progress: Progress,
                for kind, a in zip(kinds, accounts[:n_miners], strict=True)]
     for member, p in zip(members, profiles, strict=False):
         member.profile = p
-    v_kinds = ["honest"] * (opts.validators - opts.lazy_validators) + ["lazy-validator"] * opts.lazy_validators
+    honest = opts.validators - opts.lazy_validators - opts.silent_validators
+    v_kinds = ["honest"] * honest + [LAZY] * opts.lazy_validators + [SILENT] * opts.silent_validators
     members += [Member(Role.VALIDATOR, kind, NodeKeys(a, NodeIdentity.generate(), bls_keygen(os.urandom(32))),
                        admin.with_account(a))
                 for kind, a in zip(v_kinds, accounts[n_miners:], strict=True)]
@@ -230,7 +235,8 @@ def build_nodes(opts: DevnetOptions, members: list[Member], data_root: Path, wor
             cheat = None if m.kind in ("honest", THROTTLED) else MinerCheat(m.kind, fractions.get(m.kind))
             m.node = MinerNode(m.client, m.keys, cfg, log, cheat=cheat)
         else:
-            m.node = ValidatorNode(m.client, m.keys, cfg, log, cheat=LazyValidator() if m.kind == "lazy-validator" else None)
+            m.node = ValidatorNode(m.client, m.keys, cfg, log, cheat=LazyValidator() if m.kind == LAZY else None,
+                                   silence=SilentValidator() if m.kind == SILENT else None)
         m.node.prestarted_worker = workers[i]
 
 

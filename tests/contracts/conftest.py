@@ -87,6 +87,7 @@ class Params:
     slash_bps: int = 5000
     signer_slash_bps: int = 1000
     reporter_share_bps: int = 2000
+    absence_rounds: int = 3  # ended rounds in a row without a reveal that retire a validator (Disputes)
 
 
 SETTLEMENT_PARTS = ("rounds", "scores", "rewards", "results")
@@ -190,7 +191,8 @@ def deploy_stack(params: Params = Params(), holders: list[str] | None = None, am
     tree = partial("TreeChallenges").deploy(*challenge_args)
     account = partial("AccountChallenges").deploy(*challenge_args)
     disputes = partial("Disputes").deploy(token.address, staking.address, rounds.address, rewards.address,
-                                          p.report_bond, p.challenge_window, p.slash_bps, p.reporter_share_bps)
+                                          p.report_bond, p.challenge_window, p.slash_bps, p.reporter_share_bps,
+                                          p.absence_rounds)
     staking.wire(disputes.address, results.address)
     rounds.wire(scores.address, rewards.address, results.address, keys.address)
     rewards.wire(disputes.address, results.address)

@@ -51,15 +51,17 @@ def test_constructor_reverts_and_unbonding_bound():
     w = make_world(start=False)
     t, st, r, rw = w.t.address, w.st.address, w.stack.rounds.address, w.stack.rewards.address
     with boa.reverts("disputes: bad fraction"):
-        partial("Disputes").deploy(t, st, r, rw, 1, 60, BPS + 1, 0)
+        partial("Disputes").deploy(t, st, r, rw, 1, 60, BPS + 1, 0, 3)
     with boa.reverts("disputes: bad fraction"):
-        partial("Disputes").deploy(t, st, r, rw, 1, 60, 0, BPS + 1)
+        partial("Disputes").deploy(t, st, r, rw, 1, 60, 0, BPS + 1, 3)
+    with boa.reverts("disputes: absence rounds above 16"):
+        partial("Disputes").deploy(t, st, r, rw, 1, 60, 0, 0, 17)
     with boa.reverts("disputes: zero challenge window"):
-        partial("Disputes").deploy(t, st, r, rw, 1, 0, 0, 0)
+        partial("Disputes").deploy(t, st, r, rw, 1, 0, 0, 0, 3)
     # delay 600 must exceed 4 x 60 phases (commit, score, reveal, audit) + window
     with boa.reverts("disputes: unbonding delay too short"):
-        partial("Disputes").deploy(t, st, r, rw, 1, 360, 0, 0)
-    d = partial("Disputes").deploy(t, st, r, rw, 1, 359, BPS, BPS)
+        partial("Disputes").deploy(t, st, r, rw, 1, 360, 0, 0, 3)
+    d = partial("Disputes").deploy(t, st, r, rw, 1, 359, BPS, BPS, 16)
     assert (d.challenge_window(), d.slash_bps(), d.reporter_share_bps()) == (359, BPS, BPS)
 
 

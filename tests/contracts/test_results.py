@@ -123,6 +123,57 @@ def test_exactly_two_thirds_of_the_stake_is_refused():
         w.s.post_result(header, w.sign(header, w.validators[:2]), absent, keys)
 
 
+# -- absence costs the absent (issue 28 item 4) ------------------------------------------------------
+
+
+def test_two_of_three_equal_validators_certify_without_the_third_which_earns_nothing():
+    """The third never reveals nor signs: 2/3 of the stake revealed is the round's quorum, and
+    both revealed validators are more than 2/3 of the revealed stake, so the round settles and
+    pays; the absent one's dividend is 0."""
+    w = make_world(validator_stakes=(200 * TOKEN,) * 3, bls=True)
+    absent = w.validators[2]
+    w.to_result(0, {v: [1000, 2000, 3000] for v in w.validators[:2]})
+    settled = w.settle(0)
+    assert settled.result.quorum and all(p > 0 for p in settled.result.pay)
+    posted = w.post(0, settled, signers=w.validators[:2])
+    assert posted.non_signers == [absent]
+    w.finalize(posted)
+    assert w.s.finalized(0) and not w.s.fallback(0)
+    assert settled.entry_of(str(absent)).cumulative == 0
+    assert all(settled.entry_of(str(v)).cumulative > 0 for v in w.validators[:2])
+
+
+def test_a_signer_that_never_revealed_cannot_make_up_a_certificate(kworld: World):
+    """Four equal validators, the fourth never reveals: three signers counting it pass the old
+    measure (3/4 of all stake) but only two of them revealed, exactly 2/3 of the revealed stake.
+    The three that revealed certify."""
+    w = kworld
+    absent = w.validators[3]
+    w.to_result(0, {v: [1000, 2000, 3000] for v in w.validators[:3]})
+    header = list(w.settle(0).header.words())
+    colluders = [w.validators[0], w.validators[1], absent]
+    non_signers, keys = w.non_signer_args(0, colluders)
+    with boa.reverts("results: signers hold 2/3 of the stake or less"):
+        w.s.post_result(header, w.sign(header, colluders), non_signers, keys)
+    w.post(0, signers=w.validators[:3])
+    assert w.s.pending(0) != b"\x00" * 32
+
+
+def test_without_the_quorum_signers_need_more_than_two_thirds_of_all_stake():
+    """One of three revealed: the round's result is the fallback's, and its certificate is
+    measured against the whole permitted stake: the revealed one with one other is refused."""
+    w = make_world(validator_stakes=(200 * TOKEN,) * 3, bls=True)
+    w.to_result(0, {w.validators[0]: [1000, 2000, 3000]})
+    settled = w.settle(0)
+    assert not settled.result.quorum
+    header = list(settled.header.words())
+    non_signers, keys = w.non_signer_args(0, w.validators[:2])
+    with boa.reverts("results: signers hold 2/3 of the stake or less"):
+        w.s.post_result(header, w.sign(header, w.validators[:2]), non_signers, keys)
+    w.post(0, settled, signers=w.validators)
+    assert w.s.pending(0) != b"\x00" * 32
+
+
 def three_keyed_one_keyless() -> World:
     """Four validators of equal stake, the last without a BLS key, round 0 at its result phase."""
     w = make_world(validator_stakes=(200 * TOKEN,) * 4, start=False)

@@ -354,7 +354,7 @@ def test_score_commit_reverts():
     s.commit_scores(0, c, sender=v0)
     (ev,) = last_logs(s, "ScoresCommitted")
     assert (ev.round, ev.validator, ev.commitment) == (0, v0, c)
-    assert s.score_commitment(0, v0) == c and s.score_commit_count(0) == 1
+    assert s.score_commitment(0, v0) == c
     with boa.reverts("settlement: scores already committed"):
         s.commit_scores(0, b"\x08" * 32, sender=v0)
     assert s.phase(0) == PHASE_SCORING
@@ -368,10 +368,9 @@ def test_scoring_closes_early_when_every_validator_committed(world: World):
     s = world.s
     world.to_scoring(0)
     world.commit_scores(0, world.validators[0], [1, 2, 3])
-    assert s.phase(0) == PHASE_SCORING and s.score_closed_time(0) == 0
+    assert s.phase(0) == PHASE_SCORING and s.deadlines(0)[1] > boa.env.timestamp
     world.commit_scores(0, world.validators[1], [1, 2, 3])
     assert s.phase(0) == PHASE_REVEAL
-    assert s.score_closed_time(0) == boa.env.timestamp
     assert s.deadlines(0)[1:] == (boa.env.timestamp, boa.env.timestamp + 60, boa.env.timestamp + 120)
 
 
@@ -533,11 +532,11 @@ def test_a_round_reuses_the_snapshot_of_an_unchanged_set_and_a_stake_change_make
     v0, v1 = world.validators
     weights = (s.validator_weight(0, v0), s.validator_weight(0, v1))
     world.run_round(0, {v0: [1, 2, 3], v1: [1, 2, 3]})
-    assert s.round_snapshot(1) == s.round_snapshot(0) == s.snapshot_count() == 1
+    assert s.snapshot_count() == 1  # round 1 points at round 0's snapshot
     world.t.approve(st.address, 5 * TOKEN, sender=v0)
     st.stake(5 * TOKEN, sender=v0)
     world.run_round(1, {v0: [1, 2, 3], v1: [1, 2, 3]})
-    assert s.round_snapshot(2) == s.snapshot_count() == 2 and s.round_snapshot(3) == 0
+    assert s.snapshot_count() == 2
     assert s.validator_weight(2, v0) == weights[0] + 5 * TOKEN and s.validator_weight(2, v1) == weights[1]
     assert (s.validator_weight(1, v0), s.validator_weight(1, v1)) == weights
     assert s.total_weight(2) == s.total_weight(1) + 5 * TOKEN
@@ -558,7 +557,7 @@ def test_only_disputes_and_scores_hooks(world: World):
         with boa.reverts("settlement: only scores"):
             s.record_score_commit(0, caller, sender=caller)
         with boa.reverts("settlement: only scores"):
-            s.record_reveal(0, sender=caller)
+            s.record_reveal(0, caller, sender=caller)
         with boa.reverts("settlement: only scores"):
             s.record_audit_done(0, sender=caller)
         with boa.reverts("settlement: only disputes"):

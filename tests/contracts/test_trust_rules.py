@@ -81,9 +81,11 @@ def test_a_strict_majority_sets_the_score():
 
 
 @pytest.mark.parametrize("honest_revealers", [2, 1])
-def test_a_coalition_below_a_third_of_the_permitted_stake_never_moves_a_score(honest_revealers):
-    """330 of 1000 permitted: with the quorum (> 666 revealed) it is always under half the revealed
-    stake, whether every honest validator reveals or one of them withholds too."""
+def test_a_coalition_below_a_third_of_the_permitted_stake_never_raises_a_score(honest_revealers):
+    """330 of 1000 permitted: a score needs the support of more than half the permitted stake, so
+    the coalition raises nothing whether every honest validator reveals or one of them is absent.
+    With both honest ones present it lowers nothing either; with one absent (340 honest of 670
+    revealed) it can withhold its support: no rule tells the honest third from a lying one."""
     w = make_world(validator_stakes=(330 * TOKEN, 340 * TOKEN, 330 * TOKEN))
     bad, h0, h1 = w.validators
     honest = {h0: [FAIR, FAIR, 1000], h1: [FAIR, FAIR, 1000]}
@@ -91,7 +93,19 @@ def test_a_coalition_below_a_third_of_the_permitted_stake_never_moves_a_score(ho
     ordered = reveal_round(w, scores, [bad, h0, h1][: 1 + honest_revealers])
     finalize(w)
     assert w.settle(0).result.quorum
-    assert consensus(w, ordered) == [FAIR, FAIR, 1000]  # raised nothing, lowered nothing
+    expected = [FAIR, FAIR, 1000] if honest_revealers == 2 else [FAIR, 0, 1000]
+    assert consensus(w, ordered) == expected
+
+
+def test_a_pair_holding_half_the_permitted_stake_cannot_raise_a_score_while_an_honest_one_is_absent():
+    """The attack of the issue: two validators holding half of the stake, one honest validator
+    offline. Counted against the revealed stake they were a majority and set any score; counted
+    against the permitted stake, half is not a majority."""
+    w = make_world(validator_stakes=(250 * TOKEN, 250 * TOKEN, 250 * TOKEN, 250 * TOKEN))
+    b0, b1, honest, _absent = w.validators
+    ordered = reveal_round(w, {b0: [65535] * 3, b1: [65535] * 3, honest: [FAIR, 1000, 0]}, [b0, b1, honest])
+    finalize(w)
+    assert w.settle(0).result.quorum and consensus(w, ordered) == [FAIR, 1000, 0]
 
 
 def test_a_coalition_below_a_third_that_withholds_cannot_force_the_fallback():
@@ -133,10 +147,21 @@ def test_without_the_quorum_the_round_falls_back_and_honest_validators_are_still
     assert settled.header.minted == pool
 
 
-def test_exactly_two_thirds_revealed_is_not_a_quorum():
+def test_exactly_two_thirds_revealed_is_a_quorum():
+    """Two of three equal validators settle a round without the third, which earns nothing."""
     w = make_world(validator_stakes=(200 * TOKEN, 200 * TOKEN, 200 * TOKEN))
-    v0, v1, _ = w.validators
+    v0, v1, absent = w.validators
     ordered = reveal_round(w, {v0: [HIGH] * 3, v1: [HIGH] * 3})
+    settled = finalize(w)
+    assert settled.result.quorum and consensus(w, ordered) == [HIGH] * 3
+    assert all(p > 0 for p in settled.result.pay)
+    assert pay_of(settled, v0) > 0 and pay_of(settled, v1) > 0 and pay_of(settled, absent) == 0
+
+
+def test_under_two_thirds_revealed_is_not_a_quorum():
+    w = make_world(validator_stakes=(201 * TOKEN, 200 * TOKEN, 200 * TOKEN))
+    _, v1, v2 = w.validators
+    ordered = reveal_round(w, {v1: [HIGH] * 3, v2: [HIGH] * 3})  # 400 of 601
     settled = finalize(w)
     assert not settled.result.quorum and consensus(w, ordered) == [0, 0, 0]
 

@@ -16,9 +16,10 @@ from protocol.core.settlement.result_inputs import PrevEntry, Reveal, RoundInput
 # ---- the reference: the spec's sentences, one loop each, no shared helpers -------------------
 
 
-def ref_median(column: list[int], weights: list[int]) -> int:
-    """Try every candidate value; keep the largest with strictly more than half the weight at or above."""
-    total = sum(weights)
+def ref_median(column: list[int], weights: list[int], total: int | None = None) -> int:
+    """Try every candidate value; keep the largest with strictly more than half of `total` (the
+    deciders' weight, revealed or not; default the weights') at or above."""
+    total = sum(weights) if total is None else total
     best = 0
     for x in set(column):
         support = sum(w for s, w in zip(column, weights, strict=True) if s >= x)
@@ -32,7 +33,7 @@ def reference(inp: RoundInputs) -> dict:
     w = dict(zip(vs, inp.weights, strict=True))
     revealed = [v for v in vs if v in inp.reveals]
     big_r = sum(w[v] for v in revealed)
-    quorum = 3 * big_r > 2 * sum(inp.weights)
+    quorum = big_r > 0 and 3 * big_r >= 2 * sum(inp.weights)
     c, deciders, column_quorum = [], [], []
     for i, m in enumerate(inp.miners):
         # a column is decided by the validators holding its miner's class (unset = class 0),
@@ -43,11 +44,13 @@ def reference(inp: RoundInputs) -> dict:
         d = holders if held > 0 and held >= inp.min_class_weight else vs
         deciders.append(set(d))
         voters = [v for v in revealed if v in d]
-        column_quorum.append(quorum and 3 * sum(w[v] for v in voters) > 2 * sum(w[v] for v in d))
+        voted = sum(w[v] for v in voters)
+        column_quorum.append(quorum and voted > 0 and 3 * voted >= 2 * sum(w[v] for v in d))
         if not column_quorum[i] or m in inp.forfeited:
             c.append(0)
         else:
-            c.append(ref_median([inp.reveals[v].scores[i] for v in voters], [w[v] for v in voters]))
+            c.append(ref_median([inp.reveals[v].scores[i] for v in voters], [w[v] for v in voters],
+                                sum(w[v] for v in d)))
     p_m = inp.emission * inp.miner_share_bps // 10_000
     p_v = inp.emission - p_m
     pay = [p_m * ci // sum(c) if sum(c) > 0 else 0 for ci in c]
@@ -165,16 +168,40 @@ def test_weighted_median_ties_and_edges() -> None:
     assert weighted_median([7, 7, 3], [1, 2, 2]) == 7
     assert weighted_median([5, 9], [0, 0]) == 0  # no weight, no majority
     assert weighted_median([65535, 65535, 0], [1, 1, 1]) == 65535
+    assert weighted_median([9], [1], out_of=3) == 0  # one of three permitted: no majority of them
+    assert weighted_median([9, 9], [1, 1], out_of=3) == 9
 
 
-def test_quorum_needs_more_than_two_thirds() -> None:
+def test_quorum_needs_two_thirds_and_a_score_half_the_permitted_weight() -> None:
     vs = tuple(ACCOUNTS[1:4])
 
-    def run(revealed: int) -> RoundResult:
-        reveals = {v: Reveal((9,), 0, bytes(32)) for v in vs[:revealed]}
+    def run(revealed: int, scores: tuple[int, ...] = (9, 9, 9)) -> RoundResult:
+        reveals = {v: Reveal((s,), 0, bytes(32)) for v, s in zip(vs[:revealed], scores, strict=False)}
         return compute_result(RoundInputs(3, (ACCOUNTS[0],), vs, (1, 1, 1), reveals, frozenset(), {}, 1000, 5000))
-    assert not run(2).quorum and run(2).consensus == (0,)  # exactly 2/3
+    assert not run(1).quorum and run(1).consensus == (0,)
+    assert run(2).quorum and run(2).consensus == (9,) and run(2).pay == (500,)  # exactly 2/3: the third is absent
+    assert run(2, (9, 20)).consensus == (9,)  # one of the two present cannot raise a score alone
     assert run(3).quorum and run(3).consensus == (9,) and run(3).pay == (500,)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(scores_st, st.integers(1, 10**6), st.booleans()), min_size=1, max_size=6),
+       st.lists(scores_st, min_size=1, max_size=4))
+def test_half_the_permitted_weight_never_raises_a_score_whoever_is_offline(
+        honest: list[tuple[int, int, bool]], raised: list[int]) -> None:
+    """A coalition holding at most half of the permitted weight (honest and coalition together),
+    whatever it scores, never lifts a consensus above the best score of an honest validator that
+    revealed, however many honest ones are offline."""
+    honest_weight = sum(w for _, w, _ in honest)
+    raised = raised[:honest_weight]
+    coalition = [honest_weight // len(raised)] * len(raised)
+    coalition[-1] += honest_weight - sum(coalition)  # exactly the honest weight: half of the permitted
+    permitted = honest_weight + sum(coalition)
+    present = [(sc, w) for sc, w, online in honest if online]
+    column = [sc for sc, _ in present] + raised
+    weights = [w for _, w in present] + coalition
+    best_honest = max((sc for sc, _ in present), default=0)
+    assert weighted_median(column, weights, permitted) <= best_honest
 
 
 def test_credits_split_a_column_pool_by_weight_times_agreement() -> None:

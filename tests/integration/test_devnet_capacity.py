@@ -2,6 +2,11 @@
 on a machine a third as fast trains fewer steps and commits in every round, is verified and
 paid, and the commit phase closes when everyone has committed, well inside its window.
 
+The same network rides out a silent validator (`--validators 3 --silent-validators 1`): it
+checks and commits its scores (so the scoring phase still closes early) but never reveals nor
+signs; the two others settle every round without a fallback and are paid, it earns nothing, and
+with `--absence-rounds 1` they end its permit as soon as round 0 has ended.
+
 The window (20 s) is short enough that H = 600 micro steps is more than the throttled miner fits
 in half of it on any machine CI has had (the fastest honest miner fit 600 in half of a 16 s window,
 so the throttled one fits about 250 in half of 20 s), and long enough that a miner that planned its
@@ -28,7 +33,8 @@ H = 600
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("devnet-capacity")
-    result = run_cli("devnet", "--miners", "3", "--throttled", "1", "--validators", "2", "--rounds", "2",
+    result = run_cli("devnet", "--miners", "3", "--throttled", "1", "--validators", "3", "--silent-validators", "1",
+                     "--absence-rounds", "1", "--rounds", "2",
                      "--preset", "micro", "--commit-window", str(WINDOW), "--inner-steps", str(H),
                      "--checkpoint-every", "60", "--out", str(out), "--timeout", "500", timeout=700)
     assert result.code == 0, (result.stdout[-2000:], result.stderr[-3000:])
@@ -65,3 +71,19 @@ def test_the_throttled_miner_measured_itself_slower(report):
     assert len(times) == 3, times
     throttled = times.pop("miner2")  # the devnet lists the honest miners first, then the throttled one
     assert throttled > 1.5 * min(times.values()), (throttled, times)
+
+
+def test_a_silent_validator_of_three_is_ridden_out_and_earns_nothing(report):
+    data, _ = report
+    assert all(r["fallback"] is False for r in data["rounds"]), [r["fallback"] for r in data["rounds"]]
+    honest = [f for f in data["final"] if f["role"] == "validator" and f["kind"] == "honest"]
+    assert len(honest) == 2 and all(f["claimed"] > 0 and f["slashed"] == 0 for f in honest), honest
+    (silent,) = [f for f in data["final"] if f["kind"] == "silent-validator"]
+    assert silent["claimed"] == 0, silent
+
+
+def test_the_honest_validators_end_the_silent_ones_permit(report):
+    data, log = report
+    (silent,) = [f["address"] for f in data["final"] if f["kind"] == "silent-validator"]
+    retired = [e for e in log if e["event"] == "absent validator retired"]
+    assert [e["validator"] for e in retired] == [silent], retired  # once: the others' estimates revert

@@ -30,14 +30,17 @@ class RoundResult:
     heldout_loss: int  # lower median of the revealed losses, 1e6 = 1.0
 
 
-def weighted_median(scores: Sequence[int], weights: Sequence[int]) -> int:
-    """The largest score x with more than half of the total weight at or above it; 0 if none.
+def weighted_median(scores: Sequence[int], weights: Sequence[int], out_of: int | None = None) -> int:
+    """The largest score x with more than half of `out_of` (default: the weights' sum) at or
+    above it; 0 if none.
 
-    Strict majority: exactly half the weight cannot raise the result (DESIGN §8.1 rule 5).
+    Strict majority: exactly half the weight cannot raise the result. A column passes its
+    deciders' whole weight, revealed or not, so that no coalition of at most half of it moves a
+    score whoever else is offline (docs/PROTOCOL.md §11.2).
     """
     if len(scores) != len(weights):
         raise ResultError(f"{len(scores)} scores for {len(weights)} weights")
-    total = sum(weights)
+    total = sum(weights) if out_of is None else out_of
     support = 0
     ranked = sorted(zip(scores, weights, strict=True), reverse=True)
     for k, (score, weight) in enumerate(ranked):
@@ -49,8 +52,9 @@ def weighted_median(scores: Sequence[int], weights: Sequence[int]) -> int:
 
 
 def has_quorum(revealed_weight: int, total_weight: int) -> bool:
-    """More than 2/3 of the round's weight revealed."""
-    return 3 * revealed_weight > 2 * total_weight
+    """At least 2/3 of the weight revealed (and some): two of three equal validators settle a
+    round without the third."""
+    return revealed_weight > 0 and 3 * revealed_weight >= 2 * total_weight
 
 
 def agreement(score: int, consensus: int) -> int:
@@ -70,7 +74,8 @@ class _Column:
     """Who decides one column and whether they reach its quorum."""
 
     deciders: tuple[bool, ...]  # per validator: holds the miner's class (or everyone: tolerance)
-    quorum: bool  # the round's quorum and > 2/3 of the deciders' weight revealed
+    quorum: bool  # the round's quorum and >= 2/3 of the deciders' weight revealed
+    weight: int  # the deciders' weight, revealed or not: what a consensus score needs half of
 
 
 def _column_of(inputs: RoundInputs, quorum: bool, column: int) -> _Column:
@@ -80,7 +85,7 @@ def _column_of(inputs: RoundInputs, quorum: bool, column: int) -> _Column:
         if d:
             weight += w
             revealed += w if v in inputs.reveals else 0
-    return _Column(deciders, quorum and has_quorum(revealed, weight))
+    return _Column(deciders, quorum and has_quorum(revealed, weight), weight)
 
 
 def _consensus_of(inputs: RoundInputs, column: int, col: _Column) -> int:
@@ -88,7 +93,7 @@ def _consensus_of(inputs: RoundInputs, column: int, col: _Column) -> int:
         return 0
     votes = [(inputs.reveals[v].scores[column], w) for v, w, d in zip(inputs.validators, inputs.weights, col.deciders, strict=True)
              if d and v in inputs.reveals]
-    return weighted_median([s for s, _ in votes], [w for _, w in votes])
+    return weighted_median([s for s, _ in votes], [w for _, w in votes], col.weight)
 
 
 def _pay(pool: int, consensus: Sequence[int]) -> tuple[int, ...]:

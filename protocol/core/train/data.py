@@ -162,6 +162,15 @@ def assign_pages(ds: Dataset, seed: bytes, n_pages: int) -> list[int]:
     return sorted(sample_distinct(seed, ds.train_pages, n_pages, label=0))
 
 
+def pages_for_round(ds: Dataset, steps: int, batch_size: int, block_size: int, pages_per_miner: int) -> int:
+    """How many pages a miner trains on in a round of `steps` steps: `pages_per_miner`, or, for a
+    longer round, enough that each token is drawn about once. A long round on a few pages
+    overfits them: its update raises the held-out loss and scores 0, so a fast miner would be
+    zeroed for its extra work."""
+    need = -(-steps * batch_size * block_size // ds.page_tokens)
+    return min(len(ds.train_pages), max(pages_per_miner, need))
+
+
 def batch(ds: Dataset, seed: bytes, step: int, pages: Sequence[int], batch_size: int,
           block_size: int) -> tuple[Tensor, Tensor]:
     """The (x, y) batch of `step`, each (B, T) int64, from windows inside `pages`."""

@@ -34,7 +34,7 @@ from protocol.core.model.gpt import (
 )
 from protocol.core.model.placement import CPU, Placement, placement_of
 from protocol.core.train.compute_config import ComputeConfig
-from protocol.core.train.data import Dataset, assign_pages, batch, miner_seed
+from protocol.core.train.data import Dataset, assign_pages, batch, miner_seed, pages_for_round
 
 
 class ProcessGroupRequired(ConfigError):
@@ -63,10 +63,17 @@ StepHook = Callable[[Checkpoint], None]  # the live state after each inner step 
 GradSync = Callable[[LanguageModel, Tensor], Tensor]
 
 
+def task_pages(task: RoundTask, ds: Dataset) -> list[int]:
+    """The pages the task's miner must train on: more for a longer round (`pages_for_round`)."""
+    cfg = task.cfg
+    return assign_pages(ds, task.seed, pages_for_round(ds, cfg.inner_steps, cfg.batch_size, task.model.block_size,
+                                                       cfg.pages_per_miner))
+
+
 def batch_fn(task: RoundTask, ds: Dataset, batch_size: int | None = None,
              pages: list[int] | None = None) -> BatchFn:
     """The task's batches; `batch_size`/`pages` overrides exist only for adversary tests."""
-    pages = pages if pages is not None else assign_pages(ds, task.seed, task.cfg.pages_per_miner)
+    pages = pages if pages is not None else task_pages(task, ds)
     bs = batch_size if batch_size is not None else task.cfg.batch_size
     return lambda step: batch(ds, task.seed, step, pages, bs, task.model.block_size)
 
