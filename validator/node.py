@@ -40,7 +40,7 @@ from validator.late_submissions import fetch_late, recheck_unavailable
 from validator.result_flow import ResultFlow
 from validator.scoring import Usefulness, class_adjusted, score_seed
 from validator.silence import Duty, ValidatorSilence
-from validator.work import ScoreJob, score_miners, usefulness_by_miner
+from validator.work import ScoreJob, scored_miners, usefulness_by_miner
 
 
 class ValidatorNode(NodeContext):
@@ -105,7 +105,8 @@ class ValidatorNode(NodeContext):
         self.log.info("verifying %s", kv(round=r, miners=len(commits), phase="scoring",
                                          **{mode.value: sum(m is mode for m in modes.values()) for mode in CheckMode}))
         submissions = await fetch_submissions(self, r, commits)
-        if self.data.state.recall(r, "scores") is None:  # a miner restarting mid-round serves again soon
+        # a miner restarting mid-round serves again soon (one that never reveals does not wait)
+        if self.data.state.recall(r, "scores") is None and not self.skips("reveal"):
             submissions = await fetch_late(self, r, commits, submissions)
         useful: dict[bytes, Usefulness] | None = None
 
@@ -221,7 +222,11 @@ class ValidatorNode(NodeContext):
                                   [(c.miner, c.order, c.envelope, c.outcome.kind is None, c.steps)
                                    for c in checks])
             by_miner = {c.miner: c for c in checks}
-            scores = class_adjusted(await self._work(score_miners, job, useful) if checks else {},
+            scored = await self._work(scored_miners, job, useful) if checks else {}
+            zeroed = {m: why for m, (score, why) in scored.items() if score == 0}
+            if zeroed:
+                self.log.info("miners scored 0 %s", kv(round=r, why=zeroed))
+            scores = class_adjusted({m: score for m, (score, _) in scored.items()},
                                     {c.miner: c.mode for c in checks}, self.setup.compute.tolerance_discount)
             columns = await self.columns(r)
             bundle = encode_bundle([(witness_of(self, r, by_miner[m]), by_miner[m].challenge.signature)

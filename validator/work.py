@@ -167,13 +167,21 @@ def usefulness_by_miner(job: ScoreJob) -> dict[bytes, Usefulness]:
 def score_miners(job: ScoreJob, useful: dict[bytes, Usefulness] | None = None) -> dict[str, int]:
     """Integer scores in [0, 65535]; a miner without a usable envelope scores 0. `useful`:
     `usefulness_by_miner` of the same job, if it ran already."""
+    return {m: score for m, (score, _) in scored_miners(job, useful).items()}
+
+
+def scored_miners(job: ScoreJob, useful: dict[bytes, Usefulness] | None = None) -> dict[str, tuple[int, str]]:
+    """`score_miners` with why each score is what it is: "" for a positive score, else the zero
+    reason (proof, malformed, over-norm, copy), "no held-out gain", or "nothing scored" (no
+    usable envelope, or a step count the run does not allow). Operators read it in the log."""
     entries, ds, state = _score_inputs(job)
-    out = {miner.lower(): 0 for miner, *_ in job.entries}
+    out = {miner.lower(): (0, "nothing scored") for miner, *_ in job.entries}
     device = Setup(job.spec, job.run_seed).profile.device
     scores = score_round(entries, ds, state.params, Digest(job.validator_seed), useful=useful, device=device,
                          step_norm=state.step_norm)
     for raw, s in scores.items():
-        out["0x" + raw.hex()] = s.score
+        why = s.zero_reason.value if s.zero_reason is not None else ("" if s.score > 0 else "no held-out gain")
+        out["0x" + raw.hex()] = (s.score, why)
     return {_checksum(m): v for m, v in out.items()}
 
 

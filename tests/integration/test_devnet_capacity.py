@@ -1,6 +1,7 @@
 """Capacity-scaled work in a whole network (`veritrain devnet --throttled 1`): one honest miner
-on a machine a third as fast trains fewer steps and commits in every round, is verified and
-paid, and the commit phase closes when everyone has committed, well inside its window.
+on a machine a third as fast trains fewer steps and commits in every round and is verified (its
+pay is its update's usefulness, like everyone's), and the commit phase closes when everyone has
+committed, well inside its window.
 
 The same network rides out a silent validator (`--validators 3 --silent-validators 1`): it
 checks and commits its scores (so the scoring phase still closes early) but never reveals nor
@@ -46,7 +47,11 @@ def test_the_throttled_miner_trains_fewer_steps_and_takes_part_in_every_round(re
     for r in data["rounds"]:
         by_kind = {k: [m for m in r["miners"] if m["kind"] == k] for k in ("honest", "throttled")}
         (slow,) = by_kind["throttled"]
-        assert all(m["committed"] and m["verified"] and m["reward"] > 0 for m in r["miners"]), r
+        assert all(m["committed"] and m["verified"] and m["slashed"] == 0 for m in r["miners"]), r
+        # pay is usefulness: a compressed micro update at H = 600 helps the held-out loss for most
+        # honest miners but not for each in every round (the validators log why: `miners scored 0`,
+        # "no held-out gain"), so only the round's pay is asserted here
+        assert sum(m["reward"] for m in r["miners"]) > 0, r
         # fewer than the fastest honest miner: an honest one measured while the others boot on
         # the same two cores may plan as little as the throttled one (CI: 720 against 720)
         assert slow["steps"] % 60 == 0 and 60 <= slow["steps"] < max(m["steps"] for m in by_kind["honest"]), r
