@@ -43,7 +43,7 @@ def silent_row(p: Params) -> Row:
     inputs, absent = _round(p, v, {j: honest for j in range(v - 1)})
     _, present = _round(p, v, {j: honest for j in range(v)})
     others = inputs.validators[:-1]
-    if not (absent.quorum and certifies(inputs, others) and all(x > 0 for x in absent.pay)
+    if not (absent.quorum and certifies(inputs, others, inputs.validators) and all(x > 0 for x in absent.pay)
             and all(c > 0 for c in absent.validator_credit[:-1])):
         raise AssertionError(f"{v} equal validators do not ride out one silent validator")
     loss = Fraction(present.validator_credit[-1] - absent.validator_credit[-1], TOKEN)

@@ -47,7 +47,6 @@ STATUS_CONFIRMED: constant(uint8) = 2
 STATUS_REJECTED: constant(uint8) = 3
 STATUS_VOID: constant(uint8) = 4
 BPS: constant(uint256) = constants.BPS
-MASK96: constant(uint256) = 2**96 - 1
 
 
 struct Report:
@@ -84,6 +83,9 @@ reporter_share_bps: public(immutable(uint256))
 # others did, loses its eligibility (`retire_absent`); 0: never
 absence_rounds: public(immutable(uint256))
 MAX_ABSENCE_ROUNDS: constant(uint256) = 16
+# reports one validator may file per round: each makes every voter of it re-check
+max_reports: public(immutable(uint256))
+reports_filed: public(HashMap[uint256, HashMap[address, uint256]])
 
 report_count: public(uint256)
 reports: public(HashMap[uint256, Report])
@@ -126,6 +128,7 @@ event FraudResolved:
 def __init__(
     token_: IERC20, staking_: IStaking, rounds_: IRounds, rewards_: IRewards, report_bond_: uint256,
     challenge_window_: uint256, slash_bps_: uint256, reporter_share_bps_: uint256, absence_rounds_: uint256,
+    max_reports_: uint256,
 ):
     """
     @notice Fixes the dispute parameters. The staking contract's unbonding delay
@@ -141,7 +144,9 @@ def __init__(
     @param slash_bps_ Share of the miner's stake slashed on a confirmed report.
     @param reporter_share_bps_ Share of the slash paid to the reporter; the rest is burned.
     @param absence_rounds_ Ended rounds in a row without a reveal that end a validator's eligibility (0: never).
+    @param max_reports_ Reports one validator may file per round.
     """
+    assert max_reports_ > 0, "disputes: zero report cap"
     assert slash_bps_ <= BPS and reporter_share_bps_ <= BPS, "disputes: bad fraction"
     assert absence_rounds_ <= MAX_ABSENCE_ROUNDS, "disputes: absence rounds above 16"
     assert challenge_window_ > 0, "disputes: zero challenge window"
@@ -156,6 +161,7 @@ def __init__(
     slash_bps = slash_bps_
     reporter_share_bps = reporter_share_bps_
     absence_rounds = absence_rounds_
+    max_reports = max_reports_
 
 
 @external
@@ -170,19 +176,14 @@ def retire_absent(validator: address):
     assert absence_rounds > 0, "disputes: absence never retires"
     current: uint256 = staticcall rounds.current_round()
     assert current >= absence_rounds, "disputes: too few rounds"
-    records: DynArray[uint256, MAX_VALIDATORS] = []
-    aggregate: Bytes[128] = b""
-    keyed: uint256 = 0
-    total: uint256 = 0
-    revealed: uint256 = 0
+    scores: IScores = IScores(staticcall rounds.scores())
     for k: uint256 in range(1, MAX_ABSENCE_ROUNDS + 1):
         if k > absence_rounds:
             break
-        # the member record (weight, index) and the round's revealed word (bit per member)
-        records, aggregate, keyed, total, revealed = staticcall rounds.signing_facts(current - k, [validator])
-        assert records[0] & MASK96 > 0, "disputes: not permitted in every round"
-        assert revealed & (1 << ((records[0] >> 96) & 255)) == 0, "disputes: revealed in one of the rounds"
-        assert revealed != 0, "disputes: nobody revealed in one of the rounds"
+        r: uint256 = current - k
+        assert staticcall rounds.validator_weight(r, validator) > 0, "disputes: not permitted in every round"
+        assert not staticcall scores.revealed(r, validator), "disputes: revealed in one of the rounds"
+        assert staticcall scores.reveal_count(r) > 0, "disputes: nobody revealed in one of the rounds"
     extcall staking.retire(validator)
 
 
@@ -229,6 +230,9 @@ def report_fraud(
             assert kind == KIND_DERIVATION, "disputes: only derivation reports without exact checkers"
     assert staticcall rounds.reporting_open(round), "disputes: reporting closed"
     assert self.report_of[round][miner][msg.sender] == 0, "disputes: already reported"
+    filed: uint256 = self.reports_filed[round][msg.sender]
+    assert filed < max_reports, "disputes: report cap reached"
+    self.reports_filed[round][msg.sender] = filed + 1
     assert len(challenge_sig) == SIG_BYTES, "disputes: challenge signature must be 64 bytes"
     if report_bond > 0:
         assert extcall token.transferFrom(msg.sender, self, report_bond, default_return_value=True), "disputes: bond transfer failed"

@@ -163,9 +163,9 @@ def post_result(
     """
     @notice Posts a round's result: its header and the aggregate BLS signature of
             its root by every permitted validator of the round except `non_signers`.
-            The signers that revealed must hold more than 2/3 of the revealed stake
-            when at least 2/3 of the permitted stake revealed; else the signers more
-            than 2/3 of the permitted stake. Allowed once the
+            When the keyed validators that revealed hold at least 2/3 of the permitted
+            stake, the signers among them must hold more than 2/3 of their stake; else
+            the signers more than 2/3 of the permitted stake. Allowed once the
             round's audits closed and its reports resolved, before its result
             deadline, while no other root of the round is pending.
     @param header The 14 header words (`result_root_of` names them).
@@ -280,11 +280,11 @@ def slash_signer(round: uint256, attempt: uint256, root: bytes32, non_signers: D
     # a signer is a validator whose key the round's aggregate holds, not among the non-signers:
     # a permitted validator without a key cannot have signed, listed or not
     records: DynArray[uint256, MAX_VALIDATORS] = []
-    aggregate: Bytes[G1_BYTES] = b""
-    keyed: uint256 = 0
-    total: uint256 = 0
-    revealed: uint256 = 0
-    records, aggregate, keyed, total, revealed = staticcall rounds.signing_facts(round, [validator])
+    packed: bytes32[3] = empty(bytes32[3])
+    signable: uint256 = 0
+    base: uint256 = 0
+    counted: uint256 = 0
+    records, packed, signable, base, counted = staticcall rounds.signing_facts(round, [validator])
     assert records[0] >> KEY_SHIFT != 0, "results: not a keyed validator of the round"
     assert validator not in non_signers, "results: did not sign"
     assert not self.signer_slashed[round][validator], "results: already slashed"
@@ -404,37 +404,30 @@ def _non_signer_records(round: uint256, non_signers: DynArray[address, MAX_VALID
     @dev The non-signers' records (weight, index, key hash: one slot each) and the
          round's aggregate key, in one call, after checking that the non-signers are
          distinct permitted validators and that the signers (validators whose keys the
-         aggregate holds, less the non-signers) hold enough: with the round's quorum
-         (at least 2/3 of the stake revealed) the signers that revealed hold more than
-         2/3 of the revealed stake, so an absent validator cannot stop a round and one
-         that did not reveal cannot make up a certificate; else more than 2/3 of all.
+         aggregate holds, less the non-signers) hold enough: when the keyed validators
+         that revealed hold at least 2/3 of the stake, the signers among them hold more
+         than 2/3 of their stake, so an absent validator cannot stop a round and one that
+         did not reveal cannot make up a certificate; else more than 2/3 of all.
     """
     records: DynArray[uint256, MAX_VALIDATORS] = []
-    aggregate: Bytes[G1_BYTES] = b""
-    keyed: uint256 = 0
-    total: uint256 = 0
-    revealed: uint256 = 0
-    records, aggregate, keyed, total, revealed = staticcall rounds.signing_facts(round, non_signers)
+    packed: bytes32[3] = empty(bytes32[3])
+    signable: uint256 = 0
+    base: uint256 = 0
+    counted: uint256 = 0
+    records, packed, signable, base, counted = staticcall rounds.signing_facts(round, non_signers)
     missing: uint256 = 0
-    missing_revealed: uint256 = 0
     previous: uint256 = 0
     for i: uint256 in range(len(non_signers), bound=MAX_VALIDATORS):
         assert convert(non_signers[i], uint256) > previous, "results: non-signers not strictly ascending"
         previous = convert(non_signers[i], uint256)
-        weight: uint256 = records[i] & MASK96
-        assert weight > 0, "results: non-signer not a permitted validator"
-        if records[i] >> KEY_SHIFT != 0:  # a validator whose key the aggregate lacks never signs
-            missing += weight
-            if revealed & (1 << ((records[i] >> 96) & 255)) != 0:
-                missing_revealed += weight
-    signed: uint256 = keyed - missing
-    base: uint256 = (revealed >> 64) & MASK96
-    if base > 0 and base * 3 >= total * 2:
-        signed = (revealed >> 160) - missing_revealed
-    else:
-        base = total
-    assert signed * 3 > base * 2, "results: signers hold 2/3 of the stake or less"
-    return records, aggregate
+        assert records[i] & MASK96 > 0, "results: non-signer not a permitted validator"
+        # a validator whose key the aggregate lacks never signs; with the quorum, one that did
+        # not reveal is not in the measure either
+        if records[i] >> KEY_SHIFT != 0 and counted & (1 << ((records[i] >> 96) & 255)) != 0:
+            missing += records[i] & MASK96
+    assert (signable - missing) * 3 > base * 2, "results: signers hold 2/3 of the stake or less"
+    xy: Bytes[96] = concat(packed[0], packed[1], packed[2])
+    return records, concat(empty(bytes16), slice(xy, 0, 48), empty(bytes16), slice(xy, 48, 48))
 
 
 @view

@@ -20,6 +20,7 @@ uses: round_clock
 MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
 MASK96: constant(uint256) = 2**96 - 1
 MASK128: constant(uint256) = 2**128 - 1
+MASK64: constant(uint256) = 2**64 - 1
 # a weight is capped so that the weights of all MAX_VALIDATORS fit in 96 bits
 WEIGHT_CAP: constant(uint256) = MASK96 // MAX_VALIDATORS
 INDEX_SHIFT: constant(uint256) = 96
@@ -34,8 +35,9 @@ snapshot_validators: HashMap[uint256, DynArray[address, MAX_VALIDATORS]]
 # low 96 bits, its index in the snapshot in the next 8, and the top 152 bits of keccak256 of
 # its BLS key when the snapshot's aggregate holds that key (else 0) in the high ones
 snapshot_member: HashMap[uint256, HashMap[address, uint256]]
-# per round, one slot: bit i set when member i revealed, the revealed weight in bits
-# 64-159 and the revealed weight of members whose keys the aggregate holds in bits 160-255
+# per round, one slot a result post reads instead of the snapshot's weights: bit i set when
+# member i revealed, the revealed weight of members whose keys the aggregate holds in bits
+# 64-159, and the round's total weight in bits 160-255 (copied by the first reveal)
 revealed_word: HashMap[uint256, uint256]
 # the total weight in the low 128 bits, the keyed weight (below) in the high ones
 snapshot_weights: HashMap[uint256, uint256]
@@ -95,15 +97,18 @@ def _store(snapshot: uint256, addrs: DynArray[address, MAX_VALIDATORS], stakes: 
 @internal
 def _record_reveal(round: uint256, validator: address):
     """
-    @dev Marks `validator` revealed in `round` and adds its weight. The caller reveals
-         each validator once, and only one that committed scores (so was permitted).
+    @dev Marks `validator` revealed in `round` and adds its weight when the round's
+         aggregate holds its key. The caller reveals each validator once, and only one
+         that committed scores (so was permitted).
     """
-    record: uint256 = self.snapshot_member[round_clock._snapshot(round)][validator]
-    weight: uint256 = record & MASK96
-    word: uint256 = self.revealed_word[round] | (1 << ((record >> INDEX_SHIFT) & 255))
-    word += weight << 64
+    snapshot: uint256 = round_clock._snapshot(round)
+    record: uint256 = self.snapshot_member[snapshot][validator]
+    word: uint256 = self.revealed_word[round]
+    if word == 0:
+        word = (self.snapshot_weights[snapshot] & MASK128) << 160
+    word |= 1 << ((record >> INDEX_SHIFT) & 255)
     if record >> KEY_SHIFT != 0:
-        word += weight << 160
+        word += (record & MASK96) << 64
     self.revealed_word[round] = word
 
 
@@ -132,28 +137,32 @@ def validator_weight(round: uint256, validator: address) -> uint256:
 
 @view
 @external
-def signing_facts(round: uint256, accounts: DynArray[address, MAX_VALIDATORS]) -> (DynArray[uint256, MAX_VALIDATORS], Bytes[128], uint256, uint256, uint256):
+def signing_facts(round: uint256, accounts: DynArray[address, MAX_VALIDATORS]) -> (DynArray[uint256, MAX_VALIDATORS], bytes32[3], uint256, uint256, uint256):
     """
     @notice What a result post checks, in one call: the member records of `accounts`
             (weight in the low 96 bits, index in the snapshot in the next 8, the top 152
             bits of their key's keccak256 when the round's aggregate holds it), the
-            round's aggregate BLS key (EIP-2537 G1, all zero for the point at infinity),
-            the stake of its keyed validators and of all its validators, and who revealed
-            (bit i for member i; the revealed weight in bits 64-159, of it the keyed
-            validators' in bits 160-255).
+            round's aggregate BLS key (x and y without EIP-2537's zero padding: 96
+            bytes, all zero for the point at infinity), and the certificate's measure. When the keyed validators that revealed hold
+            at least 2/3 of the round's stake: their stake R twice (what may sign and
+            what the signers need more than 2/3 of) and the revealed members (bit i for
+            member i), so only revealed non-signers count as missing. Otherwise the
+            keyed validators' stake, the total stake and every member.
     @param round The round.
     @param accounts Validators (0 for an account without a permit).
-    @return Records, aggregate key, keyed weight, total weight, revealed word.
+    @return Records, aggregate key, signable weight, base weight, counted members.
     """
     snapshot: uint256 = round_clock._snapshot(round)
     records: DynArray[uint256, MAX_VALIDATORS] = []
     for a: address in accounts:
         records.append(self.snapshot_member[snapshot][a])
+    aggregate: bytes32[3] = self.snapshot_aggregate[snapshot]
+    word: uint256 = self.revealed_word[round]
+    revealed: uint256 = (word >> 64) & MASK96
+    if revealed > 0 and revealed * 3 >= (word >> 160) * 2:
+        return records, aggregate, revealed, revealed, word & MASK64
     weights: uint256 = self.snapshot_weights[snapshot]
-    packed: bytes32[3] = self.snapshot_aggregate[snapshot]
-    xy: Bytes[96] = concat(packed[0], packed[1], packed[2])
-    aggregate: Bytes[128] = concat(empty(bytes16), slice(xy, 0, 48), empty(bytes16), slice(xy, 48, 48))
-    return records, aggregate, weights >> 128, weights & MASK128, self.revealed_word[round]
+    return records, aggregate, weights >> 128, weights & MASK128, MASK64
 
 
 @view

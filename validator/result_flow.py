@@ -3,8 +3,8 @@
 Once a round's audits closed and its reports resolved, every validator computes the round's
 result from chain data alone (`SettlementHistory`), aggregates the next model from it and
 signs the result root with its BLS key; the signature is gossiped. Whoever holds signatures
-enough for a certificate (`certifies`: more than 2/3 of the revealed stake once 2/3 of the
-permitted stake revealed) posts the aggregate (validators take turns by rank so that usually
+enough for a certificate (`certifies`: more than 2/3 of the revealed keyed stake once that is
+2/3 of the permitted stake) posts the aggregate (validators take turns by rank so that usually
 one transaction is sent). A posted root that differs from this validator's own
 is challenged where chain data alone shows it wrong (`result_challenger`), else logged.
 After the challenge window anyone makes the pending root final; without a final root by the
@@ -69,6 +69,7 @@ class ResultFlow:
         self._bad: set[tuple[bytes, str]] = set()
         self._ready_since: dict[tuple[int, bytes], float] = {}  # when enough shares were first seen
         self._disputed: set[tuple[int, int]] = set()  # (round, attempt) this validator looked into
+        self._keyed: dict[int, frozenset[str]] = {}  # per round: validators whose keys its aggregate holds
 
     def on_share(self, message: SignedGossip) -> None:
         body = message.payload.body
@@ -159,14 +160,15 @@ class ResultFlow:
         validators = {v.lower(): v for v in settled.inputs.validators}
         shares = {validators[v]: g for v, g in self.shares.of(r, root).items()
                   if v in validators and (root, validators[v]) not in self._bad}
-        if not certifies(settled.inputs, shares):
+        keyed = await self._keyed_of(r, settled)
+        if not certifies(settled.inputs, shares, keyed):
             return  # not enough shares yet: cheap to ask before any signature is checked
         rank = sorted(settled.inputs.validators, key=lambda a: int(a, 16)).index(ctx.address)
         ready = self._ready_since.setdefault((r, root), trio.current_time())
         if trio.current_time() < ready + rank * POST_STAGGER_S:
             return  # a higher-ranked validator posts first; later ranks step in if it does not
         shares = await self._holding(r, root, shares)
-        if not certifies(settled.inputs, shares):
+        if not certifies(settled.inputs, shares, keyed):
             return
         non_signers = sorted((v for v in settled.inputs.validators if v not in shares), key=lambda a: int(a, 16))
         keys = await ctx.port(aggregate_keys, ctx.client, r, non_signers)
@@ -175,6 +177,14 @@ class ResultFlow:
                                    non_signers, keys):
             ctx.log.info("result posted %s", kv(round=r, root=root.hex()[:12], signers=len(shares),
                                                 non_signers=len(non_signers)))
+
+    async def _keyed_of(self, r: int, settled: SettledRound) -> frozenset[str]:
+        """The round's validators whose keys its aggregate holds (fixed when the round opened)."""
+        if r not in self._keyed:
+            validators = list(settled.inputs.validators)
+            keys = await self.ctx.port(aggregate_keys, self.ctx.client, r, validators)
+            self._keyed = {r: frozenset(v for v, k in zip(validators, keys, strict=True) if k)}
+        return self._keyed[r]
 
     async def _holding(self, r: int, root: bytes, shares: dict[str, bytes]) -> dict[str, bytes]:
         """The shares that verify: all of them at the cost of one pairing when none is bad

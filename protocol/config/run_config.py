@@ -54,6 +54,9 @@ class ChainParams(_Strict):
     # ended rounds in a row a permitted validator may leave unrevealed (while others reveal)
     # before anyone may end its eligibility (Disputes.retire_absent); 0: never
     absence_rounds: int = Field(3, ge=0, le=16)
+    # reports one validator may file per round (Disputes): every report makes every voter of it
+    # re-check, so a griefer's reports are capped, not only bonded
+    max_reports_per_round: int = Field(16, ge=1)
 
     @model_validator(mode="after")
     def _unbonding_exceeds_round(self) -> ChainParams:

@@ -51,17 +51,19 @@ def test_constructor_reverts_and_unbonding_bound():
     w = make_world(start=False)
     t, st, r, rw = w.t.address, w.st.address, w.stack.rounds.address, w.stack.rewards.address
     with boa.reverts("disputes: bad fraction"):
-        partial("Disputes").deploy(t, st, r, rw, 1, 60, BPS + 1, 0, 3)
+        partial("Disputes").deploy(t, st, r, rw, 1, 60, BPS + 1, 0, 3, 16)
     with boa.reverts("disputes: bad fraction"):
-        partial("Disputes").deploy(t, st, r, rw, 1, 60, 0, BPS + 1, 3)
+        partial("Disputes").deploy(t, st, r, rw, 1, 60, 0, BPS + 1, 3, 16)
     with boa.reverts("disputes: absence rounds above 16"):
-        partial("Disputes").deploy(t, st, r, rw, 1, 60, 0, 0, 17)
+        partial("Disputes").deploy(t, st, r, rw, 1, 60, 0, 0, 17, 16)
+    with boa.reverts("disputes: zero report cap"):
+        partial("Disputes").deploy(t, st, r, rw, 1, 60, 0, 0, 3, 0)
     with boa.reverts("disputes: zero challenge window"):
-        partial("Disputes").deploy(t, st, r, rw, 1, 0, 0, 0, 3)
+        partial("Disputes").deploy(t, st, r, rw, 1, 0, 0, 0, 3, 16)
     # delay 600 must exceed 4 x 60 phases (commit, score, reveal, audit) + window
     with boa.reverts("disputes: unbonding delay too short"):
-        partial("Disputes").deploy(t, st, r, rw, 1, 360, 0, 0, 3)
-    d = partial("Disputes").deploy(t, st, r, rw, 1, 359, BPS, BPS, 16)
+        partial("Disputes").deploy(t, st, r, rw, 1, 360, 0, 0, 3, 16)
+    d = partial("Disputes").deploy(t, st, r, rw, 1, 359, BPS, BPS, 16, 1)
     assert (d.challenge_window(), d.slash_bps(), d.reporter_share_bps()) == (359, BPS, BPS)
 
 
@@ -90,6 +92,22 @@ def test_report_takes_bond_and_opens_a_window(world: World):
     assert d.total_bonds() == p.report_bond == world.t.balanceOf(d.address)
     assert d.report_of(0, m, v0) == rid and d.report_of(0, m, v1) == 0 and d.vote_of(rid, v0) == VOTE_CONFIRM
     assert world.st.open_reports(m) == 1 and world.s.open_reports(0, m) == 1
+
+
+def test_a_validator_files_at_most_max_reports_a_round_and_others_still_report():
+    """Every report makes every voter re-check: a griefer's reports are capped per round, and the
+    cap is per reporter, so an honest validator still reports whatever a griefer filed."""
+    w = make_world(Params(max_reports=2), n_miners=3)
+    d = w.d
+    v0, v1 = w.validators
+    m0, m1, m2 = w.miners
+    w.to_scoring(0)
+    for m in (m0, m1):
+        d.report_fraud(0, m, KIND_UNAVAILABLE, 0, EVIDENCE, b"\x44" * 64, sender=v0)
+    with boa.reverts("disputes: report cap reached"):
+        d.report_fraud(0, m2, KIND_UNAVAILABLE, 0, EVIDENCE, b"\x44" * 64, sender=v0)
+    d.report_fraud(0, m2, KIND_UNAVAILABLE, 0, EVIDENCE, b"\x44" * 64, sender=v1)
+    assert (d.reports_filed(0, v0), d.reports_filed(0, v1), d.report_count()) == (2, 1, 3)
 
 
 def test_report_reverts():
