@@ -47,9 +47,9 @@ def silent_row(p: Params) -> Row:
             and all(c > 0 for c in absent.validator_credit[:-1])):
         raise AssertionError(f"{v} equal validators do not ride out one silent validator")
     loss = Fraction(present.validator_credit[-1] - absent.validator_credit[-1], TOKEN)
-    return blocked(f"one silent validator of {v} (never reveals nor signs)", "8.1 rule 4", loss,
-                   "measured through compute_result and certifies: the others reach the quorum and certify, "
-                   "every honest node is paid; the silent one forfeits its dividend")
+    # measured: the others reach the quorum and certify, every honest node is paid, and the
+    # silent one forfeits its dividend (the row's loss)
+    return blocked(f"one silent validator of {v} (never reveals nor signs)", "8.1 rule 4", loss)
 
 
 def offline_pair_row(p: Params) -> Row:
