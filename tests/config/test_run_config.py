@@ -128,3 +128,22 @@ def test_the_example_run_config_writes_the_consensus_parameters_at_their_default
     assert "top_g" in load_run_config(example).training  # written, so it is in the example's hash
     assert (spec.selection, spec.top_g, spec.heldout_batches) == (default.selection, default.top_g,
                                                                  default.heldout_batches)
+
+
+def test_a_run_cannot_set_round_steps():
+    """`round_steps` marks one miner's shortened round (ComputeConfig.with_steps); a run that set
+    it would make every miner's H look like a shortened one and break the absolute score's scale."""
+    from protocol.config.run_setup import resolve
+
+    with pytest.raises(ConfigError, match=r"unknown keys: \['round_steps'\]"):
+        resolve(RunConfig(training={"compute": {"round_steps": 60}})).compute
+    assert resolve(RunConfig(training={"compute": {"inner_steps": 60}})).compute.full_steps == 60
+
+
+def test_absence_and_report_cap_are_in_the_hashed_chain_params():
+    base = RunConfig()
+    assert (base.chain.absence_rounds, base.chain.max_reports_per_round) == (3, 16)
+    assert RunConfig(chain=ChainParams(absence_rounds=1)).config_hash() != base.config_hash()
+    assert RunConfig(chain=ChainParams(max_reports_per_round=4)).config_hash() != base.config_hash()
+    with pytest.raises(ValueError, match="absence_rounds"):
+        ChainParams(absence_rounds=17)
