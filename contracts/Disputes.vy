@@ -165,25 +165,25 @@ def __init__(
 
 
 @external
-def retire_absent(validator: address):
+def retire_absent(validator: address, witnesses: DynArray[address, MAX_ABSENCE_ROUNDS]):
     """
     @notice Ends the eligibility of `validator` (Staking.retire) when it held a permit in
             each of the last `absence_rounds` ended rounds and revealed in none of them,
             while another validator revealed in each: an absent validator's stake stops
             counting against the others' quorum. Anyone may call it.
     @param validator The absent validator.
+    @param witnesses For each of those rounds, newest first, a validator that revealed in it.
     """
     assert absence_rounds > 0, "disputes: absence never retires"
     current: uint256 = staticcall rounds.current_round()
     assert current >= absence_rounds, "disputes: too few rounds"
+    assert len(witnesses) == absence_rounds, "disputes: one witness per round"
     scores: IScores = IScores(staticcall rounds.scores())
-    for k: uint256 in range(1, MAX_ABSENCE_ROUNDS + 1):
-        if k > absence_rounds:
-            break
-        r: uint256 = current - k
+    for k: uint256 in range(absence_rounds, bound=MAX_ABSENCE_ROUNDS):
+        r: uint256 = current - 1 - k
         assert staticcall rounds.validator_weight(r, validator) > 0, "disputes: not permitted in every round"
         assert not staticcall scores.revealed(r, validator), "disputes: revealed in one of the rounds"
-        assert staticcall scores.reveal_count(r) > 0, "disputes: nobody revealed in one of the rounds"
+        assert staticcall scores.revealed(r, witnesses[k]), "disputes: witness did not reveal"
     extcall staking.retire(validator)
 
 

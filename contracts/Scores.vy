@@ -30,9 +30,6 @@ score_commitment: public(HashMap[uint256, HashMap[address, bytes32]])
 AUDITED: constant(bytes32) = keccak256("veritrain/audits-done/v1")
 # the revealed vector's root; empty while the validator has not revealed
 vector_root: public(HashMap[uint256, HashMap[address, bytes32]])
-# validators that revealed in a round (Disputes.retire_absent: a round nobody revealed in is
-# nobody's absence)
-reveal_count: public(HashMap[uint256, uint256])
 
 
 event ScoresCommitted:
@@ -98,7 +95,6 @@ def reveal_scores(round: uint256, scores: Bytes[SCORE_BYTES], witness_root: byte
     root: bytes32 = self._vector_root(msg.sender, round, self._scores_hash(scores), witness_root, heldout_loss)
     assert keccak256(abi_encode(root, salt)) == commitment, "settlement: reveal does not match commitment"
     self.vector_root[round][msg.sender] = root
-    self.reveal_count[round] += 1
     log ScoresRevealed(round=round, validator=msg.sender, scores=scores, witness_root=witness_root, heldout_loss=heldout_loss, vector_root=root)
 
 

@@ -26,9 +26,11 @@ async def retire_absent(ctx: NodeContext, ended: int) -> None:
                     if await ctx.port(ctx.port.read.scores.revealed, q, v)} for q in window}
     if not all(revealed.values()):
         return  # a round nobody revealed in is no one's absence
+    witnesses = [min(revealed[q]) for q in reversed(window)]  # newest round first
     candidates = set(await ctx.port(ctx.client.validators_of, ended)) - revealed[ended]
     for v in sorted(candidates):
-        if await _absent_throughout(ctx, v, window, revealed) and await ctx.port.try_send(ctx.client.retire_absent, v):
+        if (await _absent_throughout(ctx, v, window, revealed)
+                and await ctx.port.try_send(ctx.client.retire_absent, v, witnesses)):
             ctx.log.warning("absent validator retired %s", kv(validator=v, rounds=f"{window.start}-{ended}"))
 
 

@@ -213,9 +213,10 @@ class ChainClient:
     def resolve_fraud(self, report_id: int) -> dict:
         return self._send(self.disputes.functions.resolve_fraud(report_id))
 
-    def retire_absent(self, validator: str) -> dict:
-        """End the eligibility of a validator absent from the last `absence_rounds` ended rounds."""
-        return self._send(self.disputes.functions.retire_absent(validator))
+    def retire_absent(self, validator: str, witnesses: list[str]) -> dict:
+        """End the eligibility of a validator absent from the last `absence_rounds` ended rounds;
+        `witnesses`: per round, newest first, a validator that revealed in it."""
+        return self._send(self.disputes.functions.retire_absent(validator, witnesses))
 
     def _ensure_allowance(self, spender: str, amount: int) -> None:
         owner = self._signer().address

@@ -136,7 +136,7 @@ def test_a_run_cannot_set_round_steps():
     from protocol.config.run_setup import resolve
 
     with pytest.raises(ConfigError, match=r"unknown keys: \['round_steps'\]"):
-        resolve(RunConfig(training={"compute": {"round_steps": 60}})).compute
+        _ = resolve(RunConfig(training={"compute": {"round_steps": 60}})).compute
     assert resolve(RunConfig(training={"compute": {"inner_steps": 60}})).compute.full_steps == 60
 
 

@@ -23,21 +23,25 @@ def play(w: World, rnd: int, revealers) -> None:
         assert (credit > 0) == (v in [str(r) for r in revealers]), (v, credit)  # the absent earn no dividend
 
 
+def witnesses(w: World, n: int = 3) -> list:
+    return [w.validators[0]] * n  # revealed in every round these tests play
+
+
 def test_an_absent_validator_earns_nothing_and_is_retired_after_three_rounds(kworld: World):
     w = kworld
     present, absent = w.validators[:2], w.validators[2]
     for rnd in range(2):
         play(w, rnd, present)
     with boa.reverts("disputes: too few rounds"):
-        w.stack.disputes.retire_absent(absent)
+        w.stack.disputes.retire_absent(absent, witnesses(w))
     play(w, 2, present)
     with boa.reverts("disputes: revealed in one of the rounds"):
-        w.stack.disputes.retire_absent(present[0])
-    w.stack.disputes.retire_absent(absent, sender=present[0])  # anyone may
+        w.stack.disputes.retire_absent(present[0], witnesses(w))
+    w.stack.disputes.retire_absent(absent, witnesses(w), sender=present[0])  # anyone may
     assert w.st.eligible_role(absent) == 0
     assert w.st.staked(absent) == 200 * TOKEN  # it keeps its stake
     with boa.reverts("staking: not an eligible validator"):
-        w.stack.disputes.retire_absent(absent)
+        w.stack.disputes.retire_absent(absent, witnesses(w))
     play(w, 3, present)  # round 3 opened before the retirement: it was still permitted there
     assert sorted(w.s.validators_of(4)) == sorted(present)
     # it comes back by staking again
@@ -54,9 +58,9 @@ def test_one_reveal_in_the_window_keeps_a_validator(kworld: World):
     play(w, 1, w.validators[:2])
     play(w, 2, w.validators[:2])
     with boa.reverts("disputes: revealed in one of the rounds"):
-        w.stack.disputes.retire_absent(w.validators[2])
+        w.stack.disputes.retire_absent(w.validators[2], witnesses(w))
     play(w, 3, w.validators[:2])
-    w.stack.disputes.retire_absent(w.validators[2])  # rounds 1-3 absent
+    w.stack.disputes.retire_absent(w.validators[2], witnesses(w))  # rounds 1-3 absent
 
 
 def test_a_round_nobody_revealed_never_counts_as_an_absence(kworld: World):
@@ -65,8 +69,10 @@ def test_a_round_nobody_revealed_never_counts_as_an_absence(kworld: World):
     play(w, 1, w.validators[:2])
     w.to_scoring(2)  # nobody scores round 2: it falls back
     w.fall_back(2)
-    with boa.reverts("disputes: nobody revealed in one of the rounds"):
-        w.stack.disputes.retire_absent(w.validators[2])
+    with boa.reverts("disputes: witness did not reveal"):  # nobody revealed in round 2
+        w.stack.disputes.retire_absent(w.validators[2], witnesses(w))
+    with boa.reverts("disputes: one witness per round"):
+        w.stack.disputes.retire_absent(w.validators[2], witnesses(w, 2))
 
 
 def test_only_disputes_retires_a_validator(kworld: World):
@@ -79,4 +85,4 @@ def test_absence_rounds_zero_never_retires(rounds):
     from conftest import Params, make_world
     w = make_world(Params(absence_rounds=rounds), validator_stakes=(200 * TOKEN,) * 3)
     with boa.reverts("disputes: absence never retires"):
-        w.stack.disputes.retire_absent(w.validators[2])
+        w.stack.disputes.retire_absent(w.validators[2], witnesses(w))
