@@ -205,7 +205,7 @@ class ValidatorNode(NodeContext):
 
     def _score_job(self, r: int, state: tuple[bytes, bytes], seed_block: bytes,
                    entries: list[tuple[str, int, bytes | None, bool, int]]) -> ScoreJob:
-        vseed = score_seed(seed_block, bytes.fromhex(self.address[2:]))
+        vseed = score_seed(seed_block)
         return ScoreJob(self.setup.spec, self.setup.run_seed, r, state[0], state[1], entries, bytes(vseed),
                         self.caps.update)
 

@@ -195,12 +195,15 @@ class GauntletUsefulness:
                           max(0.0, held_gain) * factor)
 
 
-def score_seed(seed_block: bytes, validator: bytes) -> Digest:
-    """The seed of a validator's scoring batches: chain randomness drawn after the commit phase
-    closed (the round's seed block) and the validator's 20-byte address. Public, so any holder of
-    the miner's class (an auditor, a committee) recomputes a revealed score from chain data; no
+def score_seed(seed_block: bytes) -> Digest:
+    """The seed of the round's scoring batches: chain randomness drawn after the commit phase
+    closed (the round's seed block), the same for every validator. So the validators of a class
+    compute bit-identical scores of an honest update: consensus is exact, and an honest update is
+    not zeroed because the few validators present happened to draw unlucky batches (support is
+    counted against the permitted stake: with one validator of three absent, consensus is the
+    lower of two scores). Public, so anyone recomputes a revealed score from chain data; no
     miner knows it before committing, and no validator can grind it."""
-    return blake3_hash("validator-seed", seed_block, validator)
+    return blake3_hash("score-seed", seed_block)
 
 
 def own_batches(ds: Dataset, task: RoundTask, validator_seed: bytes, n: int) -> Batches:
