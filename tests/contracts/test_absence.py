@@ -7,8 +7,7 @@ nobody revealed keeps a validator in."""
 from __future__ import annotations
 
 import boa
-import pytest
-from conftest import TOKEN, World, keyed_world
+from conftest import TOKEN, Params, World, keyed_world, make_world
 
 kworld_base = keyed_world(validator_stakes=(200 * TOKEN,) * 3)
 
@@ -80,9 +79,7 @@ def test_only_disputes_retires_a_validator(kworld: World):
         kworld.st.retire(kworld.validators[2], sender=kworld.validators[0])
 
 
-@pytest.mark.parametrize("rounds", [0])
-def test_absence_rounds_zero_never_retires(rounds):
-    from conftest import Params, make_world
-    w = make_world(Params(absence_rounds=rounds), validator_stakes=(200 * TOKEN,) * 3)
+def test_absence_rounds_zero_never_retires():
+    w = make_world(Params(absence_rounds=0), validator_stakes=(200 * TOKEN,) * 3)
     with boa.reverts("disputes: absence never retires"):
         w.stack.disputes.retire_absent(w.validators[2], witnesses(w))
