@@ -158,20 +158,15 @@ def _score_inputs(job: ScoreJob) -> tuple[list[RoundEntry], Dataset, GlobalState
 
 
 def usefulness_by_miner(job: ScoreJob) -> dict[bytes, Usefulness]:
-    """The costly half of `score_miners`, run before the proof verdicts are in."""
+    """The costly half of `scored_miners`, run before the proof verdicts are in."""
     entries, ds, state = _score_inputs(job)
     device = Setup(job.spec, job.run_seed).profile.device
     return usefulness_of(entries, ds, state.params, Digest(job.validator_seed), device=device)
 
 
-def score_miners(job: ScoreJob, useful: dict[bytes, Usefulness] | None = None) -> dict[str, int]:
-    """Integer scores in [0, 65535]; a miner without a usable envelope scores 0. `useful`:
-    `usefulness_by_miner` of the same job, if it ran already."""
-    return {m: score for m, (score, _) in scored_miners(job, useful).items()}
-
-
 def scored_miners(job: ScoreJob, useful: dict[bytes, Usefulness] | None = None) -> dict[str, tuple[int, str]]:
-    """`score_miners` with why each score is what it is: "" for a positive score, else the zero
+    """Integer scores in [0, 65535] and why each is what it is (`useful`: `usefulness_by_miner`
+    of the same job, if it ran already): "" for a positive score, else the zero
     reason (proof, malformed, over-norm, copy), "no held-out gain", or "nothing scored" (no
     usable envelope, or a step count the run does not allow). Operators read it in the log."""
     entries, ds, state = _score_inputs(job)

@@ -92,7 +92,7 @@ def test_a_step_count_the_run_does_not_allow_scores_zero_and_the_rest_are_scored
     from protocol.core.proof.submission import honest
     from protocol.core.train.training import RoundTask
     from protocol.node.global_model import genesis_blob
-    from validator.work import ScoreJob, score_miners
+    from validator.work import ScoreJob, scored_miners
 
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     for name in ("argparse.py", "typing.py", "dataclasses.py"):
@@ -112,9 +112,9 @@ def test_a_step_count_the_run_does_not_allow_scores_zero_and_the_rest_are_scored
         envelope = encode_envelope(1, "0x" + "cc" * 20, 1, miner, sub.trace, sub.blob)
         entries.append((miner, i, envelope, True, committed))
     job = ScoreJob(spec, run_seed, 1, blob, state_hash, entries, b"\x09" * 32, 1 << 26)
-    scores = {m.lower(): s for m, s in score_miners(job).items()}
+    scored = {m.lower(): s for m, s in scored_miners(job).items()}
     full, short, invalid = (e[0] for e in entries)
-    assert scores[invalid] == 0 and scores[full] > 0 and scores[short] > 0
+    assert scored[invalid] == (0, "nothing scored") and scored[full][0] > 0 and scored[short][0] > 0
 
 
 def test_a_claim_that_a_miner_with_a_disallowed_count_passed_fails_its_audit():
