@@ -22,6 +22,7 @@ from protocol.core.proof.trace import carry_hash, decode_carry, encode_carry, le
 from protocol.core.train.training import RoundTask, StepHook, zero_carry
 from protocol.node.ddp_worker import stepper_for
 from protocol.node.store import write_blob
+from protocol.node.throughput import throttle_pause
 
 
 @dataclass(frozen=True)
@@ -96,13 +97,13 @@ def produce(job: MinerJob) -> MinerOutput:
 
 def throttle(slowdown: float) -> StepHook | None:
     """A step hook that makes training `slowdown` times slower: after each step it sleeps
-    (slowdown - 1) times that step's time (tests and devnet: a slower machine)."""
+    `throttle_pause` (tests and devnet: a slower machine)."""
     if slowdown <= 1:
         return None
     last = [time.perf_counter()]
 
     def hook(_state: object) -> None:
-        time.sleep((slowdown - 1) * (time.perf_counter() - last[0]))
+        time.sleep(throttle_pause(slowdown, time.perf_counter() - last[0]))
         last[0] = time.perf_counter()
 
     return hook

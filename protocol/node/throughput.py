@@ -19,6 +19,17 @@ from protocol.core.train.compute_config import ComputeConfig
 from protocol.core.train.training import BatchFn, RoundTask, fresh_checkpoint, run_steps
 from protocol.node.worker_pool import ProfileWorker
 
+# A throttled miner (tests, devnet) is also no faster than 40 steps a second, so on any machine it
+# plans fewer than H = 600 steps in half of a 20 s window, while an honest one fits H there.
+THROTTLED_MIN_STEP_S = 0.025
+
+
+def throttle_pause(slowdown: float, step_s: float) -> float:
+    """Seconds a miner `slowdown` times slower sleeps after a step that took `step_s`."""
+    if slowdown <= 1:
+        return 0.0
+    return max((slowdown - 1) * step_s, THROTTLED_MIN_STEP_S - step_s)
+
 
 @dataclass(frozen=True)
 class Throughput:
@@ -49,7 +60,7 @@ def _random_batches(model: ModelConfig, batch_size: int) -> BatchFn:
 def time_steps(model: ModelConfig, cfg: ComputeConfig, seconds: float = 2.0, max_steps: int = 200,
                slowdown: float = 1.0) -> Throughput:
     """Inner steps of `model` under `cfg` for about `seconds` (at least 3 timed steps);
-    `slowdown` > 1 sleeps after each step as a throttled miner does (tests, devnet)."""
+    `slowdown` > 1 sleeps after each step as a throttled miner does (tests, devnet; `throttle_pause`)."""
     net = build_model(model)
     task = RoundTask(b"throughput", 0, bytes(20), model, cfg)
     ckpt = fresh_checkpoint(task, init_params(model, 0), None)
@@ -60,7 +71,7 @@ def time_steps(model: ModelConfig, cfg: ComputeConfig, seconds: float = 2.0, max
     while len(times) < 3 or (time.perf_counter() - start < seconds and len(times) < max_steps):
         began = time.perf_counter()
         ckpt, _ = run_steps(net, ckpt, 1, batches, cfg)
-        time.sleep(max(slowdown - 1, 0.0) * (time.perf_counter() - began))
+        time.sleep(throttle_pause(slowdown, time.perf_counter() - began))
         times.append(time.perf_counter() - began)
     return Throughput(len(times), time.perf_counter() - start, cfg.batch_size * model.block_size,
                       statistics.median(times))

@@ -8,12 +8,14 @@ checks and commits its scores (so the scoring phase still closes early) but neve
 signs; the two others settle every round without a fallback and are paid, it earns nothing, and
 with `--absence-rounds 1` they end its permit as soon as round 0 has ended.
 
-The window (20 s) is short enough that H = 600 micro steps is more than the throttled miner fits
-in half of it on any machine CI has had (the fastest honest miner fit 600 in half of a 16 s window,
-so the throttled one fits about 250 in half of 20 s), and long enough that a miner that planned its
-steps from a start-up measurement still commits when another test's network shares the two cores
-(under pytest-xdist a 10 s window was missed), while each miner's steps stay in the range where an update still helps held-out
-loss: 8 pages per miner trained for 960 steps or more overfit, score 0 and would be paid nothing.
+The window (20 s) holds H = 600 micro steps in half of it for an honest miner on any machine CI has
+had (0.003-0.010 s a step), while the throttled miner, a third as fast and at most 40 steps a second,
+fits at most 400 there on any machine (on a fast one 600 steps would otherwise fit even a third as
+fast, and both would plan H). The window is long enough that a miner that planned its steps from a
+start-up measurement still commits when another test's network shares the two cores (under
+pytest-xdist a 10 s window was missed), while each miner's steps stay in the range where an update
+still helps held-out loss: 8 pages per miner trained for 960 steps or more overfit, score 0 and
+would be paid nothing.
 With fixed work the throttled miner would miss every round."""
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ def test_the_throttled_miner_trains_fewer_steps_and_takes_part_in_every_round(re
         assert sum(m["reward"] for m in r["miners"]) > 0, r
         # fewer than the fastest honest miner: an honest one measured while the others boot on
         # the same two cores may plan as little as the throttled one (CI: 720 against 720)
-        assert slow["steps"] % 60 == 0 and 60 <= slow["steps"] < max(m["steps"] for m in by_kind["honest"]), r
+        assert slow["steps"] % 60 == 0 and 60 <= slow["steps"] <= 360, r
+        assert slow["steps"] < max(m["steps"] for m in by_kind["honest"]), r
         # its pay is its steps times its update's quality: held-out gain varies between miners more
         # than it grows with a third more or fewer steps here, so no order against the fast miners is asserted
         assert r["fallback"] is False
