@@ -43,18 +43,16 @@ Columns, per round:
     identities (sybil) has nothing to detect: its gain is measured for every split of H = 30
     (n >= 2 identities of s steps, s = 3 .. 15), the pay of the identities minus that of one 30-step
     update, beside two fast or four slow honest miners (`measure_splits`).
-  - hardware classes (`class_rows`): a lazy miner with its class's only validator, above and below
-    `min_class_stake`, and a miner claiming a class nobody holds to be checked within δ: it keeps
-    f/n*R of compute but loses (1-d)*R to the tolerance discount d, and all of d*R when a majority
-    of validators catches it.
+  - hardware classes (`class_rows`, measured in `benchmarks.trust_classes`): a class's only
+    validator, at `min_class_stake` with untrained identities in its class (the fief) and below
+    it with one lazy miner, and registering a class nobody else runs; and a miner claiming a class
+    nobody holds to be checked within δ: it keeps f/n*R of compute but loses (1-d)*R to the
+    tolerance discount d, and all of d*R when a majority of validators catches it.
 
 Rows that are not negative say so in `note`. What would fix them:
 - decoy report and witness bought from a cheating miner at 2 validators (`--validators 2`): the
   colluder's reject ties the honest confirm, and no report is confirmed without a strict
   majority. From 3 validators (the devnet's default, and the advice of README.md and docs/OPERATORS.md §3) they are negative.
-- lazy miner + its class's only holder, when that holder alone meets `min_class_stake`: +R, the
-  configured trust assumption (a class covered by one validator is decided by it). Below the
-  minimum the class is checked by everyone in tolerance mode and the same coalition loses.
 - witness bought from an honest miner: positive (the validator outsources replay work worth up to
   D/M to the party who already did it) and harmless: the witness and score are exactly an honest
   replay's. No parameter should change this.
@@ -329,26 +327,20 @@ def p_majority_catches(p: Params, faked: int) -> Fraction:
 
 def class_rows(p: Params) -> list[Row]:
     """Hardware classes (docs/PROTOCOL.md §10.5): a class's miners are decided by the validators holding
-    it when they hold at least `min_class_stake`, else by every validator in tolerance mode, with
-    the score discounted and no stake slashed (a replay within δ is no exact evidence)."""
-    r, d, col_dividend = p.reward, p.tolerance_discount, p.dividend / p.miners
-    sole = Row("lazy miner + its class's only holder (holder >= min_class_stake)", "8.3 class quorum",
-               "coalition", Fraction(0), Fraction(0), r, r, "gain: nobody else may check, vote or audit the class",
-               note="not negative: a class covered by one validator is that validator's to decide, as the network is "
-                    "a stake majority's; [chain] min_class_stake (default: twice the validator minimum) keeps a "
-                    "minimum-stake validator from covering a class alone (next row)")
-    # below the minimum everyone checks within δ: the honest majority scores the fake 0, the miner
-    # forfeits its pay (no stake: tolerance is no exact evidence), the colluder its agreement on the column
-    tolerance = Row("lazy miner + its class's only holder (holder < min_class_stake)", "8.3 class quorum",
-                    "coalition", Fraction(1), r + col_dividend, r, r - r - col_dividend,
-                    "gain - p_m*R - p_v*D/M: every validator checks in tolerance mode; no stake slashed")
+    it when they hold `min_class_stake` and 2/3 of the stake, else by every validator in tolerance
+    mode, with the score discounted and no stake slashed (a replay within δ is no exact evidence).
+    The coalition rows are measured (`benchmarks.trust_classes`); spoofing is priced here."""
+    from benchmarks.trust_classes import class_rows as measured  # it imports this module
+
+    d = p.tolerance_discount
+    r = p.reward
     faked = 1
     p_zero = p_majority_catches(p, faked)
     gain = Fraction(faked, p.n_segments) * r - (1 - d) * r
     spoof = Row("tolerance-mode spoofing (claims a class nobody holds, lazy 1/10)", "8.3 tolerance discount",
                 "saving", p_zero, d * r, gain, gain - p_zero * d * r,
                 "f/n*R - (1-d)*R - p*d*R: the discount outweighs what δ lets it skip; p = a majority catches it")
-    return [sole, tolerance, spoof]
+    return measured(p) + [spoof]
 
 
 def split_rows(gains: dict[int, tuple[int, Fraction]]) -> list[Row]:

@@ -333,8 +333,9 @@ def resolve_fraud(report_id: uint256) -> uint8:
 def _class_voters(round: uint256, miner: address) -> (uint256, uint256, bool):
     """
     @dev Who decides a report against `miner`: the round's validators holding its
-         hardware class when their stake reaches the class minimum (their weight,
-         their number, True), else all of them (False), as its column's consensus.
+         hardware class when their stake reaches the class minimum and 2/3 of the
+         round's (their weight, their number, True), else all of them (False), as its
+         column's consensus.
     """
     vals: DynArray[address, MAX_VALIDATORS] = staticcall rounds.validators_of(round)
     weights: DynArray[uint256, MAX_VALIDATORS] = staticcall rounds.weights_of(round, vals)
@@ -347,7 +348,7 @@ def _class_voters(round: uint256, miner: address) -> (uint256, uint256, bool):
         if bits & (1 << j) != 0:
             weight += weights[j]
             count += 1
-    if weight > 0 and weight >= staticcall staking.min_class_stake():
+    if weight > 0 and weight >= staticcall staking.min_class_stake() and weight * 3 >= total * 2:
         return weight, count, True
     return total, len(vals), False
 

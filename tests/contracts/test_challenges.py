@@ -192,20 +192,22 @@ def small_rounds(draw: st.DrawFn) -> RoundInputs:
 
 
 def mixed_classes() -> RoundInputs:
-    """Miner A1 runs class 1, which only validator A12 (the smallest stake) holds; the others run class 0."""
+    """Miner A1 runs class 2, which A10 and A12 hold (4T of 6T, so the class is covered); A11 and
+    the other miners run class 1."""
     validators = (A[10], A[11], A[12])
-    reveals = {v: Reveal((40000, 10000 + 20000 * k, 30000), 500_000, keccak256(v.encode()))
+    a1_scores = (40000, 10000, 20000)
+    reveals = {v: Reveal((40000, a1_scores[k], 30000), 500_000, keccak256(v.encode()))
                for k, v in enumerate(validators)}
     return RoundInputs(5, (A[0], A[1], A[2]), validators, (3 * T, 2 * T, T), reveals, frozenset(), {}, 1000 * T, 7000,
-                       miner_classes=(1, 2, 1), validator_classes=(1, 1, 2), min_class_weight=T)
+                       miner_classes=(1, 2, 1), validator_classes=(1 | 2, 1, 2), min_class_weight=T)
 
 
-def test_a_minority_class_column_is_decided_by_its_class_and_a_root_ignoring_classes_is_rejected(chal):
+def test_a_class_column_is_decided_by_its_holders_and_a_root_ignoring_classes_is_rejected(chal):
     inputs = mixed_classes()
     right = settle(chal, inputs)
-    assert right.result.consensus[1] == 50000  # A12's score alone: the majority's 10000 / 30000 do not count
+    assert right.result.consensus[1] == 40000  # A10's 3T of the holders' 4T: A11's 10000 does not count
     blind = settle(chal, dataclasses.replace(inputs, miner_classes=(), validator_classes=(), min_class_weight=0))
-    assert blind.result.consensus[1] == 10000  # the stake-weighted median of everyone (A10 holds half)
+    assert blind.result.consensus[1] == 20000  # everyone: 40000 has 3T of 6T, not a majority
     for posted, upheld in ((right, False), (blind, True)):
         with boa.env.anchor():
             publish(chal, inputs)
@@ -213,10 +215,14 @@ def test_a_minority_class_column_is_decided_by_its_class_and_a_root_ignoring_cla
                    root_arg(posted), reveals_arg(inputs))
 
 
-def test_a_class_below_the_stake_minimum_is_decided_by_everyone(chal):
-    inputs = dataclasses.replace(mixed_classes(), min_class_weight=2 * T)  # A12's T is not enough: tolerance mode
+@pytest.mark.parametrize("uncovered", [
+    {"min_class_weight": 5 * T},  # the holders' 4T are below the class minimum
+    {"validator_classes": (1, 1, 2)},  # A12 alone holds class 2: T of 6T, below 2/3 (the fief)
+])
+def test_a_class_held_by_too_little_stake_is_decided_by_everyone(chal, uncovered):
+    inputs = dataclasses.replace(mixed_classes(), **uncovered)
     right = settle(chal, inputs)
-    assert right.result.consensus[1] == 10000
+    assert right.result.consensus[1] == 20000
     with boa.env.anchor():
         publish(chal, inputs)
         expect(chal, False, chal.columns, "challenge_column", *post(chal, right), *leaf_args(right, 1),

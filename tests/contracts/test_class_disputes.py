@@ -1,8 +1,10 @@
 """Hardware classes on chain: fixed once staked, who holds a miner's class, and class-bound fraud reports.
 
-A miner is judged by the validators holding its class (docs/PROTOCOL.md §12.2): they
-alone may report it and vote, and the quorum counts their stake, so a minority-class miner is
-neither unslashable for lack of quorum nor open to reports from validators that cannot replay it.
+A miner is judged by the validators holding its class (docs/PROTOCOL.md §12.2) when they hold
+the class minimum and 2/3 of the round's stake: they alone may report it and vote, and the quorum
+counts their stake, so such a miner is neither unslashable for lack of quorum nor open to reports
+from validators that cannot replay it. A class held by less is judged by everyone, and only for
+derivation faults: no holder of a third of the stake or less judges a class alone.
 """
 
 import boa
@@ -33,12 +35,13 @@ A, B, C = 1, 2, 4  # three permitted classes: C is held by no validator
 
 @pytest.fixture
 def mixed() -> World:
-    """Validators: vA 500 (class A), vB and vB2 200 each (class B); miners of A, B and C. The
-    class minimum is twice the validator minimum (400), so A and B are covered and C is not."""
+    """Validators: vA 200 (class A), vB 600 (classes A and B), vB2 200 (class B); miners of A, B
+    and C. The class minimum is twice the validator minimum (400); A's and B's holders have 800
+    of the 1000, so A and B are covered, and C is not."""
     stack = deploy_stack()
     p = stack.params
     miners = [join(stack, MINER, p.min_miner_stake + 60 * TOKEN, classes=c) for c in (A, B, C)]
-    validators = [join(stack, VALIDATOR, s * TOKEN, classes=c) for s, c in ((500, A), (200, B), (200, B))]
+    validators = [join(stack, VALIDATOR, s * TOKEN, classes=c) for s, c in ((200, A), (600, A | B), (200, B))]
     stack.settlement.start()
     return World(stack, miners, validators)
 
@@ -76,15 +79,14 @@ def test_a_report_against_a_minority_class_miner_is_decided_by_its_class(mixed: 
     mixed.to_scoring(0)
     with boa.reverts("disputes: reporter does not hold the miner's class"):
         d.report_fraud(0, m_b, KIND_REPLAY, 3, EVIDENCE, SIG, sender=v_a)
-    rid = d.report_fraud(0, m_b, KIND_REPLAY, 3, EVIDENCE, SIG, sender=v_b)
+    rid = d.report_fraud(0, m_b, KIND_REPLAY, 3, EVIDENCE, SIG, sender=v_b2)
     r = d.reports(rid)
-    assert (r.voter_weight, r.voter_count, r.class_bound) == (400 * TOKEN, 2, True)
+    assert (r.voter_weight, r.voter_count, r.class_bound) == (800 * TOKEN, 2, True)
     with boa.reverts("disputes: voter does not hold the miner's class"):
-        d.vote_fraud(rid, VOTE_REJECT, sender=v_a)  # 500 of the 900: it could block or force any outcome
-    d.vote_fraud(rid, VOTE_CONFIRM, sender=v_b2)
+        d.vote_fraud(rid, VOTE_REJECT, sender=v_a)  # it cannot replay B: its vote would be noise
+    d.vote_fraud(rid, VOTE_CONFIRM, sender=v_b)
     before = st.staked(m_b)
-    # B's 400 are less than half the round's 900, yet they are all who may vote: the report resolves
-    # at once and confirms
+    # B's holders are all who may vote: the report resolves at once and confirms
     assert d.resolve_fraud(rid) == STATUS_CONFIRMED
     assert st.staked(m_b) < before
 
@@ -94,7 +96,7 @@ def test_a_false_report_in_a_class_is_rejected_by_its_peers_and_costs_the_bond(m
     mixed.to_scoring(0)
     before, stake = t.balanceOf(v_b2), mixed.st.staked(m_b)
     rid = d.report_fraud(0, m_b, KIND_REPLAY, 3, EVIDENCE, SIG, sender=v_b2)  # e.g. it replays under another class
-    d.vote_fraud(rid, VOTE_REJECT, sender=v_b)
+    d.vote_fraud(rid, VOTE_REJECT, sender=v_b)  # the larger holder replays it and finds no fault
     assert d.resolve_fraud(rid) == STATUS_REJECTED
     assert t.balanceOf(v_b2) == before - mixed.stack.params.report_bond
     assert mixed.st.staked(m_b) == stake
@@ -108,7 +110,7 @@ def test_a_miner_of_a_class_nobody_holds_can_only_be_reported_for_derivation_by_
             d.report_fraud(0, m_c, kind, 3, EVIDENCE, SIG, sender=v_a)
     rid = d.report_fraud(0, m_c, KIND_DERIVATION, 3, EVIDENCE, SIG, sender=v_b)
     r = d.reports(rid)
-    assert (r.voter_weight, r.voter_count, r.class_bound) == (900 * TOKEN, 3, False)
+    assert (r.voter_weight, r.voter_count, r.class_bound) == (1000 * TOKEN, 3, False)
     d.vote_fraud(rid, VOTE_CONFIRM, sender=v_a)
     d.vote_fraud(rid, VOTE_CONFIRM, sender=v_b2)
     before = st.staked(m_c)
@@ -116,38 +118,41 @@ def test_a_miner_of_a_class_nobody_holds_can_only_be_reported_for_derivation_by_
     assert st.staked(m_c) < before
 
 
-def test_a_class_at_the_stake_minimum_is_class_bound():
-
-    stack = deploy_stack(Params(min_class_stake=200 * TOKEN))
+def class_pair(min_class_stake: int, a_stake: int, b_stake: int) -> tuple[World, str]:
+    """A validator of class A and one of class B at the given stakes, and a miner of class B."""
+    stack = deploy_stack(Params(min_class_stake=min_class_stake * TOKEN))
     p = stack.params
     m_b = join(stack, MINER, p.min_miner_stake, classes=B)
     join(stack, MINER, p.min_miner_stake, classes=A)
-    v_a = join(stack, VALIDATOR, 500 * TOKEN, classes=A)
-    v_b = join(stack, VALIDATOR, 200 * TOKEN, classes=B)
+    v_a = join(stack, VALIDATOR, a_stake * TOKEN, classes=A)
+    v_b = join(stack, VALIDATOR, b_stake * TOKEN, classes=B)
     stack.settlement.start()
     w = World(stack, [m_b], [v_a, v_b])
     w.to_scoring(0)
     assert stack.staking.class_checkers(m_b, [v_a, v_b]) == 0b10
-    # 200 of B reach the minimum of 200: class-bound; 201 would not (next test)
-    rid = w.d.report_fraud(0, m_b, KIND_DERIVATION, 3, EVIDENCE, SIG, sender=v_b)
+    return w, m_b
+
+
+def test_a_class_at_the_stake_minimum_and_two_thirds_is_class_bound():
+    w, m_b = class_pair(400, 200, 400)  # 400 of B: the minimum, and exactly 2/3 of 600
+    (_, v_b) = w.validators
+    rid = w.d.report_fraud(0, m_b, KIND_REPLAY, 3, EVIDENCE, SIG, sender=v_b)
     assert w.d.reports(rid).class_bound
 
 
-def test_a_class_held_by_too_little_stake_is_judged_by_everyone():
-
-    stack = deploy_stack(Params(min_class_stake=201 * TOKEN))
-    p = stack.params
-    m_b = join(stack, MINER, p.min_miner_stake, classes=B)
-    v_a = join(stack, VALIDATOR, 500 * TOKEN, classes=A)
-    v_b = join(stack, VALIDATOR, 200 * TOKEN, classes=B)
-    stack.settlement.start()
-    w = World(stack, [m_b], [v_a, v_b])
-    w.to_scoring(0)
+@pytest.mark.parametrize(("minimum", "a_stake", "b_stake"), [
+    (401, 200, 400),  # below the class minimum
+    (400, 201, 400),  # below 2/3 of the round's stake
+    (200, 500, 400),  # the fief: far above the minimum, 4/9 of the stake
+])
+def test_a_class_held_by_too_little_stake_is_judged_by_everyone(minimum, a_stake, b_stake):
+    w, m_b = class_pair(minimum, a_stake, b_stake)
+    (v_a, v_b) = w.validators
     with boa.reverts("disputes: only derivation reports without exact checkers"):
         w.d.report_fraud(0, m_b, KIND_REPLAY, 3, EVIDENCE, SIG, sender=v_b)
     rid = w.d.report_fraud(0, m_b, KIND_DERIVATION, 3, EVIDENCE, SIG, sender=v_a)
     r = w.d.reports(rid)
-    assert (r.voter_weight, r.voter_count, r.class_bound) == (700 * TOKEN, 2, False)
+    assert (r.voter_weight, r.voter_count, r.class_bound) == ((a_stake + b_stake) * TOKEN, 2, False)
 
 
 def test_registration_before_staking_still_sets_classes():

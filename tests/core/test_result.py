@@ -37,11 +37,11 @@ def reference(inp: RoundInputs) -> dict:
     c, deciders, column_quorum = [], [], []
     for i, m in enumerate(inp.miners):
         # a column is decided by the validators holding its miner's class (unset = class 0),
-        # unless they weigh less than the minimum: then by everyone (tolerance mode)
+        # unless they weigh less than the minimum or 2/3 of the round: then by everyone (tolerance mode)
         miner_mask = (inp.miner_classes[i] if inp.miner_classes else 0) or 1
         holders = [v for j, v in enumerate(vs) if ((inp.validator_classes[j] if inp.validator_classes else 0) or 1) & miner_mask]
         held = sum(w[v] for v in holders)
-        d = holders if held > 0 and held >= inp.min_class_weight else vs
+        d = holders if held > 0 and held >= inp.min_class_weight and 3 * held >= 2 * sum(inp.weights) else vs
         deciders.append(set(d))
         voters = [v for v in revealed if v in d]
         voted = sum(w[v] for v in voters)

@@ -2,8 +2,9 @@
 
 A validator replays a miner bit for bit only when it runs the miner's class (docs/PROTOCOL.md §10.5), so
 a miner's column is decided by the round's validators holding that class. A class with less
-than the run's minimum of such validator stake (`min_class_stake`) is not covered: every
-validator then checks its miners in tolerance mode, and their scores are discounted. The same
+than the run's minimum of such validator stake (`min_class_stake`), or less than 2/3 of the
+round's validator stake, is not covered: every validator then checks its miners in tolerance
+mode, and their scores are discounted. The same
 rule sits in `contracts/result_math.vy` (`_column_checkers`), `Staking.class_checkers` and
 `Disputes._class_voters`: the chain recomputes what this module decides.
 """
@@ -30,9 +31,12 @@ def class_checkers(miner_mask: int, validator_masks: Sequence[int]) -> tuple[boo
 
 
 def covered(weights: Sequence[int], checkers: Sequence[bool], min_class_weight: int) -> bool:
-    """Whether the holders of a class carry enough weight to check its miners exactly."""
+    """Whether the holders of a class carry enough weight to check its miners exactly: the class
+    minimum and 2/3 of the round's weight. A score needs support from over half of its deciders'
+    weight, so deciding a covered class takes over 1/3 of all stake, as deciding one in
+    tolerance mode (everyone decides) takes over half: no class is a small coalition's fief."""
     weight = sum(w for w, c in zip(weights, checkers, strict=True) if c)
-    return weight > 0 and weight >= min_class_weight
+    return weight > 0 and weight >= min_class_weight and 3 * weight >= 2 * sum(weights)
 
 
 def column_deciders(weights: Sequence[int], checkers: Sequence[bool], min_class_weight: int) -> tuple[bool, ...]:
