@@ -92,6 +92,9 @@ reports: public(HashMap[uint256, Report])
 # round -> accused -> reporter -> report id: one report per (round, accused, reporter), so a
 # voided report (e.g. a colluder's) never shields the accused from another validator's report
 report_of: public(HashMap[uint256, HashMap[address, HashMap[address, uint256]]])
+# keccak(round, accused, kind, segment) -> the open report of that evidence: a later filer joins it
+# (its filing is a confirming vote), so voters re-check each named segment once
+open_report: HashMap[bytes32, uint256]
 # round -> accused -> True once a report against it in that round was confirmed (slashed once)
 slashed_in_round: public(HashMap[uint256, HashMap[address, bool]])
 vote_of: public(HashMap[uint256, HashMap[address, uint8]])
@@ -197,7 +200,9 @@ def report_fraud(
             revealed in `round`) posting the bond (after `approve`). Counts as
             the reporter's confirming vote. One report per (round, accused,
             reporter): other validators may still report an accused whose earlier
-            report failed.
+            report failed. While a report of the same (round, accused, kind,
+            segment) is open, filing joins it instead: a confirming vote, no
+            bond, no new report, so its voters re-check that segment once.
     @param round The round of the reported update or reveal.
     @param miner The accused: the miner (kinds 1-3) or the validator (kind 4).
     @param kind 1 replay, 2 derivation, 3 unavailable, 4 lazy_validator.
@@ -230,6 +235,12 @@ def report_fraud(
             assert kind == KIND_DERIVATION, "disputes: only derivation reports without exact checkers"
     assert staticcall rounds.reporting_open(round), "disputes: reporting closed"
     assert self.report_of[round][miner][msg.sender] == 0, "disputes: already reported"
+    key: bytes32 = keccak256(abi_encode(round, miner, kind, segment))
+    joined: uint256 = self.open_report[key]
+    if joined != 0 and self.reports[joined].status == STATUS_OPEN:
+        self._join(joined, weight)
+        self.report_of[round][miner][msg.sender] = joined
+        return joined
     filed: uint256 = self.reports_filed[round][msg.sender]
     assert filed < max_reports, "disputes: report cap reached"
     self.reports_filed[round][msg.sender] = filed + 1
@@ -248,6 +259,7 @@ def report_fraud(
         voter_weight=voter_weight, voter_count=voter_count, class_bound=class_bound,
     )
     self.report_of[round][miner][msg.sender] = rid
+    self.open_report[key] = rid
     self.vote_of[rid][msg.sender] = VOTE_CONFIRM
     extcall rounds.record_report(round, True)  # the round's result waits for it
     extcall staking.report_opened(miner)
@@ -258,6 +270,22 @@ def report_fraud(
     )
     log FraudVoted(report_id=rid, validator=msg.sender, vote=VOTE_CONFIRM, weight=weight)
     return rid
+
+
+@internal
+def _join(report_id: uint256, weight: uint256):
+    """
+    @dev A filer's confirming vote on the open report of its evidence (`report_fraud`).
+    """
+    r: Report = self.reports[report_id]
+    assert block.timestamp < r.deadline, "disputes: the report to join is past its window"
+    assert self.vote_of[report_id][msg.sender] == 0, "disputes: already voted"
+    self.vote_of[report_id][msg.sender] = VOTE_CONFIRM
+    r.votes += 1
+    r.confirm_weight += weight
+    r.confirms_by_others += 1
+    self.reports[report_id] = r
+    log FraudVoted(report_id=report_id, validator=msg.sender, vote=VOTE_CONFIRM, weight=weight)
 
 
 @external

@@ -149,7 +149,8 @@ class ValidatorNode(NodeContext):
 
     async def _report(self, r: int, checks: list[MinerCheck]) -> None:
         """File a report for every failed check, whatever anyone else filed: each validator's
-        evidence is judged on its own (docs/PROTOCOL.md §12.1)."""
+        evidence is judged on its own, and a filing of evidence already reported (same segment)
+        joins that report as a confirming vote (docs/PROTOCOL.md §12.1)."""
         if self.skips("report"):
             return
         for c in checks:

@@ -110,6 +110,71 @@ def test_a_validator_files_at_most_max_reports_a_round_and_others_still_report()
     assert (d.reports_filed(0, v0), d.reports_filed(0, v1), d.report_count()) == (2, 1, 3)
 
 
+def test_a_second_filer_of_the_same_evidence_joins_the_open_report():
+    """Two validators find the same fault in the same segment: the second filing is a confirming
+    vote on the first report (no second report for voters to re-check, no second bond), and the
+    report confirms with both."""
+    w = make_world(n_miners=3, validator_stakes=(300 * TOKEN, 200 * TOKEN, 200 * TOKEN))
+    d, p = w.d, w.stack.params
+    v0, v1, v2 = w.validators
+    m = w.miners[0]
+    w.to_scoring(0)
+    rid = report(w, m, v0)
+    before = w.t.balanceOf(v1)
+    joined = report(w, m, v1)
+    (vote,) = [e for e in last_logs(d) if type(e).__name__ == "FraudVoted"]
+    assert joined == rid and d.report_count() == 1
+    assert w.t.balanceOf(v1) == before and d.total_bonds() == p.report_bond
+    assert (vote.report_id, vote.validator, vote.vote, vote.weight) == (rid, v1, VOTE_CONFIRM, 200 * TOKEN)
+    r = d.reports(rid)
+    assert (r.votes, r.confirm_weight, r.confirms_by_others, r.reporter) == (2, 500 * TOKEN, 1, v0)
+    assert d.report_of(0, m, v1) == rid and d.vote_of(rid, v1) == VOTE_CONFIRM
+    with boa.reverts("disputes: already voted"):
+        d.vote_fraud(rid, VOTE_REJECT, sender=v1)
+    d.vote_fraud(rid, VOTE_REJECT, sender=v2)
+    assert d.resolve_fraud(rid) == STATUS_CONFIRMED and w.st.open_reports(m) == 0
+
+
+def test_a_report_of_another_segment_or_kind_is_its_own_so_no_bogus_report_shields_the_accused():
+    """A colluder files first, naming a segment that replays fine: the honest validator's report
+    of the failing segment is a report of its own, judged on its own evidence."""
+    w = make_world(n_miners=3, validator_stakes=(300 * TOKEN, 200 * TOKEN, 200 * TOKEN))
+    d = w.d
+    honest, colluder, _ = w.validators
+    m = w.miners[0]
+    w.to_scoring(0)
+    bogus = d.report_fraud(0, m, KIND_REPLAY, 0, EVIDENCE, SIG, sender=colluder)
+    real = d.report_fraud(0, m, KIND_REPLAY, 3, EVIDENCE, SIG, sender=honest)
+    other_kind = d.report_fraud(0, w.miners[1], KIND_UNAVAILABLE, 3, EVIDENCE, SIG, sender=colluder)
+    assert len({bogus, real, other_kind}) == 3 == d.report_count()
+    assert d.reports(real).reporter == honest and d.reports(real).votes == 1
+
+
+def test_once_the_report_resolved_the_same_evidence_files_a_new_report():
+    w = make_world(n_miners=3, validator_stakes=(300 * TOKEN, 200 * TOKEN, 200 * TOKEN))
+    d = w.d
+    v0, v1, v2 = w.validators
+    m = w.miners[0]
+    w.to_scoring(0)
+    first = d.report_fraud(0, m, KIND_UNAVAILABLE, 3, EVIDENCE, SIG, sender=v0)
+    d.vote_fraud(first, VOTE_SERVED, sender=v1)
+    d.vote_fraud(first, VOTE_SERVED, sender=v2)
+    assert d.resolve_fraud(first) == STATUS_VOID
+    second = d.report_fraud(0, m, KIND_UNAVAILABLE, 3, EVIDENCE, SIG, sender=v1)
+    assert second == first + 1 and d.reports(second).reporter == v1
+
+
+def test_a_filer_cannot_join_a_report_past_its_window():
+    w = make_world(Params(challenge_window=30), n_miners=3, validator_stakes=(300 * TOKEN, 200 * TOKEN, 200 * TOKEN))
+    v0, v1, _ = w.validators
+    m = w.miners[0]
+    w.to_scoring(0)
+    report(w, m, v0)
+    boa.env.time_travel(seconds=w.stack.params.challenge_window)
+    with boa.reverts("disputes: the report to join is past its window"):
+        report(w, m, v1)
+
+
 def test_report_reverts():
     w = make_world(Params(max_permits=2), n_miners=3, validator_stakes=(300 * TOKEN, 200 * TOKEN, 200 * TOKEN))
     d = w.d
