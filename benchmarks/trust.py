@@ -91,6 +91,7 @@ class Params:
     report_bond: int
     audit_sample: int
     tolerance_discount: Fraction = Fraction(1, 2)  # a tolerance-checked miner's pay factor
+    late_serve_fee: int = 0  # burned from an accused whose checkpoint voters got only on a retry
 
     @property
     def miner_pool(self) -> Fraction:
@@ -130,7 +131,7 @@ def default_params(validators: int | None = None, miners: int | None = None) -> 
         emission=chain.emission_per_round, miner_share_bps=chain.miner_share_bps,
         miner_stake=chain.min_miner_stake, validator_stake=chain.min_validator_stake,
         slash_bps=chain.slash_bps, reporter_share_bps=chain.reporter_share_bps,
-        report_bond=chain.report_bond,
+        report_bond=chain.report_bond, late_serve_fee=chain.late_serve_fee,
         audit_sample=chain.audit_sample, tolerance_discount=Fraction(cfg.tolerance_discount).limit_denominator(1000))
 
 
@@ -252,8 +253,8 @@ def coalition_rows(p: Params) -> list[Row]:
     p_m = (1 - (1 - h) ** (v - 1)) * quorum
     rows = [Row("decoy report by a colluding validator", "8.1 rule 2", "coalition", p_m,
                 p.miner_slash, lazy_gain, lazy_gain - p_m * p.miner_slash,
-                "gain - p*S_m (honest validators still report; an unavailable decoy is void, "
-                "so its bond comes back)")]
+                "gain - p*S_m (honest validators still report; an unavailable decoy the voters "
+                "fetch at once is rejected, so its bond burns)")]
     for attack, skipped in (("never-replaying validator", m), ("half-replaying validator", m // 2),
                             ("validator skipping one miner", 1)):
         det = (1 - audit_miss(m, skipped, a) ** (v - 1)) * lazy_quorum
@@ -352,8 +353,25 @@ def split_rows(gains: dict[int, tuple[int, Fraction]]) -> list[Row]:
             for s, (n, gain) in sorted(gains.items())]
 
 
+def report_rows(p: Params) -> list[Row]:
+    """Reports (docs/PROTOCOL.md §12.5): a false report makes each other voter re-check one
+    segment (worth R/n to it) and burns `report_bond` per other voter; a miner whose checkpoint
+    the voters got only on a retry pays `late_serve_fee`."""
+    others = max(p.validators - 1, 1)
+    bond = Fraction(p.report_bond * others)
+    recheck = p.reward / p.n_segments * others
+    if bond <= recheck:
+        raise AssertionError(f"a false report burns {bond}, less than the {recheck} its voters' re-checks cost")
+    return [
+        blocked(f"false report (griefing: {others} voters re-check a segment, {float(recheck):.1f} of work)",
+                "8.1 rule 7", bond),
+        blocked("late serve (checkpoint served only on the voters' retry)", "8.1 rule 7",
+                Fraction(p.late_serve_fee)),
+    ]
+
+
 def exact_rows(p: Params) -> list[Row]:
-    return miner_rows(p) + coalition_rows(p) + rule_rows(p) + capacity_rows(p) + class_rows(p)
+    return miner_rows(p) + coalition_rows(p) + rule_rows(p) + capacity_rows(p) + class_rows(p) + report_rows(p)
 
 
 def absence_rows(p: Params) -> list[Row]:

@@ -75,7 +75,10 @@ token: public(immutable(IERC20))
 staking: public(immutable(IStaking))
 rounds: public(immutable(IRounds))
 rewards: public(immutable(IRewards))
+# tokens (wei) a reporter posts per validator other than itself that may vote: every voter re-checks
 report_bond: public(immutable(uint256))
+# tokens (wei) burned from an accused whose unavailable checkpoint was served only after the report
+late_serve_fee: public(immutable(uint256))
 challenge_window: public(immutable(uint256))
 slash_bps: public(immutable(uint256))
 reporter_share_bps: public(immutable(uint256))
@@ -131,7 +134,7 @@ event FraudResolved:
 def __init__(
     token_: IERC20, staking_: IStaking, rounds_: IRounds, rewards_: IRewards, report_bond_: uint256,
     challenge_window_: uint256, slash_bps_: uint256, reporter_share_bps_: uint256, absence_rounds_: uint256,
-    max_reports_: uint256,
+    max_reports_: uint256, late_serve_fee_: uint256,
 ):
     """
     @notice Fixes the dispute parameters. The staking contract's unbonding delay
@@ -142,12 +145,15 @@ def __init__(
     @param staking_ The staking registry (slashes, report counts).
     @param rounds_ The round clock (validator snapshots, reporting window, durations).
     @param rewards_ The rewards contract (holds back and forfeits rewards).
-    @param report_bond_ Tokens (wei) a reporter posts per report.
+    @param report_bond_ Tokens (wei) a reporter posts per other validator that may vote on
+           its report (at least one): returned unless the report is rejected.
     @param challenge_window_ Seconds a report stays open for votes.
     @param slash_bps_ Share of the miner's stake slashed on a confirmed report.
     @param reporter_share_bps_ Share of the slash paid to the reporter; the rest is burned.
     @param absence_rounds_ Ended rounds in a row without a reveal that end a validator's eligibility (0: never).
     @param max_reports_ Reports one validator may file per round.
+    @param late_serve_fee_ Tokens (wei) burned from the stake of an accused whose report is
+           void because the voters were served its checkpoint only late.
     """
     assert max_reports_ > 0, "disputes: zero report cap"
     assert slash_bps_ <= BPS and reporter_share_bps_ <= BPS, "disputes: bad fraction"
@@ -165,6 +171,7 @@ def __init__(
     reporter_share_bps = reporter_share_bps_
     absence_rounds = absence_rounds_
     max_reports = max_reports_
+    late_serve_fee = late_serve_fee_
 
 
 @external
@@ -245,9 +252,10 @@ def report_fraud(
     assert filed < max_reports, "disputes: report cap reached"
     self.reports_filed[round][msg.sender] = filed + 1
     assert len(challenge_sig) == SIG_BYTES, "disputes: challenge signature must be 64 bytes"
-    if report_bond > 0:
-        assert extcall token.transferFrom(msg.sender, self, report_bond, default_return_value=True), "disputes: bond transfer failed"
-        self.total_bonds += report_bond
+    bond: uint256 = self._bond(voter_count)
+    if bond > 0:
+        assert extcall token.transferFrom(msg.sender, self, bond, default_return_value=True), "disputes: bond transfer failed"
+        self.total_bonds += bond
     rid: uint256 = self.report_count + 1
     self.report_count = rid
     deadline: uint256 = block.timestamp + challenge_window
@@ -342,18 +350,41 @@ def resolve_fraud(report_id: uint256) -> uint8:
     if status == STATUS_CONFIRMED and not self.slashed_in_round[r.round][r.miner]:
         self.slashed_in_round[r.round][r.miner] = True
         slashed = extcall staking.slash(r.miner, slash_bps, r.reporter, reporter_share_bps)
-    if report_bond > 0:
-        self.total_bonds -= report_bond
+    if status == STATUS_VOID and r.kind == KIND_UNAVAILABLE and self._served_late(r):
+        extcall staking.fine(r.miner, late_serve_fee)
+    bond: uint256 = self._bond(r.voter_count)
+    if bond > 0:
+        self.total_bonds -= bond
         if status == STATUS_REJECTED:
-            burned = report_bond
-            extcall IToken(token.address).burn(report_bond)
+            burned = bond
+            extcall IToken(token.address).burn(bond)
         else:
-            assert extcall token.transfer(r.reporter, report_bond, default_return_value=True), "disputes: bond transfer failed"
+            assert extcall token.transfer(r.reporter, bond, default_return_value=True), "disputes: bond transfer failed"
     extcall rounds.record_report(r.round, False)
     extcall staking.report_closed(r.miner)
     extcall rewards.report_resolved(r.round, r.miner, status == STATUS_CONFIRMED)
     log FraudResolved(report_id=report_id, round=r.round, miner=r.miner, status=status, slashed=slashed, bond_burned=burned)
     return status
+
+
+@pure
+@internal
+def _served_late(r: Report) -> bool:
+    """
+    @dev Whether most of the voting weight, itself over half of the voters', found the
+         checkpoint served only after retrying (`served` votes): the accused was late.
+    """
+    voting: uint256 = r.confirm_weight + r.reject_weight + r.served_weight
+    return voting * 2 > r.voter_weight and r.served_weight > r.confirm_weight + r.reject_weight
+
+
+@view
+@internal
+def _bond(voter_count: uint256) -> uint256:
+    """
+    @dev A report's bond: `report_bond` per voter other than the reporter, at least one.
+    """
+    return report_bond * max(voter_count, 2) - report_bond
 
 
 @view

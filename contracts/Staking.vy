@@ -108,6 +108,10 @@ event Slashed:
     reporter_reward: uint256
     burned: uint256
 
+event Fined:
+    account: indexed(address)
+    amount: uint256
+
 event ReportCountChanged:
     account: indexed(address)
     open_reports: uint256
@@ -288,15 +292,8 @@ def slash(account: address, fraction_bps: uint256, reporter: address, reporter_s
     """
     assert msg.sender == self.disputes or msg.sender == self.results, "staking: only disputes or results"
     assert fraction_bps <= BPS and reporter_share_bps <= BPS, "staking: bad fraction"
-    bonded: uint256 = self.staked[account]
-    queued: uint256 = self.unbonding[account]
-    amount: uint256 = (bonded + queued) * fraction_bps // BPS
-    from_bonded: uint256 = min(amount, bonded)
-    from_queued: uint256 = amount - from_bonded
-    self.staked[account] = bonded - from_bonded
-    self.total_staked -= from_bonded
-    self.unbonding[account] = queued - from_queued
-    self.total_unbonding -= from_queued
+    amount: uint256 = (self.staked[account] + self.unbonding[account]) * fraction_bps // BPS
+    self._take(account, amount)
     self.total_slashed += amount
     reward: uint256 = amount * reporter_share_bps // BPS
     burned: uint256 = amount - reward
@@ -304,9 +301,43 @@ def slash(account: address, fraction_bps: uint256, reporter: address, reporter_s
         assert extcall token.transfer(reporter, reward, default_return_value=True), "staking: transfer failed"
     if burned > 0:
         extcall IToken(token.address).burn(burned)
-    self._refresh_eligibility(account, False)
     log Slashed(account=account, amount=amount, reporter=reporter, reporter_reward=reward, burned=burned)
     return amount
+
+
+@external
+def fine(account: address, amount: uint256) -> uint256:
+    """
+    @notice Burns a fixed fee from the account's stake (bonded first, then queued), at
+            most all of it: an accused that served late (Disputes).
+    @dev Only the disputes contract may call this.
+    @param account The fined account.
+    @param amount The fee (wei).
+    @return The amount burned.
+    """
+    assert msg.sender == self.disputes, "staking: only disputes"
+    taken: uint256 = min(amount, self.staked[account] + self.unbonding[account])
+    self._take(account, taken)
+    if taken > 0:
+        extcall IToken(token.address).burn(taken)
+    log Fined(account=account, amount=taken)
+    return taken
+
+
+@internal
+def _take(account: address, amount: uint256):
+    """
+    @dev Removes `amount` (at most the account's bonded plus queued stake) from the
+         account, bonded stake first, and refreshes its eligibility.
+    """
+    bonded: uint256 = self.staked[account]
+    from_bonded: uint256 = min(amount, bonded)
+    from_queued: uint256 = amount - from_bonded
+    self.staked[account] = bonded - from_bonded
+    self.total_staked -= from_bonded
+    self.unbonding[account] = self.unbonding[account] - from_queued
+    self.total_unbonding -= from_queued
+    self._refresh_eligibility(account, False)
 
 
 @external

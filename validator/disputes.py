@@ -138,17 +138,19 @@ class Disputes:
         # a report against a miner of a class nobody holds can only be a derivation fault, which is
         # the same on every class: a replay within δ is no evidence either way
         mode = CheckMode.EXACT if rep["class_bound"] else CheckMode.TOLERANCE
+        retried = False
         while True:
             check = await check_one(ctx, r, miner, commit, seed, state, (segment,), mode=mode)
             kind = check.outcome.kind
             if kind != FraudKind.UNAVAILABLE or trio.current_time() >= vote_by:
                 break
+            retried = True
             await trio.sleep(RETRY_UNSERVED_S)  # a miner restarting after a crash gets until the deadline
         if mode is CheckMode.TOLERANCE:
             return (Vote.CONFIRM, str(kind)) if kind is FraudKind.DERIVATION else (Vote.REJECT, "no derivation fault")
         if kind is not None:
             return Vote.CONFIRM, str(kind)
-        return (Vote.SERVED if rep["kind"] == FraudKind.UNAVAILABLE else Vote.REJECT), "check holds"
+        return unavailable_vote(rep["kind"], retried)
 
     async def _judge_audit(self, rep: dict, seed: bytes, vote_by: float) -> tuple[Vote | None, str]:
         ctx, r = self.ctx, rep["round"]
@@ -171,3 +173,13 @@ class Disputes:
         # filed while the bundle was not served (a crash, a slow peer): served now and holding, the
         # report is void and the reporter keeps its bond; any other report that fails to hold is rejected
         return (Vote.SERVED if bytes(rep["evidence_hash"]) == unserved_evidence() else Vote.REJECT), result.detail
+
+
+def unavailable_vote(reported: FraudKind, retried: bool) -> tuple[Vote, str]:
+    """A voter's vote once the named segment checks: a report of another kind was false; an
+    `unavailable` report was false if the checkpoint was served at the first try (reject: its bond
+    burns), and the accused late if only a retry got it (served: void, the accused pays
+    `late_serve_fee`, the reporter keeps its bond)."""
+    if reported != FraudKind.UNAVAILABLE:
+        return Vote.REJECT, "check holds"
+    return (Vote.SERVED, "served late") if retried else (Vote.REJECT, "served at the first try")

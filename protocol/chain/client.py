@@ -202,7 +202,9 @@ class ChainClient:
                      challenge_sig: bytes) -> int:
         """File a report; for LAZY_VALIDATOR `miner` is the accused validator, `segment` the audited
         miner's index in `miners_of(round_)` and `challenge_sig` the accused's revealed sig for it."""
-        bond = self.disputes.functions.report_bond().call()
+        # `report_bond` per other voter: at most every other validator of the round
+        voters = len(self.rounds.functions.validators_of(round_).call())
+        bond = self.disputes.functions.report_bond().call() * max(voters - 1, 1)
         self._ensure_allowance(self.disputes.address, bond)
         self._send(self.disputes.functions.report_fraud(round_, miner, int(kind), segment, evidence_hash, challenge_sig))
         return int(self.disputes.functions.report_of(round_, miner, self._signer().address).call())

@@ -79,7 +79,9 @@ def join_network(deployer: ChainClient, n_miners: int, n_validators: int, progre
             amount = (stake + 50 * (i + 1)) * TOKEN_UNIT  # distinct stakes give distinct weights
             if funded is None:
                 deployer.send_eth(account.address, GAS_FUNDING_WEI)
-                deployer.transfer_tokens(account.address, amount + max(cfg.report_bond, cfg.challenge_bond) * TOKEN_UNIT)
+                # a report's bond is report_bond per other validator
+                bond = max(cfg.report_bond * max(n_validators - 1, 1), cfg.challenge_bond)
+                deployer.transfer_tokens(account.address, amount + bond * TOKEN_UNIT)
             client = deployer.with_account(account)
             register_node(client, role, identity, f"/ip4/127.0.0.1/tcp/{4100 + len(net.miners) + len(net.validators)}")
             client.stake(amount)

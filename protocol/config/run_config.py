@@ -48,7 +48,11 @@ class ChainParams(_Strict):
     # validator at the minimum never decides a class alone)
     min_class_stake: int | None = Field(None, gt=0)
     max_validator_permits: int = Field(8, gt=0, le=64)  # K: only the top-K validators by stake score
-    report_bond: int = Field(10, ge=0)  # tokens a reporter posts; burned if its report is rejected
+    # tokens a reporter posts per other validator that may vote (each re-checks one segment); burned
+    # if its report is rejected: above a segment's share of a miner's pay, R/n (17.5 on the devnet)
+    report_bond: int = Field(20, ge=0)
+    # tokens burned from an accused whose report is void because the voters were served late
+    late_serve_fee: int = Field(20, ge=0)
     slash_bps: int = Field(5000, ge=0, le=10_000)  # fraction of a cheater's stake slashed
     reporter_share_bps: int = Field(2000, ge=0, le=10_000)  # reporter's cut of a slash; rest is burned
     # ended rounds in a row a permitted validator may leave unrevealed (while others reveal)

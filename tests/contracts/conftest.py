@@ -89,6 +89,7 @@ class Params:
     reporter_share_bps: int = 2000
     absence_rounds: int = 3  # ended rounds in a row without a reveal that retire a validator (Disputes)
     max_reports: int = 16  # reports one validator may file per round (Disputes)
+    late_serve_fee: int = 20 * TOKEN  # burned from an accused its voters were served late (Disputes)
 
 
 SETTLEMENT_PARTS = ("rounds", "scores", "rewards", "results")
@@ -193,7 +194,7 @@ def deploy_stack(params: Params = Params(), holders: list[str] | None = None, am
     account = partial("AccountChallenges").deploy(*challenge_args)
     disputes = partial("Disputes").deploy(token.address, staking.address, rounds.address, rewards.address,
                                           p.report_bond, p.challenge_window, p.slash_bps, p.reporter_share_bps,
-                                          p.absence_rounds, p.max_reports)
+                                          p.absence_rounds, p.max_reports, p.late_serve_fee)
     staking.wire(disputes.address, results.address)
     rounds.wire(scores.address, rewards.address, results.address, keys.address)
     rewards.wire(disputes.address, results.address)

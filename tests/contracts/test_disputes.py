@@ -51,19 +51,19 @@ def test_constructor_reverts_and_unbonding_bound():
     w = make_world(start=False)
     t, st, r, rw = w.t.address, w.st.address, w.stack.rounds.address, w.stack.rewards.address
     with boa.reverts("disputes: bad fraction"):
-        partial("Disputes").deploy(t, st, r, rw, 1, 60, BPS + 1, 0, 3, 16)
+        partial("Disputes").deploy(t, st, r, rw, 1, 60, BPS + 1, 0, 3, 16, 0)
     with boa.reverts("disputes: bad fraction"):
-        partial("Disputes").deploy(t, st, r, rw, 1, 60, 0, BPS + 1, 3, 16)
+        partial("Disputes").deploy(t, st, r, rw, 1, 60, 0, BPS + 1, 3, 16, 0)
     with boa.reverts("disputes: absence rounds above 16"):
-        partial("Disputes").deploy(t, st, r, rw, 1, 60, 0, 0, 17, 16)
+        partial("Disputes").deploy(t, st, r, rw, 1, 60, 0, 0, 17, 16, 0)
     with boa.reverts("disputes: zero report cap"):
-        partial("Disputes").deploy(t, st, r, rw, 1, 60, 0, 0, 3, 0)
+        partial("Disputes").deploy(t, st, r, rw, 1, 60, 0, 0, 3, 0, 0)
     with boa.reverts("disputes: zero challenge window"):
-        partial("Disputes").deploy(t, st, r, rw, 1, 0, 0, 0, 3, 16)
+        partial("Disputes").deploy(t, st, r, rw, 1, 0, 0, 0, 3, 16, 0)
     # delay 600 must exceed 4 x 60 phases (commit, score, reveal, audit) + window
     with boa.reverts("disputes: unbonding delay too short"):
-        partial("Disputes").deploy(t, st, r, rw, 1, 360, 0, 0, 3, 16)
-    d = partial("Disputes").deploy(t, st, r, rw, 1, 359, BPS, BPS, 16, 1)
+        partial("Disputes").deploy(t, st, r, rw, 1, 360, 0, 0, 3, 16, 0)
+    d = partial("Disputes").deploy(t, st, r, rw, 1, 359, BPS, BPS, 16, 1, 0)
     assert (d.challenge_window(), d.slash_bps(), d.reporter_share_bps()) == (359, BPS, BPS)
 
 
@@ -124,7 +124,7 @@ def test_a_second_filer_of_the_same_evidence_joins_the_open_report():
     joined = report(w, m, v1)
     (vote,) = [e for e in last_logs(d) if type(e).__name__ == "FraudVoted"]
     assert joined == rid and d.report_count() == 1
-    assert w.t.balanceOf(v1) == before and d.total_bonds() == p.report_bond
+    assert w.t.balanceOf(v1) == before and d.total_bonds() == 2 * p.report_bond  # v0's, for 2 other voters
     assert (vote.report_id, vote.validator, vote.vote, vote.weight) == (rid, v1, VOTE_CONFIRM, 200 * TOKEN)
     r = d.reports(rid)
     assert (r.votes, r.confirm_weight, r.confirms_by_others, r.reporter) == (2, 500 * TOKEN, 1, v0)
@@ -467,13 +467,49 @@ def test_slashed_miner_cannot_commit_next_round(world: World):
     assert s.phase(1) == 2  # the two remaining miners close the phase early
 
 
-def test_unavailable_kind_with_served_vote_voids(world: World):
-    d = world.d
+def test_an_unavailable_report_served_late_is_void_and_the_accused_pays_the_late_fee(world: World):
+    d, p = world.d, world.stack.params
+    reporter = world.validators[1]
     world.to_scoring(0)
-    rid = report(world, world.miners[0], world.validators[1], kind=KIND_UNAVAILABLE)  # 200
-    d.vote_fraud(rid, VOTE_SERVED, sender=world.validators[0])  # 300 served
+    before = world.t.balanceOf(reporter)
+    rid = report(world, world.miners[0], reporter, kind=KIND_UNAVAILABLE)  # 200
+    d.vote_fraud(rid, VOTE_SERVED, sender=world.validators[0])  # 300 served: only a retry got it
+    supply = world.t.totalSupply()
     assert d.resolve_fraud(rid) == STATUS_VOID
+    (fined,) = last_logs(d, "Fined")
+    assert (fined.account, fined.amount) == (world.miners[0], p.late_serve_fee)
+    assert world.st.staked(world.miners[0]) == 100 * TOKEN - p.late_serve_fee
+    assert world.t.balanceOf(reporter) == before and world.t.totalSupply() == supply - p.late_serve_fee
+
+
+def test_a_void_for_want_of_voters_fines_nobody(world: World):
+    world.to_scoring(0)
+    rid = report(world, world.miners[0], world.validators[1], kind=KIND_UNAVAILABLE)  # 200 of 500
+    assert resolve_after_window(world, rid) == STATUS_VOID
     assert world.st.staked(world.miners[0]) == 100 * TOKEN
+
+
+def test_an_unavailable_report_served_at_the_first_try_is_rejected_and_its_bond_burns(world: World):
+    """A false `unavailable` report: the voters fetch the checkpoint at once and reject it, so
+    the griefer pays its bond (report_bond per other voter) and the accused pays nothing."""
+    d, p = world.d, world.stack.params
+    griefer = world.validators[1]
+    world.to_scoring(0)
+    before = world.t.balanceOf(griefer)
+    rid = report(world, world.miners[0], griefer, kind=KIND_UNAVAILABLE)
+    d.vote_fraud(rid, VOTE_REJECT, sender=world.validators[0])
+    assert d.resolve_fraud(rid) == STATUS_REJECTED
+    assert world.t.balanceOf(griefer) == before - p.report_bond
+    assert world.st.staked(world.miners[0]) == 100 * TOKEN
+
+
+def test_the_bond_is_report_bond_per_other_voter():
+    w = make_world(n_miners=3, validator_stakes=(300 * TOKEN, 200 * TOKEN, 200 * TOKEN, 200 * TOKEN))
+    d, p = w.d, w.stack.params
+    w.to_scoring(0)
+    before = w.t.balanceOf(w.validators[0])
+    report(w, w.miners[0], w.validators[0])
+    assert before - w.t.balanceOf(w.validators[0]) == 3 * p.report_bond == d.total_bonds()
 
 
 def test_miner_role_cannot_report(world: World):
@@ -549,11 +585,20 @@ def test_a_void_report_never_clears_another(world: World):
     m, rid0, rid1, ordered = _two_reports(world)
     d.vote_fraud(rid1, VOTE_SERVED, sender=v0)
     assert d.resolve_fraud(rid1) == STATUS_VOID
-    assert st.staked(m) == 100 * TOKEN and st.open_reports(m) == 1 and d.open_in_round(0) == 1
+    late = world.stack.params.late_serve_fee  # the voters were served only late
+    assert st.staked(m) == 100 * TOKEN - late and st.open_reports(m) == 1 and d.open_in_round(0) == 1
     _score_and_reveal(world)
     with boa.reverts("results: report open"):
         world.post(0)
     d.vote_fraud(rid0, VOTE_CONFIRM, sender=v1)
     assert d.resolve_fraud(rid0) == STATUS_CONFIRMED
-    assert st.staked(m) == 100 * TOKEN // 2 and d.slashed_in_round(0, m) and s.forfeited(0, m)
+    assert st.staked(m) == (100 * TOKEN - late) // 2 and d.slashed_in_round(0, m) and s.forfeited(0, m)
     assert world.settle(0).result.consensus[world.columns(0).index(m)] == 0
+
+
+def test_only_disputes_fines_and_a_fine_takes_at_most_the_stake(world: World):
+    m = world.miners[0]
+    with boa.reverts("staking: only disputes"):
+        world.st.fine(m, 1, sender=world.validators[0])
+    taken = world.st.fine(m, 10**6 * TOKEN, sender=world.d.address)
+    assert taken == 100 * TOKEN and world.st.staked(m) == 0 and not world.st.is_eligible_miner(m)

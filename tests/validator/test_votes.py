@@ -16,7 +16,7 @@ from protocol.core.settlement.fraud import FraudKind
 from protocol.core.train.compute_config import ComputeConfig
 from protocol.node.context import NodeContext
 from tests.node_context import deployed_chain, knows, node_context, round_0_committed
-from validator.disputes import Disputes
+from validator.disputes import Disputes, unavailable_vote
 
 REPORTER = "0x" + "11" * 20
 SEED_BLOCK = b"\x44" * 32
@@ -63,3 +63,13 @@ def test_a_report_under_a_signature_that_is_not_the_reporters_challenge_is_rejec
                         bytes.fromhex(miner[2:]), SEED_BLOCK, CFG)
     vote, why = _judge(ctx, me, _report(miner, ch.segments[0]), ch.signature)
     assert vote is Vote.REJECT and "bad challenge" in why
+
+
+@pytest.mark.parametrize(("reported", "retried", "vote"), [
+    (FraudKind.UNAVAILABLE, False, Vote.REJECT),  # served at the first try: a false report, its bond burns
+    (FraudKind.UNAVAILABLE, True, Vote.SERVED),  # only a retry got it: the accused was late and pays the fee
+    (FraudKind.REPLAY, False, Vote.REJECT),  # the named segment replays: a false report
+    (FraudKind.REPLAY, True, Vote.REJECT),
+])
+def test_a_segment_that_checks_decides_the_vote_by_the_report_and_the_first_try(reported, retried, vote):
+    assert unavailable_vote(reported, retried)[0] is vote
