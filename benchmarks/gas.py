@@ -6,7 +6,8 @@ One scripted round per size (miners x validators), from 4x2 up to 1024x64 (--qui
 and 16x4): miner commits, the seed, score commits and calldata reveals, the audit close, one
 fraud report with votes and resolution, the result posted with an aggregate BLS signature (at
 64 validators 56 sign: the target's worst case), its window waited out, finalize (which opens
-the next round), one column challenge of the right root (the bond is burned) and claims.
+the next round), one demand of a column leaf answered by a signer, one column challenge of the
+right root (the bond is burned) and claims.
 `round_settlement_gas` adds up every settlement transaction of the round except the miners'
 own commits, the claims and the dispute (filed only when someone cheats).
 """
@@ -82,6 +83,9 @@ def figures_of(results: dict[str, dict[str, list[int]]]) -> dict[str, object]:
         "round_settlement_gas": settlement,
         "round_settlement_gas_per_miner": {k: settlement[k] // int(k.split("x")[0]) for k in settlement},
         "column_challenge_gas": {k: r["challenge_column"][0] for k, r in results.items() if r.get("challenge_column")},
+        # data availability: a demand of one column leaf, and a signer's answer with its path
+        "demand_leaf_gas": {k: r["demand_leaf"][0] for k, r in results.items() if r.get("demand_leaf")},
+        "answer_leaf_gas": {k: r["answer_leaf"][0] for k, r in results.items() if r.get("answer_leaf")},
         # an account's first claim; an account holding no tokens pays ERC-20's new-holder
         # write on top (about 17,000 gas), shown on its own
         "claim_gas": max(g for r in results.values() for g in r.get("claim", [0])),

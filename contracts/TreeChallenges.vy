@@ -13,19 +13,22 @@
         §11): a wrong one rejects the attempt through the results contract and
         returns the bond; a right one burns it. A column's values are disputed
         in the column challenges contract, account history and claims in the
-        account challenges contract.
+        account challenges contract. Its leaves can be demanded here too
+        (`tree_demands`): an unanswered demand rejects the attempt.
 """
 
 from ethereum.ercs import IERC20
 from . import challenge_base
 from . import constants
 from . import result_math
+from . import tree_demands
 from .interfaces import IChainFacts
 from .interfaces import IForfeits
 from .interfaces import IResults
 from .interfaces import IVectorRoots
 
 initializes: challenge_base
+initializes: tree_demands[challenge_base := challenge_base]
 
 exports: (
     challenge_base.token,
@@ -34,6 +37,11 @@ exports: (
     challenge_base.rewards,
     challenge_base.results,
     challenge_base.challenge_bond,
+    tree_demands.demand_leaf,
+    tree_demands.answer_leaf,
+    tree_demands.expire_demand,
+    tree_demands.demands,
+    tree_demands.demands_made,
 )
 
 MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS

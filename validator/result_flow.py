@@ -6,7 +6,8 @@ signs the result root with its BLS key; the signature is gossiped. Whoever holds
 enough for a certificate (`certifies`: more than 2/3 of the revealed keyed stake once that is
 2/3 of the permitted stake) posts the aggregate (validators take turns by rank so that usually
 one transaction is sent). A posted root that differs from this validator's own
-is challenged where chain data alone shows it wrong (`result_challenger`), else logged.
+is challenged where chain data alone shows it wrong (`result_challenger`), else logged; a
+demanded leaf of a root it agrees with is answered (`demand_answers`).
 After the challenge window anyone makes the pending root final; without a final root by the
 result deadline anyone ends the round with the fallback.
 """
@@ -35,6 +36,7 @@ from protocol.core.wire.messages import ResultSigned, SignedGossip
 from protocol.node.context import NodeContext
 from protocol.node.global_state import StateMismatch
 from protocol.node.logs import kv
+from validator.demand_answers import DemandAnswers
 from validator.result_challenger import challenge_header_words, wrong_chain_data_words
 
 POST_STAGGER_S = 3.0  # seconds between validators' turns to post the certificate
@@ -70,6 +72,7 @@ class ResultFlow:
         self._ready_since: dict[tuple[int, bytes], float] = {}  # when enough shares were first seen
         self._disputed: set[tuple[int, int]] = set()  # (round, attempt) this validator looked into
         self._keyed: dict[int, frozenset[str]] = {}  # per round: validators whose keys its aggregate holds
+        self.demand_answers = DemandAnswers(ctx)
 
     def on_share(self, message: SignedGossip) -> None:
         body = message.payload.body
@@ -99,6 +102,7 @@ class ResultFlow:
         self.shares.forget_before(r)
         self._ready_since = {k: t for k, t in self._ready_since.items() if k[0] > r}
         self._disputed = {k for k in self._disputed if k[0] > r}
+        self.demand_answers.forget_before(r + 1)
 
     async def _dispute(self, r: int, post: dict, own: SettledRound) -> None:
         """Challenge a differing posted root once per attempt where chain data alone shows it wrong."""
@@ -234,6 +238,8 @@ class ResultFlow:
         if own is not None and bytes(post["result_root"]) != own.header.result_root():
             await self._dispute(r, post, own)
             return  # never make a root this node disagrees with final
+        if own is not None:
+            await self.demand_answers.answer_open(post, own)  # it holds the tree: a withheld leaf rejects the root
         window = await ctx.port(ctx.port.read.results.challenge_window)
         if await ctx.next_block_time() < int(post["posted_time"]) + window:
             return

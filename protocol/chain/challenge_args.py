@@ -32,6 +32,12 @@ def column_args(settled: SettledRound, i: int) -> tuple:
             reveals_arg(settled.inputs, i))
 
 
+def leaf_answer_args(settled: SettledRound, i: int) -> tuple:
+    """(leaf fields, leaf sums, inclusion path) of column `i`: `TreeChallenges.answer_leaf`'s
+    arguments after the attempt's five."""
+    return column_args(settled, i)[:3]
+
+
 def reveals_arg(inputs: RoundInputs, column: int) -> tuple:
     """Every round validator's reveal in `validators_of` order, cut to `column`: the segment of
     its packed scores holding the column and all its segment hashes (empty if it did not reveal)."""

@@ -18,7 +18,7 @@ from eth_account.signers.local import LocalAccount
 
 from protocol.chain.backend import advance_time
 from protocol.chain.bls_registration import aggregate_keys, registration
-from protocol.chain.challenge_args import column_args
+from protocol.chain.challenge_args import column_args, leaf_answer_args
 from protocol.chain.claims import claim_owed
 from protocol.chain.client import ChainClient, Role, Vote
 from protocol.chain.registration import register_node
@@ -34,6 +34,7 @@ from protocol.core.crypto.keccak import keccak256
 from protocol.core.crypto.signing import NodeIdentity
 from protocol.core.settlement.abi_words import list_hash
 from protocol.core.settlement.fraud import FraudKind
+from protocol.core.settlement.result_header import SettledRound
 from protocol.core.settlement.score_vector import pack_scores, score_commitment, vector_root
 
 Progress = Callable[[str], None]
@@ -151,14 +152,17 @@ def play_to_result(deployer: ChainClient, net: ScriptedNetwork, progress: Progre
 def post_and_finalize(deployer: ChainClient, net: ScriptedNetwork, r: int, model_hash: bytes,
                       signers: int | None = None, challenge_column: int | None = None) -> None:
     """Compute round `r`'s result from chain data, post it signed by the first `signers`
-    validators (a miner challenges column `challenge_column` of the right root, if given, and
-    loses its bond), wait out the challenge window and make it final."""
+    validators (a miner demands column `challenge_column` of the right root, if given, and a
+    signer answers it; then the miner challenges that column and loses its bond), wait out the
+    challenge window and make it final."""
     history = SettlementHistory(deployer)
     settled = history.settle(r, model_hash)
     if not settled.result.quorum:  # without the quorum the model stays as it was
         settled = history.settle(r, deployer.read.rounds.model_hash(r))
     posted_time, attempt, non_signers = post_signed(deployer, net, r, list(settled.header.words()), signers)
     if challenge_column is not None:
+        demand_and_answer(deployer, net, settled, (r, list(settled.header.words()), list_hash(non_signers),
+                                                   posted_time, attempt), challenge_column)
         challenger = net.miners[0].client
         bond = deployer.read.column_challenges.challenge_bond()
         challenger.approve(deployer.column_challenges.address, bond)
@@ -194,3 +198,14 @@ def claim_all(net: ScriptedNetwork) -> None:
         claimed = claim_owed(p.client, history)
         if claimed is not None:
             net.record("claim" if holder else "claim_new_holder", claimed[1])
+
+
+def demand_and_answer(deployer: ChainClient, net: ScriptedNetwork, settled: SettledRound, attempt: tuple,
+                      column: int) -> None:
+    """A miner demands column `column` of the pending attempt (its five arguments) and the first
+    validator answers it from its tree, taking the bond (docs/PROTOCOL.md §11.10)."""
+    demander = net.miners[0].client
+    demander.approve(deployer.tree_challenges.address, deployer.read.tree_challenges.challenge_bond())
+    net.record("demand_leaf", demander.challenge("tree_challenges", "demand_leaf", *attempt, column))
+    net.record("answer_leaf", net.validators[0].client.challenge("tree_challenges", "answer_leaf", *attempt,
+                                                                 *leaf_answer_args(settled, column)))

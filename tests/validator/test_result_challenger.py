@@ -3,21 +3,14 @@ with no tree from the signers; a right header gives it nothing to dispute."""
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-
 import pytest
 
-from protocol.chain.backend import connect, dev_account
 from protocol.chain.client import ChainClient
-from protocol.chain.deploy import deploy
 from protocol.chain.events import read_events
-from protocol.chain.scripted import ScriptedNetwork, join_network, play_to_result, post_signed
-from protocol.chain.settlement_history import SettlementHistory
-from protocol.chain.tx import TxSender
-from protocol.config.run_config import RunConfig
+from protocol.chain.scripted import post_signed
 from protocol.core.errors import ContractRevert
 from protocol.core.settlement.abi_words import word
+from tests.validator.scripted_result import back_to, played_to_result
 from validator.result_challenger import challenge_header_words, wrong_chain_data_words
 
 H_N, H_LOSS = 10, 12
@@ -26,24 +19,15 @@ H_N, H_LOSS = 10, 12
 @pytest.fixture(scope="module")
 def at_result():
     """One embedded chain played up to a result (no result posted yet), and a snapshot there."""
-    handle = connect(None)
-    deployer = ChainClient(handle, deploy(handle, dev_account(handle), RunConfig()), dev_account(handle))
-    net = join_network(deployer, 3, 2, lambda _m: None)
-    r = play_to_result(deployer, net, lambda _m: None, cheat=False)
-    own = SettlementHistory(deployer).settle(r, hashlib.sha256(b"next model").digest())
-    return deployer, net, r, own, handle.tester.take_snapshot()
+    deployer, net, r, own = played_to_result()
+    return deployer, net, r, own, deployer.handle.tester.take_snapshot()
 
 
 @pytest.fixture
 def to_result(at_result):
-    """Each test starts from the module's snapshot, with clients whose nonce tracker is fresh
-    (the reverted chain forgot the last test's transactions)."""
+    """Each test starts from the module's snapshot."""
     deployer, net, r, own, snapshot = at_result
-    deployer.handle.tester.revert_to_snapshot(snapshot)
-    fresh = ChainClient(deployer.handle, deployer.deployment, deployer.account, TxSender(deployer.w3))
-    again = ScriptedNetwork(*[[dataclasses.replace(p, client=fresh.with_account(p.account)) for p in group]
-                              for group in (net.miners, net.validators)])
-    return fresh, again, r, own
+    return *back_to(deployer, net, snapshot), r, own
 
 
 def posted_row(client: ChainClient, r: int) -> dict:

@@ -1,0 +1,143 @@
+"""Data availability of a pending result (contracts/tree_demands.vy, exported by TreeChallenges).
+
+Attack: signers holding more than 2/3 finalize a wrong root by withholding its tree, since a
+challenger cannot prove a leaf it has never seen. A demand of one leaf that nobody answers in
+time rejects the attempt (its signers become slashable) and returns the demander's bond. Honest
+signers: an answer with the leaf and its path takes the bond, and the leaf's event lets anyone
+challenge it. Spam: each demand costs the bond when answered, and an account makes at most 8 a
+round.
+"""
+
+from __future__ import annotations
+
+import boa
+import pytest
+
+from protocol.core.crypto.keccak import checksum_address, keccak256
+from protocol.core.settlement.result_inputs import Reveal, RoundInputs
+from tests.contracts.result_evidence import BOND, WINDOW, deploy, leaf_args, post, publish, settle
+
+A = [checksum_address(keccak256(b"demand account %d" % k)[:20]) for k in range(20)]
+T = 10**18
+MAX_DEMANDS = 8
+
+ROUND = RoundInputs(
+    round=1, miners=tuple(A[0:6]), validators=(A[10], A[11], A[12]), weights=(3 * T, 2 * T, T),
+    reveals={v: Reveal(tuple((k * 7919 + i * 104729) % 60000 for i in range(6)), 500_000, keccak256(v.encode()))
+             for k, v in enumerate((A[10], A[11], A[12]))},
+    forfeited=frozenset(), prev={}, emission=1000 * T, miner_share_bps=7000)
+
+
+@pytest.fixture
+def world():
+    """A fresh stack with round 1's result pending; the demander is the stack's challenger and an
+    answering signer holds no tokens (it earns the bond)."""
+    with boa.env.anchor():
+        stack = deploy()
+        publish(stack, ROUND)
+        posted = settle(stack, ROUND)
+        attempt = post(stack, posted)
+        stack.token.approve(stack.trees.address, 100 * BOND, sender=stack.challenger)
+        yield stack, posted, attempt
+
+
+def demand(stack, attempt, position, sender=None):
+    return stack.trees.demand_leaf(*attempt, position, sender=sender or stack.challenger)
+
+
+def test_an_answered_demand_pays_the_answerer_and_logs_the_leaf(world):
+    stack, posted, attempt = world
+    signer = boa.env.generate_address("signer")
+    before = stack.token.balanceOf(stack.challenger)
+    demand(stack, attempt, 4)
+    assert stack.token.balanceOf(stack.challenger) == before - BOND
+    leaf, sums, path = leaf_args(posted, 4)
+    stack.trees.answer_leaf(*attempt, leaf, sums, path, sender=signer)
+    (answered,) = [e for e in stack.trees.get_logs() if type(e).__name__ == "LeafAnswered"]
+    assert (answered.position, list(answered.fields), list(answered.sums)) == (4, list(leaf), sums)
+    assert stack.token.balanceOf(signer) == BOND and stack.results.rejected(1) == 0
+    with boa.reverts("demands: already settled"):
+        stack.trees.answer_leaf(*attempt, leaf, sums, path, sender=signer)
+    boa.env.time_travel(seconds=WINDOW // 4)
+    with boa.reverts("demands: already settled"):
+        stack.trees.expire_demand(*attempt, 4)  # an answered demand never rejects
+    assert stack.results.rejected(1) == 0
+
+
+def test_an_unanswered_demand_rejects_the_attempt_and_returns_the_bond(world):
+    stack, _, attempt = world
+    before = stack.token.balanceOf(stack.challenger)
+    demand(stack, attempt, 2)
+    with boa.reverts("demands: deadline not reached"):
+        stack.trees.expire_demand(*attempt, 2)
+    boa.env.time_travel(seconds=WINDOW // 4)
+    stack.trees.expire_demand(*attempt, 2, sender=boa.env.generate_address("anyone"))
+    assert stack.results.rejected(1) == 1 and stack.results.reporter(1) == stack.challenger
+    assert stack.token.balanceOf(stack.challenger) == before
+
+
+def test_the_deadline_falls_a_quarter_window_before_the_attempt_can_be_finalized(world):
+    stack, _, attempt = world
+    posted_time = attempt[3]
+    boa.env.time_travel(seconds=WINDOW // 2 - 1)  # the last second a demand may be made
+    demand(stack, attempt, 0)
+    deadline = stack.trees.demands(keccak256(_key(1, attempt[4], 0))).deadline
+    assert deadline + WINDOW // 4 <= posted_time + WINDOW
+    boa.env.time_travel(seconds=1)
+    with boa.reverts("demands: first half of the window only"):
+        demand(stack, attempt, 1)
+
+
+def _key(round_: int, attempt: int, position: int) -> bytes:
+    return round_.to_bytes(32, "big") + attempt.to_bytes(32, "big") + position.to_bytes(32, "big")
+
+
+def test_an_answer_that_is_not_the_leaf_of_the_root_reverts(world):
+    stack, posted, attempt = world
+    demand(stack, attempt, 3)
+    leaf, sums, path = leaf_args(posted, 3)
+    forged = (leaf[0], leaf[1], leaf[2] + 1, *leaf[3:])
+    with boa.reverts("challenges: leaf not in tree"):
+        stack.trees.answer_leaf(*attempt, forged, sums, path)
+    other, other_sums, other_path = leaf_args(posted, 1)
+    with boa.reverts("demands: no such demand"):  # an undemanded leaf earns nothing
+        stack.trees.answer_leaf(*attempt, other, other_sums, other_path)
+
+
+def test_demands_are_capped_per_account_and_one_per_leaf(world):
+    stack, _, attempt = world
+    other = boa.env.generate_address("second demander")
+    stack.token.transfer(other, 10 * BOND, sender=stack.challenger)
+    stack.token.approve(stack.trees.address, 10 * BOND, sender=other)
+    demand(stack, attempt, 0)
+    with boa.reverts("demands: already demanded"):
+        demand(stack, attempt, 0, sender=other)
+    for position in range(1, 6):
+        demand(stack, attempt, position)
+    with boa.reverts("challenges: column out of range"):
+        demand(stack, attempt, 6)
+    assert stack.trees.demands_made(1, stack.challenger) == 6 < MAX_DEMANDS
+
+
+def test_the_demand_cap_is_eight_a_round():
+    big = RoundInputs(
+        round=1, miners=tuple(A[0:10]), validators=(A[10], A[11], A[12]), weights=(3 * T, 2 * T, T),
+        reveals={v: Reveal(tuple(1000 * (i + 1) for i in range(10)), 500_000, keccak256(v.encode()))
+                 for v in (A[10], A[11], A[12])},
+        forfeited=frozenset(), prev={}, emission=1000 * T, miner_share_bps=7000)
+    with boa.env.anchor():
+        stack = deploy()
+        publish(stack, big)
+        attempt = post(stack, settle(stack, big))
+        stack.token.approve(stack.trees.address, 100 * BOND, sender=stack.challenger)
+        for position in range(MAX_DEMANDS):
+            demand(stack, attempt, position)
+        with boa.reverts("demands: demand cap reached"):
+            demand(stack, attempt, MAX_DEMANDS)
+
+
+def test_a_demand_against_an_attempt_that_is_not_pending_reverts(world):
+    stack, _, attempt = world
+    stale = (attempt[0], attempt[1], attempt[2], attempt[3], attempt[4] + 1)
+    with boa.reverts("challenges: not the pending attempt"):
+        demand(stack, stale, 0)
