@@ -92,6 +92,7 @@ class Params:
     audit_sample: int
     tolerance_discount: Fraction = Fraction(1, 2)  # a tolerance-checked miner's pay factor
     late_serve_fee: int = 0  # burned from an accused whose checkpoint voters got only on a retry
+    challenge_bond: int = 0  # a result challenge's (and a leaf demand's) bond
 
     @property
     def miner_pool(self) -> Fraction:
@@ -131,7 +132,7 @@ def default_params(validators: int | None = None, miners: int | None = None) -> 
         emission=chain.emission_per_round, miner_share_bps=chain.miner_share_bps,
         miner_stake=chain.min_miner_stake, validator_stake=chain.min_validator_stake,
         slash_bps=chain.slash_bps, reporter_share_bps=chain.reporter_share_bps,
-        report_bond=chain.report_bond, late_serve_fee=chain.late_serve_fee,
+        report_bond=chain.report_bond, late_serve_fee=chain.late_serve_fee, challenge_bond=chain.challenge_bond,
         audit_sample=chain.audit_sample, tolerance_discount=Fraction(cfg.tolerance_discount).limit_denominator(1000))
 
 
@@ -356,7 +357,8 @@ def split_rows(gains: dict[int, tuple[int, Fraction]]) -> list[Row]:
 def report_rows(p: Params) -> list[Row]:
     """Reports (docs/PROTOCOL.md §12.5): a false report makes each other voter re-check one
     segment (worth R/n to it) and burns `report_bond` per other voter; a miner whose checkpoint
-    the voters got only on a retry pays `late_serve_fee`."""
+    the voters got only on a retry pays `late_serve_fee`. A demand of a leaf of an honest root
+    (§11.9) costs its demander the bond, which the answering signer takes."""
     others = max(p.validators - 1, 1)
     bond = Fraction(p.report_bond * others)
     recheck = p.reward / p.n_segments * others
@@ -367,6 +369,10 @@ def report_rows(p: Params) -> list[Row]:
                 "8.1 rule 7", bond),
         blocked("late serve (checkpoint served only on the voters' retry)", "8.1 rule 7",
                 Fraction(p.late_serve_fee)),
+        # each demand of a leaf of an honest root is answered by a signer, who takes its bond;
+        # at most 8 a round per account
+        blocked("leaf demand spam against an honest root (each answered)", "8.1 rule 5",
+                Fraction(p.challenge_bond)),
     ]
 
 

@@ -39,6 +39,7 @@ exports: (
     challenge_base.challenge_bond,
     tree_demands.demand_leaf,
     tree_demands.answer_leaf,
+    tree_demands.answer_root,
     tree_demands.expire_demand,
     tree_demands.demands,
     tree_demands.demands_made,

@@ -6,8 +6,9 @@ signs the result root with its BLS key; the signature is gossiped. Whoever holds
 enough for a certificate (`certifies`: more than 2/3 of the revealed keyed stake once that is
 2/3 of the permitted stake) posts the aggregate (validators take turns by rank so that usually
 one transaction is sent). A posted root that differs from this validator's own
-is challenged where chain data alone shows it wrong (`result_challenger`), else logged; a
-demanded leaf of a root it agrees with is answered (`demand_answers`).
+is challenged where chain data alone shows it wrong (`result_challenger`), else through demands
+of its leaves (`tree_dispute`); a demanded leaf of a root it agrees with is answered
+(`demand_answers`).
 After the challenge window anyone makes the pending root final; without a final root by the
 result deadline anyone ends the round with the fallback.
 """
@@ -38,6 +39,7 @@ from protocol.node.global_state import StateMismatch
 from protocol.node.logs import kv
 from validator.demand_answers import DemandAnswers
 from validator.result_challenger import challenge_header_words, wrong_chain_data_words
+from validator.tree_dispute import TreeDispute
 
 POST_STAGGER_S = 3.0  # seconds between validators' turns to post the certificate
 RESIGN_EVERY_S = 5.0  # a share is gossiped again this often until the round ends (gossip may drop it)
@@ -73,6 +75,7 @@ class ResultFlow:
         self._disputed: set[tuple[int, int]] = set()  # (round, attempt) this validator looked into
         self._keyed: dict[int, frozenset[str]] = {}  # per round: validators whose keys its aggregate holds
         self.demand_answers = DemandAnswers(ctx)
+        self._tree_disputes: dict[tuple[int, int], TreeDispute] = {}  # (round, attempt) differing inside its tree
 
     def on_share(self, message: SignedGossip) -> None:
         body = message.payload.body
@@ -103,24 +106,38 @@ class ResultFlow:
         self._ready_since = {k: t for k, t in self._ready_since.items() if k[0] > r}
         self._disputed = {k for k in self._disputed if k[0] > r}
         self.demand_answers.forget_before(r + 1)
+        self._tree_disputes = {k: d for k, d in self._tree_disputes.items() if k[0] > r}
 
     async def _dispute(self, r: int, post: dict, own: SettledRound) -> None:
-        """Challenge a differing posted root once per attempt where chain data alone shows it wrong."""
+        """Challenge a differing posted root: once per attempt where chain data alone shows it
+        wrong, else by demanding its leaves until one shows a wrong value (`TreeDispute`)."""
         ctx, attempt = self.ctx, (r, int(post["attempt"]))
-        if attempt in self._disputed:
-            return
-        self._disputed.add(attempt)
+        if attempt not in self._disputed:
+            self._disputed.add(attempt)
+            if await self._challenge_header(r, post, own):
+                return
+            self._tree_disputes[attempt] = TreeDispute(ctx.client, post, own, ctx.log)
+        dispute = self._tree_disputes.get(attempt)
+        if dispute is not None:
+            window = await ctx.port(ctx.port.read.results.challenge_window)
+            await ctx.port(dispute.step, self.demand_answers.logs(), await ctx.next_block_time(),
+                           int(post["posted_time"]) + window // 4)
+
+    async def _challenge_header(self, r: int, post: dict, own: SettledRound) -> bool:
+        """Send the header challenge if a word chain data settles is wrong; whether one is."""
+        ctx, attempt = self.ctx, int(post["attempt"])
         wrong = wrong_chain_data_words(own, post)
-        where = kv(round=r, attempt=attempt[1], posted=bytes(post["result_root"]).hex()[:12],
-                   own=own.header.result_root().hex()[:12])
         if not wrong:
-            ctx.log.warning("posted result differs from this validator's inside its tree %s", where)
-            return
+            ctx.log.warning("posted result differs from this validator's inside its tree %s",
+                            kv(round=r, attempt=attempt, posted=bytes(post["result_root"]).hex()[:12],
+                               own=own.header.result_root().hex()[:12]))
+            return False
         try:
             await ctx.port(challenge_header_words, ctx.client, own, post)
-            ctx.log.warning("posted result challenged %s", kv(round=r, attempt=attempt[1], wrong=",".join(wrong)))
+            ctx.log.warning("posted result challenged %s", kv(round=r, attempt=attempt, wrong=",".join(wrong)))
         except ContractRevert as exc:
-            ctx.log.info("result challenge not sent %s", kv(round=r, attempt=attempt[1], reason=exc.reason))
+            ctx.log.info("result challenge not sent %s", kv(round=r, attempt=attempt, reason=exc.reason))
+        return True
 
     async def _wait_postable(self, r: int) -> None:
         ctx = self.ctx

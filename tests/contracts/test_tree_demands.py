@@ -4,8 +4,8 @@ Attack: signers holding more than 2/3 finalize a wrong root by withholding its t
 challenger cannot prove a leaf it has never seen. A demand of one leaf that nobody answers in
 time rejects the attempt (its signers become slashable) and returns the demander's bond. Honest
 signers: an answer with the leaf and its path takes the bond, and the leaf's event lets anyone
-challenge it. Spam: each demand costs the bond when answered, and an account makes at most 8 a
-round.
+challenge it; the root's preimage is demanded as position n. Spam: each demand costs the bond
+when answered, and an account makes at most 8 a round.
 """
 
 from __future__ import annotations
@@ -15,7 +15,16 @@ import pytest
 
 from protocol.core.crypto.keccak import checksum_address, keccak256
 from protocol.core.settlement.result_inputs import Reveal, RoundInputs
-from tests.contracts.result_evidence import BOND, WINDOW, deploy, leaf_args, post, publish, settle
+from tests.contracts.result_evidence import (
+    BOND,
+    WINDOW,
+    deploy,
+    leaf_args,
+    post,
+    publish,
+    root_arg,
+    settle,
+)
 
 A = [checksum_address(keccak256(b"demand account %d" % k)[:20]) for k in range(20)]
 T = 10**18
@@ -58,7 +67,7 @@ def test_an_answered_demand_pays_the_answerer_and_logs_the_leaf(world):
     assert stack.token.balanceOf(signer) == BOND and stack.results.rejected(1) == 0
     with boa.reverts("demands: already settled"):
         stack.trees.answer_leaf(*attempt, leaf, sums, path, sender=signer)
-    boa.env.time_travel(seconds=WINDOW // 4)
+    boa.env.time_travel(seconds=WINDOW // 2)
     with boa.reverts("demands: already settled"):
         stack.trees.expire_demand(*attempt, 4)  # an answered demand never rejects
     assert stack.results.rejected(1) == 0
@@ -70,26 +79,39 @@ def test_an_unanswered_demand_rejects_the_attempt_and_returns_the_bond(world):
     demand(stack, attempt, 2)
     with boa.reverts("demands: deadline not reached"):
         stack.trees.expire_demand(*attempt, 2)
-    boa.env.time_travel(seconds=WINDOW // 4)
+    boa.env.time_travel(seconds=WINDOW // 2)
     stack.trees.expire_demand(*attempt, 2, sender=boa.env.generate_address("anyone"))
     assert stack.results.rejected(1) == 1 and stack.results.reporter(1) == stack.challenger
     assert stack.token.balanceOf(stack.challenger) == before
 
 
 def test_the_deadline_falls_a_quarter_window_before_the_attempt_can_be_finalized(world):
+    """Demands in the first quarter, answers within half a window: the last deadline is at 3/4."""
     stack, _, attempt = world
     posted_time = attempt[3]
-    boa.env.time_travel(seconds=WINDOW // 2 - 1)  # the last second a demand may be made
+    boa.env.time_travel(seconds=WINDOW // 4 - 1)  # the last second a demand may be made
     demand(stack, attempt, 0)
     deadline = stack.trees.demands(keccak256(_key(1, attempt[4], 0))).deadline
     assert deadline + WINDOW // 4 <= posted_time + WINDOW
     boa.env.time_travel(seconds=1)
-    with boa.reverts("demands: first half of the window only"):
+    with boa.reverts("demands: first quarter of the window only"):
         demand(stack, attempt, 1)
 
 
 def _key(round_: int, attempt: int, position: int) -> bytes:
     return round_.to_bytes(32, "big") + attempt.to_bytes(32, "big") + position.to_bytes(32, "big")
+
+
+def test_the_root_preimage_is_demanded_as_position_n_and_answered_with_its_body_and_sums(world):
+    stack, posted, attempt = world
+    signer = boa.env.generate_address("signer")
+    demand(stack, attempt, posted.inputs.n)
+    body, sums = root_arg(posted)
+    with boa.reverts("challenges: root preimage"):
+        stack.trees.answer_root(*attempt, (body, [sums[0] + 1, *sums[1:]]), sender=signer)
+    stack.trees.answer_root(*attempt, (body, sums), sender=signer)
+    (answered,) = [e for e in stack.trees.get_logs() if type(e).__name__ == "RootAnswered"]
+    assert (answered.body, list(answered.sums)) == (body, sums) and stack.token.balanceOf(signer) == BOND
 
 
 def test_an_answer_that_is_not_the_leaf_of_the_root_reverts(world):
@@ -112,11 +134,11 @@ def test_demands_are_capped_per_account_and_one_per_leaf(world):
     demand(stack, attempt, 0)
     with boa.reverts("demands: already demanded"):
         demand(stack, attempt, 0, sender=other)
-    for position in range(1, 6):
+    for position in range(1, 7):  # 6 = n: the root preimage
         demand(stack, attempt, position)
     with boa.reverts("challenges: column out of range"):
-        demand(stack, attempt, 6)
-    assert stack.trees.demands_made(1, stack.challenger) == 6 < MAX_DEMANDS
+        demand(stack, attempt, 7)
+    assert stack.trees.demands_made(1, stack.challenger) == 7 < MAX_DEMANDS
 
 
 def test_the_demand_cap_is_eight_a_round():

@@ -58,10 +58,10 @@ def test_a_demanded_leaf_of_the_right_root_is_answered_and_the_root_stands(poste
     before = answerer.token_balance(answerer.account.address)
     demand(demander, post, COLUMN)
     demands = read_events(deployer, "tree_challenges", "LeafDemanded")
-    assert open_positions(demands, [], r, int(post["attempt"])) == [COLUMN]
+    assert open_positions(demands, [], [], r, int(post["attempt"]), own.inputs.n) == [COLUMN]
     answer_leaf(answerer, post, own, COLUMN)
     answers = read_events(deployer, "tree_challenges", "LeafAnswered")
-    assert open_positions(demands, answers, r, int(post["attempt"])) == []
+    assert open_positions(demands, answers, [], r, int(post["attempt"]), own.inputs.n) == []
     assert answerer.token_balance(answerer.account.address) == before + bond
     with pytest.raises(ContractRevert, match="already settled"):
         answer_leaf(net.validators[0].client, post, own, COLUMN)  # a second answerer is too late
@@ -77,7 +77,7 @@ def test_a_root_whose_tree_is_withheld_is_rejected_and_its_signers_are_slashable
     deployer, net, r, own, post = posted
     demander = net.miners[0].client
     demand(demander, post, COLUMN)
-    advance_time(deployer.handle, int(deployer.read.results.challenge_window()) // 4)
+    advance_time(deployer.handle, int(deployer.read.results.challenge_window()) // 2)
     deployer.challenge("tree_challenges", "expire_demand", *attempt_args(post), COLUMN)
     assert deployer.call("results", "pending", r) == b"\x00" * 32
     assert deployer.call("results", "rejected_count", r) == 1
