@@ -26,10 +26,14 @@ class ModelConfig:
     n_head: int = 4  # attention heads per block
     n_embd: int = 128  # residual stream width
     bias: bool = True  # biases in Linear and LayerNorm, as in GPT-2
+    # residual dropout of GPT blocks; its masks come from the trace's generator (0 in every preset)
+    dropout: float = 0.0
 
     def __post_init__(self) -> None:
         if self.n_embd % self.n_head:
             raise ConfigError("n_embd must be divisible by n_head")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError("dropout must be in [0, 1)")
         if min(self.vocab_size, self.block_size, self.n_layer, self.n_head) <= 0:
             raise ConfigError("model dimensions must be positive")
 
@@ -51,8 +55,8 @@ class LlamaConfig(ModelConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.family != "llama" or self.bias:
-            raise ConfigError("a LlamaConfig has family 'llama' and no biases")
+        if self.family != "llama" or self.bias or self.dropout:
+            raise ConfigError("a LlamaConfig has family 'llama', no biases and no dropout")
         if self.n_head % self.kv_heads or (self.n_embd // self.n_head) % 2:
             raise ConfigError("n_head must be a multiple of n_kv_head, and the head size even (rotary pairs)")
         if self.intermediate_size < 0 or self.rope_theta <= 0 or self.norm_eps <= 0:
@@ -97,7 +101,10 @@ def preset(name: str) -> ModelConfig:
 
 def config_hash(cfg: ModelConfig) -> Digest:
     """Hash of the canonical JSON of the config (goes on chain at deploy)."""
-    return blake3_hash("model-config", json.dumps(asdict(cfg), sort_keys=True).encode())
+    fields = asdict(cfg)
+    if not fields["dropout"]:  # added later: left out at its default, so every earlier config keeps its hash
+        del fields["dropout"]
+    return blake3_hash("model-config", json.dumps(fields, sort_keys=True).encode())
 
 
 Shapes = dict[str, tuple[int, ...]]  # parameter name -> shape, in named_parameters() order

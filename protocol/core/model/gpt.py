@@ -4,7 +4,8 @@ here, and a Llama-style decoder in `protocol/core/model/llama.py`. Their configs
 
 Weights are *not* tied (safetensors refuses shared storage, and the global state is a flat
 list of independent tensors). Dropout is 0 in every preset, so a forward pass draws no
-random numbers. Parameter order is `named_parameters()` order, fixed by this code, and
+random numbers; a config with `dropout` > 0 draws its masks from the training step's generator
+(`protocol/core/model/dropout.py`), so a replay draws the same ones. Parameter order is `named_parameters()` order, fixed by this code, and
 `flatten`/`unflatten` use it for the flat vectors that compression and aggregation see.
 """
 
@@ -25,6 +26,7 @@ from protocol.core.model.config import PRESETS as PRESETS
 from protocol.core.model.config import LlamaConfig, ModelConfig, layout
 from protocol.core.model.config import config_hash as config_hash
 from protocol.core.model.config import preset as preset
+from protocol.core.model.dropout import SeededDropout
 
 Params = dict[str, Tensor]  # ordered name -> tensor, in named_parameters() order
 
@@ -65,10 +67,11 @@ class Block(nn.Module):
         self.attn = CausalSelfAttention(cfg)
         self.ln_2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
         self.mlp = MLP(cfg)
+        self.drop = SeededDropout(cfg.dropout)  # no parameters: named_parameters() is unchanged
 
     def forward(self, x: Tensor) -> Tensor:
-        x = x + self.attn(self.ln_1(x))  # (B, T, C)
-        return x + self.mlp(self.ln_2(x))  # (B, T, C)
+        x = x + self.drop(self.attn(self.ln_1(x)))  # (B, T, C)
+        return x + self.drop(self.mlp(self.ln_2(x)))  # (B, T, C)
 
 
 class GPT(nn.Module):

@@ -23,6 +23,7 @@ from protocol.core.checkpoint.format import Checkpoint, checkpoint_hash
 from protocol.core.crypto.hashing import Digest, seed_int
 from protocol.core.errors import ConfigError
 from protocol.core.hardware.replay_profile import ReplayProfile
+from protocol.core.model.dropout import lend_generator
 from protocol.core.model.gpt import (
     LanguageModel,
     ModelConfig,
@@ -166,22 +167,23 @@ def run_steps(model: LanguageModel, start: Checkpoint, n_steps: int, batches: Ba
     copy = placement.on_host and not consume  # off the host, moving is the copy
     m, v = _on(start.exp_avg, device, copy), _on(start.exp_avg_sq, device, copy)
     gen = torch.Generator()
-    gen.set_state(start.rng)  # carried for stochastic layers; the presets draw nothing
+    gen.set_state(start.rng)  # carried for stochastic layers (dropout); the presets draw nothing
     losses: list[float] = []
-    for i in range(n_steps):
-        step = start.step + i
-        x, y = batches(step)  # (B, T), (B, T)
-        model.zero_grad(set_to_none=True)
-        with placement.autocast():
-            loss = model(x.to(device), y.to(device))
-        loss.backward()
-        if sync is not None:
-            loss = sync(model, loss)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip, foreach=False)
-        _adamw(model, m, v, step + 1, cfg, start.warm)
-        losses.append(float(loss.detach()))
-        if on_step is not None:
-            on_step(_live_state(model, m, v, gen, step + 1, start.warm))
+    with lend_generator(model, gen):  # dropout layers draw from the trace's generator
+        for i in range(n_steps):
+            step = start.step + i
+            x, y = batches(step)  # (B, T), (B, T)
+            model.zero_grad(set_to_none=True)
+            with placement.autocast():
+                loss = model(x.to(device), y.to(device))
+            loss.backward()
+            if sync is not None:
+                loss = sync(model, loss)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip, foreach=False)
+            _adamw(model, m, v, step + 1, cfg, start.warm)
+            losses.append(float(loss.detach()))
+            if on_step is not None:
+                on_step(_live_state(model, m, v, gen, step + 1, start.warm))
     end = Checkpoint(
         step=start.step + n_steps,
         params={k: p.detach().to("cpu", copy=True) for k, p in model.named_parameters()},
