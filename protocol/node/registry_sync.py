@@ -2,8 +2,10 @@
 bindings, and the staking view for each entry's stake, reputation and eligibility.
 
 Eligibility (docs/INTEROP.md §2a) is `staking.eligible_role(account) == role`: registered
-and staked at least the role's minimum (a validator also still in the validator set). The
-p2p layer admits only eligible entries, so an account whose stake changes (staked, unbond
+and staked at least the role's minimum (a validator also still in the validator set), or, for
+a validator, a permit in the current round (`rounds.validator_weight(round, account) > 0`): one
+retired, evicted or unbonding mid-round still scores, reveals and signs that round, and the
+others wait for it until it is cut off. The p2p layer admits only eligible entries, so an account whose stake changes (staked, unbond
 requested, slashed, evicted from the validator set) is re-read at the next refresh, not at
 the next periodic sweep: an honest node that just staked is admitted within one refresh,
 and one that lost its stake is dropped within one.
@@ -46,12 +48,14 @@ class RegistrySync:
         self._bindings: dict[str, dict[str, Any]] = {}
         self._refused: set[tuple[str, bytes, str, bytes]] = set()  # (account, node key, address, sig) warned about
         self._weights_at = -math.inf
+        self._round: int | None = None  # the current round, read at each refresh (None: not started)
 
     async def refresh(self) -> None:
         """New registrations and accounts whose standing changed at once; every known node's
         standing at most every WEIGHTS_EVERY_S."""
         client = self.port.client
         head = await self.port(lambda: int(client.w3.eth.block_number))
+        self._round = await self.port(lambda: client.current_round() if client.started() else None)
         dirty: set[str] = set()
         if head >= self._next_block:
             wanted = [("staking", "Registered"), *(("staking", e) for e in STANDING_EVENTS)]
@@ -79,7 +83,7 @@ class RegistrySync:
         entry = RegistryEntry(bytes(row["node_key"]), bytes.fromhex(account[2:]),
                               "miner" if role == Role.MINER else "validator", stake, int(reputation),
                               row["multiaddr"], bytes(row["binding_sig"]),
-                              eligible=eligible_role == role)
+                              eligible=eligible_role == role or await self._holds_permit(role, account))
         if self.view.lookup_by_node_key(entry.node_key) == entry:
             return
         try:
@@ -91,6 +95,12 @@ class RegistrySync:
             if refused not in self._refused:
                 self._refused.add(refused)
                 self.log.warning("ignoring registry binding %s", kv(account=account, reason=exc))
+
+    async def _holds_permit(self, role: int, account: str) -> bool:
+        """Whether `account` is a validator holding a permit in the current round."""
+        if role != Role.VALIDATOR or self._round is None:
+            return False
+        return await self.port(self.port.read.rounds.validator_weight, self._round, account) > 0
 
     async def run_forever(self, every_s: float = 2.0) -> None:
         while True:

@@ -1,6 +1,7 @@
 """The registry a node keeps from the chain (RegistrySync on the embedded chain): an honest
 registration is admitted, a junk one is refused and warned about once per binding, not at
-every sweep forever."""
+every sweep forever; a validator holding the current round's permit stays admitted though it
+lost its eligibility mid-round."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from protocol.chain.backend import connect, dev_account
 from protocol.chain.client import ChainClient, Role
 from protocol.chain.deploy import deploy
 from protocol.chain.registration import register_node
+from protocol.chain.scripted import join_network, play_round
 from protocol.config.run_config import RunConfig
 from protocol.core.crypto.signing import NodeIdentity
 from protocol.node.chain_port import ChainPort
@@ -62,3 +64,27 @@ def test_a_junk_binding_is_warned_about_once_per_binding(chain: ChainClient, cap
     for _ in range(3):
         trio.run(sync.refresh)
     assert warnings_about(caplog, junk.address) == 2
+
+
+def test_a_validator_that_unbonds_mid_round_stays_admitted_while_it_holds_the_rounds_permit(chain) -> None:
+    """Its permit for the current round stands (it still scores, reveals and signs there, and
+    the others wait for it): cutting it off mid-round would only make that round run to its
+    deadlines. From the next round, which it holds no permit in, it is dropped."""
+    net = join_network(chain, 3, 2, lambda _m: None)
+    chain.start()
+    leaving = net.validators[1]
+    view = RegistryView(chain.handle.chain_id, bytes.fromhex(chain.staking.address[2:]))
+    sync = RegistrySync(ChainPort(chain, LOG), view, LOG)
+    sync.WEIGHTS_EVERY_S = 0.0
+
+    def admitted() -> bool:
+        trio.run(sync.refresh)
+        entry = view.lookup_by_node_key(leaving.identity.public_key)
+        return entry is not None and entry.eligible
+
+    assert admitted()
+    leaving.client.request_unbond(chain.call("staking", "staked", leaving.address))
+    assert chain.call("staking", "eligible_role", leaving.address) == 0
+    assert admitted()  # round 0's permit
+    play_round(chain, net, lambda _m: None, cheat=False)
+    assert chain.current_round() == 1 and not admitted()
