@@ -187,7 +187,7 @@ def devnet(
                                                           "their scores nor sign results (they earn no dividends; "
                                                           "the others settle without them)")] = 0,
     throttled: Annotated[int, typer.Option(min=0, help="Of the honest miners, how many train at a third of the "
-                                                   "speed, at most 40 steps a second (they train fewer steps, "
+                                                   "speed, at most 20 steps a second (they train fewer steps, "
                                                    "not miss rounds)")] = 0,
     miner_classes: Annotated[str, typer.Option(help="Hardware classes the miners run, cycled: LABEL_OR_ID,... "
                                                     "(see `veritrain hardware`; default: the run's profile)")] = "",

@@ -19,9 +19,10 @@ from protocol.core.train.compute_config import ComputeConfig
 from protocol.core.train.training import BatchFn, RoundTask, fresh_checkpoint, run_steps
 from protocol.node.worker_pool import ProfileWorker
 
-# A throttled miner (tests, devnet) is also no faster than 40 steps a second, so on any machine it
-# plans fewer than H = 600 steps in half of a 20 s window, while an honest one fits H there.
-THROTTLED_MIN_STEP_S = 0.025
+# A throttled miner (tests, devnet) is also no faster than 20 steps a second, so on any machine it
+# plans fewer than H = 300 steps in half of a 20 s window (at most 180 at k = 30), while an honest
+# one fits H there; and its pace is set by sleeping, not by the CPU other processes share.
+THROTTLED_MIN_STEP_S = 0.05
 
 
 def throttle_pause(slowdown: float, step_s: float) -> float:
