@@ -62,12 +62,14 @@ def test_the_commit_phase_closes_inside_its_window_once_all_committed(report):
 
 def test_the_throttled_miners_measured_themselves_slower(report):
     """Their step time (the median step, as each miner logs it at start) is at least the floor of
-    0.05 s, well above the full-speed miner's (0.003-0.010 s on CI's machines)."""
+    0.05 s, and above the full-speed miner's. That one is measured while every node boots on the
+    same two cores, so it reads anywhere from 0.003 s (a quiet machine) to 0.037 s (CI, three
+    networks at once): no ratio to it is asserted."""
     _, log = report
     times = {node_of(e): float(e["s_per_step"]) for e in log if e["event"] == "throughput"}
     assert len(times) == 3, times
     fast = times.pop("miner0")  # the devnet lists the honest miner first, then the throttled ones
-    assert all(t >= 0.05 and t > 2 * fast for t in times.values()), (fast, times)
+    assert all(t >= 0.05 and t > fast for t in times.values()), (fast, times)
 
 
 def test_a_silent_validator_of_three_is_ridden_out_and_earns_nothing(report):
