@@ -11,11 +11,10 @@ and a later one reverts harmlessly.
 
 from __future__ import annotations
 
-from protocol.chain.challenge_args import leaf_answer_args
+from protocol.chain.challenge_args import attempt_of, leaf_answer_args
 from protocol.chain.client import ChainClient
 from protocol.chain.events import EventLog
 from protocol.core.errors import ContractRevert
-from protocol.core.settlement.abi_words import list_hash
 from protocol.core.settlement.result_header import SettledRound
 from protocol.node.context import NodeContext
 from protocol.node.logs import kv
@@ -36,9 +35,7 @@ def answer_leaf(client: ChainClient, post: dict, own: SettledRound, position: in
     """Send column `position` of `own`'s tree (position n: its root preimage) as the answer to
     its demand in the pending attempt `post` (a `ResultPosted` row); raises ContractRevert when it
     is answered already or late."""
-    non_signers = [str(a) for a in post["non_signers"]]
-    attempt = (int(post["round"]), [bytes(w) for w in post["header"]], list_hash(non_signers),
-               int(post["posted_time"]), int(post["attempt"]))
+    attempt = attempt_of(post)
     if position == own.inputs.n:
         body, sums = own.tree.root_preimage()
         return client.challenge("tree_challenges", "answer_root", *attempt, (body, list(sums)))

@@ -16,11 +16,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from protocol.chain.challenge_args import reveals_arg
+from protocol.chain.challenge_args import attempt_of, reveals_arg
 from protocol.chain.client import ChainClient
 from protocol.chain.events import EventLog
 from protocol.core.errors import ContractRevert
-from protocol.core.settlement.abi_words import list_hash
 from protocol.core.settlement.result_header import SettledRound
 from protocol.node.logs import kv
 from validator.tree_search import PostedLeaf, Step, next_step
@@ -50,9 +49,7 @@ class TreeDispute:
         return self.own.inputs.n
 
     def attempt_args(self) -> tuple:
-        p = self.post
-        return (int(p["round"]), [bytes(w) for w in p["header"]], list_hash([str(a) for a in p["non_signers"]]),
-                int(p["posted_time"]), int(p["attempt"]))
+        return attempt_of(self.post)
 
     def step(self, logs: dict[str, EventLog], now: int, demand_until: int) -> None:
         """One look at the chain: expire an overdue demand of its, examine new answers, demand

@@ -7,6 +7,7 @@ the attempt's five (round, header, non-signers hash, posted time, attempt).
 
 from __future__ import annotations
 
+from protocol.core.settlement.abi_words import list_hash
 from protocol.core.settlement.result_header import SettledRound
 from protocol.core.settlement.result_inputs import RoundInputs
 from protocol.core.settlement.score_vector import (
@@ -30,6 +31,13 @@ def column_args(settled: SettledRound, i: int) -> tuple:
     root = (ZERO32, []) if tree.tree_root() == ZERO32 else _preimage(tree.root_preimage())
     return (leaf, list(tree.levels[0][i].sums), ([s for s, _ in path], [h for _, h in path]), root,
             reveals_arg(settled.inputs, i))
+
+
+def attempt_of(post: dict) -> tuple:
+    """(round, header, non-signers hash, posted time, attempt) of a `ResultPosted` row: the five
+    arguments every challenge and demand of that attempt starts with."""
+    return (int(post["round"]), [bytes(w) for w in post["header"]], list_hash([str(a) for a in post["non_signers"]]),
+            int(post["posted_time"]), int(post["attempt"]))
 
 
 def leaf_answer_args(settled: SettledRound, i: int) -> tuple:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import pytest
 
 from protocol.chain.backend import advance_time
+from protocol.chain.challenge_args import attempt_of
 from protocol.chain.client import ChainClient
 from protocol.chain.events import read_events
 from protocol.chain.scripted import post_signed
 from protocol.core.errors import ContractRevert
-from protocol.core.settlement.abi_words import list_hash
 from tests.validator.scripted_result import back_to, played_to_result
 from validator.demand_answers import answer_leaf, open_positions
 
@@ -41,14 +41,7 @@ def posted(at_post):
 
 def demand(client: ChainClient, post: dict, position: int) -> None:
     client.approve(client.tree_challenges.address, client.read.tree_challenges.challenge_bond())
-    client.challenge("tree_challenges", "demand_leaf", int(post["round"]), [bytes(w) for w in post["header"]],
-                     list_hash([str(a) for a in post["non_signers"]]), int(post["posted_time"]), int(post["attempt"]),
-                     position)
-
-
-def attempt_args(post: dict) -> tuple:
-    return (int(post["round"]), [bytes(w) for w in post["header"]], list_hash([str(a) for a in post["non_signers"]]),
-            int(post["posted_time"]), int(post["attempt"]))
+    client.challenge("tree_challenges", "demand_leaf", *attempt_of(post), position)
 
 
 def test_a_demanded_leaf_of_the_right_root_is_answered_and_the_root_stands(posted):
@@ -67,8 +60,8 @@ def test_a_demanded_leaf_of_the_right_root_is_answered_and_the_root_stands(poste
         answer_leaf(net.validators[0].client, post, own, COLUMN)  # a second answerer is too late
     advance_time(deployer.handle, int(deployer.read.results.challenge_window()))
     with pytest.raises(ContractRevert, match="already settled"):
-        deployer.challenge("tree_challenges", "expire_demand", *attempt_args(post), COLUMN)
-    deployer.finalize_result([bytes(w) for w in post["header"]], attempt_args(post)[2], int(post["posted_time"]),
+        deployer.challenge("tree_challenges", "expire_demand", *attempt_of(post), COLUMN)
+    deployer.finalize_result([bytes(w) for w in post["header"]], attempt_of(post)[2], int(post["posted_time"]),
                              int(post["attempt"]))
     assert deployer.call("results", "final_root", r) == own.header.result_root()
 
@@ -78,7 +71,7 @@ def test_a_root_whose_tree_is_withheld_is_rejected_and_its_signers_are_slashable
     demander = net.miners[0].client
     demand(demander, post, COLUMN)
     advance_time(deployer.handle, int(deployer.read.results.challenge_window()) // 2)
-    deployer.challenge("tree_challenges", "expire_demand", *attempt_args(post), COLUMN)
+    deployer.challenge("tree_challenges", "expire_demand", *attempt_of(post), COLUMN)
     assert deployer.call("results", "pending", r) == b"\x00" * 32
     assert deployer.call("results", "rejected_count", r) == 1
     signer = net.validators[0]
