@@ -110,15 +110,21 @@ def test_a_validator_files_at_most_max_reports_a_round_and_others_still_report()
     assert (d.reports_filed(0, v0), d.reports_filed(0, v1), d.report_count()) == (2, 1, 3)
 
 
+def scoring_three(params: Params | None = None) -> World:
+    """Three validators (300, 200, 200) and three miners, in round 0's scoring phase."""
+    w = make_world(params or Params(), n_miners=3, validator_stakes=(300 * TOKEN, 200 * TOKEN, 200 * TOKEN))
+    w.to_scoring(0)
+    return w
+
+
 def test_a_second_filer_of_the_same_evidence_joins_the_open_report():
     """Two validators find the same fault in the same segment: the second filing is a confirming
     vote on the first report (no second report for voters to re-check, no second bond), and the
     report confirms with both."""
-    w = make_world(n_miners=3, validator_stakes=(300 * TOKEN, 200 * TOKEN, 200 * TOKEN))
+    w = scoring_three()
     d, p = w.d, w.stack.params
     v0, v1, v2 = w.validators
     m = w.miners[0]
-    w.to_scoring(0)
     rid = report(w, m, v0)
     before = w.t.balanceOf(v1)
     joined = report(w, m, v1)
@@ -138,11 +144,10 @@ def test_a_second_filer_of_the_same_evidence_joins_the_open_report():
 def test_a_report_of_another_segment_or_kind_is_its_own_so_no_bogus_report_shields_the_accused():
     """A colluder files first, naming a segment that replays fine: the honest validator's report
     of the failing segment is a report of its own, judged on its own evidence."""
-    w = make_world(n_miners=3, validator_stakes=(300 * TOKEN, 200 * TOKEN, 200 * TOKEN))
+    w = scoring_three()
     d = w.d
     honest, colluder, _ = w.validators
     m = w.miners[0]
-    w.to_scoring(0)
     bogus = d.report_fraud(0, m, KIND_REPLAY, 0, EVIDENCE, SIG, sender=colluder)
     real = d.report_fraud(0, m, KIND_REPLAY, 3, EVIDENCE, SIG, sender=honest)
     other_kind = d.report_fraud(0, w.miners[1], KIND_UNAVAILABLE, 3, EVIDENCE, SIG, sender=colluder)
@@ -151,11 +156,10 @@ def test_a_report_of_another_segment_or_kind_is_its_own_so_no_bogus_report_shiel
 
 
 def test_once_the_report_resolved_the_same_evidence_files_a_new_report():
-    w = make_world(n_miners=3, validator_stakes=(300 * TOKEN, 200 * TOKEN, 200 * TOKEN))
+    w = scoring_three()
     d = w.d
     v0, v1, v2 = w.validators
     m = w.miners[0]
-    w.to_scoring(0)
     first = d.report_fraud(0, m, KIND_UNAVAILABLE, 3, EVIDENCE, SIG, sender=v0)
     d.vote_fraud(first, VOTE_SERVED, sender=v1)
     d.vote_fraud(first, VOTE_SERVED, sender=v2)
@@ -165,10 +169,9 @@ def test_once_the_report_resolved_the_same_evidence_files_a_new_report():
 
 
 def test_a_filer_cannot_join_a_report_past_its_window():
-    w = make_world(Params(challenge_window=30), n_miners=3, validator_stakes=(300 * TOKEN, 200 * TOKEN, 200 * TOKEN))
+    w = scoring_three(Params(challenge_window=30))
     v0, v1, _ = w.validators
     m = w.miners[0]
-    w.to_scoring(0)
     report(w, m, v0)
     boa.env.time_travel(seconds=w.stack.params.challenge_window)
     with boa.reverts("disputes: the report to join is past its window"):
