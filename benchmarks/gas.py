@@ -83,9 +83,12 @@ def figures_of(results: dict[str, dict[str, list[int]]]) -> dict[str, object]:
         "round_settlement_gas": settlement,
         "round_settlement_gas_per_miner": {k: settlement[k] // int(k.split("x")[0]) for k in settlement},
         "column_challenge_gas": {k: r["challenge_column"][0] for k, r in results.items() if r.get("challenge_column")},
-        # data availability: a demand of one column leaf, and a signer's answer with its path
-        "demand_leaf_gas": {k: r["demand_leaf"][0] for k, r in results.items() if r.get("demand_leaf")},
+        # data availability: a demand of one part, and a signer's answers: a column leaf with its
+        # path, the validator entries, the claims list (n + V leaves: the largest)
+        "demand_gas": {k: r["demand"][0] for k, r in results.items() if r.get("demand")},
         "answer_leaf_gas": {k: r["answer_leaf"][0] for k, r in results.items() if r.get("answer_leaf")},
+        "answer_validators_gas": {k: r["answer_validators"][0] for k, r in results.items() if r.get("answer_validators")},
+        "answer_claims_gas": {k: r["answer_claims"][0] for k, r in results.items() if r.get("answer_claims")},
         # an account's first claim; an account holding no tokens pays ERC-20's new-holder
         # write on top (about 17,000 gas), shown on its own
         "claim_gas": max(g for r in results.values() for g in r.get("claim", [0])),

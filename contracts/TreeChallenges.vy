@@ -1,34 +1,37 @@
 # pragma version ~=0.4.3
 # SPDX-License-Identifier: AGPL-3.0-only
 """
-@title veritrain tree challenges: a result's sum-tree shape, its nodes and its header
+@title veritrain tree challenges: a result's sum-tree shape and its nodes, and its parts on demand
 @custom:contract-name tree_challenges
 @license GNU Affero General Public License v3.0 only
 @notice During a posted result's challenge window anyone may dispute the
         structure of its column sum tree here, posting the chain data it
         depends on: the tree's shape (a missing column or an extra leaf), one
-        internal node's sums, a column leaf out of place, or the header's own
-        words (n, quorum, held-out loss, minted, the model without quorum). The
-        contract recomputes the value from the evidence (docs/PROTOCOL.md
-        §11): a wrong one rejects the attempt through the results contract and
-        returns the bond; a right one burns it. A column's values are disputed
-        in the column challenges contract, account history and claims in the
-        account challenges contract. Its leaves can be demanded here too
-        (`tree_demands`): an unanswered demand rejects the attempt.
+        internal node's sums, or a column leaf out of place. The contract
+        recomputes the value from the evidence (docs/PROTOCOL.md §11): a wrong
+        one rejects the attempt through the results contract and returns the
+        bond; a right one burns it. A column's values and the header's words
+        are disputed in the column challenges contract, account history and
+        claims in the account challenges contract. The parts of the attempt a
+        challenge needs (a column leaf, the root's preimage, the validator
+        entries, the claims list) can be demanded here (`result_demands`): an
+        unanswered demand rejects the attempt.
 """
 
 from ethereum.ercs import IERC20
 from . import challenge_base
 from . import constants
+from . import demand_book
 from . import result_math
-from . import tree_demands
+from . import result_demands
 from .interfaces import IChainFacts
 from .interfaces import IForfeits
 from .interfaces import IResults
 from .interfaces import IVectorRoots
 
 initializes: challenge_base
-initializes: tree_demands[challenge_base := challenge_base]
+initializes: demand_book[challenge_base := challenge_base]
+initializes: result_demands[challenge_base := challenge_base, demand_book := demand_book]
 
 exports: (
     challenge_base.token,
@@ -37,23 +40,24 @@ exports: (
     challenge_base.rewards,
     challenge_base.results,
     challenge_base.challenge_bond,
-    tree_demands.demand_leaf,
-    tree_demands.answer_leaf,
-    tree_demands.answer_root,
-    tree_demands.expire_demand,
-    tree_demands.demands,
-    tree_demands.demands_made,
+    result_demands.demand,
+    result_demands.answer_validators,
+    result_demands.answer_claims,
+    result_demands.answer_leaf,
+    result_demands.answer_root,
+    result_demands.expire_demand,
+    demand_book.demands,
+    demand_book.demands_made,
 )
 
 MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
 MAX_SUMS: constant(uint256) = result_math.MAX_SUMS
 HEADER_WORDS: constant(uint256) = constants.HEADER_WORDS
 
-# kinds are numbered across the challenge contracts (1: column challenges, 6-13: account challenges)
+# kinds are numbered across the challenge contracts (1, 5: column challenges, 6-13: account challenges)
 KIND_SHAPE: constant(uint256) = 2
 KIND_NODE: constant(uint256) = 3
 KIND_MISPLACED_LEAF: constant(uint256) = 4
-KIND_HEADER: constant(uint256) = 5
 
 
 @deploy
@@ -109,14 +113,17 @@ def challenge_shape(
 @external
 def challenge_node(
     round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
-    level: uint256, index: uint256, node: challenge_base.Node, path: challenge_base.Path,
+    level: uint256, index: uint256, body: bytes32, sums_hash: bytes32, path: challenge_base.Path,
     left_hash: bytes32, left: challenge_base.Node, right_hash: bytes32, right: challenge_base.Node,
 ):
     """
     @notice Disputes one node's sums: they must be the elementwise sums of its
             children's, a nonempty node must have a nonempty child, and every
             nonempty node has 2 + V sums. A leaf (level 0) whose body is a pair
-            of hashes is wrong too: a leaf's body is a column's fields.
+            of hashes is wrong too: a leaf's body is a column's fields. The node
+            is given by its body and the hash of its sums (its hash is
+            H(enc(body, sums_hash))), so a challenger that has only seen its
+            hash on a path, and its children, can dispute it.
     @param round The round.
     @param header The pending attempt's header words.
     @param non_signers_hash The pending attempt's non-signers hash.
@@ -124,7 +131,8 @@ def challenge_node(
     @param attempt The attempt number.
     @param level The node's level (0: leaves).
     @param index The node's index in its level.
-    @param node The node's preimage; its body is H(enc(left_hash, right_hash)).
+    @param body The node's body, H(enc(left_hash, right_hash)).
+    @param sums_hash The hash of the node's sums, list_hash(sums).
     @param path The node's inclusion path.
     @param left_hash The left child's hash (0: empty).
     @param left The left child's preimage (ignored when empty).
@@ -134,10 +142,10 @@ def challenge_node(
     challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
     n: uint256 = challenge_base._commits(round)
     assert result_math._verify_path(
-        result_math._node_hash(node.body, node.sums), level, index, path.siblings, path.sums_hashes,
+        keccak256(abi_encode(body, sums_hash)), level, index, path.siblings, path.sums_hashes,
         result_math._depth(n), header[constants.H_TREE_ROOT],
     ), "challenges: node not in tree"
-    assert node.body == keccak256(abi_encode(left_hash, right_hash)), "challenges: children do not match node"
+    assert body == keccak256(abi_encode(left_hash, right_hash)), "challenges: children do not match node"
     # a leaf whose body is a pair is wrong whatever the pair is
     upheld: bool = True
     if level > 0:
@@ -146,7 +154,7 @@ def challenge_node(
         if right_hash != empty(bytes32):
             assert result_math._node_hash(right.body, right.sums) == right_hash, "challenges: right preimage"
         width: uint256 = len(staticcall challenge_base.rounds.validators_of(round)) + 2
-        upheld = self._sums_wrong(node.sums, left_hash, left.sums, right_hash, right.sums, width)
+        upheld = self._sums_wrong(sums_hash, left_hash, left.sums, right_hash, right.sums, width)
     challenge_base._settle(round, attempt, upheld, KIND_NODE)
 
 
@@ -180,61 +188,21 @@ def challenge_misplaced_leaf(
     challenge_base._settle(round, attempt, level > 0 or leaf.index != index, KIND_MISPLACED_LEAF)
 
 
-@external
-def challenge_header(
-    round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
-    root: challenge_base.Node, reveals: challenge_base.LightReveals,
-):
-    """
-    @notice Disputes the header's own words: its domain, chain, results
-            contract, run config and round; n (the round's commits); the
-            quorum flag (3R >= 2W, R > 0); the held-out loss (lower median of the
-            revealed losses); minted (the root's pay plus credits, at most the
-            emission); the root's 2 + V sums; and, without quorum, the model
-            (unchanged: the round's own).
-    @param round The round.
-    @param header The pending attempt's header words.
-    @param non_signers_hash The pending attempt's non-signers hash.
-    @param posted_time When the attempt was posted.
-    @param attempt The attempt number.
-    @param root The tree root's preimage; empty for an empty tree (and not read
-           when an identity word, n, quorum, loss or the model is wrong).
-    @param reveals One reveal per round validator (H(scores) for the scores).
-    """
-    challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
-    vals: DynArray[address, MAX_VALIDATORS] = staticcall challenge_base.rounds.validators_of(round)
-    assert len(reveals.scores_hashes) == len(vals) and len(reveals.witness_roots) == len(vals) and len(reveals.losses) == len(vals), "challenges: one reveal per round validator"
-    revealed_weight: uint256 = 0
-    losses: DynArray[uint256, MAX_VALIDATORS] = []
-    for j: uint256 in range(len(vals), bound=MAX_VALIDATORS):
-        if challenge_base._revealed(round, vals[j], reveals.scores_hashes[j], reveals.witness_roots[j], reveals.losses[j]):
-            revealed_weight += staticcall challenge_base.rounds.validator_weight(round, vals[j])
-            losses.append(reveals.losses[j])
-    quorum: bool = revealed_weight > 0 and revealed_weight * 3 >= staticcall challenge_base.rounds.total_weight(round) * 2
-    upheld: bool = self._identity_wrong(round, header) or self._values_wrong(round, header, quorum, losses)
-    if not upheld:
-        # only minted needs the tree: the words above are disputed from chain data alone,
-        # even when the signers keep their tree to themselves
-        root_sums: DynArray[uint256, MAX_SUMS] = challenge_base._root_sums(header[constants.H_TREE_ROOT], root, len(vals))
-        upheld = len(root_sums) != len(vals) + 2 or self._minted_wrong(header, root_sums)
-    challenge_base._settle(round, attempt, upheld, KIND_HEADER)
-
-
 @pure
 @internal
 def _sums_wrong(
-    sums: DynArray[uint256, MAX_SUMS], left_hash: bytes32, left: DynArray[uint256, MAX_SUMS],
+    sums_hash: bytes32, left_hash: bytes32, left: DynArray[uint256, MAX_SUMS],
     right_hash: bytes32, right: DynArray[uint256, MAX_SUMS], width: uint256,
 ) -> bool:
     """
-    @dev Whether an internal node's sums are not its children's (an empty child sums to 0).
+    @dev Whether an internal node's sums (by their hash) are not its children's
+         2 + V elementwise sums (an empty child sums to 0).
     """
     if left_hash == empty(bytes32) and right_hash == empty(bytes32):
         return True  # a nonempty node over two empty children
-    if len(sums) != width:
-        return True
     if (left_hash != empty(bytes32) and len(left) != width) or (right_hash != empty(bytes32) and len(right) != width):
-        return True
+        return True  # a child is wrong, and so is its parent: no width's sums can match
+    sums: DynArray[uint256, MAX_SUMS] = []
     for k: uint256 in range(width, bound=MAX_SUMS):
         a: uint256 = 0
         b: uint256 = 0
@@ -242,60 +210,7 @@ def _sums_wrong(
             a = left[k]
         if right_hash != empty(bytes32):
             b = right[k]
-        # subtract rather than add: a wrong tree may hold sums that overflow
-        if sums[k] < a or sums[k] - a != b:
-            return True
-    return False
-
-
-@view
-@internal
-def _identity_wrong(round: uint256, header: bytes32[HEADER_WORDS]) -> bool:
-    """
-    @dev Whether the header names another domain, chain, results contract, run config or round.
-    """
-    return (
-        header[constants.H_TAG] != constants.RESULT_TAG
-        or convert(header[constants.H_CHAIN_ID], uint256) != chain.id
-        or convert(header[constants.H_RESULTS], uint256) != convert(convert(challenge_base.results.address, uint160), uint256)
-        or header[constants.H_RUN_CONFIG] != staticcall challenge_base.rounds.run_config_hash()
-        or convert(header[constants.H_ROUND], uint256) != round
-    )
-
-
-@view
-@internal
-def _values_wrong(round: uint256, header: bytes32[HEADER_WORDS], quorum: bool, losses: DynArray[uint256, MAX_VALIDATORS]) -> bool:
-    """
-    @dev Whether n, the quorum flag, the held-out loss or (without quorum) the model is wrong.
-    """
-    flag: uint256 = 0
-    if quorum:
-        flag = 1
-    if convert(header[constants.H_N], uint256) != challenge_base._commits(round):
-        return True
-    if convert(header[constants.H_QUORUM], uint256) != flag:
-        return True
-    if convert(header[constants.H_LOSS], uint256) != result_math._lower_median(losses):
-        return True
-    return not quorum and header[constants.H_MODEL] != staticcall challenge_base.rounds.model_hash(round)
-
-
-@view
-@internal
-def _minted_wrong(header: bytes32[HEADER_WORDS], root_sums: DynArray[uint256, MAX_SUMS]) -> bool:
-    """
-    @dev Whether minted is not the root's pay plus every credit, or exceeds the emission.
-    """
-    minted: uint256 = convert(header[constants.H_MINTED], uint256)
-    if minted > staticcall challenge_base.rewards.emission_per_round():
-        return True
-    remaining: uint256 = minted
-    for k: uint256 in range(1, MAX_SUMS):
-        if k >= len(root_sums):
-            break
-        # subtract rather than add: a wrong root may hold sums that overflow
-        if root_sums[k] > remaining:
-            return True
-        remaining -= root_sums[k]
-    return remaining != 0
+        if a > max_value(uint256) - b:
+            return True  # a wrong tree's children may overflow: no parent holds their sum
+        sums.append(a + b)
+    return result_math._list_hash(sums) != sums_hash

@@ -7,7 +7,7 @@ enough for a certificate (`certifies`: more than 2/3 of the revealed keyed stake
 2/3 of the permitted stake) posts the aggregate (validators take turns by rank so that usually
 one transaction is sent). A posted root that differs from this validator's own
 is challenged where chain data alone shows it wrong (`result_challenger`), else through demands
-of its leaves (`tree_dispute`); a demanded leaf of a root it agrees with is answered
+of its parts (`result_dispute`); a demanded part of a root it agrees with is answered
 (`demand_answers`).
 After the challenge window anyone makes the pending root final; without a final root by the
 result deadline anyone ends the round with the fallback.
@@ -39,7 +39,7 @@ from protocol.node.global_state import StateMismatch
 from protocol.node.logs import kv
 from validator.demand_answers import DemandAnswers
 from validator.result_challenger import challenge_header_words, wrong_chain_data_words
-from validator.tree_dispute import TreeDispute
+from validator.result_dispute import ResultDispute
 
 POST_STAGGER_S = 3.0  # seconds between validators' turns to post the certificate
 RESIGN_EVERY_S = 5.0  # a share is gossiped again this often until the round ends (gossip may drop it)
@@ -75,7 +75,7 @@ class ResultFlow:
         self._disputed: set[tuple[int, int]] = set()  # (round, attempt) this validator looked into
         self._keyed: dict[int, frozenset[str]] = {}  # per round: validators whose keys its aggregate holds
         self.demand_answers = DemandAnswers(ctx)
-        self._tree_disputes: dict[tuple[int, int], TreeDispute] = {}  # (round, attempt) differing inside its tree
+        self._part_disputes: dict[tuple[int, int], ResultDispute] = {}  # (round, attempt) differing inside
 
     def on_share(self, message: SignedGossip) -> None:
         body = message.payload.body
@@ -106,18 +106,18 @@ class ResultFlow:
         self._ready_since = {k: t for k, t in self._ready_since.items() if k[0] > r}
         self._disputed = {k for k in self._disputed if k[0] > r}
         self.demand_answers.forget_before(r + 1)
-        self._tree_disputes = {k: d for k, d in self._tree_disputes.items() if k[0] > r}
+        self._part_disputes = {k: d for k, d in self._part_disputes.items() if k[0] > r}
 
     async def _dispute(self, r: int, post: dict, own: SettledRound) -> None:
         """Challenge a differing posted root: once per attempt where chain data alone shows it
-        wrong, else by demanding its leaves until one shows a wrong value (`TreeDispute`)."""
+        wrong, else by demanding its parts until one shows a wrong value (`ResultDispute`)."""
         ctx, attempt = self.ctx, (r, int(post["attempt"]))
         if attempt not in self._disputed:
             self._disputed.add(attempt)
             if await self._challenge_header(r, post, own):
                 return
-            self._tree_disputes[attempt] = TreeDispute(ctx.client, post, own, ctx.log)
-        dispute = self._tree_disputes.get(attempt)
+            self._part_disputes[attempt] = ResultDispute(ctx.client, post, own, ctx.history.final, ctx.log)
+        dispute = self._part_disputes.get(attempt)
         if dispute is not None:
             window = await ctx.port(ctx.port.read.results.challenge_window)
             await ctx.port(dispute.step, self.demand_answers.logs(), await ctx.next_block_time(),
@@ -128,7 +128,7 @@ class ResultFlow:
         ctx, attempt = self.ctx, int(post["attempt"])
         wrong = wrong_chain_data_words(own, post)
         if not wrong:
-            ctx.log.warning("posted result differs from this validator's inside its tree %s",
+            ctx.log.warning("posted result differs from this validator's inside %s",
                             kv(round=r, attempt=attempt, posted=bytes(post["result_root"]).hex()[:12],
                                own=own.header.result_root().hex()[:12]))
             return False

@@ -1,8 +1,9 @@
 """Calldata of a result challenge, built from a settled round (the posted tree's preimages).
 
 A challenger that holds the posted tree (every node's body and sums, as `SettledRound` keeps
-them) names one column and gets the arguments `ColumnChallenges.challenge_column` takes after
-the attempt's five (round, header, non-signers hash, posted time, attempt).
+them) gets from here the arguments a challenge or an answer takes after the attempt's five
+(round, header, non-signers hash, posted time, attempt): a column, a node, the root preimage,
+the validator entries, the claims list, the reveals.
 """
 
 from __future__ import annotations
@@ -28,8 +29,7 @@ def column_args(settled: SettledRound, i: int) -> tuple:
     prev, prev_index = inputs.prev_pointer(miner)
     leaf = (i, int(miner, 16), result.reputation[i], result.cumulative[i], prev, prev_index)
     path = tree.inclusion_path(0, i)
-    root = (ZERO32, []) if tree.tree_root() == ZERO32 else _preimage(tree.root_preimage())
-    return (leaf, list(tree.levels[0][i].sums), ([s for s, _ in path], [h for _, h in path]), root,
+    return (leaf, list(tree.levels[0][i].sums), ([s for s, _ in path], [h for _, h in path]), root_arg(settled),
             reveals_arg(settled.inputs, i))
 
 
@@ -44,6 +44,32 @@ def leaf_answer_args(settled: SettledRound, i: int) -> tuple:
     """(leaf fields, leaf sums, inclusion path) of column `i`: `TreeChallenges.answer_leaf`'s
     arguments after the attempt's five."""
     return column_args(settled, i)[:3]
+
+
+def entries_arg(settled: SettledRound) -> list[tuple]:
+    """Every validator entry's fields (j, account, credit, cumulative, prev, prev_index): the
+    validators list as `answer_validators` and the entry challenges take it."""
+    inputs, result = settled.inputs, settled.result
+    return [(j, int(v, 16), result.validator_credit[j], result.validator_cumulative[j], *inputs.prev_pointer(v))
+            for j, v in enumerate(inputs.validators)]
+
+
+def claims_arg(settled: SettledRound) -> list[bytes]:
+    """The claims list (miners in column order, then validators), as `answer_claims` and the
+    claims challenges take it."""
+    return list(settled.claim_leaves)
+
+
+def root_arg(settled: SettledRound) -> tuple[bytes, list[int]]:
+    """The tree root's preimage (body, sums); (0, []) for an empty tree."""
+    tree = settled.tree
+    return (ZERO32, []) if tree.tree_root() == ZERO32 else _preimage(tree.root_preimage())
+
+
+def node_arg(settled: SettledRound, level: int, index: int) -> tuple[bytes, bytes, list[int]]:
+    """(hash, body, sums) of node (level, index) of the tree; (0, 0, []) for an empty one."""
+    node = settled.tree.levels[level][index]
+    return (node.hash, node.body, list(node.sums)) if not node.empty else (ZERO32, ZERO32, [])
 
 
 def reveals_arg(inputs: RoundInputs, column: int) -> tuple:

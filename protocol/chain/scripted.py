@@ -18,7 +18,7 @@ from eth_account.signers.local import LocalAccount
 
 from protocol.chain.backend import advance_time
 from protocol.chain.bls_registration import aggregate_keys, registration
-from protocol.chain.challenge_args import column_args, leaf_answer_args
+from protocol.chain.challenge_args import claims_arg, column_args, entries_arg, leaf_answer_args
 from protocol.chain.claims import claim_owed
 from protocol.chain.client import ChainClient, Role, Vote
 from protocol.chain.registration import register_node
@@ -202,10 +202,17 @@ def claim_all(net: ScriptedNetwork) -> None:
 
 def demand_and_answer(deployer: ChainClient, net: ScriptedNetwork, settled: SettledRound, attempt: tuple,
                       column: int) -> None:
-    """A miner demands column `column` of the pending attempt (its five arguments) and the first
-    validator answers it from its tree, taking the bond (docs/PROTOCOL.md §11.10)."""
-    demander = net.miners[0].client
-    demander.approve(deployer.tree_challenges.address, deployer.read.tree_challenges.challenge_bond())
-    net.record("demand_leaf", demander.challenge("tree_challenges", "demand_leaf", *attempt, column))
-    net.record("answer_leaf", net.validators[0].client.challenge("tree_challenges", "answer_leaf", *attempt,
-                                                                 *leaf_answer_args(settled, column)))
+    """A miner demands column `column`, the validator entries and the claims list of the pending
+    attempt (its five arguments) and the first validator answers each from its own result,
+    taking the bonds (docs/PROTOCOL.md §11.9, Demands)."""
+    demander, answerer, n = net.miners[0].client, net.validators[0].client, settled.inputs.n
+    demander.approve(deployer.tree_challenges.address, 3 * deployer.read.tree_challenges.challenge_bond())
+    net.record("demand", demander.challenge("tree_challenges", "demand", *attempt, column))
+    net.record("answer_leaf", answerer.challenge("tree_challenges", "answer_leaf", *attempt,
+                                                 *leaf_answer_args(settled, column)))
+    demander.challenge("tree_challenges", "demand", *attempt, n + 1)
+    net.record("answer_validators", answerer.challenge("tree_challenges", "answer_validators", *attempt,
+                                                       entries_arg(settled)))
+    demander.challenge("tree_challenges", "demand", *attempt, n + 2)
+    net.record("answer_claims", answerer.challenge("tree_challenges", "answer_claims", *attempt,
+                                                   claims_arg(settled)))

@@ -12,6 +12,7 @@ import sys
 import boa
 
 from protocol.core.crypto.keccak import checksum_address, keccak256
+from protocol.core.settlement.abi_words import list_hash
 from protocol.core.settlement.result_inputs import Reveal, RoundInputs
 from tests.contracts.result_evidence import (
     deploy,
@@ -69,7 +70,8 @@ def challenge_gas(n: int = 1024, v: int = 64) -> dict[str, dict[str, int]]:
                     fn = stack.trees.challenge_node
                     tree, level = posted.tree, posted.tree.depth
                     left, right = tree.levels[level - 1][0], tree.levels[level - 1][1]
-                    args = (*attempt, level, 0, root_arg(posted), ([], []), left.hash,
+                    body, sums = root_arg(posted)
+                    args = (*attempt, level, 0, body, list_hash(sums), ([], []), left.hash,
                             (left.body, list(left.sums)), right.hash, (right.body, list(right.sums)))
                 else:
                     fn = stack.accounts.challenge_claims_root

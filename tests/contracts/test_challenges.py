@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from protocol.core.crypto.keccak import checksum_address, keccak256
+from protocol.core.settlement.abi_words import list_hash
 from protocol.core.settlement.result_inputs import PrevEntry, Reveal, RoundInputs
 from protocol.core.settlement.result_tree import ColumnTree, Node, fields_hash, node_hash, parent
 from tests.contracts.result_evidence import (
@@ -318,7 +319,8 @@ def test_an_extra_leaf_is_rejected(chal, inputs):
 
 def node_evidence(tree: ColumnTree, level: int, index: int) -> tuple:
     left, right = tree.levels[level - 1][2 * index], tree.levels[level - 1][2 * index + 1]
-    return (level, index, node_arg(tree, level, index), path_arg(tree, level, index),
+    body, sums = node_arg(tree, level, index)  # a challenger may know the node's sums by their hash only
+    return (level, index, body, list_hash(sums), path_arg(tree, level, index),
             left.hash, (left.body, list(left.sums)), right.hash, (right.body, list(right.sums)))
 
 
@@ -342,7 +344,7 @@ def test_node_evidence_with_wrong_children_reverts(chal, inputs):
     p = settle(chal, inputs)
     args = post(chal, p)
     ev = list(node_evidence(p.tree, 1, 0))
-    ev[4], ev[6] = ev[6], ev[4]
+    ev[5], ev[7] = ev[7], ev[5]
     with boa.reverts("challenges: children do not match node"):
         call(chal, chal.trees, "challenge_node", *args, *ev)
 
@@ -379,13 +381,13 @@ def test_a_leaf_at_its_position_is_not_misplaced(chal, inputs):
 
 def test_a_right_header_stands(chal, inputs):
     p = settle(chal, inputs)
-    expect(chal, False, chal.trees, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inputs))
+    expect(chal, False, chal.columns, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inputs))
 
 
 @pytest.mark.parametrize("k,value", [(H_N, 5), (H_MINTED, 1), (H_LOSS, 1), (H_QUORUM, 0), (H_ROUND, 3)])
 def test_a_wrong_header_word_is_rejected(chal, inputs, k, value):
     p = settle(chal, inputs, words={k: value})
-    expect(chal, True, chal.trees, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inputs))
+    expect(chal, True, chal.columns, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inputs))
 
 
 NO_PREIMAGE = (b"\x00" * 32, [])
@@ -396,13 +398,13 @@ def test_a_wrong_chain_data_word_is_rejected_without_the_posted_tree(chal, input
     """Signers who keep their tree to themselves still lose a root whose n, loss, quorum or
     identity is wrong: those words are recomputed from chain data alone."""
     p = settle(chal, inputs, words={k: value})
-    expect(chal, True, chal.trees, "challenge_header", *post(chal, p), NO_PREIMAGE, light_reveals_arg(inputs))
+    expect(chal, True, chal.columns, "challenge_header", *post(chal, p), NO_PREIMAGE, light_reveals_arg(inputs))
 
 
 def test_minted_is_disputed_only_with_the_root_preimage(chal, inputs):
     p = settle(chal, inputs)
     with boa.reverts("challenges: root preimage"):
-        call(chal, chal.trees, "challenge_header", *post(chal, p), NO_PREIMAGE, light_reveals_arg(inputs))
+        call(chal, chal.columns, "challenge_header", *post(chal, p), NO_PREIMAGE, light_reveals_arg(inputs))
     assert chal.results.rejected(p.round) == 0
 
 
@@ -411,9 +413,9 @@ def test_without_quorum_the_model_must_stay(chal):
     publish(chal, inp, model=keccak256(b"model 2"))
     p = settle(chal, inp, model=keccak256(b"model 2"))
     assert not p.result.quorum
-    expect(chal, False, chal.trees, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inp))
+    expect(chal, False, chal.columns, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inp))
     p = settle(chal, inp, model=keccak256(b"another model"))
-    expect(chal, True, chal.trees, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inp))
+    expect(chal, True, chal.columns, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inp))
 
 
 # miner history --------------------------------------------------------------------------------

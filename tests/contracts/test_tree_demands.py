@@ -1,11 +1,12 @@
-"""Data availability of a pending result (contracts/tree_demands.vy, exported by TreeChallenges).
+"""Data availability of a pending result (contracts/result_demands.vy, exported by TreeChallenges).
 
 Attack: signers holding more than 2/3 finalize a wrong root by withholding its tree, since a
 challenger cannot prove a leaf it has never seen. A demand of one leaf that nobody answers in
 time rejects the attempt (its signers become slashable) and returns the demander's bond. Honest
 signers: an answer with the leaf and its path takes the bond, and the leaf's event lets anyone
-challenge it; the root's preimage is demanded as position n. Spam: each demand costs the bond
-when answered, and an account makes at most 8 a round.
+challenge it; the root's preimage is demanded as position n, the validator entries as n + 1 and
+the claims list as n + 2, each answered whole and checked against its header word. Spam: each
+demand costs the bond when answered, and an account makes at most 8 a round.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tests.contracts.result_evidence import (
     BOND,
     WINDOW,
     deploy,
+    entries_arg,
     leaf_args,
     post,
     publish,
@@ -51,7 +53,7 @@ def world():
 
 
 def demand(stack, attempt, position, sender=None):
-    return stack.trees.demand_leaf(*attempt, position, sender=sender or stack.challenger)
+    return stack.trees.demand(*attempt, position, sender=sender or stack.challenger)
 
 
 def test_an_answered_demand_pays_the_answerer_and_logs_the_leaf(world):
@@ -134,11 +136,13 @@ def test_demands_are_capped_per_account_and_one_per_leaf(world):
     demand(stack, attempt, 0)
     with boa.reverts("demands: already demanded"):
         demand(stack, attempt, 0, sender=other)
-    for position in range(1, 7):  # 6 = n: the root preimage
+    for position in range(1, 8):  # 6 = n: the root preimage, 7: the validator entries
         demand(stack, attempt, position)
-    with boa.reverts("challenges: column out of range"):
-        demand(stack, attempt, 7)
-    assert stack.trees.demands_made(1, stack.challenger) == 7 < MAX_DEMANDS
+    with boa.reverts("demands: no such part"):
+        demand(stack, attempt, 9)  # n + 2 is the last part
+    assert stack.trees.demands_made(1, stack.challenger) == MAX_DEMANDS
+    with boa.reverts("demands: demand cap reached"):
+        demand(stack, attempt, 8)
 
 
 def test_the_demand_cap_is_eight_a_round():
@@ -163,3 +167,36 @@ def test_a_demand_against_an_attempt_that_is_not_pending_reverts(world):
     stale = (attempt[0], attempt[1], attempt[2], attempt[3], attempt[4] + 1)
     with boa.reverts("challenges: not the pending attempt"):
         demand(stack, stale, 0)
+
+
+def test_the_validator_entries_are_demanded_as_n_plus_1_and_answered_whole(world):
+    stack, posted, attempt = world
+    signer = boa.env.generate_address("signer")
+    demand(stack, attempt, posted.inputs.n + 1)
+    entries = entries_arg(posted)
+    forged = [entries[0], (*entries[1][:3], entries[1][3] + 1, *entries[1][4:]), *entries[2:]]
+    with boa.reverts("challenges: entries do not match validators_hash"):
+        stack.trees.answer_validators(*attempt, forged, sender=signer)
+    stack.trees.answer_validators(*attempt, entries, sender=signer)
+    (answered,) = [e for e in stack.trees.get_logs() if type(e).__name__ == "ValidatorsAnswered"]
+    assert [tuple(e) for e in answered.entries] == entries and stack.token.balanceOf(signer) == BOND
+
+
+def test_the_claims_list_is_demanded_as_n_plus_2_and_answered_whole(world):
+    stack, posted, attempt = world
+    signer = boa.env.generate_address("signer")
+    demand(stack, attempt, posted.inputs.n + 2)
+    with boa.reverts("challenges: claims do not match claims_list_hash"):
+        stack.trees.answer_claims(*attempt, posted.claims[:-1], sender=signer)
+    stack.trees.answer_claims(*attempt, posted.claims, sender=signer)
+    (answered,) = [e for e in stack.trees.get_logs() if type(e).__name__ == "ClaimsAnswered"]
+    assert list(answered.claims) == posted.claims and stack.token.balanceOf(signer) == BOND
+
+
+def test_a_withheld_claims_list_rejects_the_attempt(world):
+    """The claims list pays: signers that keep it to themselves cannot finalize it."""
+    stack, posted, attempt = world
+    demand(stack, attempt, posted.inputs.n + 2)
+    boa.env.time_travel(seconds=WINDOW // 2)
+    stack.trees.expire_demand(*attempt, posted.inputs.n + 2)
+    assert stack.results.rejected(1) == 1 and stack.results.reporter(1) == stack.challenger

@@ -14,11 +14,12 @@ import pytest
 from protocol.chain.backend import advance_time
 from protocol.chain.challenge_args import attempt_of
 from protocol.chain.client import ChainClient
-from protocol.chain.events import read_events
+from protocol.chain.events import EventLog, read_events
 from protocol.chain.scripted import post_signed
 from protocol.core.errors import ContractRevert
 from tests.validator.scripted_result import back_to, played_to_result
-from validator.demand_answers import answer_leaf, open_positions
+from validator.demand_answers import answer_part, open_positions
+from validator.posted_parts import EVENTS
 
 COLUMN = 1
 
@@ -41,7 +42,7 @@ def posted(at_post):
 
 def demand(client: ChainClient, post: dict, position: int) -> None:
     client.approve(client.tree_challenges.address, client.read.tree_challenges.challenge_bond())
-    client.challenge("tree_challenges", "demand_leaf", *attempt_of(post), position)
+    client.challenge("tree_challenges", "demand", *attempt_of(post), position)
 
 
 def test_a_demanded_leaf_of_the_right_root_is_answered_and_the_root_stands(posted):
@@ -50,14 +51,13 @@ def test_a_demanded_leaf_of_the_right_root_is_answered_and_the_root_stands(poste
     bond = deployer.read.tree_challenges.challenge_bond()
     before = answerer.token_balance(answerer.account.address)
     demand(demander, post, COLUMN)
-    demands = read_events(deployer, "tree_challenges", "LeafDemanded")
-    assert open_positions(demands, [], [], r, int(post["attempt"]), own.inputs.n) == [COLUMN]
-    answer_leaf(answerer, post, own, COLUMN)
-    answers = read_events(deployer, "tree_challenges", "LeafAnswered")
-    assert open_positions(demands, answers, [], r, int(post["attempt"]), own.inputs.n) == []
+    logs = {name: EventLog(deployer, "tree_challenges", name) for name in EVENTS}
+    assert open_positions(logs, r, int(post["attempt"]), own.inputs.n) == [COLUMN]
+    answer_part(answerer, post, own, COLUMN)
+    assert open_positions(logs, r, int(post["attempt"]), own.inputs.n) == []
     assert answerer.token_balance(answerer.account.address) == before + bond
     with pytest.raises(ContractRevert, match="already settled"):
-        answer_leaf(net.validators[0].client, post, own, COLUMN)  # a second answerer is too late
+        answer_part(net.validators[0].client, post, own, COLUMN)  # a second answerer is too late
     advance_time(deployer.handle, int(deployer.read.results.challenge_window()))
     with pytest.raises(ContractRevert, match="already settled"):
         deployer.challenge("tree_challenges", "expire_demand", *attempt_of(post), COLUMN)
@@ -80,3 +80,15 @@ def test_a_root_whose_tree_is_withheld_is_rejected_and_its_signers_are_slashable
     deployer.challenge("results", "slash_signer", r, int(post["attempt"]), own.header.result_root(),
                        [str(a) for a in post["non_signers"]], int(post["posted_time"]), signer.address)
     assert deployer.call("staking", "staked", signer.address) < stake
+
+
+def test_the_lists_demanded_of_the_right_root_are_answered_whole(posted):
+    deployer, net, r, own, post = posted
+    n = own.inputs.n
+    for position in (n + 1, n + 2):  # the validator entries, the claims list
+        demand(net.miners[0].client, post, position)
+    logs = {name: EventLog(deployer, "tree_challenges", name) for name in EVENTS}
+    assert open_positions(logs, r, int(post["attempt"]), n) == [n + 1, n + 2]
+    for position in (n + 1, n + 2):
+        answer_part(net.validators[1].client, post, own, position)
+    assert open_positions(logs, r, int(post["attempt"]), n) == []

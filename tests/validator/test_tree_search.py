@@ -16,7 +16,8 @@ from protocol.core.settlement.result import RoundResult, compute_result
 from protocol.core.settlement.result_header import SettledRound, build_result
 from protocol.core.settlement.result_inputs import Reveal, RoundInputs
 from protocol.core.settlement.result_tree import ColumnTree
-from validator.tree_search import PostedLeaf, Step, next_step
+from validator.posted_parts import PostedLeaf
+from validator.tree_search import Step, next_step
 
 A = [checksum_address(keccak256(b"search account %d" % k)[:20]) for k in range(24)]
 T = 10**18
@@ -59,15 +60,15 @@ def test_following_differing_subtrees_reaches_the_wrong_column(wrong):
     tree = posted_tree(own, wrong)
     position, demands = 0, 1
     while True:
-        step, position = next_step(own, answer(own, tree, position))
-        if step is not Step.DEMAND:
+        found = next_step(own, answer(own, tree, position))
+        if found.step is not Step.DEMAND:
             break
-        demands += 1
-    assert (step, position) == (Step.WRONG_LEAF, wrong)
+        position, demands = found.column, demands + 1
+    assert (found.step, found.column) == (Step.WRONG_LEAF, wrong)
     assert demands <= own.tree.depth + 1
 
 
 def test_the_honest_tree_shows_nothing():
     own = honest()
     tree = posted_tree(own, None)
-    assert all(next_step(own, answer(own, tree, i)) == (Step.SAME, i) for i in range(N))
+    assert all(next_step(own, answer(own, tree, i)).step is Step.SAME for i in range(N))

@@ -1,0 +1,211 @@
+# pragma version ~=0.4.3
+# SPDX-License-Identifier: AGPL-3.0-only
+"""
+@title veritrain result demands: a pending result's parts on demand
+@custom:contract-name result_demands
+@license GNU Affero General Public License v3.0 only
+@notice Data availability of a pending result (docs/PROTOCOL.md §11.9,
+        Demands). Every challenge carries a part of the posted result (a leaf
+        and its path, a node, the validator entries, the claims list); the
+        right result is rebuildable from chain data, the posted one is not, so
+        signers could finalize a wrong root by keeping it to themselves. In the
+        first quarter of a pending attempt's challenge window anyone may demand
+        one part, by position: a column leaf (< n), the tree root's preimage
+        (n, a nonempty tree), the validator entries (n + 1) or the claims list
+        (n + 2), posting the challenge bond. Anyone (a signer: it holds them)
+        answers within half of the window with that part, checked against the
+        header, in one transaction, and takes the bond; the answer's event
+        carries the part, so one answer serves everyone. A demand left
+        unanswered at its deadline rejects the attempt (its signers become
+        slashable) and returns the bond: the deadline falls at least a quarter
+        window before the attempt may be finalized, so `expire` always comes
+        first. Each account makes at most MAX_DEMANDS demands a round, so
+        demands are no spam lever. The book (`demand_book`) keeps them.
+"""
+
+from . import challenge_base
+from . import constants
+from . import demand_book
+from . import result_math
+
+uses: challenge_base
+uses: demand_book
+
+HEADER_WORDS: constant(uint256) = constants.HEADER_WORDS
+MAX_SUMS: constant(uint256) = result_math.MAX_SUMS
+MAX_DEPTH: constant(uint256) = result_math.MAX_DEPTH
+MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
+MAX_CLAIMS: constant(uint256) = result_math.MAX_CLAIMS
+MAX_DEMANDS: constant(uint256) = 8  # demands one account may make per round
+KIND_UNANSWERED: constant(uint256) = 14  # challenge kinds are numbered across the challenge contracts
+
+
+event Demanded:
+    round: indexed(uint256)
+    attempt: uint256
+    position: uint256
+    demander: indexed(address)
+    deadline: uint256
+
+event RootAnswered:
+    round: indexed(uint256)
+    attempt: uint256
+    answerer: indexed(address)
+    body: bytes32
+    sums: DynArray[uint256, MAX_SUMS]
+
+event LeafAnswered:
+    round: indexed(uint256)
+    attempt: uint256
+    position: uint256
+    answerer: indexed(address)
+    fields: uint256[6]
+    sums: DynArray[uint256, MAX_SUMS]
+    siblings: DynArray[bytes32, MAX_DEPTH]
+    sums_hashes: DynArray[bytes32, MAX_DEPTH]
+
+event ValidatorsAnswered:
+    round: indexed(uint256)
+    attempt: uint256
+    answerer: indexed(address)
+    entries: DynArray[challenge_base.Entry, MAX_VALIDATORS]
+
+event ClaimsAnswered:
+    round: indexed(uint256)
+    attempt: uint256
+    answerer: indexed(address)
+    claims: DynArray[bytes32, MAX_CLAIMS]
+
+
+@external
+def demand(
+    round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
+    position: uint256,
+):
+    """
+    @notice Demands part `position` of the pending attempt: column leaf
+            `position` (< n), its tree root's preimage (n, a nonempty tree), its
+            validator entries (n + 1) or its claims list (n + 2), posting the
+            challenge bond (after `approve`): the answerer takes it, an
+            unanswered demand returns it and rejects the attempt.
+    @param round The round.
+    @param header The pending attempt's header words.
+    @param non_signers_hash The pending attempt's non-signers hash.
+    @param posted_time When the attempt was posted.
+    @param attempt The attempt number.
+    @param position The part: a column (< n), n the root preimage, n + 1 the entries, n + 2 the claims.
+    """
+    n: uint256 = challenge_base._commits(round)
+    assert position <= n + 2 and (position != n or n > 0), "demands: no such part"
+    deadline: uint256 = demand_book._demand(round, header, non_signers_hash, posted_time, attempt, position, MAX_DEMANDS)
+    log Demanded(round=round, attempt=attempt, position=position, demander=msg.sender, deadline=deadline)
+
+
+@external
+def answer_leaf(
+    round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
+    leaf: challenge_base.Column, sums: DynArray[uint256, MAX_SUMS], path: challenge_base.Path,
+):
+    """
+    @notice Answers the demand of column leaf `leaf.index` with the leaf, its sums
+            and its path in the attempt's tree, before the demand's deadline; pays
+            the demand's bond to the answerer.
+    @param round The round.
+    @param header The pending attempt's header words.
+    @param non_signers_hash The pending attempt's non-signers hash.
+    @param posted_time When the attempt was posted.
+    @param attempt The attempt number.
+    @param leaf The column leaf (its index is its position).
+    @param sums Its sums.
+    @param path Its inclusion path.
+    """
+    n: uint256 = challenge_base._commits(round)
+    assert leaf.index < n, "challenges: column out of range"
+    demand_book._answer(round, header, non_signers_hash, posted_time, attempt, leaf.index)
+    challenge_base._check_leaf(header[constants.H_TREE_ROOT], n, leaf.index, leaf, sums, path)
+    log LeafAnswered(
+        round=round, attempt=attempt, position=leaf.index, answerer=msg.sender,
+        fields=[leaf.index, leaf.miner, leaf.reputation, leaf.cumulative, leaf.prev, leaf.prev_index],
+        sums=sums, siblings=path.siblings, sums_hashes=path.sums_hashes,
+    )
+
+
+@external
+def answer_root(
+    round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
+    root: challenge_base.Node,
+):
+    """
+    @notice Answers the demand of the attempt's root preimage (position n) with its
+            body and sums, before the demand's deadline; pays the demand's bond to
+            the answerer.
+    @param round The round.
+    @param header The pending attempt's header words.
+    @param non_signers_hash The pending attempt's non-signers hash.
+    @param posted_time When the attempt was posted.
+    @param attempt The attempt number.
+    @param root The root's body and sums (node_hash(body, sums) is the tree root).
+    """
+    demand_book._answer(round, header, non_signers_hash, posted_time, attempt, challenge_base._commits(round))
+    assert result_math._node_hash(root.body, root.sums) == header[constants.H_TREE_ROOT], "challenges: root preimage"
+    log RootAnswered(round=round, attempt=attempt, answerer=msg.sender, body=root.body, sums=root.sums)
+
+
+@external
+def answer_validators(
+    round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
+    entries: DynArray[challenge_base.Entry, MAX_VALIDATORS],
+):
+    """
+    @notice Answers the demand of the validator entries (position n + 1) with
+            the whole list (hashing to the header's validators_hash), before the
+            demand's deadline; pays the demand's bond to the answerer.
+    @param round The round.
+    @param header The pending attempt's header words.
+    @param non_signers_hash The pending attempt's non-signers hash.
+    @param posted_time When the attempt was posted.
+    @param attempt The attempt number.
+    @param entries Every entry of the attempt's validators list.
+    """
+    demand_book._answer(round, header, non_signers_hash, posted_time, attempt, challenge_base._commits(round) + 1)
+    assert challenge_base._entry_hashes(entries) == header[constants.H_VALIDATORS], "challenges: entries do not match validators_hash"
+    log ValidatorsAnswered(round=round, attempt=attempt, answerer=msg.sender, entries=entries)
+
+
+@external
+def answer_claims(
+    round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
+    claims: DynArray[bytes32, MAX_CLAIMS],
+):
+    """
+    @notice Answers the demand of the claims list (position n + 2) with the
+            whole list (hashing to the header's claims_list_hash), before the
+            demand's deadline; pays the demand's bond to the answerer.
+    @param round The round.
+    @param header The pending attempt's header words.
+    @param non_signers_hash The pending attempt's non-signers hash.
+    @param posted_time When the attempt was posted.
+    @param attempt The attempt number.
+    @param claims The attempt's claims list.
+    """
+    demand_book._answer(round, header, non_signers_hash, posted_time, attempt, challenge_base._commits(round) + 2)
+    assert result_math._list_hash32(claims) == header[constants.H_CLAIMS_LIST], "challenges: claims do not match claims_list_hash"
+    log ClaimsAnswered(round=round, attempt=attempt, answerer=msg.sender, claims=claims)
+
+
+@external
+def expire_demand(
+    round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
+    position: uint256,
+):
+    """
+    @notice Rejects the pending attempt once a demand of one of its parts is past
+            its deadline unanswered, and returns the demander's bond. Anyone may call it.
+    @param round The round.
+    @param header The pending attempt's header words.
+    @param non_signers_hash The pending attempt's non-signers hash.
+    @param posted_time When the attempt was posted.
+    @param attempt The attempt number.
+    @param position The demanded part (as in `demand`).
+    """
+    demand_book._expire(round, header, non_signers_hash, posted_time, attempt, position, KIND_UNANSWERED)

@@ -1,0 +1,161 @@
+"""Which challenge proves a part of a posted result wrong, and its arguments.
+
+A validator that disputes a pending root compares each part the signers showed (a leaf with its
+path, the validator entries, the claims list; docs/PROTOCOL.md §11.9) with its own. For a part
+that differs, each function here mirrors the contract's own check on what the validator knows
+and returns a challenge only when the contract must uphold it, the cheapest that does: a history
+or stale-pointer challenge for an account's link (no reveals), a column challenge only for what
+is recomputed from the reveals. A part that differs only because a part below it is wrong (an
+entry crediting a wrong root sum, a claim following a wrong leaf) gives nothing here: the part
+below is challenged instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from protocol.chain.challenge_args import ZERO32, column_args, entries_arg, reveals_arg
+from protocol.core.crypto.keccak import checksum_address
+from protocol.core.settlement.claims_tree import claim_leaf, claims_root
+from protocol.core.settlement.result_header import SettledRound
+from protocol.core.settlement.result_tree import children_hash
+from validator.posted_parts import PostedLeaf
+from validator.tree_search import own_leaf
+
+Finals = Callable[[int], SettledRound | None]  # final round q's settled result; None when q is not final
+NO_HEADER = [ZERO32] * 14  # evidence a challenge ignores (a pointer to a round that is not final)
+NO_LEAF: tuple = ((0,) * 6, [], ([], []))
+
+
+@dataclass(frozen=True)
+class Proof:
+    """A challenge to send: its contract, function and arguments after the attempt's five."""
+
+    contract: str
+    function: str
+    args: tuple
+    what: str  # for the log: which part is wrong
+
+
+def bad_prev(round_: int, prev: int, finals: Finals) -> bool:
+    """A prev pointer naming a round not earlier than `round_`, or not final (challenge_base._bad_prev)."""
+    return prev != 0 and (prev - 1 >= round_ or finals(prev - 1) is None)
+
+
+def leaf_proof(own: SettledRound, leaf: PostedLeaf, root: tuple | None, finals: Finals) -> Proof | None:
+    """A posted column leaf that differs from this validator's: a column challenge when its miner,
+    its sums or a first entry differ (needs the posted root preimage `root`), else a stale
+    pointer (it skips this validator's newer final entry) or its history."""
+    i = leaf.position
+    fields, sums = own_leaf(own, i)
+    if (leaf.fields, leaf.sums) == (fields, sums):
+        return None
+    own_prev, own_prev_index = fields[4], fields[5]
+    if leaf.fields[1] != fields[1] or leaf.sums != sums or (leaf.prev == 0 and own_prev == 0):
+        if root is None:
+            return None  # wait for the root preimage
+        return Proof("column_challenges", "challenge_column", (*leaf.args(), root, reveals_arg(own.inputs, i)),
+                     f"column {i}")
+    if own_prev != 0 and (leaf.prev == 0 or leaf.prev < own_prev):
+        other = finals(own_prev - 1)
+        assert other is not None  # this validator's prev pointers name final rounds
+        return Proof("account_challenges", "challenge_miner_stale",
+                     (*leaf.args(), own_prev - 1, list(other.header.words()), own_prev_index,
+                      *column_args(other, own_prev_index)[:3]), f"column {i} prev")
+    # the pointer names a round that is not final, or one not holding this miner, or the values
+    # do not follow from it: every case left fails the link
+    final = None if bad_prev(own.inputs.round, leaf.prev, finals) else finals(leaf.prev - 1)
+    held = final is not None and leaf.fields[5] < final.inputs.n
+    evidence = (list(final.header.words()) if final else NO_HEADER,
+                *(column_args(final, leaf.fields[5])[:3] if held and final else NO_LEAF))
+    return Proof("account_challenges", "challenge_miner_history", (*leaf.args(), *evidence), f"column {i} history")
+
+
+def node_proof(own: SettledRound, leaf: PostedLeaf, level: int) -> Proof:
+    """The parent at `level` + 1 on `leaf`'s path: its children agree with this validator's, its
+    sums (known by their hash only) do not."""
+    p = leaf.position >> (level + 1)
+    left, right = own.tree.levels[level][2 * p], own.tree.levels[level][2 * p + 1]
+    path = (list(leaf.siblings[level + 1:]), list(leaf.sums_hashes[level + 1:]))
+    return Proof("tree_challenges", "challenge_node",
+                 (level + 1, p, children_hash(left.hash, right.hash), leaf.sums_hashes[level], path,
+                  left.hash, (left.body, list(left.sums)), right.hash, (right.body, list(right.sums))),
+                 f"node {level + 1}/{p}")
+
+
+def shape_proof(own: SettledRound, leaf: PostedLeaf, level: int) -> Proof:
+    """The sibling at `level` on `leaf`'s path: nonempty over columns >= n, or empty over a column."""
+    i = leaf.position
+    s = (i >> level) ^ 1
+    path = ([own.tree.levels[level][i >> level].hash, *leaf.siblings[level + 1:]], list(leaf.sums_hashes[level:]))
+    return Proof("tree_challenges", "challenge_shape", (level, s, leaf.siblings[level], path), f"shape {level}/{s}")
+
+
+def entries_proof(own: SettledRound, entries: list[tuple[int, ...]], root: tuple | None,
+                  finals: Finals) -> Proof | None:
+    """Posted validator entries that differ from this validator's: the entries challenge when one
+    is malformed against the posted root's sums (needs `root`), else a stale pointer or a history."""
+    mine = entries_arg(own)
+    if entries == mine or root is None:
+        return None
+    if _entries_malformed(own, entries, root, finals):
+        return Proof("account_challenges", "challenge_validators", (entries, root), "validator entries")
+    for j, (e, m) in enumerate(zip(entries, mine, strict=True)):
+        if e == m:
+            continue
+        if m[4] != 0 and (e[4] == 0 or e[4] < m[4]):
+            other = finals(m[4] - 1)
+            assert other is not None
+            return Proof("account_challenges", "challenge_validator_stale",
+                         (entries, j, m[4] - 1, list(other.header.words()), entries_arg(other), m[5]), f"entry {j} prev")
+        final = finals(e[4] - 1)
+        assert final is not None  # not malformed: its pointer names an earlier final round
+        prev = entries_arg(final)
+        if e[5] >= len(prev) or prev[e[5]][1] != e[1] or e[3] != prev[e[5]][3] + e[2]:
+            return Proof("account_challenges", "challenge_validator_history",
+                         (entries, j, list(final.header.words()), prev), f"entry {j} history")
+    return None
+
+
+def _entries_malformed(own: SettledRound, entries: list[tuple[int, ...]], root: tuple, finals: Finals) -> bool:
+    """AccountChallenges.challenge_validators' check: one entry per round validator in order,
+    crediting the root's sums, a first entry's cumulative its credit, a pointer to a final round."""
+    validators = own.inputs.validators
+    sums = root[1] if root[0] != ZERO32 else [0] * (len(validators) + 2)
+    if len(entries) != len(validators) or len(sums) != len(validators) + 2:
+        return True
+    for j, (index, account, credit, cumulative, prev, prev_index) in enumerate(entries):
+        if (index, account, credit) != (j, int(validators[j], 16), sums[2 + j]):
+            return True
+        if (prev == 0 and (cumulative, prev_index) != (credit, 0)) or bad_prev(own.inputs.round, prev, finals):
+            return True
+    return False
+
+
+def claims_proof(own: SettledRound, claims: list[bytes], posted_claims_root: bytes, leaves: dict[int, tuple],
+                 entries: list[tuple[int, ...]] | None) -> tuple[Proof | None, set[int]]:
+    """A posted claims list that differs from this validator's: the claims-root challenge when the
+    list's length or root is wrong, else a claim that does not follow from the posted column leaf
+    (`leaves`: column -> (fields, sums, path) of the posted tree) or validator entry. Also the
+    positions still to demand (a column leaf, n + 1 for the entries) to decide one."""
+    n, v = own.inputs.n, len(own.inputs.validators)
+    if len(claims) != n + v or claims_root(claims) != posted_claims_root:
+        return Proof("account_challenges", "challenge_claims_root", (claims,), "claims root"), set()
+    wanted: set[int] = set()
+    for k, (claim, mine) in enumerate(zip(claims, own.claim_leaves, strict=True)):
+        if claim == mine:
+            continue
+        if k < n and k not in leaves:
+            wanted.add(k)
+        elif k < n and claim_leaf(_address(leaves[k][0][1]), leaves[k][0][3]) != claim:
+            return Proof("account_challenges", "challenge_miner_claim", (claims, *leaves[k]), f"claim {k}"), set()
+        elif k >= n and entries is None:
+            wanted.add(n + 1)
+        elif k >= n and entries is not None and claim_leaf(_address(entries[k - n][1]), entries[k - n][3]) != claim:
+            return Proof("account_challenges", "challenge_validator_claim", (claims, entries, k - n), f"claim {k}"), set()
+    return None, wanted
+
+
+def _address(word: int) -> str:
+    return checksum_address(word.to_bytes(20, "big"))

@@ -1,0 +1,150 @@
+"""Disputing a pending result whose error lies inside it, through demands (docs/PROTOCOL.md §11.9).
+
+A validator whose own root differs from the pending one, with every header word that chain data
+settles right, runs one `ResultDispute` per attempt. It knows which committed part differs from
+its own by the header words: the tree root, the validator entries' hash, the claims list's hash
+or the claims root. In the demand period (the window's first quarter) it demands what it needs
+of those: the root preimage and a spread of column leaves when the tree differs (following each
+answer with `tree_search.next_step` to the next differing subtree), the entries list, the
+claims list. Each look it asks `fault_proofs` for a challenge the contract must uphold among
+what the answers showed, cheapest kind first, and sends the first it finds. A demand of its
+that nobody answered by its deadline is expired instead, which rejects the attempt and makes
+its signers slashable either way. Synchronous: the node calls `step` from a worker thread each
+time it polls.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from protocol.chain.challenge_args import attempt_of, claims_arg, column_args, entries_arg, root_arg
+from protocol.chain.client import ChainClient
+from protocol.chain.events import EventLog
+from protocol.core.errors import ContractRevert
+from protocol.core.settlement.result_header import SettledRound
+from protocol.node.logs import kv
+from validator.fault_proofs import (
+    Finals,
+    Proof,
+    claims_proof,
+    entries_proof,
+    leaf_proof,
+    node_proof,
+    shape_proof,
+)
+from validator.posted_parts import PostedParts
+from validator.tree_search import Step, next_step
+
+MAX_DEMANDS = 8  # TreeChallenges' cap per account and round (result_demands.MAX_DEMANDS)
+FIRST_SPREAD = 4  # leaves demanded at once at the start, evenly spread
+H_TREE_ROOT, H_VALIDATORS, H_CLAIMS_ROOT, H_CLAIMS_LIST = 6, 7, 8, 9
+
+
+@dataclass
+class ResultDispute:
+    client: ChainClient
+    post: dict  # the pending attempt's `ResultPosted` row
+    own: SettledRound
+    finals: Finals  # final rounds' settled results, for history evidence
+    log: logging.Logger
+    demanded: set[int] = field(default_factory=set)  # positions demanded: columns, n root, n+1 entries, n+2 claims
+    wanted: set[int] = field(default_factory=set)  # positions to demand
+    done: bool = False
+
+    def __post_init__(self) -> None:
+        n = self.n
+        if self.differs(H_TREE_ROOT):
+            self.wanted |= {n} | {k * n // FIRST_SPREAD for k in range(FIRST_SPREAD) if n}
+        if self.differs(H_VALIDATORS):
+            self.wanted.add(n + 1)
+        if self.differs(H_CLAIMS_LIST):
+            self.wanted.add(n + 2)
+
+    @property
+    def n(self) -> int:
+        return self.own.inputs.n
+
+    def posted_word(self, k: int) -> bytes:
+        return bytes(self.post["header"][k])
+
+    def differs(self, k: int) -> bool:
+        return self.posted_word(k) != self.own.header.words()[k]
+
+    def step(self, logs: Mapping[str, EventLog], now: int, demand_until: int) -> None:
+        """One look at the chain: expire an overdue demand of its, else challenge a wrong part the
+        answers showed, else demand what they point to (before `demand_until`)."""
+        if self.done:
+            return
+        r, attempt = int(self.post["round"]), int(self.post["attempt"])
+        parts = PostedParts.of_logs(logs, r, attempt)
+        for d in logs["Demanded"].rows():
+            if ((int(d["round"]), int(d["attempt"])) == (r, attempt) and int(d["position"]) not in parts.answered(self.n)
+                    and str(d["demander"]).lower() == self.client.address.lower() and now >= int(d["deadline"])):
+                self._send(Proof("tree_challenges", "expire_demand", (int(d["position"]),), f"unanswered {d['position']}"))
+                return
+        proof = self.proof(parts)
+        if proof is not None:
+            self._send(proof)
+        elif now < demand_until:
+            self._demand_next()
+
+    def proof(self, parts: PostedParts) -> Proof | None:
+        """The cheapest challenge the parts shown so far prove; adds what to demand next."""
+        own = self.own
+        root = root_arg(own) if not self.differs(H_TREE_ROOT) else parts.root
+        entries = entries_arg(own) if not self.differs(H_VALIDATORS) else parts.entries
+        claims = claims_arg(own) if not self.differs(H_CLAIMS_LIST) else parts.claims
+        leaves = ({k: column_args(own, k)[:3] for k in range(self.n)} if not self.differs(H_TREE_ROOT)
+                  else {k: leaf.args() for k, leaf in parts.leaves.items()})
+        if claims is not None and (self.differs(H_CLAIMS_LIST) or self.differs(H_CLAIMS_ROOT)):
+            found, wanted = claims_proof(own, claims, self.posted_word(H_CLAIMS_ROOT), leaves, entries)
+            self.wanted |= wanted
+            if found is not None:
+                return found
+        structure: list[Proof] = []  # shape and node challenges: no reveals, no history
+        columns: list[Proof] = []
+        for leaf in parts.leaves.values():
+            finding = next_step(own, leaf)
+            if finding.step is Step.DEMAND:
+                self.wanted.add(finding.column)
+            elif finding.step is Step.WRONG_SHAPE:
+                structure.append(shape_proof(own, leaf, finding.level))
+            elif finding.step is Step.WRONG_NODE:
+                structure.append(node_proof(own, leaf, finding.level))
+            elif finding.step is Step.WRONG_LEAF:
+                columns += [p for p in [leaf_proof(own, leaf, root, self.finals)] if p is not None]
+        if entries is not None and self.differs(H_VALIDATORS):
+            structure += [p for p in [entries_proof(own, entries, root, self.finals)] if p is not None]
+        proofs = structure + columns
+        return proofs[0] if proofs else None
+
+    def _demand_next(self) -> None:
+        todo = self.wanted - self.demanded
+        if not todo or len(self.demanded) >= MAX_DEMANDS:
+            return
+        bond = self.client.read.tree_challenges.challenge_bond()
+        self.client.approve(self.client.tree_challenges.address, bond * (MAX_DEMANDS - len(self.demanded)))
+        for position in sorted(todo, key=lambda p: (p < self.n, p)):  # the root and the lists first
+            if len(self.demanded) >= MAX_DEMANDS:
+                return
+            self.demanded.add(position)
+            try:
+                self.client.challenge("tree_challenges", "demand", *attempt_of(self.post), position)
+                self.log.info("result part demanded %s", kv(round=self.post["round"], position=position))
+            except ContractRevert as exc:  # demanded by another validator already: its answer serves us
+                self.log.info("result part not demanded %s", kv(round=self.post["round"], position=position,
+                                                                reason=exc.reason))
+
+    def _send(self, proof: Proof) -> None:
+        self.done = True
+        contract = getattr(self.client, proof.contract)
+        try:
+            if proof.function != "expire_demand":
+                self.client.approve(contract.address, self.client.call(proof.contract, "challenge_bond"))
+            self.client.challenge(proof.contract, proof.function, *attempt_of(self.post), *proof.args)
+            self.log.warning("posted result challenged %s", kv(round=self.post["round"], wrong=proof.what,
+                                                               challenge=proof.function))
+        except ContractRevert as exc:  # rejected already by another challenger, or the window closed
+            self.log.info("challenge not sent %s", kv(round=self.post["round"], wrong=proof.what, reason=exc.reason))
