@@ -22,8 +22,11 @@ Columns, per round:
   For rules 5-9, p_detect = 1 means the rule blocks the attack outright.
 - p_detect_measured: the same attack run through the real code (cheats.py submissions,
   `make_challenge`, `verify_submission`, `judge`, and for withholding the voter's re-check of the
-  reported segment) on the micro preset, with the devnet's validator count; null where the rule
-  lives in contracts or nodes (audits, consensus, eligibility, admission, embargo).
+  reported segment) on the micro preset, with the devnet's validator count; for tolerance-mode
+  spoofing the same checks in tolerance mode (`benchmarks.trust_tolerance`); null where the rule
+  lives in contracts or nodes (audits, consensus, eligibility, admission, embargo); where a
+  blocked row's loss can be run through the real result function or contracts, the loss is
+  what is measured (`trust_absence`, `trust_classes`, `trust_reports`).
 - slash: tokens lost when caught: stake * slash_bps + the round's forfeited reward (R = miner
   pool / M for a miner, D = validator pool / V for a validator); for rules 5-9 the dividend lost.
 - gain: tokens gained per round if uncaught, against honest behaviour. Assumption: compute is
@@ -47,7 +50,17 @@ Columns, per round:
     validator, at `min_class_stake` with untrained identities in its class (the fief) and below
     it with one lazy miner, and registering a class nobody else runs; and a miner claiming a class
     nobody holds to be checked within δ: it keeps f/n*R of compute but loses (1-d)*R to the
-    tolerance discount d, and all of d*R when a majority of validators catches it.
+    tolerance discount d, and all of d*R when a majority of validators catches it (p measured
+    by `benchmarks.trust_tolerance`: the lazy trace's tolerance checks, at least half of the
+    validators finding it).
+  - reports and leaf demands (`report_rows`, measured in `benchmarks.trust_reports` on the real
+    contracts, deployed by `protocol.chain.deploy` on the embedded chain with the devnet's
+    validator count): a false report is voted false by the other validators and resolved, and
+    its loss is its filer's balance change (the bond, report_bond per other voter, burned), set
+    against the R/n of re-checking each voter spends; a report voided because the voters got the
+    checkpoint only on a retry costs the accused's stake `late_serve_fee` (measured) and returns
+    the filer's bond; leaves of an honest posted root demanded and answered cost the demander
+    `challenge_bond` each (its balance change), and the 9th demand of a round is refused.
 
 Rows that are not negative say so in `note`. What would fix them:
 - decoy report and witness bought from a cheating miner at 2 validators (`--validators 2`): the
@@ -225,6 +238,7 @@ MINER_CHEATS: tuple[tuple[str, str, int | None, Fraction, str], ...] = (
     ("withhold from challenger only (lazy 1/10)", "withhold-challenger", 1, Fraction(1, 10),
      "saving"),
 )
+SPOOF = "tolerance-mode spoofing (claims a class nobody holds, lazy 1/10)"
 BLOCKED_NOTE = "0, not negative: blocked outright; the attempt costs only gas (not counted)"
 QUORUM_NOTE = ("not negative at {v} validators: one dishonest validator holds >= 1/3 of the "
                "voting weight, so no report it votes against is confirmed; negative from 4")
@@ -331,7 +345,8 @@ def class_rows(p: Params) -> list[Row]:
     """Hardware classes (docs/PROTOCOL.md §10.5): a class's miners are decided by the validators holding
     it when they hold `min_class_stake` and 2/3 of the stake, else by every validator in tolerance
     mode, with the score discounted and no stake slashed (a replay within δ is no exact evidence).
-    The coalition rows are measured (`benchmarks.trust_classes`); spoofing is priced here."""
+    The coalition rows are measured (`benchmarks.trust_classes`); spoofing is priced here and its
+    detection measured in `run` (`benchmarks.trust_tolerance`)."""
     from benchmarks.trust_classes import class_rows as measured  # it imports this module
 
     d = p.tolerance_discount
@@ -339,8 +354,7 @@ def class_rows(p: Params) -> list[Row]:
     faked = 1
     p_zero = p_majority_catches(p, faked)
     gain = Fraction(faked, p.n_segments) * r - (1 - d) * r
-    spoof = Row("tolerance-mode spoofing (claims a class nobody holds, lazy 1/10)", "8.3 tolerance discount",
-                "saving", p_zero, d * r, gain, gain - p_zero * d * r,
+    spoof = Row(SPOOF, "8.3 tolerance discount", "saving", p_zero, d * r, gain, gain - p_zero * d * r,
                 "f/n*R - (1-d)*R - p*d*R: the discount outweighs what δ lets it skip; p = a majority catches it")
     return measured(p) + [spoof]
 
@@ -354,30 +368,24 @@ def split_rows(gains: dict[int, tuple[int, Fraction]]) -> list[Row]:
             for s, (n, gain) in sorted(gains.items())]
 
 
-def report_rows(p: Params) -> list[Row]:
-    """Reports (docs/PROTOCOL.md §12.5): a false report makes each other voter re-check one
-    segment (worth R/n to it) and burns `report_bond` per other voter; a miner whose checkpoint
-    the voters got only on a retry pays `late_serve_fee`. A demand of a leaf of an honest root
-    (§11.9) costs its demander the bond, which the answering signer takes."""
-    others = max(p.validators - 1, 1)
-    bond = Fraction(p.report_bond * others)
-    recheck = p.reward / p.n_segments * others
-    if bond <= recheck:
-        raise AssertionError(f"a false report burns {bond}, less than the {recheck} its voters' re-checks cost")
-    return [
-        blocked(f"false report (griefing: {others} voters re-check a segment, {float(recheck):.1f} of work)",
-                "8.1 rule 7", bond),
-        blocked("late serve (checkpoint served only on the voters' retry)", "8.1 rule 7",
-                Fraction(p.late_serve_fee)),
-        # each demand of a leaf of an honest root is answered by a signer, who takes its bond;
-        # at most 8 a round per account
-        blocked("leaf demand spam against an honest root (each answered)", "8.1 rule 5",
-                Fraction(p.challenge_bond)),
-    ]
+def report_rows(p: Params) -> tuple[list[Row], dict[str, Any]]:
+    """Reports (docs/PROTOCOL.md §12.5) and leaf demands (§11.9), measured through the real
+    contracts (`benchmarks.trust_reports`): the rows, and what the chain showed."""
+    from benchmarks.trust_reports import measure, report_rows  # it imports this module
+
+    m = measure(p.validators)
+    return report_rows(p, m), m.as_json()
 
 
 def exact_rows(p: Params) -> list[Row]:
-    return miner_rows(p) + coalition_rows(p) + rule_rows(p) + capacity_rows(p) + class_rows(p) + report_rows(p)
+    """The rows computed without a chain (the report rows are measured on one in `run`)."""
+    return miner_rows(p) + coalition_rows(p) + rule_rows(p) + capacity_rows(p) + class_rows(p)
+
+
+def measure_spoofing(p: Params, trials: int) -> float:
+    from benchmarks.trust_tolerance import measure_spoofing as measured  # it imports this module
+
+    return measured(p, trials)
 
 
 def absence_rows(p: Params) -> list[Row]:
@@ -549,10 +557,13 @@ def run(quick: bool, validators: int | None = None, miners: int | None = None,
         trials: int | None = None) -> dict[str, Any]:
     p = default_params(validators, miners)
     trials = trials or (3 if quick else 100)
-    rows = exact_rows(p) + split_rows(measure_splits(p)) + absence_rows(p)
-    for attack, rate in {**measure(p, trials), **measure_audits(p, trials * 10)}.items():
-        row = next(r for r in rows if r.attack == attack)
-        row.p_detect_measured, row.trials = rate, trials
+    reports, on_chain = report_rows(p)
+    rows = exact_rows(p) + reports + split_rows(measure_splits(p)) + absence_rows(p)
+    for rates, n in ((measure(p, trials), trials), (measure_audits(p, trials * 10), trials * 10),
+                     ({SPOOF: measure_spoofing(p, trials * 100)}, trials * 100)):  # verdicts cached per challenge
+        for attack, rate in rates.items():
+            row = next(r for r in rows if r.attack == attack)
+            row.p_detect_measured, row.trials = rate, n
     fixes = {}
     for r in rows:
         if r.note and r.note.startswith("not negative"):
@@ -567,6 +578,7 @@ def run(quick: bool, validators: int | None = None, miners: int | None = None,
                    "validator_slash_S_v": float(p.validator_slash), "trials": trials,
                    "measured_preset": "micro"},
         "validators_needed": fixes,
+        "reports": on_chain,
     }
 
 

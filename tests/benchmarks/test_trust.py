@@ -49,7 +49,7 @@ def test_every_named_cheat_has_a_row(result: dict) -> None:
     assert set(CHEATS) <= names | {"withhold-challenger", "serve-late"}  # serve-late is honest
     measured = [r for r in result["figures"]["rows"] if r["p_detect_measured"] is not None]
     audited = {"never-replaying validator", "half-replaying validator", "validator skipping one miner"}
-    assert {r["attack"] for r in measured} == {a for a, *_ in trust.MINER_CHEATS} | audited
+    assert {r["attack"] for r in measured} == {a for a, *_ in trust.MINER_CHEATS} | audited | {trust.SPOOF}
 
 
 def test_p_detect_matches_the_hypergeometric_formula(result: dict) -> None:
@@ -111,6 +111,32 @@ def test_hardware_class_rows_price_the_class_minimum_and_the_tolerance_discount(
     no_discount = next(r for r in trust.class_rows(replace(p, tolerance_discount=Fraction(1)))
                        if r.attack == spoof.attack)
     assert no_discount.expected_profit > 0  # without the discount, dodging exact checks would pay
+
+
+def test_tolerance_spoofing_detection_is_measured_through_tolerance_checks(result: dict) -> None:
+    spoof = rows(result)[trust.SPOOF]
+    # the lazy trace's faked segment fails a tolerance check: some rounds a majority finds it
+    assert spoof["trials"] == 300 and 0 < spoof["p_detect_measured"] < 0.1, spoof
+    assert abs(spoof["p_detect_measured"] - spoof["p_detect"]) < 0.05
+
+
+def test_report_and_demand_rows_are_measured_on_the_real_contracts(result: dict) -> None:
+    prm, chain, by = result["params"], result["reports"], rows(result)
+    others = prm["validators"] - 1
+    false = next(r for a, r in by.items() if a.startswith("false report"))
+    # the false report's bond, report_bond per other voter, left its filer and was burned
+    assert chain["false_report"] == {"status": 3, "filer_change": -prm["report_bond"] * others,
+                                     "accused_stake_change": 0}
+    assert false["slash"] == prm["report_bond"] * others > others * prm["reward_R"] / prm["n_segments"]
+    # voted served late: void, the accused fined late_serve_fee from its stake, the bond returned
+    assert chain["late_serve"] == {"status": 4, "filer_change": 0, "accused_stake_change": -prm["late_serve_fee"]}
+    assert by["late serve (checkpoint served only on the voters' retry)"]["slash"] == prm["late_serve_fee"] > 0
+    # each answered demand moves the bond from the demander to the answerer; the 9th is refused
+    assert (chain["demand_change"], chain["answer_change"]) == (-prm["challenge_bond"], prm["challenge_bond"])
+    assert chain["demands_made"] == 8 and chain["refused"] == "demands: demand cap reached"
+    assert by["leaf demand spam against an honest root (each answered)"]["slash"] == prm["challenge_bond"] > 0
+    for r in (false, by["late serve (checkpoint served only on the voters' retry)"]):
+        assert r["formula"].startswith("-loss, measured on chain"), r
 
 
 def test_report_quorum_follows_protocol_section_12() -> None:
