@@ -4,7 +4,7 @@ deploys them), nodes joined and a round played by `protocol.chain.scripted`, and
 back from the chain as a token balance or a stake.
 
 - leaf demand spam: a miner demands leaves of the honest posted root of round 1, one by one, and
-  a signer answers each (`demand_leaf`, `answer_leaf`); the demander's balance falls by the bond
+  a signer answers each (`demand`, `answer_leaf`); the demander's balance falls by the bond
   a demand, the answerer's rises by it, and the account's cap refuses the demand after the 8th.
 - a false report: in round 2 validator 0 reports an honest miner (`report_fraud`, a replay
   report), the other validators vote it false (`vote_fraud`, reject) and it is resolved
@@ -39,10 +39,10 @@ from protocol.core.errors import ContractRevert
 from protocol.core.settlement.abi_words import list_hash
 from protocol.core.settlement.fraud import FraudKind
 
-# the figures do not depend on the miner count: 8 columns give 9 positions (leaves and the root
-# preimage), so only the per-account cap of 8 can refuse the 9th demand
+# the figures do not depend on the miner count: with 8 columns the 9th demand (the root preimage)
+# can only be refused by the per-account cap of 8
 DEMAND_MINERS = 8
-MAX_DEMANDS = 8  # tree_demands.vy: demands one account may make per round
+MAX_DEMANDS = 8  # result_demands.vy: demands one account may make per round
 HOUR = 3600
 REJECTED, VOID = 3, 4  # Disputes' STATUS_REJECTED, STATUS_VOID
 
@@ -107,12 +107,12 @@ def _demand_spam(client: ChainClient, net: ScriptedNetwork) -> tuple[int, str, F
     before = [client.token_balance(a) for a in (demander.address, answerer.address)]
     made, refused = 0, ""
     for position in range(n):  # the leaves; the root preimage (n) is the 9th demand's
-        demander.client.challenge("tree_challenges", "demand_leaf", *args, position)
+        demander.client.challenge("tree_challenges", "demand", *args, position)
         answerer.client.challenge("tree_challenges", "answer_leaf", *args, *leaf_answer_args(settled, position))
         made += 1
     after = [client.token_balance(a) for a in (demander.address, answerer.address)]
     try:
-        demander.client.challenge("tree_challenges", "demand_leaf", *args, n)
+        demander.client.challenge("tree_challenges", "demand", *args, n)
     except ContractRevert as exc:
         refused = exc.reason
     advance_time(client.handle, client.deployment.run_config.chain.result_challenge_window)

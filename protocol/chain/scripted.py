@@ -206,7 +206,9 @@ def demand_and_answer(deployer: ChainClient, net: ScriptedNetwork, settled: Sett
     attempt (its five arguments) and the first validator answers each from its own result,
     taking the bonds (docs/PROTOCOL.md §11.9, Demands)."""
     demander, answerer, n = net.miners[0].client, net.validators[0].client, settled.inputs.n
-    demander.approve(deployer.tree_challenges.address, 3 * deployer.read.tree_challenges.challenge_bond())
+    bond = deployer.read.tree_challenges.challenge_bond()
+    deployer.transfer_tokens(demander.address, 3 * bond)  # its bonds: a miner holds only what it earned
+    demander.approve(deployer.tree_challenges.address, 3 * bond)
     net.record("demand", demander.challenge("tree_challenges", "demand", *attempt, column))
     net.record("answer_leaf", answerer.challenge("tree_challenges", "answer_leaf", *attempt,
                                                  *leaf_answer_args(settled, column)))
