@@ -39,10 +39,10 @@ from protocol.core.errors import ContractRevert
 from protocol.core.settlement.abi_words import list_hash
 from protocol.core.settlement.fraud import FraudKind
 
-# the figures do not depend on the miner count: with 8 columns the 9th demand (the root preimage)
-# can only be refused by the per-account cap of 8
-DEMAND_MINERS = 8
-MAX_DEMANDS = 8  # result_demands.vy: demands one account may make per round
+# the figures do not depend on the miner count: with 16 columns the 17th demand (the root
+# preimage) can only be refused by the per-account cap of 16
+DEMAND_MINERS = 16
+MAX_DEMANDS = 16  # result_demands.vy: demands one account may make per round
 HOUR = 3600
 REJECTED, VOID = 3, 4  # Disputes' STATUS_REJECTED, STATUS_VOID
 

@@ -36,7 +36,9 @@ MAX_SUMS: constant(uint256) = result_math.MAX_SUMS
 MAX_DEPTH: constant(uint256) = result_math.MAX_DEPTH
 MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
 MAX_CLAIMS: constant(uint256) = result_math.MAX_CLAIMS
-MAX_DEMANDS: constant(uint256) = 8  # demands one account may make per round
+# demands one account may make per round: enough for one honest search through the largest tree
+# (the root, both lists, 4 spread leaves, MAX_DEPTH - 2 leaves down to the wrong one, a claim's leaf)
+MAX_DEMANDS: constant(uint256) = 16
 KIND_UNANSWERED: constant(uint256) = 14  # challenge kinds are numbered across the challenge contracts
 
 

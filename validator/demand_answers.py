@@ -66,6 +66,10 @@ class DemandAnswers:
             except ContractRevert as exc:  # another validator answered first, or the deadline passed
                 ctx.log.info("demand not answered %s", kv(round=r, position=position, reason=exc.reason))
 
+    def leave_to_others(self, r: int, attempt: int, position: int) -> None:
+        """Never answer this demand (this node's own probe: someone else must)."""
+        self._tried.add((r, attempt, position))
+
     def logs(self) -> dict[str, EventLog]:
         """The demand events by name, shared with this validator's own disputes (`ResultDispute`)."""
         return self.events

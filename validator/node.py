@@ -45,13 +45,13 @@ from validator.work import ScoreJob, scored_miners, usefulness_by_miner
 
 class ValidatorNode(NodeContext):
     def __init__(self, *args: Any, cheat: ValidatorCheat | None = None, silence: ValidatorSilence | None = None,
-                 **kwargs: Any) -> None:
+                 probe: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.cheat = cheat  # devnet and tests only; None for every production validator
         self.silence = silence  # devnet and tests only; None for every production validator
         if self.keys.bls is None:
             raise ConfigError("a validator needs a BLS key: create one with `veritrain keys new`")
-        self.results = ResultFlow(self, self.keys.bls)
+        self.results = ResultFlow(self, self.keys.bls, probe)  # probe: devnet and tests only
 
     def skips(self, duty: Duty) -> bool:
         """Whether this node leaves `duty` undone (only ever under a devnet/test `silence`)."""

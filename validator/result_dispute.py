@@ -37,7 +37,7 @@ from validator.fault_proofs import (
 from validator.posted_parts import PostedParts
 from validator.tree_search import Step, next_step
 
-MAX_DEMANDS = 8  # TreeChallenges' cap per account and round (result_demands.MAX_DEMANDS)
+MAX_DEMANDS = 16  # TreeChallenges' cap per account and round (result_demands.MAX_DEMANDS)
 FIRST_SPREAD = 4  # leaves demanded at once at the start, evenly spread
 H_TREE_ROOT, H_VALIDATORS, H_CLAIMS_ROOT, H_CLAIMS_LIST = 6, 7, 8, 9
 

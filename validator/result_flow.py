@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import trio
 
 from protocol.chain.bls_registration import aggregate_keys
+from protocol.chain.challenge_args import attempt_of
 from protocol.chain.events import EventLog
 from protocol.core.crypto.bls import (
     bls_aggregate,
@@ -38,6 +39,7 @@ from protocol.node.context import NodeContext
 from protocol.node.global_state import StateMismatch
 from protocol.node.logs import kv
 from validator.demand_answers import DemandAnswers
+from validator.probe import probe_position
 from validator.result_challenger import challenge_header_words, wrong_chain_data_words
 from validator.result_dispute import ResultDispute
 
@@ -63,8 +65,9 @@ class Shares:
 
 
 class ResultFlow:
-    def __init__(self, ctx: NodeContext, bls_secret: int) -> None:
+    def __init__(self, ctx: NodeContext, bls_secret: int, probe: bool = False) -> None:
         self.ctx, self.secret = ctx, bls_secret
+        self.probe = probe  # devnet and tests only (validator/probe.py): demand a part of each agreed attempt
         self.shares = Shares()
         self.posts = EventLog(ctx.client, "results", "ResultPosted")
         self._verified: set[tuple[bytes, str, bytes]] = set()  # (root, validator, signature) that verified
@@ -73,6 +76,7 @@ class ResultFlow:
         self._bad: set[tuple[bytes, str]] = set()
         self._ready_since: dict[tuple[int, bytes], float] = {}  # when enough shares were first seen
         self._disputed: set[tuple[int, int]] = set()  # (round, attempt) this validator looked into
+        self._probed: set[tuple[int, int]] = set()  # (round, attempt) whose part it demanded (probe)
         self._keyed: dict[int, frozenset[str]] = {}  # per round: validators whose keys its aggregate holds
         self.demand_answers = DemandAnswers(ctx)
         self._part_disputes: dict[tuple[int, int], ResultDispute] = {}  # (round, attempt) differing inside
@@ -105,6 +109,7 @@ class ResultFlow:
         self.shares.forget_before(r)
         self._ready_since = {k: t for k, t in self._ready_since.items() if k[0] > r}
         self._disputed = {k for k in self._disputed if k[0] > r}
+        self._probed = {k for k in self._probed if k[0] > r}
         self.demand_answers.forget_before(r + 1)
         self._part_disputes = {k: d for k, d in self._part_disputes.items() if k[0] > r}
 
@@ -243,6 +248,20 @@ class ResultFlow:
             self.ctx.log.warning("bad result signature share %s", kv(validator=validator, root=root.hex()[:12]))
         return holds
 
+    async def _probe(self, post: dict, own: SettledRound) -> None:
+        """Demand one part of the attempt `post` (whose root is `own`'s) and leave it to the others."""
+        ctx, r, attempt = self.ctx, int(post["round"]), int(post["attempt"])
+        self._probed.add((r, attempt))  # once an attempt
+        position = probe_position(r, own.inputs.n)
+        self.demand_answers.leave_to_others(r, attempt, position)
+        bond = await ctx.port(ctx.port.read.tree_challenges.challenge_bond)
+        try:
+            await ctx.port(ctx.client.approve, ctx.client.tree_challenges.address, bond)
+            await ctx.port(ctx.client.challenge, "tree_challenges", "demand", *attempt_of(post), position)
+            ctx.log.info("result part probed %s", kv(round=r, attempt=attempt, position=position))
+        except ContractRevert as exc:  # past the demand period, or the attempt is settled
+            ctx.log.info("result part not probed %s", kv(round=r, position=position, reason=exc.reason))
+
     async def _pending_post(self, r: int) -> dict | None:
         ctx = self.ctx
         if not await ctx.port(ctx.port.read.results.has_pending, r):
@@ -256,6 +275,8 @@ class ResultFlow:
             await self._dispute(r, post, own)
             return  # never make a root this node disagrees with final
         if own is not None:
+            if self.probe and (r, int(post["attempt"])) not in self._probed:
+                await self._probe(post, own)
             await self.demand_answers.answer_open(post, own)  # it holds the tree: a withheld leaf rejects the root
         window = await ctx.port(ctx.port.read.results.challenge_window)
         if await ctx.next_block_time() < int(post["posted_time"]) + window:

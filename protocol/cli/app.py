@@ -186,6 +186,9 @@ def devnet(
     silent_validators: Annotated[int, typer.Option(min=0, help="Of the validators, how many stay up but never reveal "
                                                           "their scores nor sign results (they earn no dividends; "
                                                           "the others settle without them)")] = 0,
+    probe_demands: Annotated[bool, typer.Option(help="The first honest validator also demands one part of every "
+                                                     "posted result it agrees with, for the others to answer "
+                                                     "(shows the data-availability loop; costs it the bond)")] = False,
     throttled: Annotated[int, typer.Option(min=0, help="Of the honest miners, how many train at a third of the "
                                                    "speed, at most 20 steps a second (they train fewer steps, "
                                                    "not miss rounds)")] = 0,
@@ -217,7 +220,7 @@ def devnet(
     _check_counts(miners, validators, lazy_validators, silent_validators, throttled)  # before anything starts
     opts = DevnetOptions(miners=miners, validators=validators, rounds=rounds, cheaters=parse_cheaters(cheaters),
                          lazy_validators=lazy_validators, silent_validators=silent_validators, throttled=throttled,
-                         preset=preset, out=out,
+                         probe_demands=probe_demands, preset=preset, out=out,
                          miner_classes=_labels(miner_classes), validator_classes=_labels(validator_classes),
                          timeout_s=timeout, chain={"commit_duration": commit_window, "absence_rounds": absence_rounds},
                          training={**_compute_overrides(inner_steps=inner_steps, checkpoint_every=checkpoint_every),
@@ -234,7 +237,7 @@ def devnet(
         admin, members, crashed = run_devnet(opts, progress)
         progress("reading the settlement for the report")
         config = {"miners": miners, "validators": validators, "lazy_validators": lazy_validators,
-                  "silent_validators": silent_validators, "rounds": rounds,
+                  "silent_validators": silent_validators, "probe_demands": probe_demands, "rounds": rounds,
                   "throttled": throttled, "commit_window": commit_window, "absence_rounds": absence_rounds,
                   "miner_classes": miner_classes, "validator_classes": validator_classes,
                   "cheaters": cheaters, "preset": preset,

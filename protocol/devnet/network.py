@@ -65,6 +65,7 @@ class DevnetOptions:
     cheaters: tuple[tuple[str, float | None], ...] = ()  # (kind, fraction of segments faked)
     lazy_validators: int = 0  # of `validators`, how many never replay (they are audited and slashed)
     silent_validators: int = 0  # of `validators`, how many commit but never reveal nor sign (they earn nothing)
+    probe_demands: bool = False  # the first honest validator demands a part of each agreed result (validator/probe.py)
     throttled: int = 0  # of the honest `miners`, how many train at a third of the speed (capacity-scaled work)
     # hardware classes (labels or ids), cycled over the miners and over the validators; empty: the run's profile
     miner_classes: tuple[str, ...] = ()
@@ -227,6 +228,7 @@ def _in_parallel(calls: list[Callable[[], object]]) -> None:
 
 def build_nodes(opts: DevnetOptions, members: list[Member], data_root: Path, workers: list[ProfileWorker]) -> None:
     fractions = dict(opts.cheaters)
+    first_honest = next((m for m in members if m.role == Role.VALIDATOR and m.kind == "honest"), None)
     for i, m in enumerate(members):
         log = logging.getLogger(f"veritrain.{m.role.name.lower()}{i}")
         cfg = NodeConfig(data_dir=data_root / f"node{i}", listen=m.listen, max_rounds=opts.rounds,
@@ -236,7 +238,8 @@ def build_nodes(opts: DevnetOptions, members: list[Member], data_root: Path, wor
             m.node = MinerNode(m.client, m.keys, cfg, log, cheat=cheat)
         else:
             m.node = ValidatorNode(m.client, m.keys, cfg, log, cheat=LazyValidator() if m.kind == LAZY else None,
-                                   silence=SilentValidator() if m.kind == SILENT else None)
+                                   silence=SilentValidator() if m.kind == SILENT else None,
+                                   probe=opts.probe_demands and m is first_honest)
         m.node.prestarted_worker = workers[i]
 
 

@@ -9,6 +9,11 @@ checks and commits its scores (so the scoring phase still closes early) but neve
 signs; the two others settle every round without a fallback and are paid, it earns nothing, and
 with `--absence-rounds 1` they end its permit as soon as round 0 has ended.
 
+It also runs the data-availability loop live (`--probe-demands`): the first honest validator
+demands one part of each posted result it agrees with, and the other answers it inside the
+devnet's demand period (the deadline is 4 s after a demand, at an 8 s challenge window), so the
+round is still final and paid.
+
 The window (20 s) holds H = 300 micro steps in half of it for an honest miner on any machine CI has
 had (0.003-0.010 s a step), while a throttled miner fits at most 200 there (180 at k = 30) on any
 machine: its pace is set by sleeping, so neither a fast machine nor another test's network on the
@@ -36,7 +41,7 @@ K = 30
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("devnet-capacity")
     result = run_cli("devnet", "--miners", "3", "--throttled", "2", "--validators", "3", "--silent-validators", "1",
-                     "--absence-rounds", "1", "--rounds", "2",
+                     "--absence-rounds", "1", "--rounds", "2", "--probe-demands",
                      "--preset", "micro", "--commit-window", str(WINDOW), "--inner-steps", str(H),
                      "--checkpoint-every", str(K), "--out", str(out), "--timeout", "500", timeout=700)
     assert result.code == 0, (result.stdout[-2000:], result.stderr[-3000:])
@@ -86,3 +91,16 @@ def test_the_honest_validators_end_the_silent_ones_permit(report):
     (silent,) = [f["address"] for f in data["final"] if f["kind"] == "silent-validator"]
     retired = [e for e in log if e["event"] == "absent validator retired"]
     assert [e["validator"] for e in retired] == [silent], retired  # once: the others' estimates revert
+
+
+def test_every_probed_part_is_answered_by_another_validator_in_time(report):
+    """The prober demands in the first quarter of the window when it sees the post in time (it
+    polls every 0.5 s; a late sight logs `result part not probed`); every demand it made was
+    answered by the other honest validator, so no round was rejected or fell back."""
+    data, log = report
+    probed = {(e["round"], e["position"]): node_of(e) for e in log if e["event"] == "result part probed"}
+    answered = {(e["round"], e["position"]): node_of(e) for e in log if e["event"] == "demand answered"}
+    assert probed, [e for e in log if e["event"] == "result part not probed"]
+    assert all(key in answered and answered[key] != prober for key, prober in probed.items()), (probed, answered)
+    assert all(r["fallback"] is False for r in data["rounds"])
+    assert not [e for e in log if e["event"] == "posted result challenged"]
