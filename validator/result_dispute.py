@@ -9,7 +9,8 @@ answer with `tree_search.next_step` to the next differing subtree), the entries 
 claims list. Each look it asks `fault_proofs` for a challenge the contract must uphold among
 what the answers showed, cheapest kind first, and sends the first it finds. A demand of its
 that nobody answered by its deadline is expired instead, which rejects the attempt and makes
-its signers slashable either way. Synchronous: the node calls `step` from a worker thread each
+its signers slashable either way; so is another account's demand of a part it wants (a colluder
+that demanded it first and leaves it unanswered blocks nothing). Synchronous: the node calls `step` from a worker thread each
 time it polls.
 """
 
@@ -79,9 +80,9 @@ class ResultDispute:
             return
         r, attempt = int(self.post["round"]), int(self.post["attempt"])
         parts = PostedParts.of_logs(logs, r, attempt)
-        for d in logs["Demanded"].rows():
+        for d in logs["Demanded"].rows():  # its own, or another's of a part it wants (it cannot demand that one)
             if ((int(d["round"]), int(d["attempt"])) == (r, attempt) and int(d["position"]) not in parts.answered(self.n)
-                    and str(d["demander"]).lower() == self.client.address.lower() and now >= int(d["deadline"])):
+                    and int(d["position"]) in self.wanted and now >= int(d["deadline"])):
                 self._send(Proof("tree_challenges", "expire_demand", (int(d["position"]),), f"unanswered {d['position']}"))
                 return
         proof = self.proof(parts)

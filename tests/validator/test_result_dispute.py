@@ -17,6 +17,7 @@ import logging
 import pytest
 
 from protocol.chain.backend import advance_time
+from protocol.chain.challenge_args import attempt_of
 from protocol.chain.client import ChainClient
 from protocol.chain.events import EventLog, read_events
 from protocol.chain.scripted import post_signed
@@ -138,3 +139,22 @@ def test_a_withheld_part_is_rejected_when_the_validators_demand_expires(played, 
     assert dispute.done and deployer.call("results", "rejected_count", r) == 1
     (upheld,) = read_events(deployer, "tree_challenges", "ChallengeUpheld")
     assert (upheld["kind"], upheld["challenger"]) == (14, net.validators[1].address)
+
+
+def test_a_part_a_colluder_demanded_first_and_left_unanswered_is_expired_by_the_disputer(played):
+    """A signer demands the part the disputer needs before it can (one demand a part) and never
+    answers it: the disputer expires that demand, and the attempt is rejected all the same."""
+    deployer, net, r, own, _, post = post_wrong(played, wrong_claim)
+    colluder = net.validators[0].client
+    deployer.transfer_tokens(colluder.address, 100 * TOKEN_UNIT)
+    colluder.approve(colluder.tree_challenges.address, colluder.read.tree_challenges.challenge_bond())
+    colluder.challenge("tree_challenges", "demand", *attempt_of(post), own.inputs.n + 2)
+    dispute = ResultDispute(net.validators[1].client, post, own, SettlementHistory(deployer).final, LOG)
+    logs = demand_logs(deployer)
+    window = int(deployer.read.results.challenge_window())
+    dispute.step(logs, deployer.block_time(), int(post["posted_time"]) + window // 4)  # its demand reverts
+    advance_time(deployer.handle, window // 2 + 1)
+    dispute.step(logs, deployer.block_time(), int(post["posted_time"]) + window // 4)
+    assert dispute.done and deployer.call("results", "rejected_count", r) == 1
+    (upheld,) = read_events(deployer, "tree_challenges", "ChallengeUpheld")
+    assert upheld["kind"] == 14
