@@ -107,12 +107,12 @@ def _demand_spam(client: ChainClient, net: ScriptedNetwork) -> tuple[int, str, F
     before = [client.token_balance(a) for a in (demander.address, answerer.address)]
     made, refused = 0, ""
     for position in range(n):  # the leaves; the root preimage (n) is the 9th demand's
-        demander.client.challenge("tree_challenges", "demand", *args, position)
+        demander.client.challenge("tree_challenges", "demand", *args, [position])
         answerer.client.challenge("tree_challenges", "answer_leaf", *args, *leaf_answer_args(settled, position))
         made += 1
     after = [client.token_balance(a) for a in (demander.address, answerer.address)]
     try:
-        demander.client.challenge("tree_challenges", "demand", *args, n)
+        demander.client.challenge("tree_challenges", "demand", *args, [n])
     except ContractRevert as exc:
         refused = exc.reason
     advance_time(client.handle, client.deployment.run_config.chain.result_challenge_window)

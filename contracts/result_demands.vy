@@ -82,25 +82,28 @@ event ClaimsAnswered:
 @external
 def demand(
     round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
-    position: uint256,
+    positions: DynArray[uint256, MAX_DEMANDS],
 ):
     """
-    @notice Demands part `position` of the pending attempt: column leaf
-            `position` (< n), its tree root's preimage (n, a nonempty tree), its
-            validator entries (n + 1) or its claims list (n + 2), posting the
-            challenge bond (after `approve`): the answerer takes it, an
-            unanswered demand returns it and rejects the attempt.
+    @notice Demands parts of the pending attempt, each by its position: column
+            leaf `position` (< n), its tree root's preimage (n, a nonempty
+            tree), its validator entries (n + 1) or its claims list (n + 2),
+            posting the challenge bond for each (after `approve`): the answerer
+            takes it, an unanswered demand returns it and rejects the attempt.
+            Several in one transaction, so a search through the tree costs one
+            block per step.
     @param round The round.
     @param header The pending attempt's header words.
     @param non_signers_hash The pending attempt's non-signers hash.
     @param posted_time When the attempt was posted.
     @param attempt The attempt number.
-    @param position The part: a column (< n), n the root preimage, n + 1 the entries, n + 2 the claims.
+    @param positions The parts: a column (< n), n the root preimage, n + 1 the entries, n + 2 the claims.
     """
     n: uint256 = challenge_base._commits(round)
-    assert position <= n + 2 and (position != n or n > 0), "demands: no such part"
-    deadline: uint256 = demand_book._demand(round, header, non_signers_hash, posted_time, attempt, position, MAX_DEMANDS)
-    log Demanded(round=round, attempt=attempt, position=position, demander=msg.sender, deadline=deadline)
+    for position: uint256 in positions:
+        assert position <= n + 2 and (position != n or n > 0), "demands: no such part"
+        deadline: uint256 = demand_book._demand(round, header, non_signers_hash, posted_time, attempt, position, MAX_DEMANDS)
+        log Demanded(round=round, attempt=attempt, position=position, demander=msg.sender, deadline=deadline)
 
 
 @external

@@ -89,7 +89,8 @@ class ResultDispute:
         if proof is not None:
             self._send(proof)
         elif now < demand_until:
-            self._demand_next()
+            self._demand_next({int(d["position"]) for d in logs["Demanded"].rows()
+                               if (int(d["round"]), int(d["attempt"])) == (r, attempt)})
 
     def proof(self, parts: PostedParts) -> Proof | None:
         """The cheapest challenge the parts shown so far prove; adds what to demand next."""
@@ -121,22 +122,23 @@ class ResultDispute:
         proofs = structure + columns
         return proofs[0] if proofs else None
 
-    def _demand_next(self) -> None:
-        todo = self.wanted - self.demanded
-        if not todo or len(self.demanded) >= MAX_DEMANDS:
+    def _demand_next(self, taken: set[int]) -> None:
+        """Demand what it wants and nobody demanded yet (`taken`: this attempt's demanded
+        positions), the root and the lists first, in one transaction within its budget."""
+        todo = sorted(self.wanted - self.demanded - taken, key=lambda p: (p < self.n, p))
+        todo = todo[:MAX_DEMANDS - len(self.demanded)]
+        if not todo:
             return
-        bond = self.client.read.tree_challenges.challenge_bond()
-        self.client.approve(self.client.tree_challenges.address, bond * (MAX_DEMANDS - len(self.demanded)))
-        for position in sorted(todo, key=lambda p: (p < self.n, p)):  # the root and the lists first
-            if len(self.demanded) >= MAX_DEMANDS:
-                return
-            self.demanded.add(position)
-            try:
-                self.client.challenge("tree_challenges", "demand", *attempt_of(self.post), position)
-                self.log.info("result part demanded %s", kv(round=self.post["round"], position=position))
-            except ContractRevert as exc:  # demanded by another validator already: its answer serves us
-                self.log.info("result part not demanded %s", kv(round=self.post["round"], position=position,
-                                                                reason=exc.reason))
+        if not self.demanded:  # one approval covers its whole budget: a step costs one block
+            bond = self.client.read.tree_challenges.challenge_bond()
+            self.client.approve(self.client.tree_challenges.address, bond * MAX_DEMANDS)
+        try:
+            self.client.challenge("tree_challenges", "demand", *attempt_of(self.post), todo)
+            self.demanded |= set(todo)
+            self.log.info("result parts demanded %s", kv(round=self.post["round"], positions=todo))
+        except ContractRevert as exc:  # another account demanded one first: retried without it next look
+            self.log.info("result parts not demanded %s", kv(round=self.post["round"], positions=todo,
+                                                             reason=exc.reason))
 
     def _send(self, proof: Proof) -> None:
         self.done = True

@@ -41,7 +41,7 @@ from protocol.node.logs import kv
 from validator.demand_answers import DemandAnswers
 from validator.probe import probe_position
 from validator.result_challenger import challenge_header_words, wrong_chain_data_words
-from validator.result_dispute import ResultDispute
+from validator.result_dispute import MAX_DEMANDS, ResultDispute
 
 POST_STAGGER_S = 3.0  # seconds between validators' turns to post the certificate
 RESIGN_EVERY_S = 5.0  # a share is gossiped again this often until the round ends (gossip may drop it)
@@ -77,6 +77,7 @@ class ResultFlow:
         self._ready_since: dict[tuple[int, bytes], float] = {}  # when enough shares were first seen
         self._disputed: set[tuple[int, int]] = set()  # (round, attempt) this validator looked into
         self._probed: set[tuple[int, int]] = set()  # (round, attempt) whose part it demanded (probe)
+        self._probe_allowance = 0  # probes its token allowance still covers
         self._keyed: dict[int, frozenset[str]] = {}  # per round: validators whose keys its aggregate holds
         self.demand_answers = DemandAnswers(ctx)
         self._part_disputes: dict[tuple[int, int], ResultDispute] = {}  # (round, attempt) differing inside
@@ -254,10 +255,13 @@ class ResultFlow:
         self._probed.add((r, attempt))  # once an attempt
         position = probe_position(r, own.inputs.n)
         self.demand_answers.leave_to_others(r, attempt, position)
-        bond = await ctx.port(ctx.port.read.tree_challenges.challenge_bond)
         try:
-            await ctx.port(ctx.client.approve, ctx.client.tree_challenges.address, bond)
-            await ctx.port(ctx.client.challenge, "tree_challenges", "demand", *attempt_of(post), position)
+            if self._probe_allowance == 0:  # approved ahead, so a probe is one transaction
+                bond = await ctx.port(ctx.port.read.tree_challenges.challenge_bond)
+                await ctx.port(ctx.client.approve, ctx.client.tree_challenges.address, bond * MAX_DEMANDS)
+                self._probe_allowance = MAX_DEMANDS
+            await ctx.port(ctx.client.challenge, "tree_challenges", "demand", *attempt_of(post), [position])
+            self._probe_allowance -= 1
             ctx.log.info("result part probed %s", kv(round=r, attempt=attempt, position=position))
         except ContractRevert as exc:  # past the demand period, or the attempt is settled
             ctx.log.info("result part not probed %s", kv(round=r, position=position, reason=exc.reason))

@@ -209,12 +209,12 @@ def demand_and_answer(deployer: ChainClient, net: ScriptedNetwork, settled: Sett
     bond = deployer.read.tree_challenges.challenge_bond()
     deployer.transfer_tokens(demander.address, 3 * bond)  # its bonds: a miner holds only what it earned
     demander.approve(deployer.tree_challenges.address, 3 * bond)
-    net.record("demand", demander.challenge("tree_challenges", "demand", *attempt, column))
+    net.record("demand", demander.challenge("tree_challenges", "demand", *attempt, [column]))
     net.record("answer_leaf", answerer.challenge("tree_challenges", "answer_leaf", *attempt,
                                                  *leaf_answer_args(settled, column)))
-    demander.challenge("tree_challenges", "demand", *attempt, n + 1)
+    demander.challenge("tree_challenges", "demand", *attempt, [n + 1])
     net.record("answer_validators", answerer.challenge("tree_challenges", "answer_validators", *attempt,
                                                        entries_arg(settled)))
-    demander.challenge("tree_challenges", "demand", *attempt, n + 2)
+    demander.challenge("tree_challenges", "demand", *attempt, [n + 2])
     net.record("answer_claims", answerer.challenge("tree_challenges", "answer_claims", *attempt,
                                                    claims_arg(settled)))

@@ -134,7 +134,7 @@ def run_config_for(opts: DevnetOptions, accounts: list[LocalAccount]) -> RunConf
     # generous deadlines cost nothing while every node keeps up (phases close early once all
     # have acted) and keep a busy laptop from missing a phase; the challenge window is waited out
     chain = {"commit_duration": 300, "score_duration": 300, "reveal_duration": 60, "audit_duration": 60, "challenge_window": 60,
-             "result_duration": 90, "result_challenge_window": 8, "unbonding_delay": 900, "emission_per_round": 1000,
+             "result_duration": 90, "result_challenge_window": 16, "unbonding_delay": 900, "emission_per_round": 1000,
              **opts.chain}
     # one devnet validator (it stakes the minimum + 100) covers a hardware class, so each class
     # that has a validator is checked exactly

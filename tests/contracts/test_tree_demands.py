@@ -54,7 +54,7 @@ def world():
 
 
 def demand(stack, attempt, position, sender=None):
-    return stack.trees.demand(*attempt, position, sender=sender or stack.challenger)
+    return stack.trees.demand(*attempt, [position], sender=sender or stack.challenger)
 
 
 def test_an_answered_demand_pays_the_answerer_and_logs_the_leaf(world):
@@ -199,3 +199,19 @@ def test_a_withheld_claims_list_rejects_the_attempt(world):
     boa.env.time_travel(seconds=WINDOW // 2)
     stack.trees.expire_demand(*attempt, posted.inputs.n + 2)
     assert stack.results.rejected(1) == 1 and stack.results.reporter(1) == stack.challenger
+
+
+def test_several_parts_are_demanded_in_one_transaction_each_with_its_bond(world):
+    """A search step is one transaction (one block), whatever it demands; each part is bonded,
+    counted against the cap and logged on its own, and a batch holding a part already demanded
+    reverts whole, so no bond is taken for it."""
+    stack, posted, attempt = world
+    n = posted.inputs.n
+    before = stack.token.balanceOf(stack.challenger)
+    stack.trees.demand(*attempt, [0, 3, n, n + 2], sender=stack.challenger)
+    assert stack.token.balanceOf(stack.challenger) == before - 4 * BOND
+    demanded = [e.position for e in stack.trees.get_logs() if type(e).__name__ == "Demanded"]
+    assert demanded == [0, 3, n, n + 2] and stack.trees.demands_made(1, stack.challenger) == 4
+    with boa.reverts("demands: already demanded"):
+        stack.trees.demand(*attempt, [1, 3], sender=stack.challenger)
+    assert stack.trees.demands_made(1, stack.challenger) == 4

@@ -10,9 +10,9 @@ signs; the two others settle every round without a fallback and are paid, it ear
 with `--absence-rounds 1` they end its permit as soon as round 0 has ended.
 
 It also runs the data-availability loop live (`--probe-demands`): the first honest validator
-demands one part of each posted result it agrees with, and the other answers it inside the
-devnet's demand period (the deadline is 4 s after a demand, at an 8 s challenge window), so the
-round is still final and paid.
+demands one part of each posted result it agrees with, in the devnet's demand period (the first
+4 s of its 16 s challenge window), and the other answers it before its deadline (8 s after the
+demand), so the round is still final and paid.
 
 The window (20 s) holds H = 300 micro steps in half of it for an honest miner on any machine CI has
 had (0.003-0.010 s a step), while a throttled miner fits at most 200 there (180 at k = 30) on any

@@ -42,7 +42,7 @@ def posted(at_post):
 
 def demand(client: ChainClient, post: dict, position: int) -> None:
     client.approve(client.tree_challenges.address, client.read.tree_challenges.challenge_bond())
-    client.challenge("tree_challenges", "demand", *attempt_of(post), position)
+    client.challenge("tree_challenges", "demand", *attempt_of(post), [position])
 
 
 def test_a_demanded_leaf_of_the_right_root_is_answered_and_the_root_stands(posted):

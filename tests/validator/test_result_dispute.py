@@ -148,7 +148,7 @@ def test_a_part_a_colluder_demanded_first_and_left_unanswered_is_expired_by_the_
     colluder = net.validators[0].client
     deployer.transfer_tokens(colluder.address, 100 * TOKEN_UNIT)
     colluder.approve(colluder.tree_challenges.address, colluder.read.tree_challenges.challenge_bond())
-    colluder.challenge("tree_challenges", "demand", *attempt_of(post), own.inputs.n + 2)
+    colluder.challenge("tree_challenges", "demand", *attempt_of(post), [own.inputs.n + 2])
     dispute = ResultDispute(net.validators[1].client, post, own, SettlementHistory(deployer).final, LOG)
     logs = demand_logs(deployer)
     window = int(deployer.read.results.challenge_window())
