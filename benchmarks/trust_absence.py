@@ -43,9 +43,13 @@ def silent_row(p: Params) -> Row:
     inputs, absent = _round(p, v, {j: honest for j in range(v - 1)})
     _, present = _round(p, v, {j: honest for j in range(v)})
     others = inputs.validators[:-1]
-    if not (absent.quorum and certifies(inputs, others, inputs.validators) and all(x > 0 for x in absent.pay)
-            and all(c > 0 for c in absent.validator_credit[:-1])):
-        raise AssertionError(f"{v} equal validators do not ride out one silent validator")
+    rides_out = absent.quorum and certifies(inputs, others, inputs.validators) and all(x > 0 for x in absent.pay) \
+        and all(c > 0 for c in absent.validator_credit[:-1])
+    if rides_out != (v >= 3):  # README: three equal validators ride out one that never reveals, two do not
+        raise AssertionError(f"{v} equal validators: riding out one silent validator is {rides_out}")
+    if not rides_out:  # the round falls back: nobody is paid, the silent one included
+        return blocked(f"one silent validator of {v} (never reveals nor signs)", "8.1 rule 4",
+                       Fraction(present.validator_credit[-1], TOKEN), "the round falls back: 3 validators ride it out")
     loss = Fraction(present.validator_credit[-1] - absent.validator_credit[-1], TOKEN)
     # measured: the others reach the quorum and certify, every honest node is paid, and the
     # silent one forfeits its dividend (the row's loss)
