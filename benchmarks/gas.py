@@ -89,6 +89,8 @@ def figures_of(results: dict[str, dict[str, list[int]]]) -> dict[str, object]:
         "answer_leaf_gas": {k: r["answer_leaf"][0] for k, r in results.items() if r.get("answer_leaf")},
         "answer_validators_gas": {k: r["answer_validators"][0] for k, r in results.items() if r.get("answer_validators")},
         "answer_claims_gas": {k: r["answer_claims"][0] for k, r in results.items() if r.get("answer_claims")},
+        # after the attempt is final (or rejected): the bond to the answerer (or back to the demander)
+        "settle_demand_gas": {k: max(r["settle_demand"]) for k, r in results.items() if r.get("settle_demand")},
         # an account's first claim; an account holding no tokens pays ERC-20's new-holder
         # write on top (about 17,000 gas), shown on its own
         "claim_gas": max(g for r in results.values() for g in r.get("claim", [0])),

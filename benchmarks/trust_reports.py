@@ -93,7 +93,8 @@ def _chain() -> ChainClient:
 def _demand_spam(client: ChainClient, net: ScriptedNetwork) -> tuple[int, str, Fraction, Fraction]:
     """Round 1 played honestly and its (right) result posted; the last miner demands one position
     of the pending attempt after another and validator 0 (a signer: it holds the tree) answers
-    each, until a demand is refused. Then the attempt is made final, which opens round 2."""
+    each, until a demand is refused. Then the attempt is made final, which opens round 2, and
+    each demand is settled: its bond pays the answerer."""
     client.start()
     r = play_to_result(client, net, lambda _m: None, cheat=False)
     settled = SettlementHistory(client).settle(r, hashlib.sha256(b"model/2").digest())
@@ -110,13 +111,15 @@ def _demand_spam(client: ChainClient, net: ScriptedNetwork) -> tuple[int, str, F
         demander.client.challenge("tree_challenges", "demand", *args, [position])
         answerer.client.challenge("tree_challenges", "answer_leaf", *args, *leaf_answer_args(settled, position))
         made += 1
-    after = [client.token_balance(a) for a in (demander.address, answerer.address)]
     try:
         demander.client.challenge("tree_challenges", "demand", *args, [n])
     except ContractRevert as exc:
         refused = exc.reason
     advance_time(client.handle, client.deployment.run_config.chain.result_challenge_window)
     client.finalize_result(header, list_hash(non_signers), posted_time, attempt)
+    for position in range(made):  # each bond pays its answerer once the root is final
+        client.challenge("tree_challenges", "settle_demand", r, attempt, position)
+    after = [client.token_balance(a) for a in (demander.address, answerer.address)]
     return made, refused, _tokens(after[0] - before[0]) / made, _tokens(after[1] - before[1]) / made
 
 

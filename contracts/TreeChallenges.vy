@@ -46,6 +46,7 @@ exports: (
     result_demands.answer_leaf,
     result_demands.answer_root,
     result_demands.expire_demand,
+    result_demands.settle_demand,
     demand_book.demands,
     demand_book.demands_made,
 )

@@ -8,9 +8,13 @@
         a demand of one part of the pending attempt (a column leaf, the root's
         preimage, the validator entries, the claims list) is made in the first
         quarter of the challenge window with the challenge bond, is answered
-        within half of the window (the answerer takes the bond), and otherwise
-        rejects the attempt and returns the bond. Each contract that takes
-        demands keeps its own book, with its own cap per account and round.
+        within half of the window, and otherwise rejects the attempt and
+        returns the bond. The bond of an answered demand is held until the
+        attempt is settled (`_settle`): it pays the answerer of an attempt made
+        final, and goes back to the demander of one rejected (answering the
+        parts of a wrong result earns nothing) or left unanswered. Each
+        contract that takes demands keeps its own book, with its own cap per
+        account and round.
 """
 
 from . import challenge_base
@@ -20,8 +24,8 @@ uses: challenge_base
 
 struct Demand:
     demander: address
-    deadline: uint256
-    answered: bool
+    deadline: uint256  # 0 once its bond is paid out (expired or settled)
+    answerer: address  # empty until answered
 
 
 # keccak(round, attempt, position) -> the demand of that part of that attempt
@@ -47,7 +51,7 @@ def _demand(
     key: bytes32 = keccak256(abi_encode(round, attempt, position))
     assert self.demands[key].demander == empty(address), "demands: already demanded"
     deadline: uint256 = block.timestamp + window // 2
-    self.demands[key] = Demand(demander=msg.sender, deadline=deadline, answered=False)
+    self.demands[key] = Demand(demander=msg.sender, deadline=deadline, answerer=empty(address))
     return deadline
 
 
@@ -57,13 +61,13 @@ def _answer(
     attempt: uint256, position: uint256,
 ):
     """
-    @dev Marks the open demand of `position` answered before its deadline and
-         pays its bond to the answerer; the caller checks the answer.
+    @dev Records the caller as the answer of the open demand of `position`,
+         before its deadline; the bond waits for the attempt's end (`_settle`).
+         The caller checks the answer.
     """
     key: bytes32 = self._pending_demand(round, header, non_signers_hash, posted_time, attempt, position)
     assert block.timestamp < self.demands[key].deadline, "demands: deadline passed"
-    self.demands[key].answered = True
-    assert extcall challenge_base.token.transfer(msg.sender, challenge_base.challenge_bond, default_return_value=True), "demands: bond transfer failed"
+    self.demands[key].answerer = msg.sender
 
 
 @internal
@@ -78,7 +82,7 @@ def _expire(
     key: bytes32 = self._pending_demand(round, header, non_signers_hash, posted_time, attempt, position)
     d: Demand = self.demands[key]
     assert block.timestamp >= d.deadline, "demands: deadline not reached"
-    self.demands[key].answered = True  # settled: neither answered nor expired again
+    self.demands[key] = Demand(demander=d.demander, deadline=0, answerer=d.demander)  # paid: never again
     extcall challenge_base.results.reject(round, d.demander)
     assert extcall challenge_base.token.transfer(d.demander, challenge_base.challenge_bond, default_return_value=True), "demands: bond transfer failed"
     log challenge_base.ChallengeUpheld(round=round, attempt=attempt, challenger=d.demander, kind=kind)
@@ -100,5 +104,25 @@ def _pending_demand(
     key: bytes32 = keccak256(abi_encode(round, attempt, position))
     d: Demand = self.demands[key]
     assert d.demander != empty(address), "demands: no such demand"
-    assert not d.answered, "demands: already settled"
+    assert d.answerer == empty(address), "demands: already settled"
     return key
+
+
+@internal
+def _settle(round: uint256, attempt: uint256, position: uint256) -> address:
+    """
+    @dev Pays out the bond of a demand of an attempt that is settled: to its
+         answerer when the attempt became final, else to its demander (the
+         attempt was rejected, or nobody answered). Returns the payee.
+    """
+    key: bytes32 = keccak256(abi_encode(round, attempt, position))
+    d: Demand = self.demands[key]
+    assert d.demander != empty(address) and d.deadline != 0, "demands: nothing to pay"
+    payee: address = d.demander
+    if staticcall challenge_base.results.rejected_count(round) < attempt:
+        assert staticcall challenge_base.results.final_root(round) != empty(bytes32), "demands: attempt not settled"
+        if d.answerer != empty(address):
+            payee = d.answerer
+    self.demands[key].deadline = 0
+    assert extcall challenge_base.token.transfer(payee, challenge_base.challenge_bond, default_return_value=True), "demands: bond transfer failed"
+    return payee

@@ -14,7 +14,9 @@
         (n, a nonempty tree), the validator entries (n + 1) or the claims list
         (n + 2), posting the challenge bond. Anyone (a signer: it holds them)
         answers within half of the window with that part, checked against the
-        header, in one transaction, and takes the bond; the answer's event
+        header, in one transaction; the bond pays it once the attempt is final
+        (`settle_demand`), and goes back to the demander of an attempt
+        rejected (answering a wrong result earns nothing); the answer's event
         carries the part, so one answer serves everyone. A demand left
         unanswered at its deadline rejects the attempt (its signers become
         slashable) and returns the bond: the deadline falls at least a quarter
@@ -66,6 +68,12 @@ event LeafAnswered:
     siblings: DynArray[bytes32, MAX_DEPTH]
     sums_hashes: DynArray[bytes32, MAX_DEPTH]
 
+event DemandSettled:
+    round: indexed(uint256)
+    attempt: uint256
+    position: uint256
+    payee: indexed(address)
+
 event ValidatorsAnswered:
     round: indexed(uint256)
     attempt: uint256
@@ -88,8 +96,10 @@ def demand(
     @notice Demands parts of the pending attempt, each by its position: column
             leaf `position` (< n), its tree root's preimage (n, a nonempty
             tree), its validator entries (n + 1) or its claims list (n + 2),
-            posting the challenge bond for each (after `approve`): the answerer
-            takes it, an unanswered demand returns it and rejects the attempt.
+            posting the challenge bond for each (after `approve`): it pays the
+            answerer of an attempt made final (`settle_demand`), goes back to
+            the demander of one rejected, and an unanswered demand rejects the
+            attempt and returns it.
             Several in one transaction, so a search through the tree costs one
             block per step.
     @param round The round.
@@ -214,3 +224,17 @@ def expire_demand(
     @param position The demanded part (as in `demand`).
     """
     demand_book._expire(round, header, non_signers_hash, posted_time, attempt, position, KIND_UNANSWERED)
+
+
+@external
+def settle_demand(round: uint256, attempt: uint256, position: uint256):
+    """
+    @notice Pays out the bond of a demand once its attempt is settled: to the
+            answerer of an attempt made final, to the demander of one rejected
+            or of a demand nobody answered. Anyone may call it.
+    @param round The round.
+    @param attempt The attempt the demand concerned.
+    @param position The demanded part.
+    """
+    payee: address = demand_book._settle(round, attempt, position)
+    log DemandSettled(round=round, attempt=attempt, position=position, payee=payee)

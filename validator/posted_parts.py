@@ -48,17 +48,26 @@ class PostedParts:
     root: tuple[bytes, list[int]] | None  # the tree root's (body, sums)
     entries: list[tuple[int, ...]] | None  # the validator entries' fields, as `entries_arg` builds them
     claims: list[bytes] | None
+    answerers: dict[str, str]  # who answered: "leaf <i>", "root", "entries", "claims" -> address
 
     @classmethod
     def of_logs(cls, logs: Mapping[str, EventLog], r: int, attempt: int) -> PostedParts:
         def of(name: str) -> list:
             return [row for row in logs[name].rows() if (int(row["round"]), int(row["attempt"])) == (r, attempt)]
 
-        roots, entries, claims = of("RootAnswered"), of("ValidatorsAnswered"), of("ClaimsAnswered")
-        return cls({int(a["position"]): PostedLeaf.of_event(a) for a in of("LeafAnswered")},
+        leaves, roots, entries, claims = of("LeafAnswered"), of("RootAnswered"), of("ValidatorsAnswered"), of("ClaimsAnswered")
+        answerers = {f"leaf {a['position']}": str(a["answerer"]) for a in leaves}
+        answerers |= {name: str(rows[0]["answerer"]) for name, rows in
+                      (("root", roots), ("entries", entries), ("claims", claims)) if rows}
+        return cls({int(a["position"]): PostedLeaf.of_event(a) for a in leaves},
                    (bytes(roots[0]["body"]), [int(x) for x in roots[0]["sums"]]) if roots else None,
                    [entry_fields(e) for e in entries[0]["entries"]] if entries else None,
-                   [bytes(c) for c in claims[0]["claims"]] if claims else None)
+                   [bytes(c) for c in claims[0]["claims"]] if claims else None, answerers)
+
+    def answerer_of(self, position: int, n: int) -> str | None:
+        """Who answered the demand of `position` (None: nobody yet)."""
+        name = {n: "root", n + 1: "entries", n + 2: "claims"}.get(position, f"leaf {position}")
+        return self.answerers.get(name)
 
     def answered(self, n: int) -> set[int]:
         """The positions answered: columns, n (root), n + 1 (entries), n + 2 (claims)."""

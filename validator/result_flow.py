@@ -39,6 +39,7 @@ from protocol.node.context import NodeContext
 from protocol.node.global_state import StateMismatch
 from protocol.node.logs import kv
 from validator.demand_answers import DemandAnswers
+from validator.demand_bonds import bonds_of
 from validator.probe import probe_position
 from validator.result_challenger import challenge_header_words, wrong_chain_data_words
 from validator.result_dispute import MAX_DEMANDS, ResultDispute
@@ -107,6 +108,8 @@ class ResultFlow:
             elif settled is not None:
                 await self._maybe_post(r, settled)
             await trio.sleep(ctx.config.poll_s)
+        if settled is not None:
+            await self._collect_bonds(r, settled.inputs.n)
         self.shares.forget_before(r)
         self._ready_since = {k: t for k, t in self._ready_since.items() if k[0] > r}
         self._disputed = {k for k in self._disputed if k[0] > r}
@@ -248,6 +251,16 @@ class ResultFlow:
             self._bad.add((root, validator))
             self.ctx.log.warning("bad result signature share %s", kv(validator=validator, root=root.hex()[:12]))
         return holds
+
+    async def _collect_bonds(self, r: int, n: int) -> None:
+        """Settle every demand of ended round `r` whose bond is this validator's (`demand_bonds`)."""
+        ctx = self.ctx
+        rejected = await ctx.port(ctx.port.read.results.rejected_count, r)
+        final = await ctx.port(ctx.port.read.results.final_root, r) != bytes(32)
+        for attempt, position in await ctx.port(bonds_of, self.demand_answers.events, ctx.address, r, n, rejected,
+                                                final):
+            if await ctx.port.try_send(ctx.client.challenge, "tree_challenges", "settle_demand", r, attempt, position):
+                ctx.log.info("demand bond collected %s", kv(round=r, attempt=attempt, position=position))
 
     async def _probe(self, post: dict, own: SettledRound) -> None:
         """Demand one part of the attempt `post` (whose root is `own`'s) and leave it to the others."""

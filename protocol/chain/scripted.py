@@ -152,9 +152,9 @@ def play_to_result(deployer: ChainClient, net: ScriptedNetwork, progress: Progre
 def post_and_finalize(deployer: ChainClient, net: ScriptedNetwork, r: int, model_hash: bytes,
                       signers: int | None = None, challenge_column: int | None = None) -> None:
     """Compute round `r`'s result from chain data, post it signed by the first `signers`
-    validators (a miner demands column `challenge_column` of the right root, if given, and a
-    signer answers it; then the miner challenges that column and loses its bond), wait out the
-    challenge window and make it final."""
+    validators (a miner demands column `challenge_column`, the entries and the claims of the
+    right root, if given, and a signer answers them; then the miner challenges that column and
+    loses its bond), wait out the challenge window, make it final and settle the demands."""
     history = SettlementHistory(deployer)
     settled = history.settle(r, model_hash)
     if not settled.result.quorum:  # without the quorum the model stays as it was
@@ -172,6 +172,10 @@ def post_and_finalize(deployer: ChainClient, net: ScriptedNetwork, r: int, model
                                                             *column_args(settled, challenge_column)))
     advance_time(deployer.handle, deployer.deployment.run_config.chain.result_challenge_window)
     net.record("finalize_result", deployer.finalize_result(list(settled.header.words()), list_hash(non_signers), posted_time, attempt))
+    if challenge_column is not None:  # each demand's bond now pays its answerer
+        for position in (challenge_column, settled.inputs.n + 1, settled.inputs.n + 2):
+            net.record("settle_demand", net.validators[0].client.challenge("tree_challenges", "settle_demand",
+                                                                          r, attempt, position))
 
 
 def post_signed(deployer: ChainClient, net: ScriptedNetwork, r: int, header: list[bytes],

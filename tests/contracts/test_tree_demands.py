@@ -5,8 +5,10 @@ challenger cannot prove a leaf it has never seen. A demand of one leaf that nobo
 time rejects the attempt (its signers become slashable) and returns the demander's bond. Honest
 signers: an answer with the leaf and its path takes the bond, and the leaf's event lets anyone
 challenge it; the root's preimage is demanded as position n, the validator entries as n + 1 and
-the claims list as n + 2, each answered whole and checked against its header word. Spam: each
-demand costs the bond when answered, and an account makes at most 16 a round (enough for an
+the claims list as n + 2, each answered whole and checked against its header word. The bond of
+an answered demand pays the answerer once the root is final and goes back to the demander when
+it is rejected (answering a wrong result earns nothing). Spam: each demand costs the bond when
+answered, and an account makes at most 16 a round (enough for an
 honest search through the largest tree).
 """
 
@@ -22,6 +24,7 @@ from tests.contracts.result_evidence import (
     WINDOW,
     deploy,
     entries_arg,
+    finalize,
     leaf_args,
     post,
     publish,
@@ -57,7 +60,7 @@ def demand(stack, attempt, position, sender=None):
     return stack.trees.demand(*attempt, [position], sender=sender or stack.challenger)
 
 
-def test_an_answered_demand_pays_the_answerer_and_logs_the_leaf(world):
+def test_an_answered_demand_logs_the_leaf_and_its_bond_pays_the_answerer_once_the_root_is_final(world):
     stack, posted, attempt = world
     signer = boa.env.generate_address("signer")
     before = stack.token.balanceOf(stack.challenger)
@@ -67,13 +70,36 @@ def test_an_answered_demand_pays_the_answerer_and_logs_the_leaf(world):
     stack.trees.answer_leaf(*attempt, leaf, sums, path, sender=signer)
     (answered,) = [e for e in stack.trees.get_logs() if type(e).__name__ == "LeafAnswered"]
     assert (answered.position, list(answered.fields), list(answered.sums)) == (4, list(leaf), sums)
-    assert stack.token.balanceOf(signer) == BOND and stack.results.rejected(1) == 0
+    assert stack.token.balanceOf(signer) == 0 and stack.results.rejected(1) == 0  # held until the end
     with boa.reverts("demands: already settled"):
         stack.trees.answer_leaf(*attempt, leaf, sums, path, sender=signer)
     boa.env.time_travel(seconds=WINDOW // 2)
     with boa.reverts("demands: already settled"):
         stack.trees.expire_demand(*attempt, 4)  # an answered demand never rejects
-    assert stack.results.rejected(1) == 0
+    with boa.reverts("demands: attempt not settled"):
+        stack.trees.settle_demand(1, attempt[4], 4)
+    finalize(stack, posted)
+    stack.trees.settle_demand(1, attempt[4], 4, sender=boa.env.generate_address("anyone"))
+    assert stack.token.balanceOf(signer) == BOND and stack.results.rejected(1) == 0
+    with boa.reverts("demands: nothing to pay"):
+        stack.trees.settle_demand(1, attempt[4], 4)
+
+
+def test_the_answered_demands_of_a_rejected_attempt_go_back_to_their_demander(world):
+    """Answering the parts of a wrong result earns nothing: an honest disputer's search is free."""
+    stack, posted, attempt = world
+    signer = boa.env.generate_address("signer")
+    before = stack.token.balanceOf(stack.challenger)
+    demand(stack, attempt, 4)
+    demand(stack, attempt, 2)
+    stack.trees.answer_leaf(*attempt, *leaf_args(posted, 4), sender=signer)
+    boa.env.time_travel(seconds=WINDOW // 2)
+    stack.trees.expire_demand(*attempt, 2)  # rejects the attempt; this bond comes back at once
+    for position in (4,):  # the answered one, once the attempt is rejected
+        stack.trees.settle_demand(1, attempt[4], position)
+    assert stack.token.balanceOf(stack.challenger) == before and stack.token.balanceOf(signer) == 0
+    with boa.reverts("demands: nothing to pay"):
+        stack.trees.settle_demand(1, attempt[4], 2)  # expired: paid already
 
 
 def test_an_unanswered_demand_rejects_the_attempt_and_returns_the_bond(world):
@@ -114,7 +140,7 @@ def test_the_root_preimage_is_demanded_as_position_n_and_answered_with_its_body_
         stack.trees.answer_root(*attempt, (body, [sums[0] + 1, *sums[1:]]), sender=signer)
     stack.trees.answer_root(*attempt, (body, sums), sender=signer)
     (answered,) = [e for e in stack.trees.get_logs() if type(e).__name__ == "RootAnswered"]
-    assert (answered.body, list(answered.sums)) == (body, sums) and stack.token.balanceOf(signer) == BOND
+    assert (answered.body, list(answered.sums)) == (body, sums)
 
 
 def test_an_answer_that_is_not_the_leaf_of_the_root_reverts(world):
@@ -178,7 +204,7 @@ def test_the_validator_entries_are_demanded_as_n_plus_1_and_answered_whole(world
         stack.trees.answer_validators(*attempt, forged, sender=signer)
     stack.trees.answer_validators(*attempt, entries, sender=signer)
     (answered,) = [e for e in stack.trees.get_logs() if type(e).__name__ == "ValidatorsAnswered"]
-    assert [tuple(e) for e in answered.entries] == entries and stack.token.balanceOf(signer) == BOND
+    assert [tuple(e) for e in answered.entries] == entries
 
 
 def test_the_claims_list_is_demanded_as_n_plus_2_and_answered_whole(world):
@@ -189,7 +215,7 @@ def test_the_claims_list_is_demanded_as_n_plus_2_and_answered_whole(world):
         stack.trees.answer_claims(*attempt, posted.claims[:-1], sender=signer)
     stack.trees.answer_claims(*attempt, posted.claims, sender=signer)
     (answered,) = [e for e in stack.trees.get_logs() if type(e).__name__ == "ClaimsAnswered"]
-    assert list(answered.claims) == posted.claims and stack.token.balanceOf(signer) == BOND
+    assert list(answered.claims) == posted.claims
 
 
 def test_a_withheld_claims_list_rejects_the_attempt(world):

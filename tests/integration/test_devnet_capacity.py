@@ -12,7 +12,7 @@ with `--absence-rounds 1` they end its permit as soon as round 0 has ended.
 It also runs the data-availability loop live (`--probe-demands`): the first honest validator
 demands one part of each posted result it agrees with, in the devnet's demand period (the first
 4 s of its 16 s challenge window), and the other answers it before its deadline (8 s after the
-demand), so the round is still final and paid.
+demand), so the round is still final and paid; the answerer collects the bond at the round's end.
 
 The window (20 s) holds H = 300 micro steps in half of it for an honest miner on any machine CI has
 had (0.003-0.010 s a step), while a throttled miner fits at most 200 there (180 at k = 30) on any
@@ -96,11 +96,14 @@ def test_the_honest_validators_end_the_silent_ones_permit(report):
 def test_every_probed_part_is_answered_by_another_validator_in_time(report):
     """The prober demands in the first quarter of the window when it sees the post in time (it
     polls every 0.5 s; a late sight logs `result part not probed`); every demand it made was
-    answered by the other honest validator, so no round was rejected or fell back."""
+    answered by the other honest validator, so no round was rejected or fell back, and the
+    answerer collected the bond once the round ended (`settle_demand`)."""
     data, log = report
     probed = {(e["round"], e["position"]): node_of(e) for e in log if e["event"] == "result part probed"}
     answered = {(e["round"], e["position"]): node_of(e) for e in log if e["event"] == "demand answered"}
     assert probed, [e for e in log if e["event"] == "result part not probed"]
     assert all(key in answered and answered[key] != prober for key, prober in probed.items()), (probed, answered)
+    collected = {(e["round"], e["position"]): node_of(e) for e in log if e["event"] == "demand bond collected"}
+    assert collected and all(answered[key] == node for key, node in collected.items()), (collected, answered)
     assert all(r["fallback"] is False for r in data["rounds"])
     assert not [e for e in log if e["event"] == "posted result challenged"]

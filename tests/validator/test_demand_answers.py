@@ -19,6 +19,7 @@ from protocol.chain.scripted import post_signed
 from protocol.core.errors import ContractRevert
 from tests.validator.scripted_result import back_to, played_to_result
 from validator.demand_answers import answer_part, open_positions
+from validator.demand_bonds import bonds_of
 from validator.posted_parts import EVENTS
 
 COLUMN = 1
@@ -55,7 +56,7 @@ def test_a_demanded_leaf_of_the_right_root_is_answered_and_the_root_stands(poste
     assert open_positions(logs, r, int(post["attempt"]), own.inputs.n) == [COLUMN]
     answer_part(answerer, post, own, COLUMN)
     assert open_positions(logs, r, int(post["attempt"]), own.inputs.n) == []
-    assert answerer.token_balance(answerer.account.address) == before + bond
+    assert answerer.token_balance(answerer.account.address) == before  # held until the root is final
     with pytest.raises(ContractRevert, match="already settled"):
         answer_part(net.validators[0].client, post, own, COLUMN)  # a second answerer is too late
     advance_time(deployer.handle, int(deployer.read.results.challenge_window()))
@@ -64,6 +65,10 @@ def test_a_demanded_leaf_of_the_right_root_is_answered_and_the_root_stands(poste
     deployer.finalize_result([bytes(w) for w in post["header"]], attempt_of(post)[2], int(post["posted_time"]),
                              int(post["attempt"]))
     assert deployer.call("results", "final_root", r) == own.header.result_root()
+    # the bond pays the answerer once the root is final; its own node finds it and collects
+    assert bonds_of(logs, answerer.account.address, r, own.inputs.n, 0, True) == [(int(post["attempt"]), COLUMN)]
+    answerer.challenge("tree_challenges", "settle_demand", r, int(post["attempt"]), COLUMN)
+    assert answerer.token_balance(answerer.account.address) == before + bond
 
 
 def test_a_root_whose_tree_is_withheld_is_rejected_and_its_signers_are_slashable(posted):

@@ -30,6 +30,7 @@ from protocol.core.settlement.result_tree import ColumnTree, validator_entries, 
 from tests.contracts.result_evidence import with_sums
 from tests.validator.scripted_result import back_to, played_to_result
 from validator.demand_answers import answer_part, open_positions
+from validator.demand_bonds import bonds_of
 from validator.posted_parts import EVENTS
 from validator.result_challenger import wrong_chain_data_words
 from validator.result_dispute import ResultDispute
@@ -112,7 +113,9 @@ def verdicts(client: ChainClient, event: str) -> list[int]:
                          ids=["column", "node", "claim", "entry"])
 def test_answers_lead_to_the_challenge_that_proves_the_wrong_value(played, wrong_of, kind):
     deployer, net, r, own, wrong, post = post_wrong(played, wrong_of)
-    dispute = ResultDispute(net.validators[1].client, post, own, SettlementHistory(deployer).final, LOG)
+    disputer = net.validators[1].client
+    before = disputer.token_balance(disputer.address)
+    dispute = ResultDispute(disputer, post, own, SettlementHistory(deployer).final, LOG)
     logs = demand_logs(deployer)
     demand_until = int(post["posted_time"]) + int(deployer.read.results.challenge_window()) // 4
     for _ in range(10):
@@ -123,7 +126,11 @@ def test_answers_lead_to_the_challenge_that_proves_the_wrong_value(played, wrong
             answer_part(net.validators[0].client, post, wrong, position)  # from what they signed
     assert verdicts(deployer, "ChallengeUpheld") == [kind] and verdicts(deployer, "ChallengeFailed") == []
     assert deployer.call("results", "rejected_count", r) == 1 and deployer.call("results", "pending", r) == b"\x00" * 32
-    assert len(dispute.demanded) <= 8
+    assert len(dispute.demanded) <= 16
+    # the answered demands of the rejected attempt go back to the disputer: its search cost nothing
+    for attempt, position in bonds_of(logs, disputer.address, r, own.inputs.n, 1, False):
+        disputer.challenge("tree_challenges", "settle_demand", r, attempt, position)
+    assert disputer.token_balance(disputer.address) == before
 
 
 @pytest.mark.parametrize("wrong_of", [wrong_inside, wrong_claim], ids=["tree", "claims"])

@@ -47,6 +47,12 @@ def reject(round: uint256, challenger: address):
     self.reporter[round] = challenger
 
 
+@view
+@external
+def rejected_count(round: uint256) -> uint256:
+    return self.rejected[round]
+
+
 @pure
 @external
 def commitment_of(root: bytes32, non_signers_hash: bytes32, posted_time: uint256, attempt: uint256) -> bytes32:
