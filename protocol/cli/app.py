@@ -26,6 +26,20 @@ F = TypeVar("F", bound=Callable[..., Any])
 INSPECT_VIEWS = ("summary", "rounds", "round", "node", "disputes")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        console.print(f"veritrain {version('veritrain')}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                               help="Print the installed version and exit")] = False) -> None:
+    """veritrain: verifiable decentralized training."""
+
+
 def one_line_errors(fn: F) -> F:
     """Turn any VeritrainError into one red line on stderr and exit 1, or 2 for a bad argument
     (no traceback)."""

@@ -303,7 +303,8 @@ def _cheat(name: str | None) -> Any:
 
 def miner(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt, data_dir: DataDirOpt, listen: ListenOpt = None,
           bootstrap: BootstrapOpt = None, stake: StakeOpt = None, max_rounds: RoundsOpt = None,
-          cheat: Annotated[str | None, typer.Option(help="Testing only: behave as this adversary")] = None,
+          cheat: Annotated[str | None, typer.Option(hidden=True,  # tests only: kept out of an operator's help
+                                                    help="Testing only: behave as this adversary")] = None,
           hardware_class: ClassOpt = None, discover: DiscoverOpt = None,
           discover_server: DiscoverServerOpt = None,
           capacity_margin: Annotated[float, typer.Option(
