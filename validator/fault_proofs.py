@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from protocol.chain.challenge_args import ZERO32, column_args, entries_arg, reveals_arg
+from protocol.chain.challenge_args import ZERO32, entries_arg, leaf_answer_args, reveals_arg
 from protocol.core.crypto.keccak import checksum_address
 from protocol.core.settlement.claims_tree import claim_leaf, claims_root
 from protocol.core.settlement.result_header import SettledRound
@@ -62,13 +62,13 @@ def leaf_proof(own: SettledRound, leaf: PostedLeaf, root: tuple | None, finals: 
         assert other is not None  # this validator's prev pointers name final rounds
         return Proof("account_challenges", "challenge_miner_stale",
                      (*leaf.args(), own_prev - 1, list(other.header.words()), own_prev_index,
-                      *column_args(other, own_prev_index)[:3]), f"column {i} prev")
+                      *leaf_answer_args(other, own_prev_index)), f"column {i} prev")
     # the pointer names a round that is not final, or one not holding this miner, or the values
     # do not follow from it: every case left fails the link
     final = None if bad_prev(own.inputs.round, leaf.prev, finals) else finals(leaf.prev - 1)
     held = final is not None and leaf.fields[5] < final.inputs.n
     evidence = (list(final.header.words()) if final else NO_HEADER,
-                *(column_args(final, leaf.fields[5])[:3] if held and final else NO_LEAF))
+                *(leaf_answer_args(final, leaf.fields[5]) if held and final else NO_LEAF))
     return Proof("account_challenges", "challenge_miner_history", (*leaf.args(), *evidence), f"column {i} history")
 
 
@@ -133,12 +133,13 @@ def _entries_malformed(own: SettledRound, entries: list[tuple[int, ...]], root: 
     return False
 
 
-def claims_proof(own: SettledRound, claims: list[bytes], posted_claims_root: bytes, leaves: dict[int, tuple],
+def claims_proof(own: SettledRound, claims: list[bytes], posted_claims_root: bytes,
+                 leaf_of: Callable[[int], tuple | None],
                  entries: list[tuple[int, ...]] | None) -> tuple[Proof | None, set[int]]:
     """A posted claims list that differs from this validator's: the claims-root challenge when the
     list's length or root is wrong, else a claim that does not follow from the posted column leaf
-    (`leaves`: column -> (fields, sums, path) of the posted tree) or validator entry. Also the
-    positions still to demand (a column leaf, n + 1 for the entries) to decide one."""
+    (`leaf_of(k)`: (fields, sums, path) of the posted tree's leaf k, None while not shown) or
+    validator entry. Also the positions still to demand (a column leaf, n + 1 for the entries)."""
     n, v = own.inputs.n, len(own.inputs.validators)
     if len(claims) != n + v or claims_root(claims) != posted_claims_root:
         return Proof("account_challenges", "challenge_claims_root", (claims,), "claims root"), set()
@@ -146,10 +147,11 @@ def claims_proof(own: SettledRound, claims: list[bytes], posted_claims_root: byt
     for k, (claim, mine) in enumerate(zip(claims, own.claim_leaves, strict=True)):
         if claim == mine:
             continue
-        if k < n and k not in leaves:
+        leaf = leaf_of(k) if k < n else None
+        if k < n and leaf is None:
             wanted.add(k)
-        elif k < n and claim_leaf(_address(leaves[k][0][1]), leaves[k][0][3]) != claim:
-            return Proof("account_challenges", "challenge_miner_claim", (claims, *leaves[k]), f"claim {k}"), set()
+        elif leaf is not None and claim_leaf(_address(leaf[0][1]), leaf[0][3]) != claim:
+            return Proof("account_challenges", "challenge_miner_claim", (claims, *leaf), f"claim {k}"), set()
         elif k >= n and entries is None:
             wanted.add(n + 1)
         elif k >= n and entries is not None and claim_leaf(_address(entries[k - n][1]), entries[k - n][3]) != claim:

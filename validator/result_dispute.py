@@ -20,7 +20,13 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from protocol.chain.challenge_args import attempt_of, claims_arg, column_args, entries_arg, root_arg
+from protocol.chain.challenge_args import (
+    attempt_of,
+    claims_arg,
+    entries_arg,
+    leaf_answer_args,
+    root_arg,
+)
 from protocol.chain.client import ChainClient
 from protocol.chain.events import EventLog
 from protocol.core.errors import ContractRevert
@@ -98,10 +104,13 @@ class ResultDispute:
         root = root_arg(own) if not self.differs(H_TREE_ROOT) else parts.root
         entries = entries_arg(own) if not self.differs(H_VALIDATORS) else parts.entries
         claims = claims_arg(own) if not self.differs(H_CLAIMS_LIST) else parts.claims
-        leaves = ({k: column_args(own, k)[:3] for k in range(self.n)} if not self.differs(H_TREE_ROOT)
-                  else {k: leaf.args() for k, leaf in parts.leaves.items()})
+        def leaf_of(k: int) -> tuple | None:  # the posted tree's leaf k: its own when the roots agree
+            if not self.differs(H_TREE_ROOT):
+                return leaf_answer_args(own, k)
+            return parts.leaves[k].args() if k in parts.leaves else None
+
         if claims is not None and (self.differs(H_CLAIMS_LIST) or self.differs(H_CLAIMS_ROOT)):
-            found, wanted = claims_proof(own, claims, self.posted_word(H_CLAIMS_ROOT), leaves, entries)
+            found, wanted = claims_proof(own, claims, self.posted_word(H_CLAIMS_ROOT), leaf_of, entries)
             self.wanted |= wanted
             if found is not None:
                 return found

@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from protocol.chain.challenge_args import column_args
+from protocol.chain.challenge_args import leaf_answer_args
 from protocol.core.settlement.abi_words import ZERO_WORD, list_hash
 from protocol.core.settlement.result_header import SettledRound
 from validator.posted_parts import PostedLeaf
@@ -37,7 +37,7 @@ class Finding:
 
 def own_leaf(own: SettledRound, i: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Column i's fields and sums in this validator's tree."""
-    leaf, sums = column_args(own, i)[:2]
+    leaf, sums = leaf_answer_args(own, i)[:2]
     return tuple(leaf), tuple(sums)
 
 

@@ -24,13 +24,7 @@ ZERO32 = b"\x00" * 32
 
 def column_args(settled: SettledRound, i: int) -> tuple:
     """(leaf fields, leaf sums, inclusion path, root preimage, reveals) of column `i`."""
-    inputs, result, tree = settled.inputs, settled.result, settled.tree
-    miner = inputs.miners[i]
-    prev, prev_index = inputs.prev_pointer(miner)
-    leaf = (i, int(miner, 16), result.reputation[i], result.cumulative[i], prev, prev_index)
-    path = tree.inclusion_path(0, i)
-    return (leaf, list(tree.levels[0][i].sums), ([s for s, _ in path], [h for _, h in path]), root_arg(settled),
-            reveals_arg(settled.inputs, i))
+    return (*leaf_answer_args(settled, i), root_arg(settled), reveals_arg(settled.inputs, i))
 
 
 def attempt_of(post: dict) -> tuple:
@@ -42,8 +36,13 @@ def attempt_of(post: dict) -> tuple:
 
 def leaf_answer_args(settled: SettledRound, i: int) -> tuple:
     """(leaf fields, leaf sums, inclusion path) of column `i`: `TreeChallenges.answer_leaf`'s
-    arguments after the attempt's five."""
-    return column_args(settled, i)[:3]
+    arguments after the attempt's five, and what every challenge of a leaf carries."""
+    inputs, result, tree = settled.inputs, settled.result, settled.tree
+    miner = inputs.miners[i]
+    prev, prev_index = inputs.prev_pointer(miner)
+    leaf = (i, int(miner, 16), result.reputation[i], result.cumulative[i], prev, prev_index)
+    path = tree.inclusion_path(0, i)
+    return (leaf, list(tree.levels[0][i].sums), ([s for s, _ in path], [h for _, h in path]))
 
 
 def entries_arg(settled: SettledRound) -> list[tuple]:
