@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from protocol.chain.challenge_args import ZERO32, entries_arg, leaf_answer_args, reveals_arg
 from protocol.core.crypto.keccak import checksum_address
 from protocol.core.settlement.claims_tree import claim_leaf, claims_root
-from protocol.core.settlement.result_header import SettledRound
+from protocol.core.settlement.result_header import HEADER_WORD_NAMES, SettledRound
 from protocol.core.settlement.result_tree import children_hash
 from validator.posted_parts import PostedLeaf
 from validator.tree_search import own_leaf
 
 Finals = Callable[[int], SettledRound | None]  # final round q's settled result; None when q is not final
-NO_HEADER = [ZERO32] * 14  # evidence a challenge ignores (a pointer to a round that is not final)
+NO_HEADER = [ZERO32] * len(HEADER_WORD_NAMES)  # evidence a challenge ignores (a pointer to a round that is not final)
 NO_LEAF: tuple = ((0,) * 6, [], ([], []))
 
 

@@ -30,7 +30,7 @@ from protocol.chain.challenge_args import (
 from protocol.chain.client import ChainClient
 from protocol.chain.events import EventLog
 from protocol.core.errors import ContractRevert
-from protocol.core.settlement.result_header import SettledRound
+from protocol.core.settlement.result_header import HEADER_WORD_NAMES, SettledRound
 from protocol.node.logs import kv
 from validator.fault_proofs import (
     Finals,
@@ -46,7 +46,6 @@ from validator.tree_search import Step, next_step
 
 MAX_DEMANDS = 16  # TreeChallenges' cap per account and round (result_demands.MAX_DEMANDS)
 FIRST_SPREAD = 4  # leaves demanded at once at the start, evenly spread
-H_TREE_ROOT, H_VALIDATORS, H_CLAIMS_ROOT, H_CLAIMS_LIST = 6, 7, 8, 9
 
 
 @dataclass
@@ -62,22 +61,23 @@ class ResultDispute:
 
     def __post_init__(self) -> None:
         n = self.n
-        if self.differs(H_TREE_ROOT):
+        if self.differs("tree_root"):
             self.wanted |= {n} | {k * n // FIRST_SPREAD for k in range(FIRST_SPREAD) if n}
-        if self.differs(H_VALIDATORS):
+        if self.differs("validators_hash"):
             self.wanted.add(n + 1)
-        if self.differs(H_CLAIMS_LIST):
+        if self.differs("claims_list_hash"):
             self.wanted.add(n + 2)
 
     @property
     def n(self) -> int:
         return self.own.inputs.n
 
-    def posted_word(self, k: int) -> bytes:
-        return bytes(self.post["header"][k])
+    def posted_word(self, name: str) -> bytes:
+        return bytes(self.post["header"][HEADER_WORD_NAMES.index(name)])
 
-    def differs(self, k: int) -> bool:
-        return self.posted_word(k) != self.own.header.words()[k]
+    def differs(self, name: str) -> bool:
+        """Whether the posted header's word `name` differs from this validator's."""
+        return self.posted_word(name) != self.own.header.words()[HEADER_WORD_NAMES.index(name)]
 
     def step(self, logs: Mapping[str, EventLog], now: int, demand_until: int) -> None:
         """One look at the chain: expire an overdue demand of its, else challenge a wrong part the
@@ -86,31 +86,33 @@ class ResultDispute:
             return
         r, attempt = int(self.post["round"]), int(self.post["attempt"])
         parts = PostedParts.of_logs(logs, r, attempt)
-        for d in logs["Demanded"].rows():  # its own, or another's of a part it wants (it cannot demand that one)
-            if ((int(d["round"]), int(d["attempt"])) == (r, attempt) and int(d["position"]) not in parts.answered(self.n)
-                    and int(d["position"]) in self.wanted and now >= int(d["deadline"])):
-                self._send(Proof("tree_challenges", "expire_demand", (int(d["position"]),), f"unanswered {d['position']}"))
+        demands = {int(d["position"]): int(d["deadline"]) for d in logs["Demanded"].rows()
+                   if (int(d["round"]), int(d["attempt"])) == (r, attempt)}
+        answered = parts.answered(self.n)
+        # its own overdue demand, or another's of a part it wants (it cannot demand that one)
+        for position, deadline in sorted(demands.items()):
+            if position in self.wanted and position not in answered and now >= deadline:
+                self._send(Proof("tree_challenges", "expire_demand", (position,), f"unanswered {position}"))
                 return
         proof = self.proof(parts)
         if proof is not None:
             self._send(proof)
         elif now < demand_until:
-            self._demand_next({int(d["position"]) for d in logs["Demanded"].rows()
-                               if (int(d["round"]), int(d["attempt"])) == (r, attempt)})
+            self._demand_next(set(demands))
 
     def proof(self, parts: PostedParts) -> Proof | None:
         """The cheapest challenge the parts shown so far prove; adds what to demand next."""
         own = self.own
-        root = root_arg(own) if not self.differs(H_TREE_ROOT) else parts.root
-        entries = entries_arg(own) if not self.differs(H_VALIDATORS) else parts.entries
-        claims = claims_arg(own) if not self.differs(H_CLAIMS_LIST) else parts.claims
+        root = root_arg(own) if not self.differs("tree_root") else parts.root
+        entries = entries_arg(own) if not self.differs("validators_hash") else parts.entries
+        claims = claims_arg(own) if not self.differs("claims_list_hash") else parts.claims
         def leaf_of(k: int) -> tuple | None:  # the posted tree's leaf k: its own when the roots agree
-            if not self.differs(H_TREE_ROOT):
+            if not self.differs("tree_root"):
                 return leaf_answer_args(own, k)
             return parts.leaves[k].args() if k in parts.leaves else None
 
-        if claims is not None and (self.differs(H_CLAIMS_LIST) or self.differs(H_CLAIMS_ROOT)):
-            found, wanted = claims_proof(own, claims, self.posted_word(H_CLAIMS_ROOT), leaf_of, entries)
+        if claims is not None and (self.differs("claims_list_hash") or self.differs("claims_root")):
+            found, wanted = claims_proof(own, claims, self.posted_word("claims_root"), leaf_of, entries)
             self.wanted |= wanted
             if found is not None:
                 return found
@@ -126,7 +128,7 @@ class ResultDispute:
                 structure.append(node_proof(own, leaf, finding.level))
             elif finding.step is Step.WRONG_LEAF:
                 columns += [p for p in [leaf_proof(own, leaf, root, self.finals)] if p is not None]
-        if entries is not None and self.differs(H_VALIDATORS):
+        if entries is not None and self.differs("validators_hash"):
             structure += [p for p in [entries_proof(own, entries, root, self.finals)] if p is not None]
         proofs = structure + columns
         return proofs[0] if proofs else None
