@@ -16,6 +16,7 @@ from protocol.core.errors import ChainError
 # anvil's (and hardhat's) first well-known dev account; only ever funded on dev chains
 ANVIL_DEV_KEY = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"
 RPC_TIMEOUT_S = 30.0
+FIRST_ANSWER_TIMEOUT_S = 10.0  # a wrong or dead --rpc is reported within this (docs/OPERATORS.md §11.2)
 
 
 @dataclass
@@ -46,12 +47,24 @@ def connect(rpc_url: str | None) -> ChainHandle:
     """Connect to `rpc_url`, or start an in-process eth-tester chain when it is None."""
     if rpc_url is None or rpc_url == "embedded":
         return _embedded()
-    w3 = lean(Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": RPC_TIMEOUT_S})))
+    check_rpc_url(rpc_url)
+    # the first answer under a short timeout, so a wrong address fails fast; later calls may be slow
+    first = lean(Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": FIRST_ANSWER_TIMEOUT_S},
+                                        exception_retry_configuration=None)))  # web3 retries 5 times
     try:
-        w3.eth.chain_id  # noqa: B018  (forces a round trip)
+        first.eth.chain_id  # noqa: B018  (forces a round trip)
     except (requests.exceptions.RequestException, OSError, ValueError) as exc:
-        raise ChainError(f"cannot reach RPC node at {rpc_url}: {type(exc).__name__}") from exc
-    return ChainHandle(w3=w3, embedded=False)
+        raise ChainError(f"cannot reach RPC node at {rpc_url} within {FIRST_ANSWER_TIMEOUT_S:.0f} s: "
+                         f"{type(exc).__name__} (is the node running, and is the URL right?)") from exc
+    return ChainHandle(w3=lean(Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": RPC_TIMEOUT_S}))),
+                       embedded=False)
+
+
+def check_rpc_url(rpc_url: str) -> None:
+    """Refuses a URL that is not HTTP(S) JSON-RPC, naming the fix (a string check: no I/O)."""
+    if not rpc_url.startswith(("http://", "https://")):
+        raise ChainError(f"--rpc {rpc_url} needs its scheme: http://{rpc_url.split('://')[-1]} "
+                         "(or https://); only HTTP JSON-RPC is supported")
 
 
 def one_run_gas_estimate(state: Any, transaction: Any) -> int:

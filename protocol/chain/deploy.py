@@ -85,6 +85,24 @@ def _genesis(config: RunConfig, deployer: str) -> tuple[list[str], list[int]]:
     return [a.address for a in config.genesis], [a.amount * TOKEN_UNIT for a in config.genesis]
 
 
+ZERO_ADDRESS = "0x" + "00" * 20
+
+
+def check_fundable(handle: ChainHandle, addresses: list[str]) -> None:
+    """Refuses, before anything is sent, an address funding cannot reach: the zero address
+    (the token refuses transfers to it) or a contract (it refuses plain ETH, and a node's
+    account is a key, never a contract)."""
+    from web3 import Web3
+
+    for address in addresses:
+        if int(address, 16) == 0:
+            raise ConfigError(f"cannot fund {address}: the token refuses transfers to the zero address "
+                              "(a node's address is printed by `veritrain keys show --keys DIR`)")
+        if handle.w3.eth.get_code(Web3.to_checksum_address(address)):
+            raise ConfigError(f"cannot fund {address}: it is a contract, which refuses plain ETH (a node's account "
+                              "is a key: `veritrain keys show --keys DIR` prints it); nothing was sent")
+
+
 def fund(handle: ChainHandle, deployment: Deployment, deployer: LocalAccount, addresses: list[str],
          eth_wei: int, tokens: int, progress: Progress = lambda _msg: None) -> None:
     """Send gas money and tokens from the deployer to each address (dev chains only)."""

@@ -6,6 +6,7 @@ from typing import Any
 
 from protocol.chain.client import ChainClient, Phase, ReportStatus, Role, reveals_from
 from protocol.chain.events import read_events, read_many
+from protocol.chain.round_timeline import round_closings
 from protocol.chain.settlement_history import SettlementHistory
 from protocol.core.errors import ConfigError
 from protocol.core.settlement.class_checks import effective_classes
@@ -107,12 +108,14 @@ def round_detail(client: ChainClient, round_: int) -> dict[str, Any]:
                            "witness_root": _hex(rev["witness_root"]) if rev else None,
                            "reward": settled.result.validator_credit[j] if settled else None,
                            "cumulative": settled.result.validator_cumulative[j] if settled else None})
+    result_deadline = client.read.results.result_deadline(round_)
     return {
         "round": round_, "phase": Phase(client.phase(round_)).name.lower(),
         "seed": _hex(info["seed"]), "commit_deadline": info["commit_deadline"],
         "score_deadline": info["score_deadline"], "reveal_deadline": info["reveal_deadline"],
-        "audit_deadline": info["audit_deadline"],
-        "result_deadline": client.read.results.result_deadline(round_),
+        "audit_deadline": info["audit_deadline"], "result_deadline": result_deadline,
+        # when each phase closed (null while open): a phase closing early ends before its deadline
+        "closed": round_closings(client, round_, info, result_deadline),
         "model_hash": _hex(client.read.rounds.model_hash(round_)),
         "next_model_hash": _hex(client.read.rounds.model_hash(round_ + 1)),
         "result": _result_status(client, round_, _posts_by_round(client).get(round_, [])),

@@ -201,6 +201,7 @@ def fund(
     from protocol.chain.backend import connect
     from protocol.chain.backend import dev_account as dev
     from protocol.chain.client import ChainClient
+    from protocol.chain.deploy import check_fundable
     from protocol.chain.deploy import fund as do_fund
     from protocol.chain.deployment import load_deployment
     from protocol.cli.usage import BadUsage
@@ -219,6 +220,7 @@ def fund(
     client = ChainClient(handle, dep, payer)
     client.check_deployment()
     check_tokens_to_fund(client, "the dev account", len(accounts), tokens_each)
+    check_fundable(handle, accounts)
     do_fund(handle, dep, payer, accounts, wei, tokens_each)
     for address in accounts:
         typer.echo(f"funded {address}: {tokens(wei)} ETH, {tokens_each} tokens")

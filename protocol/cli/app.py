@@ -127,6 +127,9 @@ def deploy(
         _progress("wrote its config into [training.model] and the folder into [training.genesis]")
     handle = connect(rpc)
     deployer = _deployer(handle, key, dev_account)
+    from protocol.chain.deploy import check_fundable
+
+    check_fundable(handle, fund_to)  # before deploying: the deployment's own contracts are not there yet
     if int(handle.w3.eth.get_balance(deployer.address)) == 0:
         raise InsufficientFunds(f"deployer {deployer.address} has no gas money on chain {handle.chain_id}")
     _progress("pinning model, dataset and replay-profile hashes (nodes must reproduce them)")
@@ -146,6 +149,8 @@ def inspect(
     rpc: Annotated[str, typer.Option(help="JSON-RPC URL of the chain")] = "http://127.0.0.1:8545",
     deployment: Annotated[Path, typer.Option(help="Deployment file written by `veritrain deploy`")] = Path("deployment.json"),
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON with stable keys instead of tables")] = False,
+    exact: Annotated[bool, typer.Option("--exact", help="Token amounts with all 18 decimals (tables round to 4; "
+                                                        "--json is always exact)")] = False,
 ) -> None:
     """Show on-chain settlement: stakes, rewards, slashes, consensus scores, models, disputes."""
     from protocol.chain.backend import connect
@@ -155,10 +160,10 @@ def inspect(
     dep = load_deployment(deployment)
     client = ChainClient(connect(rpc), dep)
     client.check_deployment()
-    show(client, view, target, as_json)
+    show(client, view, target, as_json, exact)
 
 
-def show(client: Any, view: str, target: str | None, as_json: bool) -> None:
+def show(client: Any, view: str, target: str | None, as_json: bool, exact: bool = False) -> None:
     """Render one inspect view (shared with devnet)."""
     from protocol.chain import settlement_view as sv
     from protocol.cli import inspect_render as render
@@ -181,9 +186,9 @@ def show(client: Any, view: str, target: str | None, as_json: bool) -> None:
     if as_json:
         print(json.dumps({"view": view, "data": data}, indent=2, sort_keys=True, default=str))
         return
-    renderers: dict[str, Callable[[Console, Any, int], None]] = {"summary": render.render_summary, "rounds": render.render_rounds, "round": render.render_round,
+    renderers: dict[str, Callable[[Console, Any, int, bool], None]] = {"summary": render.render_summary, "rounds": render.render_rounds, "round": render.render_round,
                 "node": render.render_node, "disputes": render.render_disputes}
-    renderers[view](console, data, client.block_time())  # chain times are shown against the chain's clock
+    renderers[view](render.wide(console), data, client.block_time(), exact)  # chain times against the chain's clock
 
 
 @app.command()

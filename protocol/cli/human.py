@@ -1,4 +1,5 @@
-"""What a person reads: chain times as local date and time with the time left, token amounts exact."""
+"""What a person reads: chain times as local date and time with the time left, token amounts
+exact or rounded for tables."""
 
 from __future__ import annotations
 
@@ -17,6 +18,21 @@ def tokens(amount: int, grouped: bool = False) -> str:
     if frac:
         text += "." + f"{frac:018d}".rstrip("0")
     return sign + text
+
+
+DISPLAY_DECIMALS = 4  # tables round here (docs/OPERATORS.md §8): 999.999999999999999999 reads 1000
+
+
+def rounded_tokens(amount: int, grouped: bool = False, decimals: int = DISPLAY_DECIMALS) -> str:
+    """Base units rounded to `decimals` decimals, half away from zero, trailing zeros trimmed
+    (integer arithmetic, as `tokens`): a payout split by integer division reads `1000`, not
+    `999.999999999999999999`. A nonzero amount that would round to 0 reads `<0.0001`, never 0."""
+    step = TOKEN_UNIT // 10**decimals
+    units = (abs(amount) + step // 2) // step * step
+    sign = "-" if amount < 0 else ""
+    if units == 0 and amount:
+        return f"{sign}<{step / TOKEN_UNIT:.{decimals}f}"
+    return sign + tokens(units, grouped)
 
 
 def duration(seconds: int) -> str:

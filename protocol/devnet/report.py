@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,10 @@ from protocol.core.settlement.fraud import FraudKind
 from protocol.core.settlement.loss_scale import LOSS_SCALE
 
 SCORE_SCALE = 65535
+PIPED_WIDTH = 1000  # columns when stdout is no terminal: rich's default 80 would cut the addresses
+REPUTATION_NOTE = ("reputation: a miner's moving average of its consensus scores, rep = (9·prev + c)/10 "
+                   "(docs/PROTOCOL.md §11), which sets its peer rate limits; validators have none (—).")
+NODE_COLORS = {"miner": "tab:blue", "validator": "tab:green", "slashed": "tab:red"}  # nodes.png; its legend in this order
 
 
 def _tokens(amount: int) -> float:
@@ -30,7 +35,9 @@ def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any],
     reports = [admin.report(rid) | {"id": rid} for rid in range(1, admin.read.disputes.report_count() + 1)]
     history = SettlementHistory(admin)  # every figure below is rebuilt from chain data
     out_rounds = []
-    full_steps = resolve(admin.deployment.run_config).compute.inner_steps
+    setup = resolve(admin.deployment.run_config)
+    full_steps = setup.compute.inner_steps
+    config = {**config, "vocab_size": setup.model.vocab_size}  # for the plot's uniform-guess loss, ln V
     for r in range(rounds):
         settled = history.final(r)
         info = admin.round_info(r)
@@ -104,30 +111,65 @@ def _plots(report: dict[str, Any], out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    paths = []
+    for name, figure in (("heldout_loss.png", loss_figure(report)), ("nodes.png", nodes_figure(report))):
+        figure.savefig(out / name, dpi=110, bbox_inches="tight")  # rotated names stay whole
+        plt.close(figure)
+        paths.append(out / name)
+    return paths
+
+
+def loss_figure(report: dict[str, Any]) -> Any:
+    """Held-out loss per round on whole-round ticks, against the loss of a uniform guess over
+    the vocabulary, ln V nats: a model below that line has learned something."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
     rounds = [r["round"] for r in report["rounds"]]
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.plot(rounds, [r["heldout_loss"] if r["heldout_loss"] is not None else float("nan") for r in report["rounds"]],
-            marker="o")
-    ax.set(xlabel="round", ylabel="held-out loss (median revealed)", title="global model quality per round")
+            marker="o", label="held-out loss (median revealed)")
+    vocab = report["config"].get("vocab_size")  # absent from reports written before it was recorded
+    if vocab:
+        ax.axhline(math.log(vocab), color="tab:gray", linestyle="--",
+                   label=f"uniform guess: ln {vocab} = {math.log(vocab):.2f}")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole
+    ax.set(xlabel="round", ylabel="held-out loss (nats)", title="global model quality per round")
+    ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "heldout_loss.png", dpi=110)
-    plt.close(fig)
-    final = report["final"]
-    labels = [f"{f['role'][0]}{i}:{f['kind']}" for i, f in enumerate(final)]
+    return fig
+
+
+def nodes_figure(report: dict[str, Any]) -> Any:
+    """Claimed rewards, stake and reputation per node, named as the settlement table names them."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    final, names = report["final"], node_names(report["final"])
+    colors = [NODE_COLORS["slashed"] if f["slashed"] > 0 else NODE_COLORS[f["role"]] for f in final]
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
-    for ax, key, title in zip(axes, ("claimed", "stake", "reputation"), ("rewards claimed", "stake", "reputation"),
-                              strict=True):
-        colors = ["tab:red" if f["slashed"] > 0 else ("tab:blue" if f["role"] == "miner" else "tab:green") for f in final]
-        ax.bar(range(len(final)), [f[key] for f in final], color=colors)
-        ax.set_xticks(range(len(final)), labels, rotation=60, ha="right", fontsize=7)
+    for ax, key, title in zip(axes, ("claimed", "stake", "reputation"),
+                              ("rewards claimed (tokens)", "stake (tokens)", "reputation (miners only)"), strict=True):
+        # a validator has no reputation: no bar rather than a 0 that reads as a score
+        values = [float("nan") if key == "reputation" and f["role"] != "miner" else f[key] for f in final]
+        ax.bar(range(len(final)), values, color=colors)
+        ax.set_xticks(range(len(final)), names, rotation=45, ha="right", fontsize=7)
         ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(out / "nodes.png", dpi=110)
-    plt.close(fig)
-    return [out / "heldout_loss.png", out / "nodes.png"]
+    fig.legend(handles=[Patch(color=c, label=label) for label, c in NODE_COLORS.items()], loc="upper right", ncol=3,
+               fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 0.92))  # room above the panels for the legend
+    return fig
+
+
+def node_names(final: list[dict[str, Any]]) -> list[str]:
+    """Each node's devnet name, `miner0` ... `validator4`: its logger's name in devnet.log
+    (protocol/devnet/network.py numbers the members in the order `final` lists them)."""
+    return [f"{f['role']}{i}" for i, f in enumerate(final)]
 
 
 def render_settlement(console: Console, report: dict[str, Any]) -> None:
+    if not console.is_terminal:  # piped: as wide as the tables, so no address is cut
+        console = Console(file=console.file, width=PIPED_WIDTH)
     losses = Table(title="rounds")
     for col in ("round", "held-out loss", "model", "committed", "verified", "rewards"):
         losses.add_column(col)
@@ -137,12 +179,13 @@ def render_settlement(console: Console, report: dict[str, Any]) -> None:
                        str(sum(m["committed"] for m in ms)), str(sum(bool(m["verified"]) for m in ms)),
                        f"{sum(m['reward'] for m in ms):,.2f}")
     console.print(losses)
-    table = Table(title="settlement")
-    for col in ("node", "role", "kind", "stake", "reputation", "claimed", "claimable", "slashed"):
+    table = Table(title="settlement", caption=REPUTATION_NOTE, caption_justify="left")
+    for col in ("node", "address", "role", "kind", "stake", "reputation", "claimed", "claimable", "slashed"):
         table.add_column(col)
-    for f in report["final"]:
+    for name, f in zip(node_names(report["final"]), report["final"], strict=True):
         style = "red" if f["slashed"] > 0 else None
-        table.add_row(f["address"], f["role"], f["kind"], f"{f['stake']:,.2f}", f"{f['reputation']:.3f}",
+        reputation = f"{f['reputation']:.3f}" if f["role"] == "miner" else "—"
+        table.add_row(name, f["address"], f["role"], f["kind"], f"{f['stake']:,.2f}", reputation,
                       f"{f['claimed']:,.2f}", f"{f['claimable']:,.2f}", f"{f['slashed']:,.2f}", style=style)
     console.print(table)
     flagged = sorted({(m["address"], m["class"]) for r in report["rounds"] for m in r["miners"] if m["check"] == "tolerance"})

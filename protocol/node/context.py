@@ -16,6 +16,7 @@ from protocol.config.run_setup import Setup, resolve
 from protocol.config.run_state import load_dataset
 from protocol.core.wire.blob_caps import BlobCaps, blob_caps
 from protocol.core.wire.messages import SignedGossip
+from protocol.node.account_guard import AccountMoved
 from protocol.node.chain_port import ChainPort
 from protocol.node.class_book import ClassBook
 from protocol.node.global_state import GlobalState
@@ -49,7 +50,10 @@ class NodeContext(GlobalState):
         staking = bytes.fromhex(client.staking.address[2:])
         self.registry = RegistryView(client.handle.chain_id, staking)
         self.history = SettlementHistory(client)  # every round's result, rebuilt from chain data
-        self.sync = RegistrySync(self.port, self.registry, log, self.history.known_reputation)
+        own = None if config.registered is None else (self.address, keys.identity.public_key, config.registered)
+        self.sync = RegistrySync(self.port, self.registry, log, self.history.known_reputation, own, self._moved)
+        self.moved: AccountMoved | None = None  # set when another node took this account over
+        self._scope = trio.CancelScope()
         self.caps = self._blob_caps()  # what each kind of fetched blob may weigh
         p2p_cfg = P2PConfig(chain_id=client.handle.chain_id, contract=staking, listen_addr=config.listen,
                             bootstrap=config.bootstrap, spool_dir=self.data.blobs.root)
@@ -89,20 +93,30 @@ class NodeContext(GlobalState):
             await trio.to_thread.run_sync(worker.ready, abandon_on_cancel=True)  # type: ignore[call-arg]
             self.worker = AsyncWorker(worker)
             self.startup_step("connecting to peers", listen=self.config.listen)
-            async with self.p2p.run():
-                async with trio.open_nursery() as nursery:
-                    await self.sync.refresh()
-                    nursery.start_soon(self.sync.run_forever)
-                    nursery.start_soon(self._drain_gossip)
-                    if self.config.discover:  # after the first refresh: hints are checked against it
-                        nursery.start_soon(self._dial_dns_hints, self.config.discover)
-                    if self.metrics.exported:  # its chain reads only for a node someone scrapes
-                        nursery.start_soon(self._watch_for_metrics)
-                    await self.main(nursery)
-                    nursery.cancel_scope.cancel()
+            with self._scope:
+                await self._serve()
         finally:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(worker.close)
+
+    async def _serve(self) -> None:
+        async with self.p2p.run():
+            async with trio.open_nursery() as nursery:
+                await self.sync.refresh()
+                nursery.start_soon(self.sync.run_forever)
+                nursery.start_soon(self._drain_gossip)
+                if self.config.discover:  # after the first refresh: hints are checked against it
+                    nursery.start_soon(self._dial_dns_hints, self.config.discover)
+                if self.metrics.exported:  # its chain reads only for a node someone scrapes
+                    nursery.start_soon(self._watch_for_metrics)
+                await self.main(nursery)
+                nursery.cancel_scope.cancel()
+
+    def _moved(self, there: str) -> None:
+        """Another node registered this account (`--move`): this one no longer serves it."""
+        self.moved = AccountMoved(f"account {self.address} was registered at {there} by another node "
+                                  "(--move); this node stops serving it")
+        self._scope.cancel()
 
     async def main(self, nursery: trio.Nursery) -> None:
         raise NotImplementedError

@@ -12,7 +12,6 @@ from protocol.config.run_setup import TrainingSpec
 from protocol.core.errors import ConfigError
 from protocol.core.hardware.hardware_class import Host, find_class, label, runnable_on
 from protocol.core.hardware.replay_profile import ReplayProfile
-from protocol.node.host_probe import this_host
 
 
 class ClassNotRunnable(ConfigError):
@@ -26,7 +25,13 @@ def choose_class(spec: TrainingSpec, wanted: str | None, host: Host | None = Non
     if wanted is None:
         return spec.profile
     chosen = find_class(spec.classes, wanted)
-    ok, why = runnable_on(chosen, host if host is not None else this_host())
+    if host is None:
+        from protocol.node.host_probe import (
+            this_host,  # imports torch: only when a class is asked for
+        )
+
+        host = this_host()
+    ok, why = runnable_on(chosen, host)
     if not ok:
         permitted = ", ".join(label(c) for c in spec.classes)
         raise ClassNotRunnable(f"hardware class {label(chosen)} cannot run here: {why} (permitted: {permitted})")

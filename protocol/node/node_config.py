@@ -14,6 +14,9 @@ from protocol.core.hardware.replay_profile import ReplayProfile
 class NodeConfig:
     data_dir: Path
     listen: str = "/ip4/127.0.0.1/tcp/0"  # libp2p listen address (port 0: any free port)
+    # the address this node registered on chain (the CLI sets it): the node stops when the chain's
+    # binding of its account changes to another node's (a `--move`). None: not watched (the devnet)
+    registered: str | None = None
     bootstrap: tuple[str, ...] = ()  # extra /ip4/../tcp/N/p2p/ID peers to keep connected
     poll_s: float = 0.5  # how often round/phase are read from chain
     fetch_timeout_s: float = 20.0  # per blob or checkpoint, across all peers tried

@@ -41,8 +41,13 @@ class RegistrySync:
     WEIGHTS_EVERY_S = 15.0
 
     def __init__(self, port: ChainPort, view: RegistryView, log: logging.Logger,
-                 reputation_of: Callable[[str], int] = lambda _account: 0) -> None:
+                 reputation_of: Callable[[str], int] = lambda _account: 0,
+                 own: tuple[str, bytes, str] | None = None,
+                 on_moved: Callable[[str], None] = lambda _addr: None) -> None:
         self.port, self.view, self.log = port, view, log
+        # (account, node key, address) this node registered; when the chain's latest binding of
+        # the account is another, another node took the account over (`--move`): `on_moved(its address)`
+        self.own, self.on_moved = own, on_moved
         self.reputation_of = reputation_of  # from the latest final result this node rebuilt
         self._next_block = port.client.deployment.deploy_block
         self._bindings: dict[str, dict[str, Any]] = {}
@@ -66,6 +71,7 @@ class RegistrySync:
             for event in STANDING_EVENTS:
                 dirty.update(row["account"] for row in logs[("staking", event)])
             self._next_block = head + 1
+            self._check_own()
         if time.monotonic() - self._weights_at >= self.WEIGHTS_EVERY_S:
             self._weights_at = time.monotonic()
             dirty = set(self._bindings)
@@ -73,6 +79,12 @@ class RegistrySync:
             binding = self._bindings.get(account)
             if binding is not None:  # standing events of unregistered accounts: nothing to do
                 await self._apply(account, binding)
+
+    def _check_own(self) -> None:
+        if self.own is None or (latest := self._bindings.get(self.own[0])) is None:
+            return
+        if (bytes(latest["node_key"]), latest["multiaddr"]) != self.own[1:]:
+            self.on_moved(latest["multiaddr"])
 
     async def _apply(self, account: str, row: dict[str, Any]) -> None:
         staking = self.port.read.staking

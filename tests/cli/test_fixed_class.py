@@ -9,7 +9,7 @@ from protocol.chain.backend import connect, dev_account
 from protocol.chain.client import ChainClient
 from protocol.chain.deploy import deploy
 from protocol.chain.scripted import join_network
-from protocol.cli.node import _register_classes
+from protocol.cli.node_setup import register_classes as _register_classes
 from protocol.config.run_config import RunConfig
 from protocol.core.errors import ConfigError
 

@@ -43,6 +43,24 @@ def test_fund_sends_gas_and_exact_tokens(anvil, tmp_path):
     assert bad.code == 2 and bad.stderr.strip() == "error: not an address: '0x1234'"
 
 
+def test_fund_refuses_an_address_it_cannot_reach_before_sending_anything(anvil, tmp_path):
+    handle = connect(anvil.url)
+    dep = deploy(handle, dev_account(handle), RunConfig())
+    path = tmp_path / "deployment.json"
+    save_deployment(dep, path)
+    fresh = Account.create().address
+    payer_nonce = handle.w3.eth.get_transaction_count(dev_account(handle).address)
+    for target, why in (("0x" + "00" * 20, "the token refuses transfers to the zero address"),
+                        (dep.contracts.token, "it is a contract, which refuses plain ETH")):
+        result = run_cli("fund", fresh, target, "--dev-account", "--rpc", anvil.url, "--deployment", str(path),
+                         timeout=60)
+        assert result.code == 1 and result.stderr.count("error:") == 1, result.stderr
+        assert why in result.stderr and "keys show" in result.stderr, result.stderr
+    # neither the good address before it nor the bad one got anything
+    assert handle.w3.eth.get_transaction_count(dev_account(handle).address) == payer_nonce
+    assert int(handle.w3.eth.get_balance(fresh)) == 0
+
+
 def test_fund_refuses_a_chain_that_is_not_a_dev_chain(tmp_path):
     binary = anvil_binary()
     if binary is None:

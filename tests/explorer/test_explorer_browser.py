@@ -1,6 +1,7 @@
 """The explorer page in a real headless Chromium: after two settled rounds on anvil, the page
-served by `veritrain explorer` shows the figures `veritrain inspect --json` prints (exact token
-amounts, scores, held-out losses, local times), follows new blocks, and leaves a screenshot.
+served by `veritrain explorer` shows the figures `veritrain inspect --json` prints (token
+amounts rounded as `inspect` rounds them, the exact amount on hover; scores, held-out losses,
+local times, when each phase closed), follows new blocks, and leaves a screenshot.
 
 Needs chromium and chromedriver (Debian: `chromium`, `chromium-driver`; .ci/run installs them):
 skipped without them, failed under CI (CI=true or VERITRAIN_REQUIRE_BROWSER=1)."""
@@ -26,6 +27,7 @@ from protocol.chain.client import ChainClient
 from protocol.chain.deploy import deploy
 from protocol.chain.deployment import save_deployment
 from protocol.chain.scripted import ScriptedNetwork, claim_all, join_network, play_round
+from protocol.cli.human import tokens as exact_tokens
 from protocol.cli.inspect_render import tokens
 from protocol.config.run_config import RunConfig
 from tests.conftest import REPO, missing_tool, stop_process
@@ -137,9 +139,11 @@ def cell(scope: Any, col: str) -> Any:
 
 
 def assert_tokens(scope: Any, col: str, amount: int) -> None:
-    """An amount shown exactly: its base units in data-value, whole tokens as inspect writes them."""
+    """An amount shown as inspect's tables round it, its exact amount in the title (on hover)
+    and its base units in data-value."""
     shown = cell(scope, col)
-    assert (shown.get_attribute("data-value"), shown.text) == (str(amount), tokens(amount)), col
+    assert (shown.get_attribute("data-value"), shown.text, shown.get_attribute("title")) == \
+        (str(amount), tokens(amount), exact_tokens(amount, grouped=True)), col
 
 
 def local_time(driver: Any, seconds: int) -> str:
@@ -185,8 +189,10 @@ def test_the_page_shows_what_inspect_prints(browser, anvil, chain, explorer_url,
         row = browser.find_element("css selector", f'#nodes tr[data-address="{member.address}"]')
         for key in ("staked", "unbonding", "token_balance", "cumulative_earned", "claimed", "claimable", "slashed"):
             assert_tokens(row, key, node[key])
-        assert (cell(row, "reputation").get_attribute("data-value"), cell(row, "reputation").text) == \
-            (str(node["reputation"]), score(node["reputation"]))
+        shown = cell(row, "reputation")  # a miner's alone: a validator's reads — (the caption says why)
+        assert (shown.get_attribute("data-value"), shown.text) == \
+            (str(node["reputation"]), score(node["reputation"]) if node["role"] == "miner" else "—")
+    assert "Validators have none" in browser.find_element("css selector", "#nodes caption").text
 
     disputes = inspect(anvil, dep_path, "disputes")
     row = browser.find_element("css selector", f'#disputes tr[data-id="{disputes[0]["id"]}"]')
@@ -211,6 +217,11 @@ def check_round(driver: Any, detail: dict[str, Any], block: int) -> None:
     driver.find_element("css selector", f'#rounds a[data-round-link="{r}"]').click()
     section = wait_for(driver, f'#round-detail[data-round="{r}"][data-block="{block}"]')
     assert float(cell(section, "heldout_loss").text) == detail["heldout_loss"]
+    phases = section.find_elements("css selector", "#round-facts tr[data-key^='closed.']")  # an ended round's
+    assert [(p.find_element("css selector", "th").text, cell(p, p.get_attribute("data-key")).text) for p in phases] == \
+        [(label, local_time(driver, detail["closed"][key])) for label, key in
+         (("commit closed", "commit"), ("score closed", "score"), ("reveal closed", "reveal"),
+          ("audit closed", "audit"), ("ended", "result"))]
     assert cell(section, "result.final_root").get_attribute("data-value") == detail["result"]["final_root"]
     for m in detail["miners"]:
         row = section.find_element("css selector", f'#round-miners tr[data-address="{m["address"]}"]')
@@ -262,3 +273,22 @@ def test_a_round_that_does_not_exist_is_said_in_its_section(browser, chain, expl
     node = wait_for(browser, '#node-detail[data-address="0x1234"]')
     assert node.find_element("css selector", "#node-body").text == "not an address: '0x1234'"
     assert browser.find_element("id", "error").is_displayed() is False  # the chain itself answers
+
+
+def test_inspect_tables_piped_keep_addresses_whole(anvil, chain):
+    """The real `veritrain inspect` with stdout piped (no terminal, no COLUMNS): no column cut
+    at 80 characters; amounts rounded unless --exact."""
+    from typer.testing import CliRunner
+
+    from protocol.cli.app import app
+
+    _, net, dep_path = chain
+    args = ["--rpc", anvil.url, "--deployment", str(dep_path)]
+    result = CliRunner(env={"COLUMNS": None}).invoke(app, ["inspect", "round", "0", *args])
+    assert result.exit_code == 0, result.output
+    for member in (*net.miners, *net.validators):
+        assert member.address in result.stdout, result.stdout
+    minted = inspect(anvil, dep_path, "summary")["token"]["minted"]
+    for flag, shown in (([], tokens(minted)), (["--exact"], exact_tokens(minted, grouped=True))):
+        result = CliRunner().invoke(app, ["inspect", "summary", *args, *flag])
+        assert re.search(rf"minted \(emission\)\W+{re.escape(shown)}\W", result.stdout), result.stdout

@@ -14,7 +14,7 @@ import pytest
 PRODUCE = textwrap.dedent("""
     import sys, tempfile, pathlib
     import protocol.cli.app, protocol.cli.node, miner.node, validator.node  # the production entry points
-    from protocol.cli.node import _cheat
+    from protocol.cli.node_setup import miner_cheat as _cheat
     from protocol.config.run_setup import TrainingSpec
     from miner.work import MinerJob, produce
     from protocol.node.global_model import genesis_blob
@@ -60,7 +60,7 @@ def test_a_cheat_handed_to_the_miner_replaces_its_submission() -> None:
 
 
 def test_the_cli_refuses_an_unknown_cheat() -> None:
-    from protocol.cli.node import _cheat
+    from protocol.cli.node_setup import miner_cheat as _cheat
     from protocol.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="unknown cheat"):

@@ -12,11 +12,13 @@ function el(tag, attrs = {}, ...children) {
 }
 
 // Cells carry `data-col` (the inspect key) and, for figures, `data-value`: the exact value
-// the inspect JSON has (token amounts in base units), so what is shown can be checked.
+// the inspect JSON has (token amounts in base units), so what is shown can be checked. A
+// token amount shows rounded, with the exact amount in its title (on hover).
 const cells = {
   text: (col, value) => el("td", { "data-col": col }, missing(value) ? "—" : value),
   num: (col, value) => el("td", { "data-col": col, "data-value": value, class: "num" }, missing(value) ? "—" : value),
-  tokens: (col, value) => el("td", { "data-col": col, "data-value": value, class: "num" }, tokens(value)),
+  tokens: (col, value) => el("td", { "data-col": col, "data-value": value, class: "num",
+    title: missing(value) ? null : exactTokens(value) }, tokens(value)),
   score: (col, value) => el("td", { "data-col": col, "data-value": value, class: "num" }, score(value)),
   loss: (col, value) => el("td", { "data-col": col, "data-value": value, class: "num" }, loss(value)),
   time: (col, value) => el("td", { "data-col": col, "data-value": value }, localTime(value)),

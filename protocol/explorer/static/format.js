@@ -1,10 +1,12 @@
 "use strict";
 // Reading the API's JSON exactly, and the formats of the `inspect` tables
-// (protocol/cli/inspect_render.py): exact tokens, scores in [0, 1], local times.
+// (protocol/cli/inspect_render.py): tokens rounded as there (exact on hover), scores in
+// [0, 1], local times.
 
 const BIG_MARK = "#bigint#";
 const TOKEN_UNIT = 10n ** 18n;
 const SCORE_ONE = 65535;
+const DISPLAY_DECIMALS = 4n; // as protocol/cli/human.py DISPLAY_DECIMALS (docs/OPERATORS.md §8)
 
 // JSON.parse reads numbers as doubles, which drops digits of token amounts (base units up
 // to ~1e27). Integer literals beyond 2^53 are read as BigInt instead: a scan outside string
@@ -39,7 +41,7 @@ const missing = (value) => value === null || value === undefined;
 
 // An exact token amount: whole tokens with thousands separators, then the significant
 // decimals of the 18 (never through a float).
-function tokens(amount) {
+function exactTokens(amount) {
   if (missing(amount)) return "—";
   let units = BigInt(amount);
   const sign = units < 0n ? "-" : "";
@@ -48,6 +50,19 @@ function tokens(amount) {
   const frac = units % TOKEN_UNIT;
   if (frac === 0n) return sign + whole;
   return `${sign}${whole}.${frac.toString().padStart(18, "0").replace(/0+$/, "")}`;
+}
+
+// A token amount for reading, as `human.rounded_tokens`: 4 decimals, half away from zero, so
+// 999.999999999999999999 reads 1,000; a nonzero amount that would round to 0 reads <0.0001.
+function tokens(amount) {
+  if (missing(amount)) return "—";
+  let units = BigInt(amount);
+  const sign = units < 0n ? "-" : "";
+  if (units < 0n) units = -units;
+  const step = TOKEN_UNIT / 10n ** DISPLAY_DECIMALS;
+  const rounded = ((units + step / 2n) / step) * step;
+  if (rounded === 0n && units !== 0n) return `${sign}<0.${"1".padStart(Number(DISPLAY_DECIMALS), "0")}`;
+  return sign + exactTokens(rounded);
 }
 
 // A score or reputation (an integer in [0, 65535]) as a fraction, three decimals.

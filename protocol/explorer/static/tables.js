@@ -1,6 +1,19 @@
 "use strict";
 // One function per section, each drawing one inspect view (the same keys as `inspect --json`).
 
+const REPUTATION_NOTE = "reputation: a miner's moving average of its consensus scores, rep = (9·prev + c)/10 "
+  + "(docs/PROTOCOL.md §11); it sets the miner's peer rate limits. Validators have none (—).";
+
+// Reputation is a miner's alone: a validator's cell says so instead of a 0.
+const reputation = (n) => (n.role === "miner" ? cells.score("reputation", n.reputation)
+  : el("td", { "data-col": "reputation", "data-value": n.reputation, class: "num", title: "validators have no reputation" }, "—"));
+
+// A round's phases in the order they ran, as `inspect round N`: when each closed, or its
+// deadline while open (a phase that closed early did so before its deadline).
+const phaseRows = (d) => ["commit", "score", "reveal", "audit", "result"].map((phase) => (d.closed[phase]
+  ? [phase === "result" ? "ended" : `${phase} closed`, cells.time(`closed.${phase}`, d.closed[phase])]
+  : [`${phase} deadline`, cells.time(`${phase}_deadline`, d[`${phase}_deadline`])]));
+
 function summaryTables(s) {
   const deployment = keyValues("summary-deployment", [
     ["chain id", cells.num("chain_id", s.chain_id)],
@@ -57,11 +70,7 @@ function roundSections(d) {
   const facts = keyValues("round-facts", [
     ["phase", cells.text("phase", d.phase)],
     ["seed", cells.hash("seed", d.seed, 18)],
-    ["commit deadline", cells.time("commit_deadline", d.commit_deadline)],
-    ["score deadline", cells.time("score_deadline", d.score_deadline)],
-    ["reveal deadline", cells.time("reveal_deadline", d.reveal_deadline)],
-    ["audit deadline", cells.time("audit_deadline", d.audit_deadline)],
-    ["result deadline", cells.time("result_deadline", d.result_deadline)],
+    ...phaseRows(d),
     ["model", cells.hash("model_hash", d.model_hash, 18)],
     ["next model", cells.hash("next_model_hash", d.next_model_hash, 18)],
     ["held-out loss", cells.loss("heldout_loss", d.heldout_loss)],
@@ -89,6 +98,7 @@ function roundSections(d) {
     ["reputation", (m) => cells.score("reputation", m.reputation)],
     ["cumulative", (m) => cells.tokens("cumulative", m.cumulative)],
   ], d.miners, (m) => ({ "data-address": m.address }));
+  miners.prepend(el("caption", {}, REPUTATION_NOTE)); // a caption is a table's first child; CSS puts it below
   const validators = table("round-validators", [
     ["validator", (v) => cells.address("address", v.address)],
     ["stake weight", (v) => cells.tokens("weight", v.weight)],
@@ -104,13 +114,13 @@ function roundSections(d) {
 }
 
 function nodesTable(rows) {
-  return table("nodes", [
+  const nodes = table("nodes", [
     ["account", (n) => cells.address("address", n.address)],
     ["role", (n) => cells.text("role", n.role)],
     ["staked", (n) => cells.tokens("staked", n.staked)],
     ["unbonding", (n) => cells.tokens("unbonding", n.unbonding)],
     ["balance", (n) => cells.tokens("token_balance", n.token_balance)],
-    ["reputation", (n) => cells.score("reputation", n.reputation)],
+    ["reputation", reputation],
     ["earned", (n) => cells.tokens("cumulative_earned", n.cumulative_earned)],
     ["claimed", (n) => cells.tokens("claimed", n.claimed)],
     ["claimable", (n) => cells.tokens("claimable", n.claimable)],
@@ -118,6 +128,8 @@ function nodesTable(rows) {
     ["open reports", (n) => cells.num("open_reports", n.open_reports)],
     ["eligible", (n) => cells.yes("eligible", n.eligible)],
   ], rows, (n) => ({ "data-address": n.address }));
+  nodes.prepend(el("caption", {}, REPUTATION_NOTE));
+  return nodes;
 }
 
 function nodeSections(n) {
@@ -132,7 +144,7 @@ function nodeSections(n) {
     ["unbonding", cells.tokens("unbonding", n.unbonding)],
     ["unbond release", cells.time("unbond_release_time", n.unbond_release_time)],
     ["eligible", cells.yes("eligible", n.eligible)],
-    ["reputation", cells.score("reputation", n.reputation)],
+    ["reputation", reputation(n)],
     ["earned (cumulative)", cells.tokens("cumulative_earned", n.cumulative_earned)],
     ["claimed", cells.tokens("claimed", n.claimed)],
     ["claimable", cells.tokens("claimable", n.claimable)],
