@@ -191,154 +191,9 @@ def show(client: Any, view: str, target: str | None, as_json: bool, exact: bool 
     renderers[view](render.wide(console), data, client.block_time(), exact)  # chain times against the chain's clock
 
 
-@app.command()
-@one_line_errors
-def devnet(
-    miners: Annotated[int, typer.Option(min=1, max=64, help="Honest miners")] = 4,
-    validators: Annotated[int, typer.Option(min=1, max=16, help="Validators (three of equal stake ride out one that never reveals; four also one that withholds its signature)")] = 3,
-    rounds: Annotated[int, typer.Option(min=1, max=100, help="Rounds to run")] = 5,
-    cheaters: Annotated[str, typer.Option(help="Extra cheating miners: KIND[:FRACTION],... "
-                                                "(lazy, fabricate, wrong-data, copy, stale, scale, sign-flip, nan, noise, withhold, "
-                                                "withhold-challenger)")] = "",
-    lazy_validators: Annotated[int, typer.Option(min=0, help="Of the validators, how many never replay "
-                                                        "(audits catch them; testing only)")] = 0,
-    silent_validators: Annotated[int, typer.Option(min=0, help="Of the validators, how many stay up but never reveal "
-                                                          "their scores nor sign results (they earn no dividends; "
-                                                          "the others settle without them)")] = 0,
-    probe_demands: Annotated[bool, typer.Option(help="The first honest validator also demands one part of every "
-                                                     "posted result it agrees with, for the others to answer "
-                                                     "(shows the data-availability loop; costs it the bond)")] = False,
-    throttled: Annotated[int, typer.Option(min=0, help="Of the honest miners, how many train at a third of the "
-                                                   "speed, at most 20 steps a second (they train fewer steps, "
-                                                   "not miss rounds)")] = 0,
-    miner_classes: Annotated[str, typer.Option(help="Hardware classes the miners run, cycled: LABEL_OR_ID,... "
-                                                    "(see `veritrain hardware`; default: the run's profile)")] = "",
-    validator_classes: Annotated[str, typer.Option(help="Hardware classes the validators run, cycled; a class "
-                                                        "no validator runs is checked in tolerance mode")] = "",
-    commit_window: Annotated[int, typer.Option(min=10, help="Seconds of each round's commit phase")] = 300,
-    absence_rounds: Annotated[int, typer.Option(min=0, max=16, help="Rounds in a row a validator may leave "
-                                                "unrevealed before the others end its permit (0: never)")] = 3,
-    inner_steps: Annotated[int | None, typer.Option(min=1, help="H: the most inner steps a miner trains per round "
-                                                               "(default: the run's 30)")] = None,
-    checkpoint_every: Annotated[int | None, typer.Option(min=1, help="k: inner steps per replayed segment "
-                                                                    "(default: the run's 3)")] = None,
-    preset: Annotated[str, typer.Option(help="Model preset: micro (fast), tiny (default), small")] = "tiny",
-    genesis: Annotated[Path | None, typer.Option(help="Start from this Hugging Face Llama checkpoint folder "
-                                                      "(its config replaces the preset's)")] = None,
-    dataset: Annotated[Path | None, typer.Option(help="Train on this corpus.bin from `veritrain data pack` (its "
-                                                      "vocabulary sizes the model unless --genesis does)")] = None,
-    out: Annotated[Path, typer.Option(help="Report folder: report.json, plots, node logs")] = Path("out/devnet"),
-    timeout: Annotated[float, typer.Option(help="Fail if the rounds are not done within this many seconds")] = 1800.0,
-) -> None:
-    """Run a whole network locally: embedded chain, real libp2p hosts, training in worker processes."""
-    import logging
-
-    from protocol.devnet.network import DevnetIncomplete, DevnetOptions, parse_cheaters, run_devnet
-    from protocol.devnet.report import build_report, render_settlement, write_report
-
-    _check_counts(miners, validators, lazy_validators, silent_validators, throttled)  # before anything starts
-    opts = DevnetOptions(miners=miners, validators=validators, rounds=rounds, cheaters=parse_cheaters(cheaters),
-                         lazy_validators=lazy_validators, silent_validators=silent_validators, throttled=throttled,
-                         probe_demands=probe_demands, preset=preset, out=out,
-                         miner_classes=_labels(miner_classes), validator_classes=_labels(validator_classes),
-                         timeout_s=timeout, chain={"commit_duration": commit_window, "absence_rounds": absence_rounds},
-                         training={**_compute_overrides(inner_steps=inner_steps, checkpoint_every=checkpoint_every),
-                                   **_corpus_tables(dataset, genesis)})
-    out.mkdir(parents=True, exist_ok=True)
-    _log_to(out / "devnet.log")
-    log = logging.getLogger("veritrain.devnet")
-    with err_console.status("starting the devnet…") as status:
-
-        def progress(line: str) -> None:
-            status.update(line)
-            log.info(line)
-
-        admin, members, crashed = run_devnet(opts, progress)
-        progress("reading the settlement for the report")
-        config = {"miners": miners, "validators": validators, "lazy_validators": lazy_validators,
-                  "silent_validators": silent_validators, "probe_demands": probe_demands, "rounds": rounds,
-                  "throttled": throttled, "commit_window": commit_window, "absence_rounds": absence_rounds,
-                  "miner_classes": miner_classes, "validator_classes": validator_classes,
-                  "cheaters": cheaters, "preset": preset,
-                  "chain_id": admin.deployment.chain_id, "contracts": admin.deployment.contracts.model_dump(),
-                  "crashed": crashed}
-        report = build_report(admin, members, config, rounds)
-    render_settlement(console, report)
-    for path in write_report(report, out):
-        console.print(f"wrote {path}")
-    if crashed:  # the rounds finished without them, but a crash is a bug worth a failing exit
-        raise DevnetIncomplete(f"{len(crashed)} node(s) crashed (traceback in {out / 'devnet.log'}): "
-                               + "; ".join(f"{n}: {e}" for n, e in crashed.items()))
-
-
-def _check_counts(miners: int, validators: int, lazy: int, silent: int, throttled: int) -> None:
-    """Refuse counts the devnet cannot make up: no honest validator left, or more throttled than honest
-    miners."""
-    if lazy >= validators:
-        raise ConfigError(f"--lazy-validators ({lazy}) must leave at least one honest validator of the {validators}")
-    if lazy + silent >= validators:
-        raise ConfigError(f"--lazy-validators ({lazy}) and --silent-validators ({silent}) must leave at least one "
-                          f"honest validator of the {validators}")
-    if throttled > miners:
-        raise ConfigError(f"--throttled ({throttled}) cannot exceed --miners ({miners})")
-
-
-def _genesis_tables(folder: Path | None) -> dict[str, Any]:
-    """`[training.model]` and `[training.genesis]` for a devnet started from a checkpoint."""
-    if folder is None:
-        return {}
-    from protocol.config.run_state import hf_genesis_tables
-
-    _progress(f"genesis: the Hugging Face Llama checkpoint in {folder.expanduser().resolve()}")
-    return hf_genesis_tables(folder, {})
-
-
-def _corpus_tables(dataset: Path | None, genesis: Path | None) -> dict[str, Any]:
-    """`[training.dataset]` for a packed corpus and the model tables: the checkpoint's model when
-    there is one (deploy checks its vocabulary covers the corpus), else the preset sized to the
-    corpus's vocabulary."""
-    tables = _genesis_tables(genesis)
-    if dataset is None:
-        return tables
-    from protocol.config.corpus import read_packed_meta
-
-    path = dataset.expanduser().resolve()
-    meta = read_packed_meta(path)
-    _progress(f"dataset: {path} ({meta.tokens:,} tokens, vocabulary {meta.vocab_size:,})")
-    model = tables.get("model", {"vocab_size": meta.vocab_size})
-    return {**tables, "model": model, "dataset": {"source": "packed", "path": str(path)}}
-
-
-def _labels(text: str) -> tuple[str, ...]:
-    """`a,b` -> ("a", "b"): the class labels or ids of a comma-separated option."""
-    return tuple(item.strip() for item in text.split(",") if item.strip())
-
-
-def _compute_overrides(**values: int | None) -> dict[str, Any]:
-    """`[training.compute]` keys for the values given (None: the run's default)."""
-    given = {k: v for k, v in values.items() if v is not None}
-    return {"compute": given} if given else {}
-
-
-def _log_to(path: Path) -> None:
-    """Node logs go to a file, as JSON lines (one field set per event, as a node's own log off a
-    terminal); the terminal shows progress and the final tables."""
-    import logging
-
-    from protocol.node.json_logs import JsonFormatter
-
-    handler = logging.FileHandler(path, mode="w")
-    handler.setFormatter(JsonFormatter())
-    root = logging.getLogger()
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    from protocol.node.logs import quiet_noisy_loggers
-
-    quiet_noisy_loggers()
-
-
 from protocol.cli import account as cli_account  # noqa: E402  (commands attach to `app`)
 from protocol.cli import data as cli_data  # noqa: E402
+from protocol.cli import devnet as cli_devnet  # noqa: E402
 from protocol.cli import dns_aid as cli_dns_aid  # noqa: E402
 from protocol.cli import explorer as cli_explorer  # noqa: E402
 from protocol.cli import export as cli_export  # noqa: E402
@@ -350,6 +205,7 @@ cli_node.install(app, one_line_errors)
 cli_hardware.install(app, one_line_errors)
 cli_dns_aid.install(app, one_line_errors)
 cli_data.install(app, one_line_errors)
+cli_devnet.install(app, one_line_errors)
 cli_export.install(app, one_line_errors)
 cli_explorer.install(app, one_line_errors)
 

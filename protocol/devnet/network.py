@@ -38,6 +38,7 @@ from protocol.core.hardware.hardware_class import class_mask, label
 from protocol.core.hardware.replay_profile import ReplayProfile
 from protocol.devnet.cheats import CHEATS, MinerCheat
 from protocol.devnet.lazy_validator import LazyValidator
+from protocol.devnet.progress import phase_line
 from protocol.devnet.silent_validator import SilentValidator
 from protocol.node.hardware_choice import choose_class
 from protocol.node.keys import LocalAccount, NodeKeys
@@ -255,10 +256,10 @@ async def run_nodes(admin: ChainClient, members: list[Member], rounds: int, prog
             await trio.to_thread.run_sync(register_all, members, progress)
             await trio.to_thread.run_sync(admin.start)
             last = ""
+            accounts = {role: [m.client.address for m in members if m.role == role] for role in Role}
             while (r := await trio.to_thread.run_sync(admin.current_round)) < rounds:
                 _check_quorum(members, crashed)
-                phase = (await trio.to_thread.run_sync(admin.phase, r)).name.lower().replace("_", " ")
-                line = f"round {r + 1}/{rounds} · {phase}"
+                line = await trio.to_thread.run_sync(phase_line, admin, accounts, r, rounds)
                 if line != last:
                     progress(line)
                     last = line

@@ -26,3 +26,13 @@ def test_silent_validators_that_leave_no_honest_one_are_refused_before_anything_
 def test_silent_validators_are_in_the_devnet_help() -> None:
     result = run_cli("devnet", "--help", timeout=60)
     assert result.code == 0 and "--silent-validators" in result.stdout
+
+
+def test_an_unknown_preset_is_refused_with_the_list_before_anything_starts(tmp_path: Path) -> None:
+    out = tmp_path / "devnet"
+    result = run_cli("devnet", "--preset", "huge", "--out", str(out), timeout=60)
+    assert result.code == 1, result.stderr
+    assert result.stderr.strip().startswith("error: unknown model preset 'huge'; choose from gpt2, llama-124m"), \
+        result.stderr
+    assert not out.exists()
+    assert "micro (fastest), tiny (default), small; all: gpt2, llama-124m" in run_cli("devnet", "--help").stdout
