@@ -54,6 +54,8 @@ NETWORKS_SLOWEST_FIRST = (
     "tests/integration/test_devnet_classes.py",  # 195
     "tests/contracts/test_caps.py",  # 104: 64 proofs of possession in py-evm
     "tests/integration/test_devnet_capacity.py",  # 103
+    "tests/integration/test_across_machines.py",  # 100: three namespaces, three rounds, an export
+    "tests/integration/test_one_node_per_account.py",  # 60
     "tests/integration/test_devnet_llama.py",  # 61
     "tests/benchmarks/test_scale.py",  # 57
     "tests/cli/test_export.py",  # 46

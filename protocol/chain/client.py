@@ -102,9 +102,24 @@ class ChainClient:
                      "account_challenges", "disputes"):
             if not self.w3.eth.get_code(Web3.to_checksum_address(getattr(self.deployment.contracts, name))):
                 raise ConfigError(f"no {name} contract at the deployment file's address on this chain")
+        self._check_sources()
+        if self.deployment.run_config.config_hash().hex() != self.deployment.run_config_hash:
+            raise ConfigError("the deployment file's run config does not hash to its run_config_hash: it was "
+                              "edited after deploying; use the file `veritrain deploy` wrote")
         on_chain = self.rounds.functions.run_config_hash().call().hex()
         if on_chain != self.deployment.run_config_hash:
             raise ConfigError(f"run config hash mismatch: chain has {on_chain}, deployment file has {self.deployment.run_config_hash}")
+
+    def _check_sources(self) -> None:
+        """This veritrain speaks to the contracts its shipped artifacts were built from: a
+        deployment of other sources (an older or newer version's) needs that version."""
+        from contracts.build import manifest
+
+        here = manifest()["sources_hash"]
+        if self.deployment.sources_hash != here:
+            raise ConfigError(f"the deployment's contracts were built from other sources (sources hash "
+                              f"{self.deployment.sources_hash[:12]}…, this veritrain's {here[:12]}…): run the "
+                              "veritrain version that deployed them, or redeploy (docs/OPERATORS.md §10.3)")
 
     # ---- transactions -------------------------------------------------------------
     def _send(self, fn: Any) -> dict:

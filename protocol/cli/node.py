@@ -42,11 +42,14 @@ LogFormatOpt = Annotated[LogFormat, typer.Option(envvar="VERITRAIN_LOG_FORMAT",
 
 
 def _logging(fmt: LogFormat = LogFormat.AUTO) -> None:
+    import os
+
     from protocol.node.json_logs import stream_handler
     from protocol.node.logs import quiet_noisy_loggers
+    from protocol.node.worker_pool import LOG_FORMAT_ENV
 
     logging.basicConfig(level=logging.INFO, handlers=[stream_handler(sys.stderr, fmt)])
-
+    os.environ[LOG_FORMAT_ENV] = fmt.value  # the node's workers write to the same stderr, in the same format
     quiet_noisy_loggers()
 
 
@@ -121,6 +124,7 @@ def _start_and_run(role: str, flags: NodeFlags, log: logging.Logger, steps: Any)
     with DataDirLock(flags.data_dir):  # the only file written before the checks pass
         addr = setup.listen_addr(flags.listen, flags.data_dir)
         registered = flags.announce or addr
+        setup.check_stake(role, client, flags.data_dir, target)
         check = _account_check(role, client, node_keys, registered, flags.move, steps)
         from protocol.node.worker_pool import ProfileWorker
 

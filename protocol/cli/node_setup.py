@@ -120,6 +120,34 @@ def register_and_stake(role: str, client: Any, node_keys: Any, keys: Path, liste
         _top_up(client, target, data_dir, steps)
 
 
+def check_stake(role: str, client: Any, data_dir: Path, target: int | None) -> None:
+    """Refuse, before anything is sent, a stake target under the role's minimum (the node would
+    never be eligible) or one the account's tokens cannot reach."""
+    if target is None:
+        return
+    from protocol.cli.human import tokens
+    from protocol.config.run_config import TOKEN_UNIT
+    from protocol.node.stake_target import STAKE_TARGET_KEY, planned_stake
+    from protocol.node.store import NodeState
+
+    chain = client.deployment.run_config.chain
+    minimum = (chain.min_miner_stake if role == "miner" else chain.min_validator_stake) * TOKEN_UNIT
+    if target < minimum:
+        raise ConfigError(f"--stake {tokens(target)} is below the run's minimum {role} stake of {tokens(minimum)}: "
+                          "the node would never be eligible")
+    saved = None
+    if (data_dir / "state.sqlite").is_file():  # read, not made: nothing is written before the checks pass
+        state = NodeState(data_dir / "state.sqlite")
+        try:
+            saved = state.get(STAKE_TARGET_KEY)
+        finally:
+            state.close()
+    needed, held = planned_stake(client, saved, target), client.token_balance(client.address)
+    if needed > held:
+        raise InsufficientFunds(f"staking up to {tokens(target)} needs {tokens(needed)} more tokens, and account "
+                                f"{client.address} holds {tokens(held)}: lower --stake, or send it tokens")
+
+
 def _top_up(client: Any, target: int, data_dir: Path, steps: Any) -> None:
     from protocol.cli.human import tokens
     from protocol.node.stake_target import stake_to_add

@@ -80,6 +80,30 @@ class PackedCorpusError(DatasetError):
     disagree (length, width, content hash)."""
 
 
+class CorpusTooSmall(DatasetError):
+    """Raised when a corpus has fewer tokens than a run can page (`min_corpus_tokens`): fewer
+    than `heldout_every` pages leave no page held out for validators' scoring."""
+
+
+def min_corpus_tokens(page_tokens: int, heldout_every: int) -> int:
+    """The fewest tokens a run trains on: `heldout_every` whole pages, the fewest of which one
+    is held out (page i is held out when i % heldout_every == heldout_every - 1; `from_tokens`
+    refuses fewer pages). At the defaults, 20 pages of 4096 tokens: 81,920 tokens."""
+    return page_tokens * heldout_every
+
+
+def check_corpus_size(tokens: int, page_tokens: int, heldout_every: int, where: str) -> None:
+    """Refuse (`CorpusTooSmall`, one line saying the minimum and why) a corpus of `tokens`
+    tokens that a run cannot page with this layout (`where` names the inputs; the caller
+    writes nothing after a refusal)."""
+    need = min_corpus_tokens(page_tokens, heldout_every)
+    if tokens < need:
+        raise CorpusTooSmall(
+            f"{where} make {tokens:,} tokens, {tokens // page_tokens:,} pages of {page_tokens:,}: too few for a run, "
+            f"which needs at least {heldout_every} pages ({need:,} tokens) since 1 page in {heldout_every} is held "
+            f"out for validators' scoring (--heldout-every) and fewer pages hold none; add text (nothing was written)")
+
+
 class PackedCorpusMismatch(ConfigError):
     """Raised when a packed corpus was made with another tokenizer or vocabulary than the
     run config's `[training.dataset]` names."""

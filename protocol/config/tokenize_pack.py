@@ -24,7 +24,12 @@ from typing import Any
 import numpy as np
 
 from protocol.config.atomic import atomic_stream, atomic_write
-from protocol.config.corpus import PACKED_FORMAT_VERSION, PackedMeta, sidecar_path
+from protocol.config.corpus import (
+    PACKED_FORMAT_VERSION,
+    PackedMeta,
+    check_corpus_size,
+    sidecar_path,
+)
 from protocol.core.crypto.hashing import content_hash, content_hasher
 from protocol.core.errors import ConfigError
 from protocol.core.train.data import MAX_VOCAB, DatasetError, token_dtype, token_width
@@ -188,12 +193,17 @@ def document_batches(files: list[Path]) -> Iterator[tuple[list[str], int]]:
 
 def load_tokenizer(path: Path, eos_token: str | None = None) -> LoadedTokenizer:
     """A tokenizer.json, hashed over exactly the bytes it is built from."""
-    from tokenizers import Tokenizer
-
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
         raise TokenizerError(f"{path}: cannot read the tokenizer ({exc.strerror})") from exc
+    return parse_tokenizer(raw, path, eos_token)
+
+
+def parse_tokenizer(raw: bytes, path: Path, eos_token: str | None = None) -> LoadedTokenizer:
+    """The tokenizer.json bytes `raw` (named `path` in errors), hashed over exactly those bytes."""
+    from tokenizers import Tokenizer
+
     try:
         tokenizer = Tokenizer.from_str(raw.decode("utf-8"))
     except Exception as exc:  # tokenizers raises a bare Exception for a malformed file
@@ -218,23 +228,35 @@ def _eos_id(tokenizer: Any, path: Path, eos_token: str | None) -> int:
 
 def train_tokenizer(files: list[Path], vocab_size: int, out: Path) -> None:
     """Train a byte-level BPE of at most `vocab_size` tokens (fewer when the corpus runs out of
-    merges) on the documents of `files`, and write it to `out`. Refuses to overwrite `out`:
-    a run may already pin that tokenizer's hash."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    merges) on the documents of `files`, and write it to `out` (refused if `out` exists)."""
+    check_tokenizer_target(vocab_size, out)
+    atomic_write(Path(out), trained_tokenizer(files, vocab_size), mode=FILE_MODE)
 
+
+def check_tokenizer_target(vocab_size: int, out: Path) -> None:
+    """Refuse, before any work, a vocab out of range or an `out` that exists: a run may
+    already pin that tokenizer's hash."""
     if not MIN_TRAINED_VOCAB <= vocab_size <= MAX_VOCAB:
         raise TokenizerError(f"--train-tokenizer {vocab_size}: a byte-level BPE needs a vocab of "
                              f"{MIN_TRAINED_VOCAB}..{MAX_VOCAB} (256 bytes + end of document)")
     if Path(out).exists():
         raise TokenizerError(f"{out} exists: delete it to train a new tokenizer, or drop "
                              f"--train-tokenizer to pack with it")
+
+
+def trained_tokenizer(files: list[Path], vocab_size: int) -> bytes:
+    """The tokenizer.json bytes of a byte-level BPE of at most `vocab_size` tokens trained on
+    the documents of `files` (kept in memory: `veritrain data pack` writes it only once the
+    corpus it packs is big enough for a run)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[TRAINED_EOS], show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())  # every byte encodes
     tokenizer.train_from_iterator((batch for batch, _ in document_batches(files)), trainer)
-    atomic_write(Path(out), tokenizer.to_str(pretty=True).encode("utf-8"), mode=FILE_MODE)
+    return str(tokenizer.to_str(pretty=True)).encode("utf-8")
 
 
 # ---------------------------------------------------------------------------------------
@@ -253,9 +275,12 @@ def encode_batch(tok: LoadedTokenizer, docs: list[str]) -> np.ndarray:
 
 
 def pack(files: list[Path], tok: LoadedTokenizer, out: Path,
-         progress: Callable[[PackProgress], None] | None = None) -> PackedMeta:
+         progress: Callable[[PackProgress], None] | None = None,
+         layout: tuple[int, int] | None = None) -> PackedMeta:
     """Tokenize `files` into `out` and its sidecar, both written atomically (the .bin first:
-    a crash between the two leaves a content hash that no longer matches, caught on load)."""
+    a crash between the two leaves a content hash that no longer matches, caught on load).
+    With `layout` (page_tokens, heldout_every), a corpus too small for a run with that paging
+    is refused (`CorpusTooSmall`) and nothing is written."""
     width = token_width(tok.vocab_size)
     dtype = token_dtype(width)
     hasher = content_hasher()
@@ -270,6 +295,8 @@ def pack(files: list[Path], tok: LoadedTokenizer, out: Path,
                 progress(PackProgress(files_read, len(files), documents, tokens))
         if documents == 0:
             raise CorpusInputError(f"no documents in {len(files)} input files")
+        if layout is not None:  # inside the stream: refused, the partial file is removed
+            check_corpus_size(tokens, *layout, where=f"the inputs ({len(files)} file{'s' * (len(files) != 1)})")
     meta = PackedMeta(format_version=PACKED_FORMAT_VERSION, token_width=width, vocab_size=tok.vocab_size,
                       tokenizer_hash=tok.hash, tokens=tokens, content_hash=hasher.hexdigest(),
                       source_files=len(files), documents=documents, eos_token_id=tok.eos_id)

@@ -11,7 +11,10 @@ def get_logger(name: str) -> logging.Logger:
 
 
 def quiet_noisy_loggers() -> None:
-    """Libraries log at INFO what a node operator does not need; keep their warnings."""
+    """Libraries log at INFO what a node operator does not need; keep their warnings. Python
+    `warnings` become records of the `py.warnings` logger, so they reach the node's handlers
+    (one JSON line each off a terminal) instead of raw text on stderr between the JSON lines."""
+    logging.captureWarnings(True)
     for noisy in ("libp2p", "multiaddr", "web3", "urllib3", "trio", "asyncio", "eth", "eth_tester", "py.warnings",
                   "protocol.p2p"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

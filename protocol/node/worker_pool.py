@@ -33,6 +33,7 @@ from protocol.core.hardware.replay_profile import (
 )
 from protocol.node.profile_setup import set_in_process
 
+LOG_FORMAT_ENV = "VERITRAIN_LOG_FORMAT"
 T = TypeVar("T")
 STOP_GRACE_S = 2.0  # an idle worker leaves this fast; a busy one is terminated after it
 PARENT_POLL_S = 1.0  # how often a worker checks that the node that started it still runs
@@ -82,7 +83,25 @@ def watch_parent(poll_s: float = PARENT_POLL_S) -> None:
 
 def _worker_init(profile: ReplayProfile) -> None:
     watch_parent()
+    worker_logging()
     set_in_process(profile)
+
+
+def worker_logging() -> None:
+    """A worker writes to its node's stderr: its log records and warnings (torch's among them)
+    go out as the node's own lines, JSON off a terminal, in the format the node was given
+    (`VERITRAIN_LOG_FORMAT`, which the node sets for the workers it spawns)."""
+    import logging
+    import sys
+
+    from protocol.node.json_logs import LogFormat, stream_handler
+
+    try:
+        fmt = LogFormat(os.environ.get(LOG_FORMAT_ENV, LogFormat.AUTO.value))
+    except ValueError:
+        fmt = LogFormat.AUTO
+    logging.basicConfig(level=logging.WARNING, handlers=[stream_handler(sys.stderr, fmt)], force=True)
+    logging.captureWarnings(True)
 
 
 class ProfileWorker:

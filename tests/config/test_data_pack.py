@@ -246,3 +246,42 @@ def test_deploy_pins_the_tokenizer_hash_and_vocabulary_from_the_sidecar(packed) 
     pinned = with_packed_facts(spec).dataset
     assert (pinned.tokenizer_hash, pinned.vocab_size) == (meta.tokenizer_hash, meta.vocab_size)
     assert with_packed_facts(TrainingSpec()) == TrainingSpec()  # a byte corpus has nothing to pin
+
+
+def test_the_minimum_corpus_is_what_the_paging_accepts() -> None:
+    """`min_corpus_tokens` is exactly the fewest tokens `from_tokens` cuts into a dataset."""
+    for page, heldout in ((PAGE, HELDOUT), (data.DEFAULT_PAGE_TOKENS, data.DEFAULT_HELDOUT_EVERY)):
+        need = corpus.min_corpus_tokens(page, heldout)
+        assert data.from_tokens(np.zeros(need, np.uint16), "t", page, heldout).n_pages == heldout
+        with pytest.raises(data.DatasetError, match="too few"):
+            data.from_tokens(np.zeros(need - 1, np.uint16), "t", page, heldout)
+    assert corpus.min_corpus_tokens(data.DEFAULT_PAGE_TOKENS, data.DEFAULT_HELDOUT_EVERY) == 81_920  # the docs' figure
+
+
+def test_a_corpus_too_small_for_a_run_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    """59k tokens at the default paging (14 pages of 4096): one error line with the minimum,
+    exit 1, no paste lines, no corpus, sidecar or trained tokenizer left behind."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("x" * 59_000)  # a byte-level vocab: one token a byte
+    out, tokenizer = tmp_path / "out" / "corpus.bin", tmp_path / "tok.json"
+    result = run_cli("data", "pack", "--tokenizer", str(tokenizer), "--input", str(tmp_path / "in"),
+                     "--out", str(out), "--train-tokenizer", str(MIN_VOCAB), timeout=120)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert result.code == 1 and len(errors) == 1, result.stderr
+    assert "too few for a run, which needs at least 20 pages (81,920 tokens)" in errors[0], errors[0]
+    assert "paste" not in result.stdout and "dataset root" not in result.stdout and "Traceback" not in result.stderr
+    assert not tokenizer.exists() and not out.exists() and not corpus.sidecar_path(out).exists()
+    assert not any(p.name.startswith(".partial-") for p in tmp_path.rglob("*"))
+
+
+def test_pack_refuses_below_the_layout_minimum_and_keeps_an_earlier_pack(packed, tmp_path: Path) -> None:
+    root, _, meta, _ = packed
+    files = tp.input_files(root / "in", exclude=[root / "in" / "corpus.bin", root / "in" / "corpus.bin.json"])
+    tok = tp.load_tokenizer(root / "tokenizer.json")
+    out = tmp_path / "corpus.bin"
+    tp.pack(files, tok, out, layout=(PAGE, HELDOUT))
+    before = out.read_bytes()
+    too_many = meta.tokens // HELDOUT + PAGE  # pages so long that the corpus holds fewer than HELDOUT
+    with pytest.raises(corpus.CorpusTooSmall, match=f"at least {HELDOUT} pages"):
+        tp.pack(files, tok, out, layout=(too_many, HELDOUT))
+    assert out.read_bytes() == before and corpus.read_packed_meta(out) == meta

@@ -66,7 +66,7 @@ def test_run_config_mismatch(anvil, anvil_deployment, tmp_path):
     other = tmp_path / "other-config.json"
     other.write_text(json.dumps(data))
     result = run_cli("inspect", "--rpc", anvil.url, "--deployment", str(other))
-    assert_one_line_error(result, "run config hash mismatch")
+    assert_one_line_error(result, "run config does not hash to its run_config_hash")
 
 
 def test_unfunded_deployer_writes_nothing(anvil, tmp_path):

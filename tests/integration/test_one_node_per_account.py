@@ -93,19 +93,21 @@ def _silent_rpc() -> socket.socket:
     return server
 
 
-@pytest.mark.parametrize("case", ["stake", "listen", "scheme", "dead rpc", "silent rpc", "password", "class"])
+@pytest.mark.parametrize("case", ["stake", "stake below minimum", "stake beyond tokens", "listen", "scheme", "dead rpc",
+                                  "silent rpc", "password", "class"])
 def test_every_input_error_comes_before_any_side_effect(chain, tmp_path: Path, case: str) -> None:
     url, dep, keys, accounts = chain
     data, extra, env = tmp_path / "data", [], {}
     expected = {
-        "stake": "token amount must be positive", "listen": "--listen 'localhost:4001' is not a multiaddr",
+        "stake": "token amount must be positive", "stake below minimum": "is below the run's minimum miner stake",
+        "stake beyond tokens": "needs 5000 more tokens, and account", "listen": "--listen 'localhost:4001' is not a multiaddr",
         "scheme": "needs its scheme: http://127.0.0.1", "dead rpc": "cannot reach RPC node",
         "silent rpc": "within 10 s", "password": "wrong password", "class": "is not permitted by this run",
     }[case]
     rpc = url
     with _silent_rpc() as silent:
-        if case == "stake":
-            extra = ["--stake", "-5"]
+        if case.startswith("stake"):
+            extra = ["--stake", {"stake": "-5", "stake below minimum": "50", "stake beyond tokens": "5000"}[case]]
         elif case == "listen":
             extra = ["--listen", "localhost:4001"]
         elif case == "scheme":
