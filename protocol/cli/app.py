@@ -15,9 +15,10 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from protocol.cli.usage import USAGE_EXIT, BadUsage
+from protocol.cli.usage import USAGE_EXIT, BadUsage, flags_show_no_type
 from protocol.core.errors import ConfigError, InsufficientFunds, VeritrainError
 
+flags_show_no_type()
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="veritrain: verifiable decentralized training.")
 console = Console()
 err_console = Console(stderr=True)

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from protocol.cli.account import DeploymentOpt, KeysOpt, RpcOpt, node_client, parse_tokens
-from protocol.node.json_logs import LogFormat
+from protocol.node.json_logs import LOG_FORMAT_ENV, LogFormat
 
 DataDirOpt = Annotated[Path, typer.Option(help="Node data dir (SQLite state + blob store)")]
 ListenOpt = Annotated[str | None, typer.Option(help="libp2p listen multiaddr (default: a free 127.0.0.1 port)")]
@@ -36,7 +36,7 @@ ClassOpt = Annotated[str | None, typer.Option("--hardware-class", metavar="ID_OR
 MetricsPortOpt = Annotated[int | None, typer.Option(min=0, max=65535, help="Serve Prometheus metrics on this port "
                                                                           "(GET /metrics; default: none served)")]
 MetricsHostOpt = Annotated[str, typer.Option(help="Address the metrics endpoint listens on")]
-LogFormatOpt = Annotated[LogFormat, typer.Option(envvar="VERITRAIN_LOG_FORMAT",
+LogFormatOpt = Annotated[LogFormat, typer.Option(envvar=LOG_FORMAT_ENV,
                                                  help="Log lines on stderr: auto (JSON lines unless stderr is a "
                                                       "terminal), json or text")]
 
@@ -46,7 +46,6 @@ def _logging(fmt: LogFormat = LogFormat.AUTO) -> None:
 
     from protocol.node.json_logs import stream_handler
     from protocol.node.logs import quiet_noisy_loggers
-    from protocol.node.worker_pool import LOG_FORMAT_ENV
 
     logging.basicConfig(level=logging.INFO, handlers=[stream_handler(sys.stderr, fmt)])
     os.environ[LOG_FORMAT_ENV] = fmt.value  # the node's workers write to the same stderr, in the same format
@@ -83,7 +82,7 @@ def _run(role: str, flags: NodeFlags, log_format: LogFormat) -> None:
     raise_on_stop_signals()  # from here on a stop signal unwinds: `with` blocks close what they hold
     _logging(log_format)
     log = logging.getLogger(f"veritrain.{role}")
-    steps = StartupSteps(log, live=sys.stderr.isatty() and log_format != LogFormat.JSON)
+    steps = StartupSteps(log)
     try:
         code = _start_and_run(role, flags, log, steps)
     except Stopped as stop:

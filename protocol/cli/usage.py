@@ -30,6 +30,22 @@ def usage_line(exc: click.UsageError) -> str:
     return f"{message}{where}"
 
 
+def flags_show_no_type() -> None:
+    """Help lists a flag (`--help`, `--move`, `--json`) without a type: typer 0.29 shows every
+    option's type, so a flag read `--help <bool>`, as if it took a value. Idempotent."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+    if getattr(shown, "flags_show_no_type", False):
+        return
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        return None if self.is_flag and self.metavar is None else shown(self, ctx)
+
+    display_type_rich.flags_show_no_type = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
 def run(app: typer.Typer, args: list[str] | None = None) -> int:
     """Run the app without click's standalone handling, so that its usage errors (bad option
     values, missing options, unknown commands) come out as one line; returns the exit code."""

@@ -13,10 +13,11 @@ from collections.abc import Callable
 from protocol.chain.client import ChainClient, Phase, Role
 from protocol.config.run_config import RunConfig
 
-# measured on 2 idle cores by `python -m benchmarks first-run` (docs/BENCHMARKS.md §8): seconds
-# from the command to round 1's opening, and per round, for the devnet's default 4 + 3 nodes
-START_S = 45
-ROUND_S = {"micro": 45, "tiny": 110, "small": 240}
+# measured on 2 idle cores by `python -m benchmarks first-run` (docs/BENCHMARKS.md §9): seconds
+# from the command to round 1's opening, and per round, for the devnet's default 4 + 3 nodes;
+# a preset it did not measure gets only the bound
+START_S = 27
+ROUND_S = {"micro": 30, "tiny": 41}
 
 # per phase: the role that acts in it, its verb, and how to tell that one account has acted
 Acted = Callable[[ChainClient, int, str], bool]

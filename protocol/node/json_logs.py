@@ -18,6 +18,7 @@ from typing import IO, Any
 
 from protocol.node.logs import Fields
 
+LOG_FORMAT_ENV = "VERITRAIN_LOG_FORMAT"  # `--log-format`'s variable; a node sets it for the workers it spawns
 HUMAN_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 RESERVED = ("ts", "level", "logger", "event", "exc", "stack")  # a kv field by these names gets a "_" suffix
 

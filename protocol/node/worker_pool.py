@@ -33,7 +33,6 @@ from protocol.core.hardware.replay_profile import (
 )
 from protocol.node.profile_setup import set_in_process
 
-LOG_FORMAT_ENV = "VERITRAIN_LOG_FORMAT"
 T = TypeVar("T")
 STOP_GRACE_S = 2.0  # an idle worker leaves this fast; a busy one is terminated after it
 PARENT_POLL_S = 1.0  # how often a worker checks that the node that started it still runs
@@ -94,7 +93,7 @@ def worker_logging() -> None:
     import logging
     import sys
 
-    from protocol.node.json_logs import LogFormat, stream_handler
+    from protocol.node.json_logs import LOG_FORMAT_ENV, LogFormat, stream_handler
 
     try:
         fmt = LogFormat(os.environ.get(LOG_FORMAT_ENV, LogFormat.AUTO.value))
