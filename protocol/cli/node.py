@@ -11,6 +11,8 @@ from typing import Annotated, Any
 import typer
 
 from protocol.cli.account import DeploymentOpt, KeysOpt, RpcOpt, node_client, parse_tokens
+from protocol.cli.usage import USAGE_EXIT, BadUsage
+from protocol.core.errors import VeritrainError
 from protocol.node.json_logs import LOG_FORMAT_ENV, LogFormat
 
 DataDirOpt = Annotated[Path, typer.Option(help="Node data dir (SQLite state + blob store)")]
@@ -89,11 +91,22 @@ def _run(role: str, flags: NodeFlags, log_format: LogFormat) -> None:
         steps.done()
         log.info("stopping: %s", stop)
         code = stop.exit_code
+    except VeritrainError as exc:
+        if not _json_lines(log_format):
+            raise  # the CLI's one `error:` line, for a person at a terminal
+        log.error("error: %s", exc)  # off a terminal the error is a log record like every other line
+        code = USAGE_EXIT if isinstance(exc, BadUsage) else 1
     finally:
         steps.done()
         reap_children()  # multiprocessing's resource tracker, and any process left behind
     if code:
         raise typer.Exit(code)
+
+
+def _json_lines(log_format: LogFormat) -> bool:
+    from protocol.node.json_logs import JsonFormatter, formatter_for
+
+    return isinstance(formatter_for(sys.stderr, log_format), JsonFormatter)
 
 
 def _start_and_run(role: str, flags: NodeFlags, log: logging.Logger, steps: Any) -> int:

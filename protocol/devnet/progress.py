@@ -46,10 +46,14 @@ def phase_line(admin: ChainClient, accounts: dict[Role, list[str]], round_: int,
 
 def expected_line(config: RunConfig, preset: str, rounds: int) -> str:
     """What to expect, said before the run starts."""
-    bound_min = (START_S + rounds * config.chain.round_span()) / 60
+    bound = START_S + rounds * config.chain.round_span()
     typical = ROUND_S.get(preset)
     what = f"{rounds} round{'s' * (rounds != 1)} of the {preset} model"
     if typical is None:
-        return f"{what}: at most {bound_min:.0f} min (every phase to its deadline)"
-    return (f"{what}: about {(START_S + rounds * typical) / 60:.0f} min on 2 idle "
-            f"cores (first round after about {START_S} s), at most {bound_min:.0f} min (every phase to its deadline)")
+        return f"{what}: at most {_span(bound)} (every phase to its deadline)"
+    return (f"{what}: about {_span(START_S + rounds * typical)} on 2 idle cores (first round after about "
+            f"{START_S} s), at most {_span(bound)} (every phase to its deadline)")
+
+
+def _span(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 180 else f"{seconds / 60:.0f} min"

@@ -31,7 +31,7 @@ def test_the_line_counts_who_has_acted_in_each_phase() -> None:
 def test_the_expected_duration_is_the_measured_one_and_the_bound_every_deadline() -> None:
     config = RunConfig()
     line = expected_line(config, "micro", 2)
-    assert line.startswith(f"2 rounds of the micro model: about {(START_S + 2 * ROUND_S['micro']) / 60:.0f} min")
+    assert line.startswith(f"2 rounds of the micro model: about {START_S + 2 * ROUND_S['micro']} s on 2 idle cores")
     assert line.endswith(f"at most {(START_S + 2 * config.chain.round_span()) / 60:.0f} min (every phase to its "
                          "deadline)")
     assert expected_line(config, "gpt2", 1) == (f"1 round of the gpt2 model: at most "

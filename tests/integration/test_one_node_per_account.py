@@ -9,6 +9,7 @@ the data dir's lock written."""
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 from pathlib import Path
@@ -128,3 +129,13 @@ def test_every_input_error_comes_before_any_side_effect(chain, tmp_path: Path, c
     assert expected in result.stderr and "Traceback" not in result.stderr, result.stderr
     _nothing_started(result.stderr, data)
     assert reader(url, dep).w3.eth.get_transaction_count(accounts[1]) == 0  # nothing sent, ever
+
+
+def test_an_input_error_off_a_terminal_is_a_json_line_like_every_other(chain, tmp_path: Path) -> None:
+    url, dep, keys, _ = chain
+    result = run_cli("miner", "--rpc", url, "--deployment", str(dep), "--keys", str(keys[1]), "--data-dir",
+                     str(tmp_path / "data"), env={"VERITRAIN_PASSWORD": "not the password"})  # stderr is a pipe
+    assert result.code == 1, result.stderr
+    lines = [json.loads(line) for line in result.stderr.splitlines()]  # every line is JSON
+    assert lines[-1]["level"] == "ERROR" and lines[-1]["event"].startswith("error: cannot decrypt"), lines
+    assert sum(r["level"] == "ERROR" for r in lines) == 1
