@@ -14,8 +14,9 @@ demands one part of each posted result it agrees with, in the devnet's demand pe
 4 s of its 16 s challenge window), and the other answers it before its deadline (8 s after the
 demand), so the round is still final and paid; the answerer collects the bond at the round's end.
 
-The window (20 s) holds H = 300 micro steps in half of it for an honest miner on any machine CI has
-had (0.003-0.010 s a step), while a throttled miner fits at most 200 there (180 at k = 30) on any
+The window (20 s) holds H = 300 micro steps in half of it for an honest miner on a quiet machine
+(0.003-0.010 s a step; one measured 0.048 s at boot beside another network in CI and planned 180,
+still more than the throttled ones), while a throttled miner fits at most 200 there (180 at k = 30) on any
 machine: its pace is set by sleeping, so neither a fast machine nor another test's network on the
 same two cores changes it. At H = 300 each miner's update still helps held-out loss in proportion
 to its steps (quality at the cap), where at H = 600 the full-speed update overfits and is paid
@@ -55,7 +56,9 @@ def test_the_throttled_miners_train_fewer_steps_take_part_in_every_round_and_the
         slow = [m for m in r["miners"] if m["kind"] == "throttled"]
         assert len(slow) == 2 and r["fallback"] is False, r
         assert all(m["committed"] and m["verified"] and m["slashed"] == 0 for m in r["miners"]), r
-        assert all(m["steps"] % K == 0 and K <= m["steps"] <= 180 < fast["steps"] for m in slow), r
+        # the fast miner plans from its own measured step time: under CI's load (another network
+        # beside it) it planned 180 steps in round 0, so "more than the throttled", not a number
+        assert all(m["steps"] % K == 0 and K <= m["steps"] <= 180 and m["steps"] < fast["steps"] for m in slow), r
         assert all(fast["reward"] > m["reward"] > 0 for m in slow), r
 
 
