@@ -1,0 +1,96 @@
+"""Check committees drawn by stake unit (protocol/core/settlement/committees.py): deterministic
+from chain data, a coalition's chance of a committee majority is the binomial tail however the
+stake is split (checked against the real draw), a silent validator's seat passes to a backup,
+and the segments each member must challenge so a committee catches a one-segment fake as often
+as every validator does today."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import pytest
+
+from protocol.core.errors import ConfigError
+from protocol.core.settlement.committees import (
+    committee,
+    p_catches_one_segment,
+    p_committee_catches,
+    p_majority,
+    per_check_matching,
+)
+
+SEED = bytes(range(32))
+
+
+def miner(i: int) -> bytes:
+    return i.to_bytes(20, "big")
+
+
+def test_the_draw_is_a_function_of_chain_data() -> None:
+    weights = [300, 200, 500, 250]
+    assert committee(SEED, miner(7), weights, 3) == committee(SEED, miner(7), list(weights), 3)
+    draws = {committee(bytes([s]) * 32, miner(7), weights, 3) for s in range(40)}
+    assert len(draws) > 10  # the seed moves it
+    assert all(0 <= v < len(weights) for seats in draws for v in seats)
+
+
+@pytest.mark.parametrize("share", [Fraction(1, 10), Fraction(1, 5), Fraction(1, 3)])
+@pytest.mark.parametrize("size", [3, 5])
+def test_a_coalitions_majority_odds_are_the_binomial_tail_however_the_stake_is_split(share, size) -> None:
+    # the coalition splits its stake unevenly over 3 accounts, the others over 17 of varying size
+    total = 3 * 5 * 7 * 1000
+    bloc = int(total * share)
+    coalition = [bloc // 2, bloc // 3, bloc - bloc // 2 - bloc // 3]
+    rest = total - bloc
+    others = [rest // 17 + (i - 8) * 3 for i in range(16)]
+    others.append(rest - sum(others))
+    weights = coalition + others
+    trials = 4000
+    captured = sum(sum(v < 3 for v in committee(SEED, miner(i), weights, size)) > size // 2 for i in range(trials))
+    p = float(p_majority(Fraction(bloc, total), size))
+    sigma = math.sqrt(p * (1 - p) / trials)
+    assert abs(captured / trials - p) < 4 * sigma + 1e-9, (captured / trials, p)
+
+
+def test_exact_odds_at_the_trust_table_rows() -> None:
+    assert p_majority(Fraction(1, 3), 3) == Fraction(7, 27)
+    assert p_majority(Fraction(1, 10), 3) == Fraction(28, 1000)
+    for share in (Fraction(1, 10), Fraction(1, 5), Fraction(1, 3)):
+        odds = [p_majority(share, c) for c in (3, 5, 7)]
+        assert odds == sorted(odds, reverse=True)  # a larger committee is harder to capture below 1/2
+
+
+def test_a_silent_validators_seat_passes_to_a_backup() -> None:
+    weights = [100] * 6
+    silent = [i in (1, 4) for i in range(6)]  # two of six never revealed
+    revealed = [not s for s in silent]
+    for i in range(50):
+        seats = committee(SEED, miner(i), weights, 3, revealed)
+        assert len(seats) == 3 and all(revealed[v] for v in seats)
+        everyone = committee(SEED, miner(i), weights, 24)  # the seats in draw order
+        assert list(seats) == [v for v in everyone if revealed[v]][:3]  # the first revealed seats, in order
+
+
+def test_a_committee_comes_up_short_only_when_almost_everyone_is_silent() -> None:
+    weights = [100] * 10
+    revealed = [i == 0 for i in range(10)]  # one of ten revealed
+    sizes = {len(committee(SEED, miner(i), weights, 3, revealed)) for i in range(100)}
+    assert max(sizes) <= 3 and min(sizes) < 3  # 24 seats searched at most: some miners get fewer
+
+
+def test_a_committee_needs_weight_and_a_seat() -> None:
+    with pytest.raises(ConfigError, match="needs validators with weight"):
+        committee(SEED, miner(1), [0, 0], 3)
+    with pytest.raises(ConfigError, match="at least one seat"):
+        committee(SEED, miner(1), [1, 1], 0)
+
+
+def test_committees_catch_a_one_segment_fake_as_often_as_today_once_q_is_raised() -> None:
+    # the devnet: 3 validators of equal stake, 10 segments, q = 1 each today
+    weights, segments = [1, 1, 1], 10
+    today = p_catches_one_segment(segments, 1, 3)
+    assert today == 1 - Fraction(9, 10) ** 3
+    assert p_committee_catches(weights, 3, segments, 1) < today  # seats repeat: fewer distinct checkers
+    q = per_check_matching(weights, 3, segments, 1)
+    assert q == 2 and p_committee_catches(weights, 3, segments, q) >= today
