@@ -91,15 +91,24 @@ def register(
     role: Annotated[str, typer.Argument(help="miner | validator")],
     rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt,
     multiaddr: Annotated[str, typer.Option(help="libp2p address peers dial, e.g. /ip4/127.0.0.1/tcp/4001")],
+    move: Annotated[bool, typer.Option("--move", help="Replace a registration at another address or node key, "
+                                                      "though a live node may serve it (it stops)")] = False,
 ) -> None:
-    """Register the node's account and node key (with its binding signature) on chain."""
+    """Register the node's account and node key (with its binding signature) on chain; refused
+    while another live node serves the account (docs/OPERATORS.md §3), unless --move."""
     from protocol.chain.client import Role
     from protocol.chain.registration import register_node
+    from protocol.node.account_guard import check_registration
+    from protocol.p2p.key_probe import live_holder
 
     if role not in ("miner", "validator"):
         raise ConfigError(f"role must be miner or validator, got {role!r}")
     client, node_keys = node_client(rpc, deployment, keys)
-    register_node(client, Role[role.upper()], node_keys.identity, multiaddr)
+    want = Role[role.upper()]
+    if check_registration(client, want, node_keys.identity, multiaddr, move, live_holder).found:
+        typer.echo(f"{node_keys.account.address} is already registered as {role} at {multiaddr}")
+        return
+    register_node(client, want, node_keys.identity, multiaddr)
     typer.echo(f"registered {node_keys.account.address} as {role}")
 
 

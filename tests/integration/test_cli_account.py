@@ -28,6 +28,12 @@ def test_account_lifecycle_on_anvil(anvil, tmp_path):
 
     registered = run_cli("register", "miner", *common, "--multiaddr", "/ip4/127.0.0.1/tcp/4001", env=ENV)
     assert registered.code == 0, registered.stderr
+    again = run_cli("register", "miner", *common, "--multiaddr", "/ip4/127.0.0.1/tcp/4001", env=ENV)
+    assert again.code == 0 and "already registered as miner" in again.stdout, again.stderr  # nothing sent
+    elsewhere = run_cli("register", "miner", *common, "--multiaddr", "/ip4/127.0.0.1/tcp/4002", env=ENV)
+    assert elsewhere.code == 1 and "where no node proves the registered key" in elsewhere.stderr, elsewhere.stderr
+    moved = run_cli("register", "miner", *common, "--multiaddr", "/ip4/127.0.0.1/tcp/4002", "--move", env=ENV)
+    assert moved.code == 0, moved.stderr
     assert run_cli("stake", "150", *common, env=ENV).code == 0
     node = json.loads(run_cli("inspect", "node", address, "--rpc", anvil.url, "--deployment", str(dep), "--json").stdout)["data"]
     assert node["role"] == "miner" and node["staked"] == 150 * 10**18 and node["eligible"] is True
