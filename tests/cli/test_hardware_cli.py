@@ -62,7 +62,7 @@ def test_corrupt_deployment_is_one_error_line(tmp_path):
 def test_miner_refuses_an_unpermitted_class_before_anything_starts(tmp_path):
     path = _deployment(tmp_path, {"preset": "micro"})
     base = ("miner", "--rpc", "http://127.0.0.1:9", "--deployment", str(path), "--keys", str(tmp_path / "keys"),
-            "--data-dir", str(tmp_path / "data"))
+            "--data-dir", str(tmp_path / "data"), "--log-format", "text")  # the `error:` line a person reads
     _one_error(run_cli(*base, "--hardware-class", "cpu/avx2/7t/float32", timeout=60),
                "not permitted", "cpu/avx2/1t/float32, cpu/avx2/2t/float32, cpu/avx512/1t/float32")
     if (os.cpu_count() or 1) >= 2:  # a permitted class this machine runs, not the run's default: accepted,

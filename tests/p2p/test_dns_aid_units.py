@@ -102,6 +102,6 @@ def test_bad_discover_server_is_one_error_line_before_anything_runs(tmp_path):
 
     result = run_cli("miner", "--rpc", "http://127.0.0.1:1", "--deployment", str(tmp_path / "none.json"),
                      "--keys", str(tmp_path / "keys"), "--data-dir", str(tmp_path / "data"),
-                     "--discover", "example.org", "--discover-server", "host:bad")
+                     "--discover", "example.org", "--discover-server", "host:bad", "--log-format", "text")
     assert result.code == 1 and result.stderr.strip().endswith("is not HOST:PORT")
     assert not (tmp_path / "data").exists()
