@@ -14,8 +14,12 @@ import os
 
 # (logger, a text only its routine record holds): logged at DEBUG instead
 ROUTINE = (
-    # a connection still being added when the host stops
-    ("libp2p.network.swarm", "Cannot schedule task after service has stopped"),
+    # a connection that failed while being added (the host stopping, the peer leaving mid-setup:
+    # "Connection closed while starting"): py-libp2p logs each with its traceback, and raises it
+    # to the dialer, which redials with backoff, or drops the inbound connection
+    ("libp2p.network.swarm", "[ADDCONN_FAIL]"),
+    # the same peer leaving between the muxer's start and its establishment
+    ("libp2p.network.swarm", "muxer event_started set but is_established=False"),
     # a stream opened to a peer that has just left (the caller gets a typed error)
     ("libp2p.host.basic_host", "handshake read failed"),
 )

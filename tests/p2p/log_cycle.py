@@ -56,6 +56,11 @@ def main() -> None:
     logging.getLogger("libp2p.network.swarm").warning(
         "[ADDCONN_FAIL] add_conn failed for peer %s: %r\n%s", "peer",
         RuntimeError("Cannot schedule task after service has stopped"), "Traceback ...")
+    logging.getLogger("libp2p.network.swarm").warning(  # a peer that left while its connection was added
+        "[ADDCONN_FAIL] add_conn failed for peer %s: %r\n%s", "peer",
+        RuntimeError("Connection closed while starting"), "Traceback ...")
+    logging.getLogger("libp2p.network.swarm").warning(
+        "Swarm::add_conn | muxer event_started set but is_established=False for peer x")
     logging.getLogger("libp2p.host.basic_host").error(
         "Failed to open stream to peer x:\n  Error: handshake read failed: stream closed")
     logging.getLogger("libp2p.network.swarm").warning(OTHER_WARNING)
