@@ -38,12 +38,10 @@ def seat_point(seed: bytes, miner: bytes, seat: int, total: int) -> int:
     return int.from_bytes(digest, "big") % total
 
 
-def seat_holder(seed: bytes, miner: bytes, seat: int, weights: Sequence[int]) -> int:
+def seat_holder(seed: bytes, miner: bytes, seat: int, cumulative: Sequence[int]) -> int:
     """The index of the validator holding seat `seat` of `miner`: the one whose slice of the
-    cumulative weight holds the seat's point (a zero weight holds no slice)."""
-    cumulative = list(itertools.accumulate(weights))
-    if not cumulative or cumulative[-1] <= 0:
-        raise ConfigError("a committee needs validators with weight")
+    cumulative weight (`itertools.accumulate` of the weights) holds the seat's point (a zero
+    weight holds no slice)."""
     return bisect.bisect_right(cumulative, seat_point(seed, miner, seat, cumulative[-1]))
 
 
@@ -55,14 +53,27 @@ def committee(seed: bytes, miner: bytes, weights: Sequence[int], size: int,
     are silent. A validator may hold several seats."""
     if size <= 0:
         raise ConfigError(f"a committee has at least one seat, not {size}")
+    cumulative = list(itertools.accumulate(weights))
+    if not cumulative or cumulative[-1] <= 0:
+        raise ConfigError("a committee needs validators with weight")
     seats: list[int] = []
     for seat in range(size * MAX_SEATS_PER_SEAT):
-        holder = seat_holder(seed, miner, seat, weights)
+        holder = seat_holder(seed, miner, seat, cumulative)
         if revealed is None or revealed[holder]:
             seats.append(holder)
             if len(seats) == size:
                 break
     return tuple(seats)
+
+
+def assignments(seed: bytes, miners: Sequence[bytes], weights: Sequence[int], size: int,
+                revealed: Sequence[bool] | None = None) -> list[set[int]]:
+    """Per validator, the miners (by index) it checks: those whose committee it holds a seat in."""
+    out: list[set[int]] = [set() for _ in weights]
+    for i, miner in enumerate(miners):
+        for v in committee(seed, miner, weights, size, revealed):
+            out[v].add(i)
+    return out
 
 
 def p_majority(share: Fraction | float, size: int) -> Fraction | float:

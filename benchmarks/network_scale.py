@@ -1,0 +1,79 @@
+"""Verification work per validator as the network grows (issue 30; this first step covers the
+checks and the bytes of checking): at 16, 100, 1,024 and 10,000 miners with validators at 1/16
+of the miners (at least 3), each miner's committee drawn by the real function
+(`protocol/core/settlement/committees.py`, c = 3, equal stakes), against today's rule (every
+validator checks every miner of its class; one class here). Bytes are what a validator fetches
+to check its miners: each one's update envelope and, per challenged segment, its two end
+checkpoints, at the run's blob caps (the most an honest blob takes) for the tiny and llama-small
+presets; q = 1 today, and the q a committee needs to keep today's detection at the devnet's 3
+validators (2). Audits, witness bundles and gas are not in this step yet.
+
+    python -m benchmarks network-scale [--quick] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from protocol.core.model.config import preset
+from protocol.core.settlement.committees import assignments, per_check_matching
+from protocol.core.train.compute_config import ComputeConfig
+from protocol.core.wire.blob_caps import blob_caps
+
+MINERS = (16, 100, 1_024, 10_000)
+SIZE = 3
+PRESETS = ("tiny", "llama-small")
+
+
+def validators_for(miners: int) -> int:
+    return max(3, miners // 16)
+
+
+def checks(miners: int) -> dict[str, float]:
+    """Miners each validator checks per round: today, and the median and most under committees."""
+    v = validators_for(miners)
+    seed = miners.to_bytes(32, "big")
+    ids = [i.to_bytes(20, "big") for i in range(miners)]
+    counts = [len(a) for a in assignments(seed, ids, [1] * v, SIZE)]
+    return {"validators": v, "today": miners, "committee_median": statistics.median(counts),
+            "committee_max": max(counts)}
+
+
+def bytes_per_check(name: str, per_check: int) -> int:
+    caps = blob_caps(preset(name), ComputeConfig())
+    return caps.update + 2 * per_check * caps.checkpoint
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks network-scale", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="up to 1,024 miners")
+    parser.add_argument("--json", type=Path, default=Path("out/bench/network_scale.json"))
+    args = parser.parse_args(argv)
+    sizes = MINERS[:3] if args.quick else MINERS
+    q = per_check_matching([1, 1, 1], SIZE, ComputeConfig().n_segments, 1)
+    per_check = {name: {"today": bytes_per_check(name, 1), "committee": bytes_per_check(name, q)} for name in PRESETS}
+    checks_per_validator, bytes_per_node = {}, {}
+    table = Table(title=f"per validator per round: miners checked and MB fetched to check them (c = {SIZE}, q = {q})")
+    for column in ("miners", "validators", "checks today", "checks, committee (median / most)",
+                   *(f"MB {n} today / committee" for n in PRESETS)):
+        table.add_column(column, justify="right")
+    for n in sizes:
+        c = checks(n)
+        checks_per_validator[str(n)] = c
+        bytes_per_node[str(n)] = {"validator": {name: {"today": c["today"] * per_check[name]["today"],
+                                                       "committee": c["committee_max"] * per_check[name]["committee"]}
+                                                for name in PRESETS}}
+        mb = [f"{b['today'] / 1e6:,.0f} / {b['committee'] / 1e6:,.0f}" for b in bytes_per_node[str(n)]["validator"].values()]
+        table.add_row(f"{n:,}", str(c["validators"]), f"{c['today']:,}", f"{c['committee_median']:.0f} / {c['committee_max']}",
+                      *mb)
+    Console(width=160).print(table)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"committee_size": SIZE, "per_check": q, "figures": {
+        "checks_per_validator": checks_per_validator, "bytes_per_node": bytes_per_node}}, indent=2) + "\n")
+    return 0
