@@ -88,7 +88,6 @@ def _run(role: str, flags: NodeFlags, log_format: LogFormat) -> None:
     try:
         code = _start_and_run(role, flags, log, steps)
     except Stopped as stop:
-        steps.done()
         log.info("stopping: %s", stop)
         code = stop.exit_code
     except VeritrainError as exc:
@@ -97,7 +96,6 @@ def _run(role: str, flags: NodeFlags, log_format: LogFormat) -> None:
         log.error("error: %s", exc)  # off a terminal the error is a log record like every other line
         code = USAGE_EXIT if isinstance(exc, BadUsage) else 1
     finally:
-        steps.done()
         reap_children()  # multiprocessing's resource tracker, and any process left behind
     if code:
         raise typer.Exit(code)

@@ -156,8 +156,6 @@ class NodeContext(GlobalState):
         elif (current := await self.port(self.client.current_round)) > 0:
             self.startup_step("catching up: joining the current round", round=current)
         await self.wait_round_open(0)
-        if self.startup is not None:
-            self.startup.done()
 
     # ---- rounds that passed the node by (protocol/node/round_notes.py) ---------------------
     async def duties_in(self, round_: int) -> dict[str, bool]:

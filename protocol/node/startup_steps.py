@@ -17,6 +17,3 @@ class StartupSteps:
     def step(self, what: str, **fields: Any) -> None:
         """`what` begins now (the one before it is done)."""
         self.log.info("starting: %s %s", what, kv(**fields))
-
-    def done(self) -> None:
-        """Start-up is over (the node is up, or it stopped); kept for callers that say so."""

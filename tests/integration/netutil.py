@@ -23,6 +23,7 @@ from protocol.node.keys import new_keys
 from tests.conftest import REPO, free_port, run_cli
 
 PASSWORD = "network test"
+WAITING = "waiting for `veritrain start`"  # a node is up and waits for round 0
 
 
 def micro_run_toml(run_name: str, commit_duration: int) -> str:
@@ -68,6 +69,18 @@ def start_node(role: str, rpc_url: str, dep: Path, keys: Path, data: Path, round
     env = {**os.environ, "VERITRAIN_PASSWORD": PASSWORD, "VERITRAIN_LOG_FORMAT": "text"}
     return subprocess.Popen(args, cwd=REPO, env=env, stdout=log.open("a"), stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def wait_for_line(proc: subprocess.Popen, log: Path, text: str, timeout_s: float = 120) -> None:
+    """Until `text` is in the node's log; fails at once if the node exits first."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if text in log.read_text():
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"node exited ({proc.returncode}) before {text!r}:\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
+    pytest.fail(f"no {text!r} within {timeout_s} s:\n{log.read_text()[-3000:]}")
 
 
 def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:

@@ -17,14 +17,15 @@ import pytest
 from tests.conftest import run_cli
 from tests.integration.netutil import (
     PASSWORD,
+    WAITING,
     deploy_with_keys,
     micro_run_toml,
     reader,
     sent_calls,
     start_node,
+    wait_for_line,
 )
 
-WAITING = "waiting for `veritrain start`"
 STOP_LIMIT_S = 10.0
 
 
@@ -56,22 +57,11 @@ def test_input_errors_come_first_and_fast(chain, tmp_path: Path, case: str) -> N
     assert not (tmp_path / "data").exists()  # bad input leaves no state behind
 
 
-def _wait_for_line(proc: subprocess.Popen, log: Path, text: str, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if text in log.read_text():
-            return
-        if proc.poll() is not None:
-            pytest.fail(f"node exited ({proc.returncode}) before {text!r}:\n{log.read_text()[-3000:]}")
-        time.sleep(0.2)
-    pytest.fail(f"no {text!r} within {timeout_s} s:\n{log.read_text()[-3000:]}")
-
-
 def _run_until_waiting(chain, data: Path, log: Path, stake: str) -> tuple[subprocess.Popen, list[int]]:
     """A miner up to the point where it waits for `veritrain start`, and every process it runs."""
     url, dep, keys, _ = chain
     proc = start_node("miner", url, dep, keys, data, 5, ["--stake", stake], log)
-    _wait_for_line(proc, log, WAITING)
+    wait_for_line(proc, log, WAITING)
     tree = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
     assert tree, "the node runs a worker process"
     return proc, tree

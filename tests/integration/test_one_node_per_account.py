@@ -20,13 +20,14 @@ from protocol.node.data_dir_lock import LOCK_FILE
 from tests.conftest import run_cli
 from tests.integration.netutil import (
     PASSWORD,
+    WAITING,
     deploy_with_keys,
     micro_run_toml,
     reader,
     sent_calls,
     start_node,
+    wait_for_line,
 )
-from tests.integration.test_node_stop import WAITING, _wait_for_line
 
 pytestmark = pytest.mark.anvil
 
@@ -58,7 +59,7 @@ def test_a_twin_and_a_shared_data_dir_are_refused_and_move_hands_the_account_ove
     first_log = tmp_path / "first.log"
     first = start_node("miner", url, dep, keys[0], tmp_path / "a", 5, ["--stake", "150"], first_log)
     try:
-        _wait_for_line(first, first_log, WAITING)
+        wait_for_line(first, first_log, WAITING)
         sent = len(sent_calls(client, accounts[0]))
 
         twin = _miner(url, dep, keys[0], tmp_path / "b")  # same keys, a fresh data dir: the case that hurt
@@ -73,10 +74,10 @@ def test_a_twin_and_a_shared_data_dir_are_refused_and_move_hands_the_account_ove
         second_log = tmp_path / "second.log"
         second = start_node("miner", url, dep, keys[0], tmp_path / "b", 5, ["--move"], second_log)
         try:
-            _wait_for_line(second, second_log, "moving the registration")
+            wait_for_line(second, second_log, "moving the registration")
             assert first.wait(timeout=60) == 1  # the replaced node sees the new binding and stops
             assert "by another node (--move); this node stops serving it" in first_log.read_text()
-            _wait_for_line(second, second_log, WAITING)
+            wait_for_line(second, second_log, WAITING)
             assert client.call("staking", "multiaddr", accounts[0]) in second_log.read_text()
         finally:
             second.send_signal(signal.SIGTERM)
