@@ -37,7 +37,7 @@ def devnet(
                                                      "posted result it agrees with, for the others to answer "
                                                      "(shows the data-availability loop; costs it the bond)")] = False,
     throttled: Annotated[int, typer.Option(min=0, help="Of the honest miners, how many train at a third of the "
-                                                   "speed, at most 20 steps a second (they train fewer steps, "
+                                                   "speed, at most 8 steps a second (they train fewer steps, "
                                                    "not miss rounds)")] = 0,
     miner_classes: Annotated[str, typer.Option(help="Hardware classes the miners run, cycled: LABEL_OR_ID,... "
                                                     "(see `veritrain hardware`; default: the run's profile)")] = "",

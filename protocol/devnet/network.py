@@ -49,7 +49,7 @@ from validator.node import ValidatorNode
 
 Progress = Callable[[str], None]
 FALSE_CLASS = "false-class"  # a validator registered for a class it does not run (testing only)
-THROTTLED = "throttled"  # an honest miner on a machine a third as fast, at most 20 steps/s (it sleeps after each step)
+THROTTLED = "throttled"  # an honest miner on a machine a third as fast, at most 8 steps/s (it sleeps after each step)
 THROTTLE = 3.0
 LAZY, SILENT = LazyValidator().name, SilentValidator().name  # validator kinds: never replays; never reveals nor signs
 

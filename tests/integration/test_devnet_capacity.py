@@ -1,5 +1,5 @@
 """Capacity-scaled work in a whole network (`veritrain devnet --throttled 2`): one honest miner
-at full speed and two on a machine a third as fast (and at most 20 steps a second). The throttled
+at full speed and two on a machine a third as fast (and at most 8 steps a second). The throttled
 ones train fewer steps, commit in every round and are verified; the fast one is paid most (pay is
 verified steps times the update's quality, capped on a fixed scale); and the commit phase closes
 when everyone has committed, well inside its window.
@@ -15,8 +15,8 @@ demands one part of each posted result it agrees with, in the devnet's demand pe
 demand), so the round is still final and paid; the answerer collects the bond at the round's end.
 
 The window (20 s) holds H = 300 micro steps in half of it for an honest miner on a quiet machine
-(0.003-0.010 s a step; one measured 0.048 s at boot beside another network in CI and planned 180,
-still more than the throttled ones), while a throttled miner fits at most 200 there (180 at k = 30) on any
+(0.003-0.010 s a step; one measured 0.055 s at boot beside other networks in CI), while a
+throttled miner fits at most 80 there (60 at k = 30) on any
 machine: its pace is set by sleeping, so neither a fast machine nor another test's network on the
 same two cores changes it. At H = 300 each miner's update still helps held-out loss in proportion
 to its steps (quality at the cap), where at H = 600 the full-speed update overfits and is paid
@@ -56,9 +56,9 @@ def test_the_throttled_miners_train_fewer_steps_take_part_in_every_round_and_the
         slow = [m for m in r["miners"] if m["kind"] == "throttled"]
         assert len(slow) == 2 and r["fallback"] is False, r
         assert all(m["committed"] and m["verified"] and m["slashed"] == 0 for m in r["miners"]), r
-        # the fast miner plans from its own measured step time: under CI's load (another network
-        # beside it) it planned 180 steps in round 0, so "more than the throttled", not a number
-        assert all(m["steps"] % K == 0 and K <= m["steps"] <= 180 and m["steps"] < fast["steps"] for m in slow), r
+        # the fast miner plans from its own measured step time: under CI's load (other networks
+        # beside it) it measured 0.055 s a step at boot, so "more than the throttled", not a number
+        assert all(m["steps"] % K == 0 and K <= m["steps"] <= 60 and m["steps"] < fast["steps"] for m in slow), r
         assert all(fast["reward"] > m["reward"] > 0 for m in slow), r
 
 
@@ -70,14 +70,14 @@ def test_the_commit_phase_closes_inside_its_window_once_all_committed(report):
 
 def test_the_throttled_miners_measured_themselves_slower(report):
     """Their step time (the median step, as each miner logs it at start) is at least the floor of
-    0.05 s, and above the full-speed miner's. That one is measured while every node boots on the
-    same two cores, so it reads anywhere from 0.003 s (a quiet machine) to 0.037 s (CI, three
+    0.125 s, and above the full-speed miner's. That one is measured while every node boots on the
+    same two cores, so it reads anywhere from 0.003 s (a quiet machine) to 0.055 s (CI, three
     networks at once): no ratio to it is asserted."""
     _, log = report
     times = {node_of(e): float(e["s_per_step"]) for e in log if e["event"] == "throughput"}
     assert len(times) == 3, times
     fast = times.pop("miner0")  # the devnet lists the honest miner first, then the throttled ones
-    assert all(t >= 0.05 and t > fast for t in times.values()), (fast, times)
+    assert all(t >= 0.125 and t > fast for t in times.values()), (fast, times)
 
 
 def test_a_silent_validator_of_three_is_ridden_out_and_earns_nothing(report):
