@@ -18,12 +18,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from protocol.core.settlement.committees import (
-    committee,
+from protocol.core.settlement.committee_odds import (
     p_committee_catches,
     p_majority,
     per_check_matching,
 )
+from protocol.core.settlement.committees import committee
 
 SHARES = (Fraction(1, 10), Fraction(1, 5), Fraction(1, 3))
 SIZES = (3, 5, 7)

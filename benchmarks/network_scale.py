@@ -1,8 +1,11 @@
 """Verification work per validator as the network grows (issue 30; this first step covers the
 checks and the bytes of checking): at 16, 100, 1,024 and 10,000 miners with validators at 1/16
 of the miners (at least 3), each miner's committee drawn by the real function
-(`protocol/core/settlement/committees.py`, c = 3, equal stakes), against today's rule (every
-validator checks every miner of its class; one class here). Bytes are what a validator fetches
+(`protocol/core/settlement/committees.py`, c = 3, equal stakes; a validator checks every miner
+where it holds one of the 2c drawn seats, backups included), against the rule without committees
+(every validator checks every miner of its class; one class here). Below about 2c validators a
+validator holds a seat of most miners, so the curve saturates there: 100 miners and 6 validators
+check 66 each where large networks settle near 2c · n / v = 96. Bytes are what a validator fetches
 to check its miners: each one's update envelope and, per challenged segment, its two end
 checkpoints, at the run's blob caps (the most an honest blob takes) for the tiny and llama-small
 presets; q = 1 today, and the q a committee needs to keep today's detection at the devnet's 3
@@ -22,7 +25,8 @@ from rich.console import Console
 from rich.table import Table
 
 from protocol.core.model.config import preset
-from protocol.core.settlement.committees import assignments, per_check_matching
+from protocol.core.settlement.committee_odds import per_check_matching
+from protocol.core.settlement.committees import assignments
 from protocol.core.train.compute_config import ComputeConfig
 from protocol.core.wire.blob_caps import blob_caps
 
@@ -59,7 +63,8 @@ def main(argv: list[str]) -> int:
     q = per_check_matching([1, 1, 1], SIZE, ComputeConfig().n_segments, 1)
     per_check = {name: {"today": bytes_per_check(name, 1), "committee": bytes_per_check(name, q)} for name in PRESETS}
     checks_per_validator, bytes_per_node = {}, {}
-    table = Table(title=f"per validator per round: miners checked and MB fetched to check them (c = {SIZE}, q = {q})")
+    table = Table(title=f"per validator per round: miners checked and MB fetched to check them (c = {SIZE} seats and "
+                        f"{SIZE} backups drawn, q = {q}; MB for the median validator)")
     for column in ("miners", "validators", "checks today", "checks, committee (median / most)",
                    *(f"MB {n} today / committee" for n in PRESETS)):
         table.add_column(column, justify="right")
@@ -67,7 +72,8 @@ def main(argv: list[str]) -> int:
         c = checks(n)
         checks_per_validator[str(n)] = c
         bytes_per_node[str(n)] = {"validator": {name: {"today": c["today"] * per_check[name]["today"],
-                                                       "committee": c["committee_max"] * per_check[name]["committee"]}
+                                                       "committee": c["committee_median"] * per_check[name]["committee"],
+                                                       "committee_most": c["committee_max"] * per_check[name]["committee"]}
                                                 for name in PRESETS}}
         mb = [f"{b['today'] / 1e6:,.0f} / {b['committee'] / 1e6:,.0f}" for b in bytes_per_node[str(n)]["validator"].values()]
         table.add_row(f"{n:,}", str(c["validators"]), f"{c['today']:,}", f"{c['committee_median']:.0f} / {c['committee_max']}",

@@ -1,4 +1,4 @@
-"""Check committees drawn by stake unit (protocol/core/settlement/committees.py): deterministic
+"""Check committees drawn by stake unit (protocol/core/settlement/committees.py, committee_odds.py): deterministic
 from chain data, a coalition's chance of a committee majority is the binomial tail however the
 stake is split (checked against the real draw), a silent validator's seat passes to a backup,
 and the segments each member must challenge so a committee catches a one-segment fake as often
@@ -12,13 +12,13 @@ from fractions import Fraction
 import pytest
 
 from protocol.core.errors import ConfigError
-from protocol.core.settlement.committees import (
-    committee,
+from protocol.core.settlement.committee_odds import (
     p_catches_one_segment,
     p_committee_catches,
     p_majority,
     per_check_matching,
 )
+from protocol.core.settlement.committees import assignments, committee, drawn_seats, seat_counts
 
 SEED = bytes(range(32))
 
@@ -63,20 +63,37 @@ def test_exact_odds_at_the_trust_table_rows() -> None:
 
 def test_a_silent_validators_seat_passes_to_a_backup() -> None:
     weights = [100] * 6
-    silent = [i in (1, 4) for i in range(6)]  # two of six never revealed
-    revealed = [not s for s in silent]
-    for i in range(50):
+    revealed = [i not in (1, 4) for i in range(6)]  # two of six never revealed
+    full = 0
+    for i in range(200):
         seats = committee(SEED, miner(i), weights, 3, revealed)
-        assert len(seats) == 3 and all(revealed[v] for v in seats)
-        everyone = committee(SEED, miner(i), weights, 24)  # the seats in draw order
-        assert list(seats) == [v for v in everyone if revealed[v]][:3]  # the first revealed seats, in order
+        drawn = drawn_seats(SEED, miner(i), weights, 3)
+        assert len(drawn) == 6 and all(revealed[v] for v in seats)
+        assert list(seats) == [v for v in drawn if revealed[v]][:3]  # the first revealed seats, in order
+        counts = seat_counts(SEED, miner(i), weights, 3, revealed)
+        assert sum(counts) == len(seats) and all(counts[v] == seats.count(v) for v in range(6))
+        full += len(seats) == 3
+    # short only when 4 of the 6 drawn seats are silent: P(Bin(6, 2/3) <= 2) = 73/729, about 10 %
+    assert 0.9 - 0.07 < full / 200 < 0.9 + 0.07
 
 
-def test_a_committee_comes_up_short_only_when_almost_everyone_is_silent() -> None:
+def test_a_committee_comes_up_short_only_when_most_seats_are_silent() -> None:
     weights = [100] * 10
     revealed = [i == 0 for i in range(10)]  # one of ten revealed
     sizes = {len(committee(SEED, miner(i), weights, 3, revealed)) for i in range(100)}
-    assert max(sizes) <= 3 and min(sizes) < 3  # 24 seats searched at most: some miners get fewer
+    assert max(sizes) <= 3 and min(sizes) == 0  # 6 seats drawn: most miners find nobody
+
+
+def test_every_holder_of_a_drawn_seat_checks_the_miner() -> None:
+    weights = [100, 300, 200, 50, 350]
+    miners = [miner(i) for i in range(300)]
+    work = assignments(SEED, miners, weights, 3)
+    for i, m in enumerate(miners):
+        assert {v for v, assigned in enumerate(work) if i in assigned} == set(drawn_seats(SEED, m, weights, 3))
+    # a validator with share w of the stake checks a miner with chance 1 - (1 - w)^6 (6 seats drawn)
+    for assigned, w in zip(work, weights, strict=True):
+        expected = 300 * (1 - (1 - w / 1000) ** 6)
+        assert abs(len(assigned) - expected) < 4 * math.sqrt(expected) + 1, (len(assigned), expected)
 
 
 def test_a_committee_needs_weight_and_a_seat() -> None:

@@ -1,0 +1,62 @@
+"""The odds of check committees (`committees.py`), exact: a coalition's chance of a committee
+majority, and a committee's chance of catching a one-segment fake.
+
+Seats are drawn by stake unit with replacement, so a coalition holding share α of the stake takes
+a committee majority with exactly the binomial tail `p_majority(α, c)`, however the coalition
+and everyone else split their stake (tests/core/test_committees.py checks it against the real
+draw). These numbers size the defaults and fill the trust table; nothing settles on them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from fractions import Fraction
+from math import comb
+
+
+def p_majority(share: Fraction | float, size: int) -> Fraction | float:
+    """The chance that holders of `share` of the stake take more than half of `size` seats drawn
+    by stake unit with replacement: the binomial tail, exact for a Fraction."""
+    need = size // 2 + 1
+    return sum(comb(size, k) * share**k * (1 - share) ** (size - k) for k in range(need, size + 1))
+
+
+def p_catches_one_segment(segments: int, per_check: int, checkers: int) -> Fraction:
+    """The chance that at least one of `checkers` distinct validators, each challenging
+    `per_check` of `segments` segments at random, picks the one faked segment."""
+    miss = Fraction(segments - per_check, segments)
+    return 1 - miss**checkers
+
+
+def p_distinct(weights: Sequence[int], size: int) -> dict[int, Fraction]:
+    """The distribution of the number of distinct validators among `size` seats drawn by stake
+    unit with replacement (exact, by enumeration: v^size draws, for the devnet's few validators)."""
+    total = sum(weights)
+    shares = [Fraction(w, total) for w in weights if w]
+    out: dict[int, Fraction] = {}
+    for draw in itertools.product(range(len(shares)), repeat=size):
+        chance = Fraction(1)
+        for i in draw:
+            chance *= shares[i]
+        distinct = len(set(draw))
+        out[distinct] = out.get(distinct, Fraction(0)) + chance
+    return out
+
+
+def p_committee_catches(weights: Sequence[int], size: int, segments: int, per_check: int) -> Fraction:
+    """The chance a committee of `size` seats catches a one-segment fake: over the number of
+    distinct validators the seats fall to, each challenging `per_check` of `segments`."""
+    return sum((chance * p_catches_one_segment(segments, per_check, d)
+                for d, chance in p_distinct(weights, size).items()), Fraction(0))
+
+
+def per_check_matching(weights: Sequence[int], size: int, segments: int, today_per_check: int) -> int:
+    """The fewest segments each committee member must challenge for a committee to catch a
+    one-segment fake at least as often as every validator does without committees, challenging
+    `today_per_check` each."""
+    today = p_catches_one_segment(segments, today_per_check, sum(1 for w in weights if w))
+    for per_check in range(today_per_check, segments + 1):
+        if p_committee_catches(weights, size, segments, per_check) >= today:
+            return per_check
+    return segments
