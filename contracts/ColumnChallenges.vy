@@ -19,6 +19,7 @@
 
 from ethereum.ercs import IERC20
 from . import challenge_base
+from . import committee_draw
 from . import constants
 from . import result_math
 from .interfaces import IChainFacts
@@ -47,11 +48,14 @@ MAX_REPUTATION: constant(uint256) = 2**16 - 1
 KIND_COLUMN: constant(uint256) = 1
 KIND_HEADER: constant(uint256) = 5
 
+# seats of each miner's check committee (the run config's chain.committee); 0: no committees
+committee_size: public(immutable(uint256))
+
 
 @deploy
 def __init__(
     token_: IERC20, rounds_: IChainFacts, scores_: IVectorRoots, rewards_: IForfeits, results_: IResults,
-    challenge_bond_: uint256,
+    challenge_bond_: uint256, committee_size_: uint256,
 ):
     """
     @notice Binds the challenges to one settlement stack.
@@ -61,8 +65,11 @@ def __init__(
     @param rewards_ The rewards contract (forfeits, emission, miner share).
     @param results_ The results contract (pending attempts, final roots, rejects).
     @param challenge_bond_ The bond a challenge posts.
+    @param committee_size_ Seats of each miner's check committee; 0: every decider counts by stake.
     """
+    assert committee_size_ <= constants.MAX_COMMITTEE, "challenges: committee too large"
     challenge_base.__init__(token_, rounds_, scores_, rewards_, results_, challenge_bond_)
+    committee_size = committee_size_
 
 
 @external
@@ -191,10 +198,11 @@ def _column_matches(
     consensus: uint16 = 0
     pay: uint256 = 0
     credits: DynArray[uint256, MAX_VALIDATORS] = []
-    staking: IStaking = IStaking(staticcall challenge_base.rounds.staking())
+    column_weights: DynArray[uint256, MAX_VALIDATORS] = []
+    decider_weight: uint256 = 0
+    column_weights, decider_weight = self._column_weights(round, vals, miner, weights, revealed)
     consensus, pay, credits = result_math._column(
-        column, weights, revealed, forfeited, staticcall staking.class_checkers(miner, vals),
-        staticcall staking.min_class_stake(),
+        column, column_weights, decider_weight, revealed, forfeited,
         quorum, staticcall challenge_base.rewards.forfeited(round, miner),
         consensus_total, miner_pool, validator_pool, n,
     )
@@ -208,6 +216,32 @@ def _column_matches(
         # no earlier entry: the reference writes (prev, prev_index) = (0, 0)
         return leaf.reputation == c // 10 and leaf.cumulative == pay and leaf.prev_index == 0
     return not challenge_base._bad_prev(round, leaf.prev)
+
+
+@view
+@internal
+def _column_weights(
+    round: uint256, vals: DynArray[address, MAX_VALIDATORS], miner: address,
+    weights: DynArray[uint256, MAX_VALIDATORS], revealed: DynArray[bool, MAX_VALIDATORS],
+) -> (DynArray[uint256, MAX_VALIDATORS], uint256):
+    """
+    @dev Each validator's weight in `miner`'s column: the deciders (its class's
+         holders, or everyone) by stake, or its committee by seat
+         (committee_draw._column_weights, seeded by the round's seed).
+    """
+    staking: IStaking = IStaking(staticcall challenge_base.rounds.staking())
+    deciders: uint256 = result_math._column_checkers(
+        weights, staticcall staking.class_checkers(miner, vals), staticcall staking.min_class_stake()
+    )
+    seed: bytes32 = empty(bytes32)
+    if committee_size != 0:
+        a: uint256 = 0
+        b: uint256 = 0
+        c: uint256 = 0
+        d: uint256 = 0
+        e: uint256 = 0
+        a, b, c, d, e, seed = staticcall challenge_base.rounds.round_info(round)
+    return committee_draw._column_weights(weights, deciders, revealed, committee_size, seed, miner)
 
 
 @view

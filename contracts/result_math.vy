@@ -96,33 +96,28 @@ def _column_checkers(weights: DynArray[uint256, MAX_VALIDATORS], checkers: uint2
 @pure
 @internal
 def _column(
-    scores: DynArray[uint16, MAX_VALIDATORS], weights: DynArray[uint256, MAX_VALIDATORS],
+    scores: DynArray[uint16, MAX_VALIDATORS], column_weights: DynArray[uint256, MAX_VALIDATORS], decider_weight: uint256,
     revealed: DynArray[bool, MAX_VALIDATORS], forfeited: DynArray[bool, MAX_VALIDATORS],
-    checkers: uint256, min_class_weight: uint256,
     quorum: bool, miner_forfeited: bool, consensus_total: uint256, miner_pool: uint256,
     validator_pool: uint256, n: uint256,
 ) -> (uint16, uint256, DynArray[uint256, MAX_VALIDATORS]):
     """
     @dev One column (PROTOCOL §11, the result function): its consensus, its miner's pay and each round validator's
          credit. `scores[j]` is validator j's score of the column (ignored when j did
-         not reveal or does not decide the column), `checkers` the validators holding
-         the miner's class (Staking.class_checkers), `consensus_total` is C (the root's
-         sums[0]), `n` > 0. The column needs the round's quorum and its own: at least
-         2/3 of its deciders' weight revealed.
+         not reveal or does not decide the column), `column_weights[j]` its weight in
+         the column (committee_draw._column_weights: stake among the deciders, or
+         committee seats; 0 when it does not decide), `decider_weight` the column's
+         total, `consensus_total` is C (the root's sums[0]), `n` > 0. The column
+         needs the round's quorum and its own: at least 2/3 of `decider_weight` revealed.
     """
-    deciders: uint256 = self._column_checkers(weights, checkers, min_class_weight)
     revealed_scores: DynArray[uint16, MAX_VALIDATORS] = []
     revealed_weights: DynArray[uint256, MAX_VALIDATORS] = []
     revealed_weight: uint256 = 0
-    decider_weight: uint256 = 0
-    for j: uint256 in range(len(weights), bound=MAX_VALIDATORS):
-        if deciders & (1 << j) == 0:
-            continue
-        decider_weight += weights[j]
-        if revealed[j]:
+    for j: uint256 in range(len(column_weights), bound=MAX_VALIDATORS):
+        if column_weights[j] != 0 and revealed[j]:
             revealed_scores.append(scores[j])
-            revealed_weights.append(weights[j])
-            revealed_weight += weights[j]
+            revealed_weights.append(column_weights[j])
+            revealed_weight += column_weights[j]
     column_quorum: bool = quorum and revealed_weight > 0 and revealed_weight * 3 >= decider_weight * 2
     consensus: uint16 = 0
     if column_quorum and not miner_forfeited:
@@ -133,14 +128,14 @@ def _column(
     # agreement-weighted shares of this column's slice of the validator pool, among its deciders
     shares: DynArray[uint256, MAX_VALIDATORS] = []
     total_share: uint256 = 0
-    for j: uint256 in range(len(weights), bound=MAX_VALIDATORS):
+    for j: uint256 in range(len(column_weights), bound=MAX_VALIDATORS):
         agreement: uint256 = 0
-        if revealed[j] and not forfeited[j] and deciders & (1 << j) != 0:
+        if revealed[j] and not forfeited[j] and column_weights[j] != 0:
             agreement = ONE
             if column_quorum:
                 agreement = self._agreement(scores[j], consensus)
-        shares.append(weights[j] * agreement)
-        total_share += weights[j] * agreement
+        shares.append(column_weights[j] * agreement)
+        total_share += column_weights[j] * agreement
     column_pool: uint256 = validator_pool // n
     credits: DynArray[uint256, MAX_VALIDATORS] = []
     for share: uint256 in shares:

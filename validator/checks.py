@@ -158,8 +158,8 @@ ServedSubmission = tuple[bytes | None, str | None]  # (envelope, None) or (None,
 
 async def fetch_submissions(ctx: NodeContext, r: int,
                             commits: dict[str, Commit]) -> dict[str, ServedSubmission]:
-    """Every miner's submission (update and trace: small), fetched concurrently and once,
-    for both the checks and the usefulness scores."""
+    """The submissions (update and trace: small) of `commits`' miners, fetched concurrently and
+    once, for both the checks and the usefulness scores."""
     got: dict[str, ServedSubmission] = {}
 
     async def one(miner: str, commit: Commit) -> None:
@@ -183,8 +183,8 @@ async def check_all(ctx: NodeContext, r: int, commits: dict[str, Commit], seed_b
 
     async def one(miner: str, commit: Commit) -> None:
         mode = modes.get(miner, CheckMode.EXACT)
-        if mode is CheckMode.SKIP:
-            done[miner] = not_checked(ctx, r, miner, commit, seed_block)
+        if not mode.checks:
+            done[miner] = not_checked(ctx, r, miner, commit, seed_block, mode)
             return
         async with limiter:  # held until checked: bounds the checkpoints held on disk
             done[miner] = await check_one(ctx, r, miner, commit, seed_block, state, submission=submissions[miner],
@@ -194,7 +194,7 @@ async def check_all(ctx: NodeContext, r: int, commits: dict[str, Commit], seed_b
         for miner, commit in sorted(commits.items()):
             nursery.start_soon(one, miner, commit)
     for check in done.values():
-        if check.mode is not CheckMode.SKIP:
+        if check.mode.checks:
             ctx.metrics.check_done(passed=check.outcome.kind is None)
     return [done[m] for m in sorted(done)]
 
@@ -228,12 +228,16 @@ async def _fetch_envelope(ctx: NodeContext, update_hash: bytes, miner: str) -> b
         await trio.sleep(ctx.config.poll_s)
 
 
-def not_checked(ctx: NodeContext, r: int, miner: str, commit: Commit, seed_block: bytes) -> MinerCheck:
-    """A miner whose class other validators hold and decide: no replay, no witness, score 0."""
+NOT_CHECKED = {CheckMode.SKIP: "not checked: its class is decided by the validators holding it",
+               CheckMode.OFF_COMMITTEE: "not checked: its committee decides it"}
+
+
+def not_checked(ctx: NodeContext, r: int, miner: str, commit: Commit, seed_block: bytes,
+                mode: CheckMode = CheckMode.SKIP) -> MinerCheck:
+    """A miner others decide (its class's holders, or its committee): no replay, no witness, score 0."""
     challenge = make_challenge(ctx.keys.identity, r, bytes.fromhex(miner[2:]), seed_block, ctx.challenge_compute(commit))
-    outcome = CheckOutcome(miner, None, None, None, "not checked: its class is decided by the validators holding it",
-                           None, None)
-    return MinerCheck(miner, commit.column, None, outcome, challenge, commit.steps, CheckMode.SKIP)
+    outcome = CheckOutcome(miner, None, None, None, NOT_CHECKED[mode], None, None)
+    return MinerCheck(miner, commit.column, None, outcome, challenge, commit.steps, mode)
 
 
 async def check_one(ctx: NodeContext, r: int, miner: str, commit: Commit, seed_block: bytes,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import trio
 
 from protocol.core.proof.commitment import Commit
-from protocol.core.settlement.class_checks import CheckMode
 from protocol.core.settlement.fraud import FraudKind
 from protocol.node.context import NodeContext
 from protocol.node.logs import kv
@@ -77,7 +76,7 @@ async def recheck_unavailable(ctx: NodeContext, r: int, commits: dict[str, Commi
     honest miner restarted by then is checked and scored, not reported. A miner already up again
     when asked is checked once more at once (it may have come back while the others were being
     checked); if it still refuses, its verdict stands and it is not asked again."""
-    failed = [c.miner for c in found if c.outcome.kind is FraudKind.UNAVAILABLE and c.mode is not CheckMode.SKIP]
+    failed = [c.miner for c in found if c.outcome.kind is FraudKind.UNAVAILABLE and c.mode.checks]
     if not failed:
         return found
     by_miner = {c.miner: c for c in found}

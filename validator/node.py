@@ -101,19 +101,21 @@ class ValidatorNode(NodeContext):
         seed_block = await self._close_commits(r)
         commits = await self.commits(r)
         state = await self.state_for(r)
-        modes = await self.classes.modes(r, commits)
+        modes = await self.classes.modes(r, commits, seed_block)
         self.log.info("verifying %s", kv(round=r, miners=len(commits), phase="scoring",
                                          **{mode.value: sum(m is mode for m in modes.values()) for mode in CheckMode}))
-        submissions = await fetch_submissions(self, r, commits)
+        # only the miners this validator checks: its class, and its seats when the run has committees
+        assigned = {m: c for m, c in commits.items() if modes[m].checks}
+        submissions = await fetch_submissions(self, r, assigned)
         # a miner restarting mid-round serves again soon (one that never reveals does not wait)
         if self.data.state.recall(r, "scores") is None and not self.skips("reveal"):
-            submissions = await fetch_late(self, r, commits, submissions)
+            submissions = await fetch_late(self, r, assigned, submissions)
         useful: dict[bytes, Usefulness] | None = None
 
         async def usefulness_ahead() -> None:
             # the costly half of scoring, on the worker while the checkpoints are fetched
             nonlocal useful
-            entries = [(m, c.column, submissions[m][0], True, c.steps) for m, c in sorted(commits.items())]
+            entries = [(m, c.column, submissions[m][0], True, c.steps) for m, c in sorted(assigned.items())]
             useful = await self._work(usefulness_by_miner, self._score_job(r, state, seed_block, entries))
 
         async with trio.open_nursery() as nursery:

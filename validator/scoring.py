@@ -244,12 +244,12 @@ def absolute_score(relative_gain: float, steps: int, cfg: ComputeConfig) -> int:
 
 
 def class_adjusted(scores: dict[str, int], modes: Mapping[str, CheckMode], discount: float) -> dict[str, int]:
-    """Scores as this validator reveals them: 0 for a miner whose class other validators decide
-    (the chain ignores it), the score times `discount` for one checked in tolerance mode.
+    """Scores as this validator reveals them: 0 for a miner whose class other validators decide,
+    or whose committee it holds no seat of (the chain ignores it), the score times `discount` for one checked in tolerance mode.
     Scores are absolute, so validators of different classes share one scale."""
     def adjusted(miner: str, score: int) -> int:
         mode = modes.get(miner, CheckMode.EXACT)
-        if mode is CheckMode.SKIP:
+        if not mode.checks:
             return 0
         return int(score * discount) if mode is CheckMode.TOLERANCE else score
     return {miner: adjusted(miner, score) for miner, score in scores.items()}

@@ -52,7 +52,7 @@ def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
     results = new("Results", rounds, rewards, staking, chain.result_duration, chain.result_challenge_window,
                   chain.signer_slash_bps, chain.reporter_share_bps)
     bond = chain.challenge_bond * TOKEN_UNIT
-    column_challenges = new("ColumnChallenges", token, rounds, scores, rewards, results, bond)
+    column_challenges = new("ColumnChallenges", token, rounds, scores, rewards, results, bond, chain.committee)
     tree_challenges = new("TreeChallenges", token, rounds, scores, rewards, results, bond)
     account_challenges = new("AccountChallenges", token, rounds, scores, rewards, results, bond)
     disputes = new("Disputes", token, staking, rounds, rewards, chain.report_bond * TOKEN_UNIT,

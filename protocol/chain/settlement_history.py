@@ -9,6 +9,7 @@ is checked against the one the chain made final.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from web3 import Web3
 
@@ -106,7 +107,15 @@ class SettlementHistory:
         return RoundInputs(round=round_, miners=miners, validators=validators, weights=weights, reveals=reveals,
                            forfeited=forfeited, prev=prev, emission=emission, miner_share_bps=share,
                            miner_classes=self._classes_of(miners), validator_classes=self._classes_of(validators),
-                           min_class_weight=self._class_minimum())
+                           min_class_weight=self._class_minimum(), **self._committees(round_))
+
+    def _committees(self, round_: int) -> dict[str, Any]:
+        """The committee size (the run config's, as ColumnChallenges was deployed with it) and the
+        round's seed that draws them; no seed is read for a run without committees."""
+        size = self.client.deployment.run_config.chain.committee
+        if size == 0:
+            return {}
+        return {"committee_size": size, "seed": bytes(self.client.round_info(round_)["seed"])}
 
     def _classes_of(self, accounts: tuple[str, ...]) -> tuple[int, ...]:
         """Each account's class set. Every participant of a round had staked by then, and a

@@ -17,6 +17,7 @@ from protocol.config.run_config import TOKEN_UNIT
 from protocol.config.run_setup import resolve
 from protocol.core.settlement.fraud import FraudKind
 from protocol.core.settlement.loss_scale import LOSS_SCALE
+from protocol.core.settlement.result_inputs import RoundInputs
 
 SCORE_SCALE = 65535
 PIPED_WIDTH = 1000  # columns when stdout is no terminal: rich's default 80 would cut the addresses
@@ -57,6 +58,8 @@ def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any],
                 "class": getattr(m, "class_label", None),
                 "check": ("exact" if settled.inputs.exact_column(column) else "tolerance")
                 if settled and column is not None else None,
+                # check committees: the validators whose seats decided its column, and how many each held
+                "committee": _committee(settled.inputs, column) if settled and column is not None else None,
                 # verified: its proof held (no report against it was confirmed); null: nothing committed
                 "verified": (not confirmed) if committed else None,
                 "score": res.consensus[column] / SCORE_SCALE if res and column is not None else 0.0,
@@ -86,6 +89,14 @@ def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any],
             "slashed": _tokens(sum(s["amount"] for s in slashes if s["account"] == m.address)),
         })
     return {"config": config, "rounds": out_rounds, "final": final, "reports": _reports(reports, resolved)}
+
+
+def _committee(inputs: RoundInputs, column: int) -> dict[str, int] | None:
+    """{validator: seats} of the column's committee; None when the run has no committees."""
+    if not inputs.committee_size:
+        return None
+    weights = inputs.column_weights(column).weights
+    return {v: w for v, w in zip(inputs.validators, weights, strict=True) if w}
 
 
 def _reports(reports: list[dict[str, Any]], resolved: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:

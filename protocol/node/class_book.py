@@ -1,21 +1,28 @@
 """The hardware classes of a round's accounts as the chain holds them, and how this node checks each miner.
 
 `Staking.hardware_classes` never changes once an account has staked, and every account taking
-part in a round has, so each account is read once. The decision itself is pure
-(`protocol/core/settlement/class_checks.py`); the chain makes the same one when it settles the round.
+part in a round has, so each account is read once. The decisions themselves are pure
+(`protocol/core/settlement/class_checks.py`, `check_assignment.py`); the chain makes the same
+ones when it settles the round.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from protocol.core.settlement.class_checks import CheckMode, check_mode
+from protocol.core.settlement.check_assignment import holds_a_seat
+from protocol.core.settlement.class_checks import (
+    CheckMode,
+    check_mode,
+    class_checkers,
+    column_deciders,
+)
 from protocol.node.chain_port import ChainPort
 
 
 class ClassBook:
-    def __init__(self, port: ChainPort, me: str) -> None:
-        self.port, self.me = port, me
+    def __init__(self, port: ChainPort, me: str, committee_size: int = 0) -> None:
+        self.port, self.me, self.committee_size = port, me, committee_size
         self._masks: dict[str, int] = {}
         self._min_weight: int | None = None
 
@@ -25,15 +32,26 @@ class ClassBook:
             self._masks[account] = await self.port(self.port.read.staking.hardware_classes, account)
         return self._masks[account]
 
-    async def modes(self, r: int, miners: Iterable[str]) -> dict[str, CheckMode]:
-        """How this node checks each of round r's `miners`."""
+    async def modes(self, r: int, miners: Iterable[str], seed: bytes | None = None) -> dict[str, CheckMode]:
+        """How this node checks each of round r's `miners`: by hardware class, and, given the
+        round's `seed` and a run with committees, only the miners where it holds a drawn seat
+        (reports and audits ask without a seed: any holder of the class may check any miner)."""
         validators = list(await self.port(self.port.client.validators_of, r))
         weights = await self.port(self.port.read.rounds.weights_of, r, validators)
         masks = [await self.mask(v) for v in validators]
         if self._min_weight is None:
             self._min_weight = await self.port(self.port.read.staking.min_class_stake)
         own = await self.mask(self.me)
-        return {m: check_mode(own, await self.mask(m), masks, weights, self._min_weight) for m in miners}
+        out = {}
+        for m in miners:
+            mode = check_mode(own, await self.mask(m), masks, weights, self._min_weight)
+            if mode.checks and seed is not None and self.committee_size and self.me in validators:
+                deciders = column_deciders(weights, class_checkers(await self.mask(m), masks), self._min_weight)
+                if not holds_a_seat(validators.index(self.me), bytes.fromhex(m[2:]), weights, deciders,
+                                    self.committee_size, seed):
+                    mode = CheckMode.OFF_COMMITTEE
+            out[m] = mode
+        return out
 
     async def mode(self, r: int, miner: str) -> CheckMode:
         return (await self.modes(r, [miner]))[miner]

@@ -42,7 +42,8 @@ class NodeContext(GlobalState):
         self.metrics = metrics or NodeMetrics()  # kept either way; served only when asked (metrics_server.py)
         self.address: str = keys.account.address
         self.port = ChainPort(client, log, on_retry=self.metrics.chain_retry)
-        self.classes = ClassBook(self.port, self.address)  # who checks which miner (hardware classes)
+        # who checks which miner (hardware classes, check committees)
+        self.classes = ClassBook(self.port, self.address, client.deployment.run_config.chain.committee)
         self.data = DataDir(config.data_dir)
         self.setup: Setup = resolve(client.deployment.run_config)
         if config.hardware_class is not None:

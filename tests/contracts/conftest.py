@@ -90,6 +90,7 @@ class Params:
     absence_rounds: int = 3  # ended rounds in a row without a reveal that retire a validator (Disputes)
     max_reports: int = 16  # reports one validator may file per round (Disputes)
     late_serve_fee: int = 20 * TOKEN  # burned from an accused its voters were served late (Disputes)
+    committee: int = 0  # seats of each miner's check committee (ColumnChallenges); 0: no committees
 
 
 SETTLEMENT_PARTS = ("rounds", "scores", "rewards", "results")
@@ -189,7 +190,7 @@ def deploy_stack(params: Params = Params(), holders: list[str] | None = None, am
     results = partial("Results").deploy(rounds.address, rewards.address, staking.address,
                                         p.result_duration, p.result_window, p.signer_slash_bps, p.reporter_share_bps)
     challenge_args = (token.address, rounds.address, scores.address, rewards.address, results.address, p.challenge_bond)
-    column = partial("ColumnChallenges").deploy(*challenge_args)
+    column = partial("ColumnChallenges").deploy(*challenge_args, p.committee)
     tree = partial("TreeChallenges").deploy(*challenge_args)
     account = partial("AccountChallenges").deploy(*challenge_args)
     disputes = partial("Disputes").deploy(token.address, staking.address, rounds.address, rewards.address,

@@ -67,15 +67,17 @@ class Stack:
         return self.facts.chain_id()
 
 
-def deploy() -> Stack:
-    """Token, stand-in chain facts and results, and the three challenge contracts; the challenger holds tokens."""
+def deploy(committee: int = 0) -> Stack:
+    """Token, stand-in chain facts and results, and the three challenge contracts (`committee`:
+    ColumnChallenges' committee size); the challenger holds tokens."""
     challenger = boa.env.generate_address("challenger")
     token = boa.load_partial(str(ROOT / "contracts" / "Token.vy")).deploy([challenger], [1000 * BOND])
     facts = boa.load_partial(str(HARNESS / "FactsStandIn.vy")).deploy()
     results = boa.load_partial(str(HARNESS / "ResultsStandIn.vy")).deploy(WINDOW)
     args = (token.address, facts.address, facts.address, facts.address, results.address, BOND)
-    columns, trees, accounts = (boa.load_partial(str(ROOT / "contracts" / f"{name}.vy")).deploy(*args)
-                                for name in ("ColumnChallenges", "TreeChallenges", "AccountChallenges"))
+    columns = boa.load_partial(str(ROOT / "contracts" / "ColumnChallenges.vy")).deploy(*args, committee)
+    trees, accounts = (boa.load_partial(str(ROOT / "contracts" / f"{name}.vy")).deploy(*args)
+                       for name in ("TreeChallenges", "AccountChallenges"))
     for contract in (columns, trees, accounts):
         results.allow(contract.address)
         with boa.env.prank(challenger):
@@ -97,6 +99,7 @@ def publish(stack: Stack, inputs: RoundInputs, model: bytes = ZERO) -> None:
     for account in inputs.miners + inputs.validators:
         facts.set_forfeited(inputs.round, account, account in inputs.forfeited)
     facts.set_model(inputs.round, model)
+    facts.set_seed(inputs.round, inputs.seed)
     facts.set_economics(inputs.emission, inputs.miner_share_bps, RUN_CONFIG)
     accounts = list(inputs.miners + inputs.validators)
     masks = list(inputs.miner_classes or (0,) * inputs.n) + list(inputs.validator_classes or (0,) * len(inputs.validators))

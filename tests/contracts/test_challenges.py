@@ -230,6 +230,30 @@ def test_a_class_held_by_too_little_stake_is_decided_by_everyone(chal, uncovered
                root_arg(right), reveals_arg(inputs))
 
 
+@pytest.fixture(scope="module")
+def committee_chal():
+    return deploy(committee=3)
+
+
+def test_a_committee_column_is_decided_by_its_seats_and_a_root_counting_every_holder_is_rejected(committee_chal):
+    """Six equal validators, committees of three seats: column 0 is decided by its committee's
+    scores alone, so a result computed by stake over every holder is rejected, and the right one stands."""
+    validators = tuple(A[10:16])
+    scores = {v: (65_535 if k < 3 else 20_000) for k, v in enumerate(validators)}  # half say 65,535
+    reveals = {v: Reveal((scores[v], 30_000), 500_000, keccak256(v.encode())) for v in validators}
+    inputs = RoundInputs(5, (A[0], A[1]), validators, (T,) * 6, reveals, frozenset(), {}, 1000 * T, 7000,
+                         committee_size=3, seed=keccak256(b"round 5 seed"))
+    right = settle(committee_chal, inputs)
+    blind = settle(committee_chal, dataclasses.replace(inputs, committee_size=0))
+    assert blind.result.consensus[0] == 20_000  # by stake: 65,535 has exactly half, not a majority
+    assert right.result.consensus[0] != blind.result.consensus[0] or right.result.credits[0] != blind.result.credits[0]
+    for posted, upheld in ((right, False), (blind, True)):
+        with boa.env.anchor():
+            publish(committee_chal, inputs)
+            expect(committee_chal, upheld, committee_chal.columns, "challenge_column", *post(committee_chal, posted),
+                   *leaf_args(posted, 0), root_arg(posted), reveals_arg(inputs))
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(inputs=small_rounds(), data=st.data())
 def test_the_column_challenge_agrees_with_the_reference(chal, inputs, data):

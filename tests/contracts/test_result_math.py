@@ -1,7 +1,8 @@
 """result_math (the challenge contracts' arithmetic) against the Python reference of the result.
 
 One harness contract exposes the module's internal functions as views; Hypothesis draws small
-rounds (<= 12 columns, <= 8 validators, ties, zero weights, unrevealed and forfeiting accounts)
+rounds (<= 12 columns, <= 8 validators, ties, zero weights, unrevealed and forfeiting accounts,
+committees of 0 to 5 seats)
 and every value the contract recomputes must equal `protocol.core.settlement.result` / `result_tree` /
 `claims_tree` byte for byte.
 """
@@ -71,7 +72,8 @@ def round_inputs(draw: st.DrawFn) -> RoundInputs:
         classes = (tuple(draw(st.lists(st.sampled_from([0, 1, 2, 4]), min_size=n, max_size=n))),
                    tuple(draw(st.lists(st.integers(0, 7), min_size=v, max_size=v))),
                    draw(st.one_of(st.just(0), weights_st)))
-    return RoundInputs(rnd, miners, validators, weights, reveals, forfeited, prev, emission, share, *classes)
+    committee = {"committee_size": draw(st.sampled_from([0, 0, 1, 2, 3, 5])), "seed": draw(st.binary(min_size=32, max_size=32))}
+    return RoundInputs(rnd, miners, validators, weights, reveals, forfeited, prev, emission, share, *classes, **committee)
 
 
 def checker_bits(inputs: RoundInputs, column: int) -> int:
@@ -99,7 +101,7 @@ def test_columns_tree_and_claims_match_the_reference(harness, inputs, data):
         matrix, list(inputs.weights), revealed, [v in inputs.forfeited for v in inputs.validators],
         [checker_bits(inputs, i) for i in range(inputs.n)], inputs.min_class_weight, quorum,
         [m in inputs.forfeited for m in inputs.miners], sum(result.consensus), inputs.miner_pool,
-        inputs.validator_pool)
+        inputs.validator_pool, inputs.committee_size, inputs.seed, list(inputs.miners))
     assert [list(s) for s in sums] == [list(leaf.sums) for leaf in tree.levels[0][:inputs.n]]
 
     # one column's median, leaf hash and inclusion path

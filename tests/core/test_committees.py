@@ -6,6 +6,7 @@ as every validator does today."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 
@@ -15,6 +16,7 @@ from protocol.core.errors import ConfigError
 from protocol.core.settlement.committee_odds import (
     p_catches_one_segment,
     p_committee_catches,
+    p_distinct,
     p_majority,
     per_check_matching,
 )
@@ -111,3 +113,13 @@ def test_committees_catch_a_one_segment_fake_as_often_as_today_once_q_is_raised(
     assert p_committee_catches(weights, 3, segments, 1) < today  # seats repeat: fewer distinct checkers
     q = per_check_matching(weights, 3, segments, 1)
     assert q == 2 and p_committee_catches(weights, 3, segments, q) >= today
+
+
+def test_the_distinct_checkers_of_equal_stakes_match_the_enumeration() -> None:
+    for v, size in ((3, 3), (4, 5), (6, 3)):
+        brute: dict[int, Fraction] = {}
+        for draw in itertools.product(range(v), repeat=size):
+            brute[len(set(draw))] = brute.get(len(set(draw)), Fraction(0)) + Fraction(1, v**size)
+        assert p_distinct([7] * v, size) == brute
+        nearly = p_distinct([70] * (v - 1) + [71], size)  # unequal stakes: enumerated
+        assert all(abs(float(brute[d] - nearly.get(d, 0))) < 0.01 for d in brute)

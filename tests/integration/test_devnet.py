@@ -36,8 +36,9 @@ def test_report_files_and_schema(devnet_report):
     for r in report["rounds"]:
         assert r["model_hash"].startswith("0x") and len(r["model_hash"]) == 66
         for m in r["miners"]:
-            assert set(m) == {"address", "kind", "committed", "steps", "class", "check", "verified", "score",
-                              "reward", "slashed"}
+            assert set(m) == {"address", "kind", "committed", "steps", "class", "check", "committee", "verified",
+                              "score", "reward", "slashed"}
+            assert m["committee"] is None  # no committees: every validator decides
             assert m["steps"] == 30 if m["committed"] else m["steps"] is None  # every miner fits H here
             # one class, held by every validator: each committed miner is checked bit for bit
             assert m["check"] == ("exact" if m["committed"] else None) and m["class"] == "cpu/avx2/1t/float32"

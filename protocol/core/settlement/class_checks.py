@@ -53,6 +53,12 @@ class CheckMode(enum.StrEnum):
     EXACT = "exact"  # it holds the miner's class: bit for bit, failures reported
     TOLERANCE = "tolerance"  # nobody holds the class with enough stake: within δ, discounted, flagged
     SKIP = "skip"  # others hold the class and decide the column; this validator scores it 0
+    OFF_COMMITTEE = "off-committee"  # it may check the class but holds none of the miner's drawn seats: scores it 0
+
+    @property
+    def checks(self) -> bool:
+        """Whether this validator replays and scores the miner at all."""
+        return self in (CheckMode.EXACT, CheckMode.TOLERANCE)
 
 
 def check_mode(own_mask: int, miner_mask: int, validator_masks: Sequence[int], weights: Sequence[int],

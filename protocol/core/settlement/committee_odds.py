@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from fractions import Fraction
 from math import comb
 
+from protocol.core.settlement.committees import DRAWN_PER_SEAT
+
 
 def p_majority(share: Fraction | float, size: int) -> Fraction | float:
     """The chance that holders of `share` of the stake take more than half of `size` seats drawn
@@ -31,9 +33,13 @@ def p_catches_one_segment(segments: int, per_check: int, checkers: int) -> Fract
 
 def p_distinct(weights: Sequence[int], size: int) -> dict[int, Fraction]:
     """The distribution of the number of distinct validators among `size` seats drawn by stake
-    unit with replacement (exact, by enumeration: v^size draws, for the devnet's few validators)."""
-    total = sum(weights)
-    shares = [Fraction(w, total) for w in weights if w]
+    unit with replacement (exact: by the count of validators seen so far when the stakes are
+    equal, else by enumerating the v^size draws, for a few validators)."""
+    live = [w for w in weights if w]
+    if len(set(live)) == 1:
+        return _p_distinct_equal(len(live), size)
+    total = sum(live)
+    shares = [Fraction(w, total) for w in live]
     out: dict[int, Fraction] = {}
     for draw in itertools.product(range(len(shares)), repeat=size):
         chance = Fraction(1)
@@ -44,11 +50,26 @@ def p_distinct(weights: Sequence[int], size: int) -> dict[int, Fraction]:
     return out
 
 
+def _p_distinct_equal(validators: int, size: int) -> dict[int, Fraction]:
+    """`p_distinct` for `validators` of equal stake: each seat is a new validator with chance
+    (v - seen) / v."""
+    odds = {0: Fraction(1)}
+    for _ in range(size):
+        nxt: dict[int, Fraction] = {}
+        for seen, chance in odds.items():
+            new = Fraction(validators - seen, validators)
+            nxt[seen + 1] = nxt.get(seen + 1, Fraction(0)) + chance * new
+            nxt[seen] = nxt.get(seen, Fraction(0)) + chance * (1 - new)
+        odds = {d: c for d, c in nxt.items() if c}
+    return odds
+
+
 def p_committee_catches(weights: Sequence[int], size: int, segments: int, per_check: int) -> Fraction:
-    """The chance a committee of `size` seats catches a one-segment fake: over the number of
-    distinct validators the seats fall to, each challenging `per_check` of `segments`."""
+    """The chance a miner's checkers catch a one-segment fake: the distinct holders of its
+    `DRAWN_PER_SEAT * size` drawn seats (committee and backups all check and report), each
+    challenging `per_check` of `segments`."""
     return sum((chance * p_catches_one_segment(segments, per_check, d)
-                for d, chance in p_distinct(weights, size).items()), Fraction(0))
+                for d, chance in p_distinct(weights, DRAWN_PER_SEAT * size).items()), Fraction(0))
 
 
 def per_check_matching(weights: Sequence[int], size: int, segments: int, today_per_check: int) -> int:

@@ -1,5 +1,5 @@
 """Check committees: which validators check a miner in a round and whose scores decide its column
-(docs/PROTOCOL.md §11.3; the odds are in `committee_odds.py`).
+(docs/PROTOCOL.md §10.8; the odds are in `committee_odds.py`).
 
 A miner's committee is `c` seats (`chain.committee` in the run config; 0: no committees, every
 holder of the miner's class decides, as before). Seat j of miner m is drawn **by stake unit,

@@ -71,29 +71,25 @@ def lower_median(values: Sequence[int]) -> int:
 
 @dataclass(frozen=True)
 class _Column:
-    """Who decides one column and whether they reach its quorum."""
+    """Who decides one column, how much each counts, and whether they reach its quorum."""
 
-    deciders: tuple[bool, ...]  # per validator: holds the miner's class (or everyone: tolerance)
-    quorum: bool  # the round's quorum and >= 2/3 of the deciders' weight revealed
-    weight: int  # the deciders' weight, revealed or not: what a consensus score needs half of
+    weights: tuple[int, ...]  # per validator: stake among the deciders, or committee seats; 0: not a decider
+    quorum: bool  # the round's quorum and >= 2/3 of the column's total revealed
+    total: int  # the deciders' weight, revealed or not (or the committee's seats): what a consensus needs half of
 
 
 def _column_of(inputs: RoundInputs, quorum: bool, column: int) -> _Column:
-    deciders = inputs.deciders(column)
-    weight = revealed = 0
-    for v, w, d in zip(inputs.validators, inputs.weights, deciders, strict=True):
-        if d:
-            weight += w
-            revealed += w if v in inputs.reveals else 0
-    return _Column(deciders, quorum and has_quorum(revealed, weight), weight)
+    weights = inputs.column_weights(column)
+    revealed = sum(w for v, w in zip(inputs.validators, weights.weights, strict=True) if v in inputs.reveals)
+    return _Column(weights.weights, quorum and has_quorum(revealed, weights.total), weights.total)
 
 
 def _consensus_of(inputs: RoundInputs, column: int, col: _Column) -> int:
     if not col.quorum or inputs.miners[column] in inputs.forfeited:
         return 0
-    votes = [(inputs.reveals[v].scores[column], w) for v, w, d in zip(inputs.validators, inputs.weights, col.deciders, strict=True)
-             if d and v in inputs.reveals]
-    return weighted_median([s for s, _ in votes], [w for _, w in votes], col.weight)
+    votes = [(inputs.reveals[v].scores[column], w) for v, w in zip(inputs.validators, col.weights, strict=True)
+             if w and v in inputs.reveals]
+    return weighted_median([s for s, _ in votes], [w for _, w in votes], col.total)
 
 
 def _pay(pool: int, consensus: Sequence[int]) -> tuple[int, ...]:
@@ -104,9 +100,9 @@ def _pay(pool: int, consensus: Sequence[int]) -> tuple[int, ...]:
 def _column_agreements(inputs: RoundInputs, column: int, col: _Column, consensus: int) -> list[int]:
     """a_ji of every validator j for one column (0 for a validator that does not decide it)."""
     out = []
-    for validator, decides in zip(inputs.validators, col.deciders, strict=True):
+    for validator, weight in zip(inputs.validators, col.weights, strict=True):
         reveal = inputs.reveals.get(validator)
-        if reveal is None or validator in inputs.forfeited or not decides:
+        if reveal is None or validator in inputs.forfeited or not weight:
             out.append(0)
         else:
             out.append(agreement(reveal.scores[column], consensus) if col.quorum else ONE)
@@ -114,9 +110,10 @@ def _column_agreements(inputs: RoundInputs, column: int, col: _Column, consensus
 
 
 def _column_credits(inputs: RoundInputs, column: int, col: _Column, consensus: int) -> tuple[int, ...]:
-    """credit_ji of every validator j for one column: the column's pool split by weight x agreement."""
+    """credit_ji of every validator j for one column: the column's pool split by its weight in the
+    column (stake, or committee seats) x agreement."""
     pool = inputs.validator_pool // inputs.n
-    shares = [w * a for w, a in zip(inputs.weights, _column_agreements(inputs, column, col, consensus), strict=True)]
+    shares = [w * a for w, a in zip(col.weights, _column_agreements(inputs, column, col, consensus), strict=True)]
     total = sum(shares)
     return tuple(pool * share // total if total > 0 else 0 for share in shares)
 

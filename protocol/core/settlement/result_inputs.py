@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from protocol.core.crypto.keccak import checksum_address
 from protocol.core.errors import ResultError
 from protocol.core.settlement.class_checks import class_checkers, column_deciders, covered
+from protocol.core.settlement.column_weights import ColumnWeights, column_weights
 from protocol.core.settlement.score_vector import SCORE_MAX
 
 MAX_MINERS = 1024  # columns per round (spec caps)
 MAX_VALIDATORS = 64
+MAX_COMMITTEE = 16  # seats of a check committee (contracts/constants.vy)
 BPS = 10_000
 UINT256_MAX = 2**256 - 1
 WORD_BYTES = 32
@@ -91,6 +93,8 @@ class RoundInputs:
     miner_classes: tuple[int, ...] = ()
     validator_classes: tuple[int, ...] = ()
     min_class_weight: int = 0  # Staking.min_class_stake: a class with less checker weight is tolerance-checked
+    committee_size: int = 0  # Staking.committee_size: seats of each miner's check committee; 0: no committees
+    seed: bytes = bytes(WORD_BYTES)  # the round's seed (Rounds.round_info): draws the committees
 
     def __post_init__(self) -> None:
         _check_uint("round", self.round)
@@ -140,6 +144,9 @@ class RoundInputs:
             for mask in masks:
                 _check_uint(name, mask)
         _check_uint("min_class_weight", self.min_class_weight)
+        _check_uint("committee_size", self.committee_size, MAX_COMMITTEE)
+        if not isinstance(self.seed, bytes) or len(self.seed) != WORD_BYTES:
+            raise ResultError("seed must be 32 bytes")
 
     def _checkers(self, column: int) -> tuple[bool, ...]:
         miner = self.miner_classes[column] if self.miner_classes else 0
@@ -148,6 +155,12 @@ class RoundInputs:
     def deciders(self, column: int) -> tuple[bool, ...]:
         """Per validator, whether its score decides `column` (protocol/core/settlement/class_checks.py)."""
         return column_deciders(self.weights, self._checkers(column), self.min_class_weight)
+
+    def column_weights(self, column: int) -> ColumnWeights:
+        """How much each validator's score counts in `column` (protocol/core/settlement/column_weights.py)."""
+        revealed = tuple(v in self.reveals for v in self.validators)
+        miner = bytes.fromhex(self.miners[column][2:])
+        return column_weights(self.weights, self.deciders(column), self.committee_size, self.seed, miner, revealed)
 
     def exact_column(self, column: int) -> bool:
         """Whether `column`'s miner was checked bit for bit (validators holding its class carry

@@ -20,6 +20,7 @@ validators: HashMap[uint256, DynArray[address, 64]]
 validator_weight: public(HashMap[uint256, HashMap[address, uint256]])
 total_weight: public(HashMap[uint256, uint256])
 model_hash: public(HashMap[uint256, bytes32])
+seed: HashMap[uint256, bytes32]
 run_config_hash: public(bytes32)
 vector_root: public(HashMap[uint256, HashMap[address, bytes32]])
 forfeited: public(HashMap[uint256, HashMap[address, bool]])
@@ -63,6 +64,11 @@ def set_model(round: uint256, model: bytes32):
 
 
 @external
+def set_seed(round: uint256, seed: bytes32):
+    self.seed[round] = seed
+
+
+@external
 def set_economics(emission: uint256, miner_share_bps: uint256, run_config_hash: bytes32):
     self.emission_per_round = emission
     self.miner_share_bps = miner_share_bps
@@ -97,7 +103,7 @@ def class_checkers(miner: address, validators_: DynArray[address, 64]) -> uint25
 @view
 @external
 def round_info(round: uint256) -> (uint256, uint256, uint256, uint256, uint256, bytes32):
-    return 0, self.commits[round], 0, 0, 0, empty(bytes32)
+    return 0, self.commits[round], 0, 0, 0, self.seed[round]
 
 
 @view

@@ -6,6 +6,7 @@
         property tests call them without a transaction.
 """
 
+from contracts import committee_draw
 from contracts import result_math
 
 MAX_VALIDATORS: constant(uint256) = result_math.MAX_VALIDATORS
@@ -97,15 +98,19 @@ def columns(
     revealed: DynArray[bool, MAX_VALIDATORS], forfeited: DynArray[bool, MAX_VALIDATORS],
     checkers: DynArray[uint256, 16], min_class_weight: uint256,
     quorum: bool, miners_forfeited: DynArray[bool, 16], consensus_total: uint256, miner_pool: uint256,
-    validator_pool: uint256,
+    validator_pool: uint256, committee_size: uint256, seed: bytes32, miners: DynArray[address, 16],
 ) -> DynArray[DynArray[uint256, MAX_SUMS], 16]:
     # every column's leaf sums [c, pay, credit_0..] in one call: matrix[i][j] = validator j's score of column i
     out: DynArray[DynArray[uint256, MAX_SUMS], 16] = []
     for i: uint256 in range(len(matrix), bound=16):
+        deciders: uint256 = result_math._column_checkers(weights, checkers[i], min_class_weight)
+        column_weights: DynArray[uint256, MAX_VALIDATORS] = []
+        total: uint256 = 0
+        column_weights, total = committee_draw._column_weights(weights, deciders, revealed, committee_size, seed, miners[i])
         c: uint16 = 0
         pay: uint256 = 0
         credits: DynArray[uint256, MAX_VALIDATORS] = []
-        c, pay, credits = result_math._column(matrix[i], weights, revealed, forfeited, checkers[i], min_class_weight, quorum, miners_forfeited[i], consensus_total, miner_pool, validator_pool, len(matrix))
+        c, pay, credits = result_math._column(matrix[i], column_weights, total, revealed, forfeited, quorum, miners_forfeited[i], consensus_total, miner_pool, validator_pool, len(matrix))
         sums: DynArray[uint256, MAX_SUMS] = [convert(c, uint256), pay]
         for x: uint256 in credits:
             sums.append(x)

@@ -1,0 +1,36 @@
+"""Whose scores decide a column, and how much each counts (docs/PROTOCOL.md §11.2, §10.8).
+
+Without committees (`committee_size` 0) a column is decided by its deciders (`class_checks.py`:
+the holders of the miner's class, or everyone in tolerance mode), each by its stake, out of their
+whole stake revealed or not. With committees, by the miner's committee drawn from those deciders
+(`committees.py`): each validator by its seats, out of the committee's `c` seats, so a committee
+that comes up short (silent validators) needs 2/3 of `c` filled for its quorum. The chain
+computes the same weights (`contracts/committee_draw.vy`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from protocol.core.settlement.committees import seat_counts
+
+
+@dataclass(frozen=True)
+class ColumnWeights:
+    weights: tuple[int, ...]  # per validator: its weight in the column; 0 when it does not decide it
+    total: int  # what a consensus needs more than half of, and a quorum 2/3 of
+
+    def decides(self, validator: int) -> bool:
+        return self.weights[validator] > 0
+
+
+def column_weights(stakes: Sequence[int], deciders: Sequence[bool], committee_size: int, seed: bytes,
+                   miner: bytes, revealed: Sequence[bool]) -> ColumnWeights:
+    """The column's weights: the deciders' stakes, or their committee seats when `committee_size` > 0."""
+    eligible = tuple(s if d else 0 for s, d in zip(stakes, deciders, strict=True))
+    if committee_size == 0:
+        return ColumnWeights(eligible, sum(eligible))
+    if sum(eligible) == 0:  # no validator with weight to draw from: nobody decides
+        return ColumnWeights(eligible, committee_size)
+    return ColumnWeights(seat_counts(seed, miner, eligible, committee_size, revealed), committee_size)
