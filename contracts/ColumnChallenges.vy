@@ -187,10 +187,13 @@ def _column_matches(
         w: uint256 = staticcall challenge_base.rounds.validator_weight(round, v)
         if is_revealed:
             revealed_weight += w
+        is_forfeited: bool = staticcall challenge_base.rewards.forfeited(round, v)
         column.append(score)
         weights.append(w)
-        revealed.append(is_revealed)
-        forfeited.append(staticcall challenge_base.rewards.forfeited(round, v))
+        # a forfeited validator (a report against it confirmed) revealed, but its scores are
+        # void: they count in no column, and its committee seats pass to backups
+        revealed.append(is_revealed and not is_forfeited)
+        forfeited.append(is_forfeited)
     quorum: bool = revealed_weight > 0 and revealed_weight * 3 >= staticcall challenge_base.rounds.total_weight(round) * 2
     miner_pool: uint256 = 0
     validator_pool: uint256 = 0

@@ -7,7 +7,8 @@
 @notice A permitted validator of a round files a `replay`, `derivation` or
         `unavailable` report against a miner, or a `lazy_validator` report against
         another validator that revealed (its replay witness or challenge signature
-        for one miner fails the audit), until the round's audit phase is over,
+        for one miner fails the audit) or a `wrong_score` one (its revealed score
+        of one miner, or its held-out loss, is not what it recomputes to), until the round's audit phase is over,
         posting a bond (one report per round, accused and reporter). The report is
         the reporter's confirming vote; the round's other validators (never the
         accused) vote `confirm`, `reject` or `served`. After the challenge window
@@ -39,6 +40,7 @@ KIND_REPLAY: constant(uint8) = 1
 KIND_DERIVATION: constant(uint8) = 2
 KIND_UNAVAILABLE: constant(uint8) = 3
 KIND_LAZY_VALIDATOR: constant(uint8) = 4
+KIND_WRONG_SCORE: constant(uint8) = 5
 VOTE_CONFIRM: constant(uint8) = 1
 VOTE_REJECT: constant(uint8) = 2
 VOTE_SERVED: constant(uint8) = 3
@@ -203,31 +205,32 @@ def report_fraud(
 ) -> uint256:
     """
     @notice Files a report (1 replay, 2 derivation, 3 unavailable against a miner
-            that committed; 4 lazy_validator against another validator that
-            revealed in `round`) posting the bond (after `approve`). Counts as
+            that committed; 4 lazy_validator or 5 wrong_score against another
+            validator that revealed in `round`) posting the bond (after `approve`). Counts as
             the reporter's confirming vote. One report per (round, accused,
             reporter): other validators may still report an accused whose earlier
             report failed. While a report of the same (round, accused, kind,
             segment) is open, filing joins it instead: a confirming vote, no
             bond, no new report, so its voters re-check that segment once.
     @param round The round of the reported update or reveal.
-    @param miner The accused: the miner (kinds 1-3) or the validator (kind 4).
-    @param kind 1 replay, 2 derivation, 3 unavailable, 4 lazy_validator.
+    @param miner The accused: the miner (kinds 1-3) or the validator (kinds 4, 5).
+    @param kind 1 replay, 2 derivation, 3 unavailable, 4 lazy_validator, 5 wrong_score.
     @param segment Kinds 1-3: one of the reporter's challenged segments (voters
-           check it); kind 4: the audited miner's index in `miners_of(round)`.
+           check it); kinds 4, 5: the audited miner's index in `miners_of(round)`
+           (kind 5: the commit count for the accused's held-out loss).
     @param evidence_hash Hash of the off-chain evidence.
-    @param challenge_sig Kinds 1-3: the reporter's challenge signature; kind 4:
+    @param challenge_sig Kinds 1-3: the reporter's challenge signature; kinds 4, 5:
            the accused's revealed signature for the audited miner.
     @return The report id.
     """
-    assert kind >= KIND_REPLAY and kind <= KIND_LAZY_VALIDATOR, "disputes: unknown kind"
+    assert kind >= KIND_REPLAY and kind <= KIND_WRONG_SCORE, "disputes: unknown kind"
     weight: uint256 = staticcall rounds.validator_weight(round, msg.sender)
     assert weight > 0, "disputes: not a permitted validator"
     voter_weight: uint256 = 0
     voter_count: uint256 = 0
     class_bound: bool = False
-    if kind == KIND_LAZY_VALIDATOR:
-        self._check_lazy_accused(round, miner, segment)
+    if kind == KIND_LAZY_VALIDATOR or kind == KIND_WRONG_SCORE:
+        self._check_lazy_accused(round, miner, segment, kind == KIND_WRONG_SCORE)
         # the accused validator may not vote: the quorum counts the others only
         voter_weight = staticcall rounds.total_weight(round) - staticcall rounds.validator_weight(round, miner)
         voter_count = len(staticcall rounds.validators_of(round)) - 1
@@ -302,7 +305,8 @@ def vote_fraud(report_id: uint256, vote: uint8):
     @notice Votes on an open report: 1 confirm, 2 reject, 3 served (the
             unavailable checkpoint was fetched and replays correctly).
             Only the round's permitted validators vote, once each, within the
-            window; the accused validator of a `lazy_validator` report never does.
+            window; the accused validator of a `lazy_validator` or
+            `wrong_score` report never does.
     @param report_id The report.
     @param vote 1 confirm, 2 reject, 3 served.
     """
@@ -423,16 +427,17 @@ def _holds_class(miner: address, validator: address) -> bool:
 
 @view
 @internal
-def _check_lazy_accused(round: uint256, accused: address, segment: uint16):
+def _check_lazy_accused(round: uint256, accused: address, segment: uint16, loss_too: bool):
     """
-    @dev A `lazy_validator` report names another validator that revealed in
-         `round` and a miner index within the revealed list (whose length is the
-         commit count once anyone revealed).
+    @dev A `lazy_validator` or `wrong_score` report names another validator that
+         revealed in `round` and a miner index within the revealed list (whose
+         length is the commit count once anyone revealed); a `wrong_score` report
+         may name the index past the last, its held-out loss (`loss_too`).
     """
     assert accused != msg.sender, "disputes: cannot report self"
     assert staticcall IScores(staticcall rounds.scores()).revealed(round, accused), "disputes: accused did not reveal"
     commits: uint256 = (staticcall rounds.round_info(round))[1]
-    assert convert(segment, uint256) < commits, "disputes: miner index out of range"
+    assert convert(segment, uint256) < commits or (loss_too and convert(segment, uint256) == commits), "disputes: miner index out of range"
 
 
 @pure

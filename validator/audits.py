@@ -11,45 +11,28 @@ quorum decides by running the same audit (validator/disputes.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import trio
 
 from protocol.core.crypto.hashing import blake3_hash
 from protocol.core.errors import SignatureError
+from protocol.core.proof.auditor_draw import audits
 from protocol.core.proof.challenge import ChallengeError
 from protocol.core.proof.witness import NO_WITNESS, audit_picks, make_audit_seed, replay_witness
 from protocol.core.settlement.class_checks import CheckMode
+from protocol.core.settlement.fraud import FraudKind
 from protocol.node.context import NodeContext
 from protocol.node.logs import kv
+from validator.audit_claims import AuditResult, Claim
 from validator.challenges import verified_challenge
 from validator.checks import MinerCheck, drop_unkept, fetch_leaf, fetch_submission, segment_parts
+from validator.score_audits import audit_score
 from validator.work import AuditJob, AuditReplay, replay_for_audit
 
 REPORT_MARGIN_S = 6.0  # an auditor still waiting for a witness reports this long before reporting closes
 UNSERVED = "witness bundle not served"
-
-
-@dataclass(frozen=True)
-class Claim:
-    """What validator `validator` revealed about `miner` in round `round`."""
-
-    round: int
-    validator: str
-    miner: str
-    index: int  # the miner's position in the round's miner list
-    score: int
-    witness: bytes
-    sig: bytes
-    served: bool = True  # False: its witness bundle was not served yet, so witness and sig are blanks
-
-
-@dataclass(frozen=True)
-class AuditResult:
-    failed: bool
-    detail: str
-    retry: bool = False  # unserved: worth asking again before the deadline
 
 
 def _evidence(witness: bytes, detail: str) -> bytes:
@@ -89,8 +72,12 @@ def claims_of(r: int, reveals: dict[str, dict]) -> dict[str, list[Claim]]:
     return out
 
 
-async def audit_round(ctx: NodeContext, r: int, seed_block: bytes, sample: int) -> list[tuple[Claim, AuditResult]]:
-    """Audit this validator's seeded sample of the others' claims; returns the failed ones."""
+async def audit_round(ctx: NodeContext, r: int, seed_block: bytes, sample: int,
+                      auditors: int = 0) -> list[tuple[Claim, AuditResult, FraudKind]]:
+    """Audit this validator's seeded sample of the claims of the validators it is drawn to audit
+    (`auditors` expected per validator, `protocol/core/proof/auditor_draw.py`; 0: all): each
+    claim's witness, then, when that holds, its score (validator/score_audits.py). Returns the
+    failed ones with the kind of report each is."""
     reveals = await ctx.reveals(r)
     claims = claims_of(r, reveals)
     # only exact checks of miners whose class this auditor holds can be replayed bit for bit
@@ -100,16 +87,29 @@ async def audit_round(ctx: NodeContext, r: int, seed_block: bytes, sample: int) 
     if sample <= 0:
         return []
     seed = make_audit_seed(ctx.keys.identity, r, seed_block)
-    picks = audit_picks(seed, {v: [c.miner for c in cs] for v, cs in claims.items()}, ctx.address, sample)
+    drawn = await drawn_for(ctx, r, seed, list(claims), auditors)
+    picks = audit_picks(seed, {v: [c.miner for c in cs] for v, cs in claims.items() if v in drawn}, ctx.address, sample)
     failed = []
     report_by = await _report_by(ctx, r)
     for v, m in picks:
-        result = await audit_claim(ctx, by_pair[(v, m)], seed_block, deadline=report_by)
+        claim = by_pair[(v, m)]
+        result, kind = await audit_claim(ctx, claim, seed_block, deadline=report_by), FraudKind.LAZY_VALIDATOR
+        if not result.failed:
+            result, kind = await audit_score(ctx, claim, seed_block), FraudKind.WRONG_SCORE
         ctx.log.info("audited %s", kv(round=r, validator=v, miner=m, verdict="failed" if result.failed else "ok",
-                                      detail=result.detail))
+                                      kind=kind, detail=result.detail))
         if result.failed:
-            failed.append((by_pair[(v, m)], result))
+            failed.append((claim, result, kind))
     return failed
+
+
+async def drawn_for(ctx: NodeContext, r: int, seed: bytes, validators: list[str], auditors: int) -> set[str]:
+    """The validators of `validators` this auditor is drawn to audit in round r."""
+    everyone = list(await ctx.port(ctx.client.validators_of, r))
+    weights = dict(zip(everyone, await ctx.port(ctx.port.read.rounds.weights_of, r, everyone), strict=True))
+    total, own = sum(weights.values()), weights.get(ctx.address, 0)
+    return {v for v in validators if v != ctx.address
+            and audits(seed, v, own, total - weights.get(v, 0), auditors)}
 
 
 async def _report_by(ctx: NodeContext, r: int) -> float:

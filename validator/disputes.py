@@ -28,6 +28,7 @@ from protocol.node.logs import kv
 from validator.audits import Claim, audit_claim, unserved_evidence
 from validator.challenges import verified_challenge
 from validator.checks import check_one
+from validator.score_audits import audit_score, comparable_loss
 
 if TYPE_CHECKING:
     from protocol.node.context import NodeContext
@@ -113,6 +114,8 @@ class Disputes:
         sig = await self._sig_of(rid)
         if rep["kind"] == FraudKind.LAZY_VALIDATOR:
             vote, found = await self._judge_audit(rep, seed, vote_by)
+        elif rep["kind"] == FraudKind.WRONG_SCORE:
+            vote, found = await self._judge_score(rep, seed)
         else:
             vote, found = await self._judge_check(rep, seed, sig, vote_by)
         if vote is None:
@@ -173,6 +176,33 @@ class Disputes:
         # filed while the bundle was not served (a crash, a slow peer): served now and holding, the
         # report is void and the reporter keeps its bond; any other report that fails to hold is rejected
         return (Vote.SERVED if bytes(rep["evidence_hash"]) == unserved_evidence() else Vote.REJECT), result.detail
+
+
+    async def _judge_score(self, rep: dict, seed: bytes) -> tuple[Vote | None, str]:
+        """Recompute the number a `wrong_score` report names: the accused's score of one miner,
+        or (index n) its held-out loss (validator/score_audits.py)."""
+        ctx, r, accused = self.ctx, rep["round"], rep["miner"]
+        reveal = (await ctx.reveals(r)).get(accused)
+        if reveal is None or rep["segment"] > len(reveal["miners"]):
+            return Vote.REJECT, "no such number"
+        if rep["segment"] == len(reveal["miners"]):
+            entry = ctx.data.state.recall(r, "scores")
+            if entry is None or not await comparable_loss(ctx, accused):
+                return None, "not running the accused's class: abstains"
+            same = int(reveal["heldout_loss"]) == entry["loss"]
+            return (Vote.REJECT, "held-out loss recomputes") if same else (Vote.CONFIRM, "held-out loss differs")
+        i = rep["segment"]
+        claim = Claim(r, accused, reveal["miners"][i], i, reveal["scores"][i], bytes(reveal["witnesses"][i]),
+                      bytes(reveal["sigs"][i]), reveal["served"])
+        mode = await ctx.classes.mode(r, claim.miner)
+        if not mode.checks:
+            return None, "not holding the miner's class: abstains"
+        if mode is CheckMode.TOLERANCE:
+            return Vote.REJECT, "a tolerance score is not audited"
+        result = await audit_score(ctx, claim, seed)
+        if result.retry:  # the miner's submission is not to be had: no number to compare
+            return None, result.detail
+        return (Vote.CONFIRM if result.failed else Vote.REJECT), result.detail
 
 
 def unavailable_vote(reported: FraudKind, retried: bool) -> tuple[Vote, str]:

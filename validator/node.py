@@ -19,7 +19,7 @@ import trio
 from protocol.chain.client import Phase
 from protocol.core.crypto.hashing import blake3_hash
 from protocol.core.errors import ConfigError, ContractRevert
-from protocol.core.proof.witness import NO_WITNESS
+from protocol.core.proof.witness import NO_WITNESS, make_audit_seed
 from protocol.core.proof.witness_bundle import SIG_BYTES, bundle_root, encode_bundle
 from protocol.core.settlement.class_checks import CheckMode
 from protocol.core.settlement.fraud import FraudKind
@@ -32,12 +32,14 @@ from protocol.node.global_model import state_heldout_loss
 from protocol.node.global_state import StateMismatch
 from protocol.node.logs import kv
 from validator.absence import retire_absent
-from validator.audits import audit_round, lazy_evidence, witness_of
+from validator.audit_claims import AuditResult
+from validator.audits import audit_round, drawn_for, lazy_evidence, witness_of
 from validator.cheat import ValidatorCheat
 from validator.checks import MinerCheck, check_all, fetch_submissions
 from validator.disputes import Disputes
 from validator.late_submissions import fetch_late, recheck_unavailable
 from validator.result_flow import ResultFlow
+from validator.score_audits import comparable_loss, cross_check, loss_evidence, score_evidence
 from validator.scoring import Usefulness, class_adjusted, score_seed
 from validator.silence import Duty, ValidatorSilence
 from validator.work import ScoreJob, scored_miners, usefulness_by_miner
@@ -183,11 +185,35 @@ class ValidatorNode(NodeContext):
         if not await self.port(self.port.read.scores.revealed, r, self.address):
             return  # only validators that revealed audit (and are audited)
         if not await self.port(self.port.read.scores.audited, r, self.address):
-            sample = 0 if self.cheat else self.client.deployment.run_config.chain.audit_sample
-            for claim, result in await audit_round(self, r, seed_block, sample):
-                await self._file(r, claim.validator, FraudKind.LAZY_VALIDATOR, claim.index,
-                                 bytes(lazy_evidence(claim, result)), claim.sig)
+            chain = self.client.deployment.run_config.chain
+            sample = 0 if self.cheat else chain.audit_sample
+            for claim, result, kind in await audit_round(self, r, seed_block, sample, chain.auditors):
+                evidence = lazy_evidence(claim, result) if kind is FraudKind.LAZY_VALIDATOR else score_evidence(claim, result)
+                await self._file(r, claim.validator, kind, claim.index, bytes(evidence), claim.sig)
+            if sample:
+                await self._audit_losses(r, chain.auditors, seed_block)
+                for claim, detail in await cross_check(self, r, seed_block):
+                    self.log.info("audited %s", kv(round=r, validator=claim.validator, miner=claim.miner,
+                                                   verdict="failed", kind=FraudKind.WRONG_SCORE, detail=detail))
+                    await self._file(r, claim.validator, FraudKind.WRONG_SCORE, claim.index,
+                                     score_evidence(claim, AuditResult(True, detail)), claim.sig)
             await self.port.try_send(self.client.audits_done, r)
+
+    async def _audit_losses(self, r: int, auditors: int, seed_block: bytes) -> None:
+        """Report each validator this one is drawn to audit whose revealed held-out loss differs
+        from its own, when both run the same single class (validator/score_audits.py)."""
+        entry = self.data.state.recall(r, "scores")
+        if entry is None:
+            return
+        reveals = await self.reveals(r)
+        drawn = await drawn_for(self, r, make_audit_seed(self.keys.identity, r, seed_block), list(reveals), auditors)
+        for v in sorted(drawn):
+            revealed = int(reveals[v]["heldout_loss"])
+            if revealed != entry["loss"] and await comparable_loss(self, v):
+                self.log.info("audited %s", kv(round=r, validator=v, verdict="failed", kind=FraudKind.WRONG_SCORE,
+                                               detail=f"held-out loss {revealed}, recomputed {entry['loss']}"))
+                await self._file(r, v, FraudKind.WRONG_SCORE, len(reveals[v]["miners"]),
+                                 loss_evidence(revealed, entry["loss"]), bytes(SIG_BYTES))
 
     async def _settle(self, r: int) -> None:
         """Sign, post and finalize round `r`'s result, or, for a node that sits settlement out,
@@ -231,6 +257,9 @@ class ValidatorNode(NodeContext):
                 self.log.info("miners scored 0 %s", kv(round=r, why=zeroed))
             scores = class_adjusted({m: score for m, (score, _) in scored.items()},
                                     {c.miner: c.mode for c in checks}, self.setup.compute.tolerance_discount)
+            if self.cheat is not None:  # devnet and tests only
+                checked = {c.miner for c in checks if c.mode.checks}
+                scores |= self.cheat.revealed({m: s for m, s in scores.items() if m in checked})
             columns = await self.columns(r)
             bundle = encode_bundle([(witness_of(self, r, by_miner[m]), by_miner[m].challenge.signature)
                                     if m in by_miner else (NO_WITNESS, bytes(SIG_BYTES)) for m in columns])

@@ -33,6 +33,9 @@ def devnet(
     silent_validators: Annotated[int, typer.Option(min=0, help="Of the validators, how many stay up but never reveal "
                                                           "their scores nor sign results (they earn no dividends; "
                                                           "the others settle without them)")] = 0,
+    lying_validators: Annotated[int, typer.Option(min=0, help="Of the validators, how many check honestly but "
+                                                         "reveal a score one unit off for every miner they check "
+                                                         "(score audits catch them; testing only)")] = 0,
     probe_demands: Annotated[bool, typer.Option(help="The first honest validator also demands one part of every "
                                                      "posted result it agrees with, for the others to answer "
                                                      "(shows the data-availability loop; costs it the bond)")] = False,
@@ -65,10 +68,11 @@ def devnet(
     """Run a whole network locally: embedded chain, real libp2p hosts, training in worker processes."""
     from protocol.devnet.network import DevnetOptions, parse_cheaters
 
-    _check_counts(miners, validators, lazy_validators, silent_validators, throttled)  # before anything starts
+    _check_counts(miners, validators, lazy_validators, silent_validators, throttled, lying_validators)  # before anything starts
     _check_preset(preset, genesis)
     opts = DevnetOptions(miners=miners, validators=validators, rounds=rounds, cheaters=parse_cheaters(cheaters),
-                         lazy_validators=lazy_validators, silent_validators=silent_validators, throttled=throttled,
+                         lazy_validators=lazy_validators, silent_validators=silent_validators,
+                         lying_validators=lying_validators, throttled=throttled,
                          probe_demands=probe_demands, preset=preset, out=out,
                          miner_classes=_labels(miner_classes), validator_classes=_labels(validator_classes),
                          timeout_s=timeout, chain={"commit_duration": commit_window, "absence_rounds": absence_rounds,
@@ -76,6 +80,7 @@ def devnet(
                          training={**_compute_overrides(inner_steps=inner_steps, checkpoint_every=checkpoint_every),
                                    **_corpus_tables(dataset, genesis)})
     config = {"miners": miners, "validators": validators, "lazy_validators": lazy_validators,
+              "lying_validators": lying_validators,
               "silent_validators": silent_validators, "probe_demands": probe_demands, "rounds": rounds,
               "throttled": throttled, "commit_window": commit_window, "absence_rounds": absence_rounds,
               "committee": committee,
@@ -123,14 +128,17 @@ def _check_preset(preset: str, genesis: Path | None) -> None:
         raise ConfigError(f"unknown model preset {preset!r}; choose from {PRESET_NAMES}")
 
 
-def _check_counts(miners: int, validators: int, lazy: int, silent: int, throttled: int) -> None:
+def _check_counts(miners: int, validators: int, lazy: int, silent: int, throttled: int, lying: int = 0) -> None:
     """Refuse counts the devnet cannot make up: no honest validator left, or more throttled than honest
     miners."""
+    if lazy + lying >= validators:
+        raise ConfigError(f"--lazy-validators ({lazy}) and --lying-validators ({lying}) must leave at least one "
+                          f"honest validator of the {validators}")
     if lazy >= validators:
         raise ConfigError(f"--lazy-validators ({lazy}) must leave at least one honest validator of the {validators}")
-    if lazy + silent >= validators:
-        raise ConfigError(f"--lazy-validators ({lazy}) and --silent-validators ({silent}) must leave at least one "
-                          f"honest validator of the {validators}")
+    if lazy + lying + silent >= validators:
+        raise ConfigError(f"--lazy-validators ({lazy}), --lying-validators ({lying}) and --silent-validators "
+                          f"({silent}) must leave at least one honest validator of the {validators}")
     if throttled > miners:
         raise ConfigError(f"--throttled ({throttled}) cannot exceed --miners ({miners})")
 

@@ -32,7 +32,10 @@ class ChainParams(_Strict):
     score_duration: int = Field(300, gt=0)  # seconds validators have to replay, score and commit scores
     reveal_duration: int = Field(120, gt=0)  # seconds to reveal scores
     audit_duration: int = Field(120, gt=0)  # seconds after the reveal deadline to audit other validators' witnesses
-    audit_sample: int = Field(1, gt=0)  # miners per other validator an auditor replays per round (off-chain only)
+    audit_sample: int = Field(1, gt=0)  # miners per audited validator an auditor replays per round (off-chain only)
+    # auditors drawn per validator per round, by stake (0: every validator audits every other;
+    # off-chain only): an auditor's work stays flat as validators grow
+    auditors: int = Field(4, ge=0, le=64)
     challenge_window: int = Field(300, gt=0)  # seconds other validators have to vote on a report
     result_duration: int = Field(420, gt=0)  # seconds after the audit deadline to post a round's result
     result_challenge_window: int = Field(120, gt=0)  # seconds a posted result may be challenged

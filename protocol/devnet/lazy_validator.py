@@ -32,3 +32,6 @@ class LazyValidator:
             outcome = CheckOutcome(miner, None, None, None, "not checked", None, None, (guessed,))
             out.append(MinerCheck(miner, commit.column, envelope, outcome, challenge, commit.steps))
         return out
+
+    def revealed(self, scores: dict[str, int]) -> dict[str, int]:
+        return scores  # it lies about its checks, not about the scores they would give

@@ -40,6 +40,7 @@ from protocol.core.settlement.committee_odds import per_check_matching
 from protocol.core.train.compute_config import ComputeConfig
 from protocol.devnet.cheats import CHEATS, MinerCheat
 from protocol.devnet.lazy_validator import LazyValidator
+from protocol.devnet.lying_validator import LyingValidator
 from protocol.devnet.progress import phase_line
 from protocol.devnet.silent_validator import SilentValidator
 from protocol.node.hardware_choice import choose_class
@@ -47,17 +48,22 @@ from protocol.node.keys import LocalAccount, NodeKeys
 from protocol.node.node_config import NodeConfig
 from protocol.node.pinning import prepare
 from protocol.node.worker_pool import ProfileWorker
+from validator.cheat import ValidatorCheat
 from validator.node import ValidatorNode
 
 Progress = Callable[[str], None]
 FALSE_CLASS = "false-class"  # a validator registered for a class it does not run (testing only)
 THROTTLED = "throttled"  # an honest miner on a machine a third as fast, at most 8 steps/s (it sleeps after each step)
 THROTTLE = 3.0
-LAZY, SILENT = LazyValidator().name, SilentValidator().name  # validator kinds: never replays; never reveals nor signs
+# validator kinds: never replays; never reveals nor signs; reveals wrong scores
+LAZY, SILENT, LYING = LazyValidator().name, SilentValidator().name, LyingValidator().name
 
 
 class DevnetIncomplete(VeritrainError):
     """Raised when the devnet does not complete its rounds within its time limit."""
+
+
+CHEATING_VALIDATORS: dict[str, ValidatorCheat] = {LAZY: LazyValidator(), LYING: LyingValidator()}
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,7 @@ class DevnetOptions:
     cheaters: tuple[tuple[str, float | None], ...] = ()  # (kind, fraction of segments faked)
     lazy_validators: int = 0  # of `validators`, how many never replay (they are audited and slashed)
     silent_validators: int = 0  # of `validators`, how many commit but never reveal nor sign (they earn nothing)
+    lying_validators: int = 0  # of `validators`, how many reveal a wrong score for every miner they check (audited, slashed)
     probe_demands: bool = False  # the first honest validator demands a part of each agreed result (validator/probe.py)
     throttled: int = 0  # of the honest `miners`, how many train at a third of the speed (capacity-scaled work)
     # hardware classes (labels or ids), cycled over the miners and over the validators; empty: the run's profile
@@ -199,8 +206,9 @@ def setup_network(opts: DevnetOptions, progress: Progress,
                for kind, a in zip(kinds, accounts[:n_miners], strict=True)]
     for member, p in zip(members, profiles, strict=False):
         member.profile = p
-    honest = opts.validators - opts.lazy_validators - opts.silent_validators
-    v_kinds = ["honest"] * honest + [LAZY] * opts.lazy_validators + [SILENT] * opts.silent_validators
+    honest = opts.validators - opts.lazy_validators - opts.silent_validators - opts.lying_validators
+    v_kinds = (["honest"] * honest + [LAZY] * opts.lazy_validators + [SILENT] * opts.silent_validators
+               + [LYING] * opts.lying_validators)
     members += [Member(Role.VALIDATOR, kind, NodeKeys(a, NodeIdentity.generate(), bls_keygen(os.urandom(32))),
                        admin.with_account(a))
                 for kind, a in zip(v_kinds, accounts[n_miners:], strict=True)]
@@ -252,7 +260,7 @@ def build_nodes(opts: DevnetOptions, members: list[Member], data_root: Path, wor
             cheat = None if m.kind in ("honest", THROTTLED) else MinerCheat(m.kind, fractions.get(m.kind))
             m.node = MinerNode(m.client, m.keys, cfg, log, cheat=cheat)
         else:
-            m.node = ValidatorNode(m.client, m.keys, cfg, log, cheat=LazyValidator() if m.kind == LAZY else None,
+            m.node = ValidatorNode(m.client, m.keys, cfg, log, cheat=CHEATING_VALIDATORS.get(m.kind),
                                    silence=SilentValidator() if m.kind == SILENT else None,
                                    probe=opts.probe_demands and m is first_honest)
         m.node.prestarted_worker = workers[i]

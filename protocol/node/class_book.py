@@ -36,22 +36,34 @@ class ClassBook:
         """How this node checks each of round r's `miners`: by hardware class, and, given the
         round's `seed` and a run with committees, only the miners where it holds a drawn seat
         (reports and audits ask without a seed: any holder of the class may check any miner)."""
-        validators = list(await self.port(self.port.client.validators_of, r))
-        weights = await self.port(self.port.read.rounds.weights_of, r, validators)
-        masks = [await self.mask(v) for v in validators]
-        if self._min_weight is None:
-            self._min_weight = await self.port(self.port.read.staking.min_class_stake)
+        validators, weights, masks = await self._round(r)
         own = await self.mask(self.me)
         out = {}
         for m in miners:
-            mode = check_mode(own, await self.mask(m), masks, weights, self._min_weight)
-            if mode.checks and seed is not None and self.committee_size and self.me in validators:
-                deciders = column_deciders(weights, class_checkers(await self.mask(m), masks), self._min_weight)
-                if not holds_a_seat(validators.index(self.me), bytes.fromhex(m[2:]), weights, deciders,
-                                    self.committee_size, seed):
-                    mode = CheckMode.OFF_COMMITTEE
+            mode = check_mode(own, await self.mask(m), masks, weights, self._min_weight or 0)
+            if mode.checks and seed is not None and not await self.counts(r, self.me, m, seed):
+                mode = CheckMode.OFF_COMMITTEE
             out[m] = mode
         return out
 
     async def mode(self, r: int, miner: str) -> CheckMode:
         return (await self.modes(r, [miner]))[miner]
+
+    async def counts(self, r: int, validator: str, miner: str, seed: bytes) -> bool:
+        """Whether `validator`'s number for `miner` counts in round r: it decides the miner's
+        column (its class's holders, or everyone) and, with committees, holds one of its drawn
+        seats (committee or backup)."""
+        validators, weights, masks = await self._round(r)
+        if validator not in validators:
+            return False
+        deciders = column_deciders(weights, class_checkers(await self.mask(miner), masks), self._min_weight or 0)
+        return holds_a_seat(validators.index(validator), bytes.fromhex(miner[2:]), weights, deciders,
+                            self.committee_size, seed)
+
+    async def _round(self, r: int) -> tuple[list[str], list[int], list[int]]:
+        validators = list(await self.port(self.port.client.validators_of, r))
+        weights = list(await self.port(self.port.read.rounds.weights_of, r, validators))
+        masks = [await self.mask(v) for v in validators]
+        if self._min_weight is None:
+            self._min_weight = await self.port(self.port.read.staking.min_class_stake)
+        return validators, weights, masks

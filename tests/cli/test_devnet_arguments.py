@@ -18,8 +18,8 @@ def test_silent_validators_that_leave_no_honest_one_are_refused_before_anything_
                      "--silent-validators", str(silent), "--out", str(out), timeout=60)
     assert result.code == 1, (result.code, result.stderr)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert lines == [f"error: --lazy-validators ({lazy}) and --silent-validators ({silent}) must leave at least one "
-                     f"honest validator of the {validators}"], result.stderr
+    assert lines == [f"error: --lazy-validators ({lazy}), --lying-validators (0) and --silent-validators ({silent}) "
+                     f"must leave at least one honest validator of the {validators}"], result.stderr
     assert not out.exists()  # refused before the report folder, the chain or any node
 
 

@@ -321,7 +321,7 @@ def test_confirmed_lazy_validator_is_slashed_and_unpaid_while_the_others_are_pai
     assert pay_of(settled, lazy) == 0
     # by stake, lazy left out (per column, so each column's credits round down)
     assert abs(pay_of(settled, v0) - pool * 3 // 5) <= 3 and abs(pay_of(settled, v1) - pool * 2 // 5) <= 3
-    assert consensus(w, ordered) == [FAIR] * 3  # its reveal still counted for consensus
+    assert consensus(w, ordered) == [FAIR] * 3  # its scores are void (forfeited): the other two decide
 
 
 def test_rejected_lazy_validator_report_burns_the_bond_and_the_validator_is_paid():
@@ -371,3 +371,33 @@ def test_lazy_validator_in_a_fallback_round_gets_no_pay():
     settled = finalize(w)
     assert not settled.result.quorum
     assert pay_of(settled, lazy) == 0 and pay_of(settled, v1) == 300 * TOKEN and pay_of(settled, v0) == 0
+
+
+KIND_WRONG_SCORE = 5
+
+
+def test_a_wrong_score_report_names_a_revealed_number_and_a_confirmed_one_slashes_the_validator():
+    """Kind 5 (`wrong_score`): the accused validator's revealed score of one miner, or (index n)
+    its held-out loss; voted by the others like a `lazy_validator` report, and it slashes."""
+    w, _ = _lazy_world()
+    v0, v1, liar = w.validators
+    with boa.reverts("disputes: miner index out of range"):  # past the loss's index
+        w.d.report_fraud(0, liar, KIND_WRONG_SCORE, 4, EVIDENCE, SIG, sender=v0)
+    with boa.reverts("disputes: miner index out of range"):  # a lazy_validator report has no loss index
+        w.d.report_fraud(0, liar, KIND_LAZY, 3, EVIDENCE, SIG, sender=v0)
+    with boa.reverts("disputes: unknown kind"):
+        w.d.report_fraud(0, liar, 6, 0, EVIDENCE, SIG, sender=v0)
+    rid = w.d.report_fraud(0, liar, KIND_WRONG_SCORE, 3, EVIDENCE, SIG, sender=v0)  # its held-out loss
+    staked = w.st.staked(liar)
+    w.d.vote_fraud(rid, VOTE_CONFIRM, sender=v1)
+    assert w.d.resolve_fraud(rid) == STATUS_CONFIRMED
+    assert w.st.staked(liar) < staked and w.s.forfeited(0, liar)
+
+
+def test_a_false_wrong_score_report_burns_the_bond_and_slashes_nobody():
+    w, _ = _lazy_world()
+    v0, v1, accused = w.validators
+    rid = w.d.report_fraud(0, accused, KIND_WRONG_SCORE, 1, EVIDENCE, SIG, sender=v1)
+    w.d.vote_fraud(rid, VOTE_REJECT, sender=v0)
+    assert w.d.resolve_fraud(rid) == STATUS_REJECTED
+    assert w.st.staked(accused) == 200 * TOKEN and not w.s.forfeited(0, accused)

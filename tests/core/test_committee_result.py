@@ -87,3 +87,18 @@ def test_without_committees_every_decider_counts_by_stake() -> None:
 def test_a_committee_needs_a_size_the_chain_bounds_and_a_32_byte_seed(change) -> None:
     with pytest.raises(ResultError):
         dataclasses.replace(inputs(), **change)
+
+
+@pytest.mark.parametrize("size", [3, 0])
+def test_a_caught_liars_scores_are_void_and_its_seats_pass_to_backups(size: int) -> None:
+    """A validator forfeited by a confirmed report (a `wrong_score` one) lies in vain: its
+    scores count in no column; with committees its seats pass to the next backups."""
+    seats = members(0)
+    liar = VALIDATORS[max(set(seats), key=seats.count)]
+    lie = {liar: 65_535} if size else {v: 65_535 for v in VALIDATORS[:7]}  # without committees: a stake majority
+    caught = dataclasses.replace(inputs(lie, size=size), forfeited=frozenset(lie))
+    res = compute_result(caught)
+    assert res.quorum and res.consensus[0] == (HONEST if size else 0)  # 5 of 12 honest: no majority of W
+    assert all(res.credits[i][VALIDATORS.index(v)] == 0 for v in lie for i in range(len(MINERS)))
+    if size:
+        assert liar not in {VALIDATORS[j] for j, w in enumerate(caught.column_weights(0).weights) if w}

@@ -43,7 +43,8 @@ def reference(inp: RoundInputs) -> dict:
         held = sum(w[v] for v in holders)
         d = holders if held > 0 and held >= inp.min_class_weight and 3 * held >= 2 * sum(inp.weights) else vs
         deciders.append(set(d))
-        voters = [v for v in revealed if v in d]
+        # a forfeited validator (a report against it confirmed) revealed, but its scores are void
+        voters = [v for v in revealed if v in d and v not in inp.forfeited]
         voted = sum(w[v] for v in voters)
         column_quorum.append(quorum and voted > 0 and 3 * voted >= 2 * sum(w[v] for v in d))
         if not column_quorum[i] or m in inp.forfeited:

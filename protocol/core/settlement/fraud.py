@@ -14,6 +14,7 @@ class FraudKind(IntEnum):
     DERIVATION = 2  # leaf 0 or the update/carry does not follow
     UNAVAILABLE = 3  # a committed trace or checkpoint was not served
     LAZY_VALIDATOR = 4  # a validator's revealed replay witness (or its checkpoints) fails an audit
+    WRONG_SCORE = 5  # a validator's revealed score of a miner (or its held-out loss) is not what it recomputes to
 
     @property
     def label(self) -> str:

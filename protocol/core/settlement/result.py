@@ -80,7 +80,7 @@ class _Column:
 
 def _column_of(inputs: RoundInputs, quorum: bool, column: int) -> _Column:
     weights = inputs.column_weights(column)
-    revealed = sum(w for v, w in zip(inputs.validators, weights.weights, strict=True) if v in inputs.reveals)
+    revealed = sum(w for v, w in zip(inputs.validators, weights.weights, strict=True) if inputs.counted(v))
     return _Column(weights.weights, quorum and has_quorum(revealed, weights.total), weights.total)
 
 
@@ -88,7 +88,7 @@ def _consensus_of(inputs: RoundInputs, column: int, col: _Column) -> int:
     if not col.quorum or inputs.miners[column] in inputs.forfeited:
         return 0
     votes = [(inputs.reveals[v].scores[column], w) for v, w in zip(inputs.validators, col.weights, strict=True)
-             if w and v in inputs.reveals]
+             if w and inputs.counted(v)]
     return weighted_median([s for s, _ in votes], [w for _, w in votes], col.total)
 
 

@@ -1,0 +1,82 @@
+"""Check committees and score audits in a whole network (`veritrain devnet --miners 12
+--validators 6 --committee 3 --cheaters lazy --lying-validators 1`): each miner's column is
+decided by a committee of three seats drawn from the round's seed; a validator checks only the
+miners where it holds one of the six drawn seats (committee and backups), not all thirteen; the
+lazy miner is reported and slashed; the lying validator, which checks honestly but reveals every
+score one unit off, is caught by score audits (a revealed score is recomputed bit for bit) and
+slashed in the first round; the honest miners and validators are paid and nobody honest is
+reported."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import pytest
+
+from protocol.devnet.report import node_names
+from tests.conftest import run_cli
+from tests.integration.json_log import node_of, records
+
+pytestmark = pytest.mark.slow
+
+MINERS, VALIDATORS, SEATS = 12, 6, 3
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("devnet-committees")
+    result = run_cli("devnet", "--miners", str(MINERS), "--validators", str(VALIDATORS), "--committee", str(SEATS),
+                     "--cheaters", "lazy", "--lying-validators", "1", "--rounds", "2", "--preset", "micro",
+                     "--commit-window", "60", "--out", str(out), "--timeout", "600", timeout=800)
+    assert result.code == 0, (result.stdout[-2000:], result.stderr[-3000:])
+    return json.loads((out / "report.json").read_text()), records(out / "devnet.log")
+
+
+def test_every_column_is_decided_by_a_full_committee_whose_members_checked_it(run):
+    data, log = run
+    checked = defaultdict(set)  # (round, miner) -> validator addresses that replayed it
+    names = {f["address"]: f for f in data["final"]}
+    address_of = dict(zip(node_names(data["final"]), (f["address"] for f in data["final"]), strict=True))
+    for e in log:
+        if e["event"] == "checked" and e.get("mode") == "exact":
+            checked[(e["round"], e["miner"])].add(address_of[node_of(e)])
+    for r in data["rounds"]:
+        assert r["fallback"] is False
+        for m in r["miners"]:
+            assert m["committed"], m
+            seats = m["committee"]
+            assert sum(seats.values()) == SEATS and set(seats) <= set(names), m  # three seats, all filled
+            assert set(seats) <= checked[(r["round"], m["address"])], (m, checked[(r["round"], m["address"])])
+
+
+def test_a_validator_checks_only_the_miners_it_holds_a_seat_of(run):
+    _, log = run
+    lines = [e for e in log if e["event"] == "verifying"]
+    assert len(lines) >= 2 * (VALIDATORS - 1)  # every validator, every round (the liar loses its permit)
+    n = MINERS + 1
+    for e in lines:
+        assert e["exact"] + e["off-committee"] == e["miners"] == n, e
+        assert 0 < e["exact"] < n, e  # six drawn seats of six validators: about 8.6 of 13, never all by design
+    mean = sum(e["exact"] for e in lines) / len(lines)
+    assert 6 <= mean <= 11, mean  # expected n · (1 - (5/6)^6) = 8.6
+
+
+def test_the_lazy_miner_and_the_lying_validator_are_slashed_and_everyone_honest_is_paid(run):
+    data, _ = run
+    final = {f["kind"]: f for f in data["final"] if f["kind"] != "honest"}
+    assert final["lazy"]["slashed"] > 0 and final["lazy"]["claimed"] == 0
+    assert final["lying-validator"]["slashed"] > 0 and final["lying-validator"]["claimed"] == 0
+    honest = [f for f in data["final"] if f["kind"] == "honest"]
+    assert len(honest) == MINERS + VALIDATORS - 1
+    assert all(f["claimed"] > 0 and f["slashed"] == 0 for f in honest), honest
+
+
+def test_score_audits_catch_the_liar_in_the_first_round_and_accuse_nobody_honest(run):
+    data, _ = run
+    liar = next(f["address"] for f in data["final"] if f["kind"] == "lying-validator")
+    lazy = next(f["address"] for f in data["final"] if f["kind"] == "lazy")
+    wrong = [rep for rep in data["reports"] if rep["kind"] == "wrong_score"]
+    assert any(rep["round"] == 0 and rep["status"] == "confirmed" for rep in wrong), data["reports"]
+    assert {rep["accused"] for rep in data["reports"]} <= {liar, lazy}, data["reports"]
+    assert all(rep["status"] != "rejected" for rep in data["reports"]), data["reports"]
