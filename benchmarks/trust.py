@@ -388,6 +388,12 @@ def measure_spoofing(p: Params, trials: int) -> float:
     return measured(p, trials)
 
 
+def committee_rows(p: Params) -> list[Row]:
+    from benchmarks.trust_committees import committee_rows as rows  # it imports this module
+
+    return rows(p)
+
+
 def absence_rows(p: Params) -> list[Row]:
     from benchmarks.trust_absence import absence_rows as measured  # it imports this module
 
@@ -558,15 +564,16 @@ def run(quick: bool, validators: int | None = None, miners: int | None = None,
     p = default_params(validators, miners)
     trials = trials or (3 if quick else 100)
     reports, on_chain = report_rows(p)
-    rows = exact_rows(p) + reports + split_rows(measure_splits(p)) + absence_rows(p)
+    rows = exact_rows(p) + reports + split_rows(measure_splits(p)) + absence_rows(p) + committee_rows(p)
     for rates, n in ((measure(p, trials), trials), (measure_audits(p, trials * 10), trials * 10),
                      ({SPOOF: measure_spoofing(p, trials * 100)}, trials * 100)):  # verdicts cached per challenge
         for attack, rate in rates.items():
             row = next(r for r in rows if r.attack == attack)
             row.p_detect_measured, row.trials = rate, n
     fixes = {}
+    by_validators = {x.attack for x in exact_rows(p)}  # the rows a validator count can fix
     for r in rows:
-        if r.note and r.note.startswith("not negative"):
+        if r.note and r.note.startswith("not negative") and r.attack in by_validators:
             fixes[r.attack] = next((v for v in range(2, 33) if next(
                 x for x in exact_rows(replace(p, validators=v)) if x.attack == r.attack
             ).expected_profit < 0), None)

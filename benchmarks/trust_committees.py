@@ -2,19 +2,25 @@
 
 - **A captured committee.** A coalition holding share α of the validator stake takes a majority
   of a miner's committee of c seats with exactly P(Bin(c, α) > c/2) (`committee_odds.p_majority`;
-  `benchmarks.committees` checks it against the real draw, `measured` here). It then sets the
-  consensus of a colluding miner that trained honestly but uselessly (score 0) to the top of the
-  scale, which pays G = P_m · MAX / (MAX + (n − 1) · MAX/2) that round, against the other miners at
-  half scale. The coalition learns its seats from the seed only after the commits, so it lies
-  only in rounds it captured, and its smallest majority is one validator holding most seats, so
-  one member lies. That member's lying score is one of the M claims it reveals (M = the miners it
-  holds a drawn seat of, n · (1 − (1 − 1/V)^(2c)) at equal stakes); each honest other validator is
-  drawn as its auditor with chance d = min(1, A/(V − 1)) and samples `audit_sample` of the M, so
-  it is caught with p = 1 − (1 − d · a/M)^h, h the honest others. Expected profit per round =
-  P(capture) · (G − p · S_v): negative whenever G < p · S_v.
+  `benchmarks.committees` checks it against the real draw). It then sets the consensus of a
+  colluding miner that trained honestly but uselessly (score 0) to the top of the scale, which
+  would pay G = P_m · MAX / (MAX + (n − 1) · MAX/2) that round, the other miners at half scale.
+  Its seats are known only after the commits, so it lies only in rounds it captured. Every
+  validator holding one of the miner's 2c drawn seats (committee and backups) checks it and
+  reveals the exact score, and compares it with the other counted scores (the cross-check): the
+  lie is reported unless all 2c drawn seats are the coalition's, P(Bin(2c, α) = 2c) = α^(2c).
+  Even then each lying member is drawn for audit by each honest other validator with chance
+  d = min(1, A/(V − 1)), which samples `audit_sample` of its M claims (M = n · (1 − (1 − 1/V)^(2c))
+  at equal stakes; one member lies, the smallest majority). A confirmed report forfeits the liar,
+  whose scores are then void (§11.2): the lie pays only when uncaught. So, per round,
+  expected profit = P(capture) · ((1 − p) · G − p · S_v), p = 1 − P(escape | capture).
+- **A captured committee zeroes an honest miner** (deflation): a zero is what a failed check
+  reveals and is not audited, so the lie is not caught; the miner's pay R goes to the other
+  miners, a share α of it to the coalition's if it holds that share of them: P(capture) · α · R
+  per miner and round, small and positive (the table says so; PROTOCOL §15.4a, what is weak).
 - **A validator that skips its assigned miners** (scores and fakes witnesses for all of them):
-  every claim it makes is wrong, so any honest auditor drawn catches it: p = 1 − (1 − d)^h; it
-  saves D, its checks' worth: D − p · S_v.
+  every claim it makes is wrong, so any honest auditor drawn catches it: p = 1 − (1 − d)^(V − 1);
+  it saves D, its checks' worth: D − p · S_v.
 
 Parameters are the trust table's (`benchmarks.trust.Params`, the devnet's counts unless given),
 with `chain.auditors` A and the committee sizes c = 3, 5, 7 at α = 10, 20, 33 %.
@@ -53,17 +59,38 @@ def inflated_pay(p: Params) -> Fraction:
     return p.miner_pool * SCORE_MAX / (SCORE_MAX + (p.miners - 1) * Fraction(SCORE_MAX, 2))
 
 
-def captured_row(p: Params, share: Fraction, size: int, auditors: int) -> Row:
+def escape_given_capture(share: Fraction, size: int, p: Params, auditors: int) -> Fraction:
+    """P(a captured committee's lie escapes): all 2c drawn seats are the coalition's (no honest
+    cross-check), and no honest auditor drawn samples the lying claim."""
     d = auditor_chance(p.validators, auditors)
-    catch = d * Fraction(min(p.audit_sample, 1)) / claims_of_a_member(p, size) if p.audit_sample else Fraction(0)
-    caught = 1 - (1 - min(Fraction(1), catch * p.audit_sample)) ** honest_others(p, share)
+    sampled = min(Fraction(1), d * p.audit_sample / claims_of_a_member(p, size))
+    unaudited = (1 - sampled) ** honest_others(p, share)
+    all_seats = share ** (DRAWN_PER_SEAT * size)
+    return all_seats / Fraction(p_majority(share, size)) * unaudited
+
+
+def captured_row(p: Params, share: Fraction, size: int, auditors: int) -> Row:
+    caught = 1 - escape_given_capture(share, size, p, auditors)
     capture = Fraction(p_majority(share, size))
     gain = inflated_pay(p)
-    profit = capture * (gain - caught * p.validator_slash)
+    profit = capture * ((1 - caught) * gain - caught * p.validator_slash)
     return Row(f"committee captured (c = {size}, coalition {float(share):.0%}): inflated score", "10.8 committees",
-               "coalition", caught, p.validator_slash, capture * gain, profit,
-               "P(capture)*(G - p*S_v), p = 1-(1-d*a/M)^h",
+               "theft", caught, p.validator_slash, gain, profit,
+               "P(capture)*((1-p)*G - p*S_v), 1-p = alpha^(2c)/P(capture) * (1-d*a/M)^h",
                note=None if profit < 0 else "not negative: raise audit_sample or auditors")
+
+
+DEFLATION_NOTE = ("not negative: a zero is not audited (a failed check reveals 0, with a report "
+                  "that can fail to be filed), so a captured committee can zero an honest miner; bounded by "
+                  "P(capture) * alpha * R per miner and round")
+
+
+def deflation_row(p: Params, share: Fraction, size: int) -> Row:
+    capture = Fraction(p_majority(share, size))
+    gain = share * p.reward
+    return Row(f"committee captured (c = {size}, coalition {float(share):.0%}): zeroes an honest miner",
+               "10.8 committees", "theft", Fraction(0), Fraction(0), gain, capture * gain, "P(capture)*alpha*R",
+               note=DEFLATION_NOTE)
 
 
 def skipper_row(p: Params, auditors: int) -> Row:
@@ -75,4 +102,5 @@ def skipper_row(p: Params, auditors: int) -> Row:
 
 def committee_rows(p: Params, auditors: int | None = None) -> list[Row]:
     a = ChainParams().auditors if auditors is None else auditors
-    return [captured_row(p, share, size, a) for size in SIZES for share in SHARES] + [skipper_row(p, a)]
+    return ([captured_row(p, share, size, a) for size in SIZES for share in SHARES] + [skipper_row(p, a)]
+            + [deflation_row(p, Fraction(1, 3), 3)])

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import trust
+from benchmarks.trust_committees import DEFLATION_NOTE
 from protocol.devnet.cheats import CHEATS
 
 FIELDS = {"attack", "p_detect", "p_detect_measured", "slash", "gain", "expected_profit"}
@@ -85,6 +86,8 @@ def test_cheating_never_pays(result: dict) -> None:
             assert r["note"] and r["expected_profit"] == 0
         elif r["attack"] in NEED_THREE_VALIDATORS and v < 3:
             assert r["note"] and "not negative" in r["note"]
+        elif r["attack"].endswith("zeroes an honest miner"):  # deflation: zeros are not audited
+            assert r["note"] == DEFLATION_NOTE and 0 < r["expected_profit"] < result["params"]["reward_R"] / 10
         else:
             assert r["expected_profit"] < 0 and r["note"] is None, r["attack"]
 
@@ -154,3 +157,26 @@ def test_more_stake_at_risk_lowers_profit() -> None:
     lazy = [r for r in trust.exact_rows(p) if r.attack == "lazy, 1/10 segments"][0]
     lazy_rich = [r for r in trust.exact_rows(richer) if r.attack == "lazy, 1/10 segments"][0]
     assert lazy_rich.expected_profit < lazy.expected_profit < 0
+
+
+def test_committee_rows_price_capture_exactly_and_never_pay_once_scores_are_audited(result: dict) -> None:
+    """A captured committee's inflated score is caught unless every drawn seat is the coalition's
+    (and no drawn auditor samples it), at the devnet's size and at 64 validators x 1,024 miners."""
+    from fractions import Fraction
+
+    from benchmarks.trust_committees import committee_rows
+    from protocol.core.settlement.committee_odds import p_majority
+
+    by = rows(result)
+    for size in (3, 5, 7):
+        for share in ("10%", "20%", "33%"):
+            assert f"committee captured (c = {size}, coalition {share}): inflated score" in by
+    for v, n in ((3, 4), (6, 13), (64, 1024)):
+        for r in committee_rows(trust.default_params(validators=v, miners=n)):
+            if r.note is None:
+                assert r.expected_profit < 0, (v, n, r.attack)
+    p = trust.default_params(validators=6, miners=13)
+    third = next(r for r in committee_rows(p) if r.attack == "committee captured (c = 3, coalition 33%): inflated score")
+    assert third.expected_profit == p_majority(Fraction(1, 3), 3) * ((1 - third.p_detect) * third.gain
+                                                                       - third.p_detect * third.slash)
+    assert 1 - third.p_detect <= Fraction(1, 3) ** 6 / p_majority(Fraction(1, 3), 3)  # all six seats captured, at most
