@@ -1,6 +1,5 @@
-"""Verification work per validator as the network grows (issue 30; this first step covers the
-checks and the bytes of checking): at 16, 100, 1,024 and 10,000 miners with validators at 1/16
-of the miners (at least 3), each miner's committee drawn by the real function
+"""Verification work per validator as the network grows (issue 30): at 16, 100, 1,024 and 10,000
+miners with validators at 1/16 of the miners (at least 3), each miner's committee drawn by the real function
 (`protocol/core/settlement/committees.py`, c = 3, equal stakes; a validator checks every miner
 where it holds one of the 2c drawn seats, backups included), against the rule without committees
 (every validator checks every miner of its class; one class here). Below about 2c validators a
@@ -9,7 +8,10 @@ check 66 each where large networks settle near 2c · n / v = 96. Bytes are what 
 to check its miners: each one's update envelope and, per challenged segment, its two end
 checkpoints, at the run's blob caps (the most an honest blob takes) for the tiny and llama-small
 presets; q = 1 today, and the q a committee needs to keep today's detection at the devnet's 3
-validators (2). Audits, witness bundles and gas are not in this step yet.
+validators (2). Audits add, per audited validator, `audit_sample` claims (the miner's update and
+the ends of its q segments; the score audit reuses the update) and that validator's witness
+bundle (96 bytes per column): every other validator without drawn auditors, the expected number
+the real draw gives (`auditor_draw.expected_auditors`, A = 4) with them. Gas is not in it yet.
 
     python -m benchmarks network-scale [--quick] [--json PATH]
 """
@@ -24,7 +26,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from protocol.config.run_config import ChainParams
 from protocol.core.model.config import preset
+from protocol.core.proof.auditor_draw import expected_auditors
+from protocol.core.proof.witness_bundle import ENTRY_BYTES
 from protocol.core.settlement.committee_odds import per_check_matching
 from protocol.core.settlement.committees import assignments
 from protocol.core.train.compute_config import ComputeConfig
@@ -32,6 +37,7 @@ from protocol.core.wire.blob_caps import blob_caps
 
 MINERS = (16, 100, 1_024, 10_000)
 SIZE = 3
+A = ChainParams().auditors  # drawn auditors per validator
 PRESETS = ("tiny", "llama-small")
 
 
@@ -54,6 +60,15 @@ def bytes_per_check(name: str, per_check: int) -> int:
     return caps.update + 2 * per_check * caps.checkpoint
 
 
+def audit_bytes(name: str, miners: int, per_check: int, auditors: int) -> int:
+    """What one validator fetches to audit the validators it audits: `audit_sample` claims each
+    and each one's witness bundle; all others without drawn auditors (A = 0)."""
+    v = validators_for(miners)
+    audited = expected_auditors([1] * v, 0, auditors)  # equal stakes: as many as audit each one
+    sample = ChainParams().audit_sample
+    return round(audited * (sample * bytes_per_check(name, per_check) + miners * ENTRY_BYTES))
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks network-scale", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="up to 1,024 miners")
@@ -64,17 +79,20 @@ def main(argv: list[str]) -> int:
     per_check = {name: {"today": bytes_per_check(name, 1), "committee": bytes_per_check(name, q)} for name in PRESETS}
     checks_per_validator, bytes_per_node = {}, {}
     table = Table(title=f"per validator per round: miners checked and MB fetched to check them (c = {SIZE} seats and "
-                        f"{SIZE} backups drawn, q = {q}; MB for the median validator)")
+                        f"{SIZE} backups drawn, q = {q}, {A} drawn auditors; MB for the median validator, audits included)")
     for column in ("miners", "validators", "checks today", "checks, committee (median / most)",
                    *(f"MB {n} today / committee" for n in PRESETS)):
         table.add_column(column, justify="right")
     for n in sizes:
         c = checks(n)
         checks_per_validator[str(n)] = c
-        bytes_per_node[str(n)] = {"validator": {name: {"today": c["today"] * per_check[name]["today"],
-                                                       "committee": c["committee_median"] * per_check[name]["committee"],
-                                                       "committee_most": c["committee_max"] * per_check[name]["committee"]}
-                                                for name in PRESETS}}
+        audits = {name: {"today": audit_bytes(name, n, 1, 0), "committee": audit_bytes(name, n, q, A)} for name in PRESETS}
+        bytes_per_node[str(n)] = {"validator": {name: {
+            "today": c["today"] * per_check[name]["today"] + audits[name]["today"],
+            "committee": c["committee_median"] * per_check[name]["committee"] + audits[name]["committee"],
+            "committee_most": c["committee_max"] * per_check[name]["committee"] + audits[name]["committee"],
+            "audits_today": audits[name]["today"], "audits_committee": audits[name]["committee"]}
+            for name in PRESETS}}
         mb = [f"{b['today'] / 1e6:,.0f} / {b['committee'] / 1e6:,.0f}" for b in bytes_per_node[str(n)]["validator"].values()]
         table.add_row(f"{n:,}", str(c["validators"]), f"{c['today']:,}", f"{c['committee_median']:.0f} / {c['committee_max']}",
                       *mb)
