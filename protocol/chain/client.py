@@ -109,6 +109,10 @@ class ChainClient:
         on_chain = self.rounds.functions.run_config_hash().call().hex()
         if on_chain != self.deployment.run_config_hash:
             raise ConfigError(f"run config hash mismatch: chain has {on_chain}, deployment file has {self.deployment.run_config_hash}")
+        seats = self.column_challenges.functions.committee_size().call()
+        if seats != self.deployment.run_config.chain.committee:  # nodes draw by the run config, the chain by this
+            raise ConfigError(f"the column challenges were deployed with committees of {seats}, the run config "
+                              f"says {self.deployment.run_config.chain.committee}: redeploy")
 
     def _check_sources(self) -> None:
         """This veritrain speaks to the contracts its shipped artifacts were built from: a

@@ -11,6 +11,7 @@ from protocol.chain.backend import connect
 from protocol.chain.client import ChainClient
 from protocol.chain.deployment import load_deployment
 from protocol.chain.scripted import claim_all, join_network, play_round
+from protocol.chain.settlement_history import SettlementHistory
 from protocol.config.run_config import TOKEN_UNIT
 from tests.conftest import run_cli
 
@@ -93,3 +94,29 @@ def test_full_round_on_anvil(anvil, tmp_path):
     assert summary["totals"]["unclaimed"] == 0  # everyone claimed its whole cumulative earnings
     assert summary["current_round"] == 1
     assert detail["result"]["final_root"] is not None and detail["result"]["roots"][0]["status"] == "final"
+
+
+def test_a_round_with_check_committees_settles_on_anvil_and_a_right_column_stands(anvil, tmp_path):
+    """With `committee = 3` the chain draws each column's committee from the round's seed when a
+    column is challenged (ColumnChallenges, committee_draw.vy): the result computed from chain data
+    by committees is posted, a challenge of its first column is not upheld (the challenger's bond
+    burns) and the round is final, paying each miner its committee's consensus."""
+    (tmp_path / "run.toml").write_text(RUN_TOML.replace("[chain]\n", "[chain]\ncommittee = 3\n"))
+    accounts = [Account.create() for _ in range(7)]
+    dep_path = tmp_path / "deployment.json"
+    fund_args = [arg for a in accounts for arg in ("--fund", a.address)]
+    result = run_cli("deploy", "--rpc", anvil.url, "--dev-account", "--config", str(tmp_path / "run.toml"),
+                     "--out", str(dep_path), "--fund-tokens", str(FUND_TOKENS), *fund_args)
+    assert result.code == 0, result.stderr
+    reader = ChainClient(connect(anvil.url), load_deployment(dep_path))
+    assert reader.read.column_challenges.committee_size() == 3
+    net = join_network(reader.with_account(accounts[0]), 3, 4, lambda _m: None, funded=accounts)
+    r = play_round(reader.with_account(accounts[0]), net, lambda _m: None, cheat=False, challenge_column=0)
+    assert len(net.gas["challenge_column"]) == 1 and reader.call("results", "rejected_count", r) == 0
+    settled = SettlementHistory(reader).final(r)
+    assert settled is not None and settled.inputs.committee_size == 3
+    weights = settled.inputs.column_weights(0)
+    assert weights.total == 3 and sum(weights.weights) == 3  # the first column: three seats, all revealed
+    detail = inspect_json(anvil.url, dep_path, "round", str(r))
+    assert [m["consensus"] for m in detail["miners"]] == list(settled.result.consensus)
+    assert detail["result"]["roots"][0]["status"] == "final"  # the right column's challenge was not upheld

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from protocol.chain.reader.disputes import DisputesReader
 from protocol.chain.reader.keys import KeysReader
-from protocol.chain.reader.results import ChallengesReader, ResultsReader
+from protocol.chain.reader.results import ChallengesReader, ColumnChallengesReader, ResultsReader
 from protocol.chain.reader.rewards import RewardsReader, TokenReader
 from protocol.chain.reader.rounds import RoundsReader, ScoresReader
 from protocol.chain.reader.staking import StakingReader
@@ -26,7 +26,7 @@ class ChainReader:
         self.rounds = RoundsReader(client.rounds)
         self.scores = ScoresReader(client.scores)
         self.results = ResultsReader(client.results)
-        self.column_challenges = ChallengesReader(client.column_challenges)
+        self.column_challenges = ColumnChallengesReader(client.column_challenges)
         self.tree_challenges = ChallengesReader(client.tree_challenges)
         self.rewards = RewardsReader(client.rewards)
         self.token = TokenReader(client.token)

@@ -40,3 +40,9 @@ class ChallengesReader:
     def challenge_bond(self) -> int:
         """Tokens (base units) a result challenge bonds."""
         return int(self._fn.challenge_bond().call())
+
+
+class ColumnChallengesReader(ChallengesReader):
+    def committee_size(self) -> int:
+        """Seats of each miner's check committee the column challenges recompute (0: none)."""
+        return int(self._fn.committee_size().call())
