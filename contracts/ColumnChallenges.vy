@@ -229,13 +229,17 @@ def _column_weights(
 ) -> (DynArray[uint256, MAX_VALIDATORS], uint256):
     """
     @dev Each validator's weight in `miner`'s column: the deciders (its class's
-         holders, or everyone) by stake, or its committee by seat
-         (committee_draw._column_weights, seeded by the round's seed).
+         holders, or everyone; never a forfeited validator) by stake, or its committee
+         by seat (committee_draw._column_weights, seeded by the round's seed).
     """
     staking: IStaking = IStaking(staticcall challenge_base.rounds.staking())
     deciders: uint256 = result_math._column_checkers(
         weights, staticcall staking.class_checkers(miner, vals), staticcall staking.min_class_stake()
     )
+    # a forfeited validator decides nothing (`revealed` is already false for it)
+    for j: uint256 in range(len(vals), bound=MAX_VALIDATORS):
+        if staticcall challenge_base.rewards.forfeited(round, vals[j]):
+            deciders &= ~(1 << j)
     seed: bytes32 = empty(bytes32)
     if committee_size != 0:
         a: uint256 = 0

@@ -42,9 +42,9 @@ def reference(inp: RoundInputs) -> dict:
         holders = [v for j, v in enumerate(vs) if ((inp.validator_classes[j] if inp.validator_classes else 0) or 1) & miner_mask]
         held = sum(w[v] for v in holders)
         d = holders if held > 0 and held >= inp.min_class_weight and 3 * held >= 2 * sum(inp.weights) else vs
+        d = [v for v in d if v not in inp.forfeited]  # a report against it confirmed: it decides nothing
         deciders.append(set(d))
-        # a forfeited validator (a report against it confirmed) revealed, but its scores are void
-        voters = [v for v in revealed if v in d and v not in inp.forfeited]
+        voters = [v for v in revealed if v in d]
         voted = sum(w[v] for v in voters)
         column_quorum.append(quorum and voted > 0 and 3 * voted >= 2 * sum(w[v] for v in d))
         if not column_quorum[i] or m in inp.forfeited:

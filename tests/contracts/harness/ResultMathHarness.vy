@@ -107,6 +107,9 @@ def columns(
         counted.append(revealed[j] and not forfeited[j])
     for i: uint256 in range(len(matrix), bound=16):
         deciders: uint256 = result_math._column_checkers(weights, checkers[i], min_class_weight)
+        for j: uint256 in range(len(forfeited), bound=MAX_VALIDATORS):
+            if forfeited[j]:
+                deciders &= ~(1 << j)
         column_weights: DynArray[uint256, MAX_VALIDATORS] = []
         total: uint256 = 0
         column_weights, total = committee_draw._column_weights(weights, deciders, counted, committee_size, seed, miners[i])
