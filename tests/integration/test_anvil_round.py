@@ -101,7 +101,8 @@ def test_a_round_with_check_committees_settles_on_anvil_and_a_right_column_stand
     column is challenged (ColumnChallenges, committee_draw.vy): the result computed from chain data
     by committees is posted, a challenge of its first column is not upheld (the challenger's bond
     burns) and the round is final, paying each miner its committee's consensus."""
-    (tmp_path / "run.toml").write_text(RUN_TOML.replace("[chain]\n", "[chain]\ncommittee = 3\n"))
+    toml = RUN_TOML.replace("[chain]\n", "[chain]\ncommittee = 3\n") + "[training.compute]\nsegments_per_validator = 2\n"
+    (tmp_path / "run.toml").write_text(toml)
     accounts = [Account.create() for _ in range(7)]
     dep_path = tmp_path / "deployment.json"
     fund_args = [arg for a in accounts for arg in ("--fund", a.address)]
