@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from eth_account import Account
@@ -40,14 +41,20 @@ def inspect_json(anvil_url: str, dep_path, *view: str) -> dict:
     return json.loads(result.stdout)["data"]
 
 
-def test_full_round_on_anvil(anvil, tmp_path):
-    (tmp_path / "run.toml").write_text(RUN_TOML)
-    accounts = [Account.create() for _ in range(5)]
+def deploy_funded(anvil_url: str, tmp_path: Path, toml: str, accounts: list) -> Path:
+    """`veritrain deploy` of `toml` on anvil, funding `accounts`; the deployment file's path."""
+    (tmp_path / "run.toml").write_text(toml)
     dep_path = tmp_path / "deployment.json"
     fund_args = [arg for a in accounts for arg in ("--fund", a.address)]
-    result = run_cli("deploy", "--rpc", anvil.url, "--dev-account", "--config", str(tmp_path / "run.toml"),
+    result = run_cli("deploy", "--rpc", anvil_url, "--dev-account", "--config", str(tmp_path / "run.toml"),
                      "--out", str(dep_path), "--fund-tokens", str(FUND_TOKENS), *fund_args)
     assert result.code == 0, result.stderr
+    return dep_path
+
+
+def test_full_round_on_anvil(anvil, tmp_path):
+    accounts = [Account.create() for _ in range(5)]
+    dep_path = deploy_funded(anvil.url, tmp_path, RUN_TOML, accounts)
     deployment = load_deployment(dep_path)
     handle = connect(anvil.url)
     reader = ChainClient(handle, deployment)
@@ -102,13 +109,8 @@ def test_a_round_with_check_committees_settles_on_anvil_and_a_right_column_stand
     by committees is posted, a challenge of its first column is not upheld (the challenger's bond
     burns) and the round is final, paying each miner its committee's consensus."""
     toml = RUN_TOML.replace("[chain]\n", "[chain]\ncommittee = 3\n") + "[training.compute]\nsegments_per_validator = 2\n"
-    (tmp_path / "run.toml").write_text(toml)
     accounts = [Account.create() for _ in range(7)]
-    dep_path = tmp_path / "deployment.json"
-    fund_args = [arg for a in accounts for arg in ("--fund", a.address)]
-    result = run_cli("deploy", "--rpc", anvil.url, "--dev-account", "--config", str(tmp_path / "run.toml"),
-                     "--out", str(dep_path), "--fund-tokens", str(FUND_TOKENS), *fund_args)
-    assert result.code == 0, result.stderr
+    dep_path = deploy_funded(anvil.url, tmp_path, toml, accounts)
     reader = ChainClient(connect(anvil.url), load_deployment(dep_path))
     assert reader.read.column_challenges.committee_size() == 3
     net = join_network(reader.with_account(accounts[0]), 3, 4, lambda _m: None, funded=accounts)
