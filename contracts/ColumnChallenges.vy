@@ -187,13 +187,10 @@ def _column_matches(
         w: uint256 = staticcall challenge_base.rounds.validator_weight(round, v)
         if is_revealed:
             revealed_weight += w
-        is_forfeited: bool = staticcall challenge_base.rewards.forfeited(round, v)
         column.append(score)
         weights.append(w)
-        # a forfeited validator (a report against it confirmed) revealed, but its scores are
-        # void: they count in no column, and its committee seats pass to backups
-        revealed.append(is_revealed and not is_forfeited)
-        forfeited.append(is_forfeited)
+        revealed.append(is_revealed)
+        forfeited.append(staticcall challenge_base.rewards.forfeited(round, v))
     quorum: bool = revealed_weight > 0 and revealed_weight * 3 >= staticcall challenge_base.rounds.total_weight(round) * 2
     miner_pool: uint256 = 0
     validator_pool: uint256 = 0
@@ -201,9 +198,20 @@ def _column_matches(
     consensus: uint16 = 0
     pay: uint256 = 0
     credits: DynArray[uint256, MAX_VALIDATORS] = []
+    # each validator's weight in the column: its deciders (its class's holders, or everyone; a
+    # forfeited one decides nothing) by stake, or its committee by seat, drawn from the round's seed
+    staking: IStaking = IStaking(staticcall challenge_base.rounds.staking())
+    deciders: uint256 = result_math._column_checkers(
+        weights, staticcall staking.class_checkers(miner, vals), staticcall staking.min_class_stake()
+    )
+    seed: bytes32 = empty(bytes32)
+    if committee_size != 0:
+        seed = staticcall challenge_base.rounds.round_seed(round)
     column_weights: DynArray[uint256, MAX_VALIDATORS] = []
     decider_weight: uint256 = 0
-    column_weights, decider_weight = self._column_weights(round, vals, miner, weights, revealed)
+    column_weights, decider_weight = committee_draw._column_weights(
+        weights, deciders, revealed, forfeited, committee_size, seed, miner
+    )
     consensus, pay, credits = result_math._column(
         column, column_weights, decider_weight, revealed, forfeited,
         quorum, staticcall challenge_base.rewards.forfeited(round, miner),
@@ -219,36 +227,6 @@ def _column_matches(
         # no earlier entry: the reference writes (prev, prev_index) = (0, 0)
         return leaf.reputation == c // 10 and leaf.cumulative == pay and leaf.prev_index == 0
     return not challenge_base._bad_prev(round, leaf.prev)
-
-
-@view
-@internal
-def _column_weights(
-    round: uint256, vals: DynArray[address, MAX_VALIDATORS], miner: address,
-    weights: DynArray[uint256, MAX_VALIDATORS], revealed: DynArray[bool, MAX_VALIDATORS],
-) -> (DynArray[uint256, MAX_VALIDATORS], uint256):
-    """
-    @dev Each validator's weight in `miner`'s column: the deciders (its class's
-         holders, or everyone; never a forfeited validator) by stake, or its committee
-         by seat (committee_draw._column_weights, seeded by the round's seed).
-    """
-    staking: IStaking = IStaking(staticcall challenge_base.rounds.staking())
-    deciders: uint256 = result_math._column_checkers(
-        weights, staticcall staking.class_checkers(miner, vals), staticcall staking.min_class_stake()
-    )
-    # a forfeited validator decides nothing (`revealed` is already false for it)
-    for j: uint256 in range(len(vals), bound=MAX_VALIDATORS):
-        if staticcall challenge_base.rewards.forfeited(round, vals[j]):
-            deciders &= ~(1 << j)
-    seed: bytes32 = empty(bytes32)
-    if committee_size != 0:
-        a: uint256 = 0
-        b: uint256 = 0
-        c: uint256 = 0
-        d: uint256 = 0
-        e: uint256 = 0
-        a, b, c, d, e, seed = staticcall challenge_base.rounds.round_info(round)
-    return committee_draw._column_weights(weights, deciders, revealed, committee_size, seed, miner)
 
 
 @view

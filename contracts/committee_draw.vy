@@ -26,25 +26,31 @@ DOMAIN: constant(Bytes[22]) = b"veritrain/committee/v1"
 @internal
 def _column_weights(
     weights: DynArray[uint256, MAX_VALIDATORS], deciders: uint256, revealed: DynArray[bool, MAX_VALIDATORS],
-    size: uint256, seed: bytes32, miner: address,
+    forfeited: DynArray[bool, MAX_VALIDATORS], size: uint256, seed: bytes32, miner: address,
 ) -> (DynArray[uint256, MAX_VALIDATORS], uint256):
     """
     @dev Each validator's weight in the column and the column's total: the
          deciders' (bit j of `deciders`) stakes out of their sum when `size` is
-         0, else their committee seats out of `size`.
+         0, else their committee seats out of `size`. A forfeited validator
+         decides nothing: it leaves the deciders, or its seats pass to backups
+         (it stays in the draw, so the other seats fall where the checkers saw).
     """
-    eligible: DynArray[uint256, MAX_VALIDATORS] = []
+    kept: DynArray[uint256, MAX_VALIDATORS] = []
     cumulative: DynArray[uint256, MAX_VALIDATORS] = []
     total: uint256 = 0
+    kept_total: uint256 = 0
     for j: uint256 in range(len(weights), bound=MAX_VALIDATORS):
         w: uint256 = 0
         if deciders & (1 << j) != 0:
             w = weights[j]
-        eligible.append(w)
         total += w
         cumulative.append(total)
+        if forfeited[j]:
+            w = 0
+        kept.append(w)
+        kept_total += w
     if size == 0:
-        return eligible, total
+        return kept, kept_total
     seats: DynArray[uint256, MAX_VALIDATORS] = []
     for j: uint256 in range(len(weights), bound=MAX_VALIDATORS):
         seats.append(0)
@@ -58,7 +64,7 @@ def _column_weights(
             if point < cumulative[j]:
                 holder = j
                 break
-        if revealed[holder]:
+        if revealed[holder] and not forfeited[holder]:
             seats[holder] += 1
             filled += 1
             if filled == size:

@@ -189,7 +189,7 @@ def test_report_reverts():
     with boa.reverts("disputes: reporting closed"):  # commit phase still open
         report(w, m0, v0)
     w.to_scoring(0, [m1])
-    for kind in (0, 5):
+    for kind in (0, 6):  # 1-5: replay, derivation, unavailable, lazy_validator, wrong_score
         with boa.reverts("disputes: unknown kind"):
             report(w, m0, v0, kind=kind)
     for who in (v2, m1, boa.env.generate_address()):

@@ -11,7 +11,7 @@ import pytest
 from result_strategies import ACCOUNTS
 
 from protocol.core.errors import ResultError
-from protocol.core.settlement.committees import committee
+from protocol.core.settlement.committees import committee, drawn_seats
 from protocol.core.settlement.result import compute_result
 from protocol.core.settlement.result_inputs import Reveal, RoundInputs
 
@@ -100,5 +100,7 @@ def test_a_caught_liars_scores_are_void_and_its_seats_pass_to_backups(size: int)
     res = compute_result(caught)
     assert res.quorum and res.consensus[0] == HONEST  # without committees the five honest decide alone
     assert all(res.credits[i][VALIDATORS.index(v)] == 0 for v in lie for i in range(len(MINERS)))
-    if size:
-        assert liar not in {VALIDATORS[j] for j, w in enumerate(caught.column_weights(0).weights) if w}
+    if size:  # the liar stays in the draw: every seat falls where the checkers saw it fall
+        decided = {j for j, w in enumerate(caught.column_weights(0).weights) if w}
+        assert VALIDATORS.index(liar) not in decided
+        assert decided <= set(drawn_seats(SEED, bytes.fromhex(MINERS[0][2:]), [1] * len(VALIDATORS), 3))

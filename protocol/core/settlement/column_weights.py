@@ -26,11 +26,16 @@ class ColumnWeights:
 
 
 def column_weights(stakes: Sequence[int], deciders: Sequence[bool], committee_size: int, seed: bytes,
-                   miner: bytes, revealed: Sequence[bool]) -> ColumnWeights:
-    """The column's weights: the deciders' stakes, or their committee seats when `committee_size` > 0."""
-    eligible = tuple(s if d else 0 for s, d in zip(stakes, deciders, strict=True))
+                   miner: bytes, revealed: Sequence[bool], forfeited: Sequence[bool]) -> ColumnWeights:
+    """The column's weights: the deciders' stakes, or their committee seats when `committee_size`
+    > 0. A forfeited validator (a report against it confirmed) decides nothing: it leaves the
+    deciders, or, with committees, its seats pass to backups as a silent one's do (it stays in
+    the draw, so every other seat falls where the checkers saw it fall)."""
     if committee_size == 0:
-        return ColumnWeights(eligible, sum(eligible))
+        kept = tuple(s if d and not f else 0 for s, d, f in zip(stakes, deciders, forfeited, strict=True))
+        return ColumnWeights(kept, sum(kept))
+    eligible = tuple(s if d else 0 for s, d in zip(stakes, deciders, strict=True))
     if sum(eligible) == 0:  # no validator with weight to draw from: nobody decides
         return ColumnWeights(eligible, committee_size)
-    return ColumnWeights(seat_counts(seed, miner, eligible, committee_size, revealed), committee_size)
+    counted = tuple(r and not f for r, f in zip(revealed, forfeited, strict=True))
+    return ColumnWeights(seat_counts(seed, miner, eligible, committee_size, counted), committee_size)

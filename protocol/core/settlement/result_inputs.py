@@ -158,12 +158,11 @@ class RoundInputs:
 
     def column_weights(self, column: int) -> ColumnWeights:
         """How much each validator's score counts in `column` (protocol/core/settlement/column_weights.py)."""
-        miner = bytes.fromhex(self.miners[column][2:])
         # a forfeited validator decides nothing: a confirmed report against it voids its numbers,
         # so a caught lie moves no score (with committees its seats pass to backups)
-        deciders = tuple(d and v not in self.forfeited for d, v in zip(self.deciders(column), self.validators, strict=True))
-        return column_weights(self.weights, deciders, self.committee_size, self.seed, miner,
-                              tuple(self.counted(v) for v in self.validators))
+        return column_weights(self.weights, self.deciders(column), self.committee_size, self.seed,
+                              bytes.fromhex(self.miners[column][2:]), tuple(v in self.reveals for v in self.validators),
+                              tuple(v in self.forfeited for v in self.validators))
 
     def counted(self, validator: str) -> bool:
         """Whether `validator`'s scores count in the round's columns: it revealed, and no report

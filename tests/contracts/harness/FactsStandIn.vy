@@ -68,6 +68,12 @@ def set_seed(round: uint256, seed: bytes32):
     self.seed[round] = seed
 
 
+@view
+@external
+def round_seed(round: uint256) -> bytes32:
+    return self.seed[round]
+
+
 @external
 def set_economics(emission: uint256, miner_share_bps: uint256, run_config_hash: bytes32):
     self.emission_per_round = emission

@@ -102,21 +102,15 @@ def columns(
 ) -> DynArray[DynArray[uint256, MAX_SUMS], 16]:
     # every column's leaf sums [c, pay, credit_0..] in one call: matrix[i][j] = validator j's score of column i
     out: DynArray[DynArray[uint256, MAX_SUMS], 16] = []
-    counted: DynArray[bool, MAX_VALIDATORS] = []  # as ColumnChallenges: a forfeited validator's scores are void
-    for j: uint256 in range(len(revealed), bound=MAX_VALIDATORS):
-        counted.append(revealed[j] and not forfeited[j])
     for i: uint256 in range(len(matrix), bound=16):
         deciders: uint256 = result_math._column_checkers(weights, checkers[i], min_class_weight)
-        for j: uint256 in range(len(forfeited), bound=MAX_VALIDATORS):
-            if forfeited[j]:
-                deciders &= ~(1 << j)
         column_weights: DynArray[uint256, MAX_VALIDATORS] = []
         total: uint256 = 0
-        column_weights, total = committee_draw._column_weights(weights, deciders, counted, committee_size, seed, miners[i])
+        column_weights, total = committee_draw._column_weights(weights, deciders, revealed, forfeited, committee_size, seed, miners[i])
         c: uint16 = 0
         pay: uint256 = 0
         credits: DynArray[uint256, MAX_VALIDATORS] = []
-        c, pay, credits = result_math._column(matrix[i], column_weights, total, counted, forfeited, quorum, miners_forfeited[i], consensus_total, miner_pool, validator_pool, len(matrix))
+        c, pay, credits = result_math._column(matrix[i], column_weights, total, revealed, forfeited, quorum, miners_forfeited[i], consensus_total, miner_pool, validator_pool, len(matrix))
         sums: DynArray[uint256, MAX_SUMS] = [convert(c, uint256), pay]
         for x: uint256 in credits:
             sums.append(x)
