@@ -57,9 +57,12 @@ def test_a_validator_checks_only_the_miners_it_holds_a_seat_of(run):
     n = MINERS + 1
     for e in lines:
         assert e["exact"] + e["off-committee"] == e["miners"] == n, e
-        assert 0 < e["exact"] < n, e  # six drawn seats of six validators: about 8.6 of 13, never all by design
+        assert e["exact"] > 0, e  # no seat of any of 13 miners: 0.335^13, about 6e-7
+    # a validator holds a seat of a miner with 1 - (5/6)^6 = 0.665: all 13 with 0.005, so some line
+    # is short; the mean of about 11 lines is 8.6 ± 0.5
+    assert any(e["exact"] < n for e in lines), lines
     mean = sum(e["exact"] for e in lines) / len(lines)
-    assert 6 <= mean <= 11, mean  # expected n · (1 - (5/6)^6) = 8.6
+    assert 6 <= mean <= 11, mean
 
 
 def test_the_lazy_miner_and_the_lying_validator_are_slashed_and_everyone_honest_is_paid(run):
