@@ -10,7 +10,7 @@ checkpoints, at the run's blob caps (the most an honest blob takes) for the tiny
 presets; q = 1 today, and the q a committee needs to keep today's detection at the devnet's 3
 validators (2). Audits add, per audited validator, `audit_sample` claims (the miner's update and
 the ends of its q segments; the score audit reuses the update) and that validator's witness
-bundle (96 bytes per column): every other validator without drawn auditors, the expected number
+bundle (100 bytes per miner it checked): every other validator without drawn auditors, the expected number
 the real draw gives (`auditor_draw.expected_auditors`, A = 4) with them. Gas is not in it yet.
 
     python -m benchmarks network-scale [--quick] [--json PATH]
@@ -60,13 +60,14 @@ def bytes_per_check(name: str, per_check: int) -> int:
     return caps.update + 2 * per_check * caps.checkpoint
 
 
-def audit_bytes(name: str, miners: int, per_check: int, auditors: int) -> int:
+def audit_bytes(name: str, miners: int, per_check: int, auditors: int, checked: float) -> int:
     """What one validator fetches to audit the validators it audits: `audit_sample` claims each
-    and each one's witness bundle; all others without drawn auditors (A = 0)."""
+    and each one's witness bundle (an entry per miner it `checked`); all others without drawn
+    auditors (A = 0)."""
     v = validators_for(miners)
     audited = expected_auditors([1] * v, 0, auditors)  # equal stakes: as many as audit each one
     sample = ChainParams().audit_sample
-    return round(audited * (sample * bytes_per_check(name, per_check) + miners * ENTRY_BYTES))
+    return round(audited * (sample * bytes_per_check(name, per_check) + checked * ENTRY_BYTES))
 
 
 def main(argv: list[str]) -> int:
@@ -86,7 +87,8 @@ def main(argv: list[str]) -> int:
     for n in sizes:
         c = checks(n)
         checks_per_validator[str(n)] = c
-        audits = {name: {"today": audit_bytes(name, n, 1, 0), "committee": audit_bytes(name, n, q, A)} for name in PRESETS}
+        audits = {name: {"today": audit_bytes(name, n, 1, 0, n), "committee": audit_bytes(name, n, q, A, c["committee_median"])}
+                  for name in PRESETS}
         bytes_per_node[str(n)] = {"validator": {name: {
             "today": c["today"] * per_check[name]["today"] + audits[name]["today"],
             "committee": c["committee_median"] * per_check[name]["committee"] + audits[name]["committee"],

@@ -19,7 +19,7 @@ import trio
 from protocol.chain.client import Phase
 from protocol.core.crypto.hashing import blake3_hash
 from protocol.core.errors import ConfigError, ContractRevert
-from protocol.core.proof.witness import NO_WITNESS, make_audit_seed
+from protocol.core.proof.witness import make_audit_seed
 from protocol.core.proof.witness_bundle import SIG_BYTES, bundle_root, encode_bundle
 from protocol.core.settlement.class_checks import CheckMode
 from protocol.core.settlement.fraud import FraudKind
@@ -261,8 +261,9 @@ class ValidatorNode(NodeContext):
                 checked = {c.miner for c in checks if c.mode.checks}
                 scores |= self.cheat.revealed({m: s for m, s in scores.items() if m in checked})
             columns = await self.columns(r)
-            bundle = encode_bundle([(witness_of(self, r, by_miner[m]), by_miner[m].challenge.signature)
-                                    if m in by_miner else (NO_WITNESS, bytes(SIG_BYTES)) for m in columns])
+            # an entry for each miner it checked only: the bundle grows with its seats, not the network
+            bundle = encode_bundle({i: (witness_of(self, r, by_miner[m]), by_miner[m].challenge.signature)
+                                    for i, m in enumerate(columns) if m in by_miner and by_miner[m].mode.checks})
             loss = await self._work(state_heldout_loss, self.setup.spec, self.setup.run_seed, state[0], state[1])
             entry = {"miners": columns, "scores": [scores.get(m, 0) for m in columns], "salt": os.urandom(32).hex(),
                      "witness_root": (await self.put_blob(bundle)).hex(), "loss": fixed_loss(loss)}

@@ -41,7 +41,7 @@ def _sizes(model: ModelConfig, compute: ComputeConfig) -> dict[BlobKind, int]:
                   tuple(-1.2345678901234567e-100 for _ in range(compute.inner_steps)), Digest(b"\x07" * 32))
     envelope = encode_envelope(2**63 - 1, "0x" + "ab" * 20, 2**62, "0x" + "cd" * 20, trace, update)
     momentum = torch.zeros(n) if compute.outer_momentum > 0 else None
-    bundle = encode_bundle([(b"w" * WITNESS_BYTES, b"s" * SIG_BYTES)] * MAX_MINERS)
+    bundle = encode_bundle({i: (b"w" * WITNESS_BYTES, b"s" * SIG_BYTES) for i in range(MAX_MINERS)})
     return {
         BlobKind.UPDATE: len(envelope),
         BlobKind.CHECKPOINT: len(encode_checkpoint(leaf0, model)),

@@ -37,7 +37,7 @@ class BlobKind(StrEnum):
     CHECKPOINT = "checkpoint"  # a trace checkpoint, leaf 0 with the error-feedback buffer (checkpoint.py)
     CARRY = "carry"  # what a miner carries between rounds (proof.encode_carry; kept locally today)
     STATE = "state"  # the global state θ (+ outer momentum), addressed by the model hash (aggregate.py)
-    WITNESS_BUNDLE = "witness_bundle"  # a validator's witnesses, 96 bytes per column (witness_bundle.py)
+    WITNESS_BUNDLE = "witness_bundle"  # a validator's witnesses, 100 bytes per column it checked (witness_bundle.py)
 
 
 class BlobCaps(BaseModel):
@@ -127,5 +127,5 @@ def blob_caps(model: ModelConfig, compute: ComputeConfig) -> BlobCaps:
         checkpoint=with_margin(checkpoint_bound(shapes, n, RNG_STATE_BYTES)),
         carry=with_margin(carry_bound(shapes, n)),
         state=with_margin(state_bound(shapes, n, compute.outer_momentum > 0)),
-        witness_bundle=MAX_MINERS * ENTRY_BYTES,  # exact: the size is fixed by the column count
+        witness_bundle=MAX_MINERS * ENTRY_BYTES,  # exact: an entry for each column, at most
     )
