@@ -25,6 +25,8 @@ class ClassBook:
         self.port, self.me, self.committee_size = port, me, committee_size
         self._masks: dict[str, int] = {}
         self._min_weight: int | None = None
+        # a round's validators and weights are its snapshot, fixed when it opened: read once
+        self._rounds: dict[int, tuple[list[str], list[int]]] = {}
 
     async def mask(self, account: str) -> int:
         """The account's on-chain class set (0: never set, which runs class 0)."""
@@ -61,8 +63,10 @@ class ClassBook:
                             self.committee_size, seed)
 
     async def _round(self, r: int) -> tuple[list[str], list[int], list[int]]:
-        validators = list(await self.port(self.port.client.validators_of, r))
-        weights = list(await self.port(self.port.read.rounds.weights_of, r, validators))
+        if r not in self._rounds:
+            validators = list(await self.port(self.port.client.validators_of, r))
+            self._rounds[r] = validators, list(await self.port(self.port.read.rounds.weights_of, r, validators))
+        validators, weights = self._rounds[r]
         masks = [await self.mask(v) for v in validators]
         if self._min_weight is None:
             self._min_weight = await self.port(self.port.read.staking.min_class_stake)
