@@ -388,10 +388,12 @@ def measure_spoofing(p: Params, trials: int) -> float:
     return measured(p, trials)
 
 
-def committee_rows(p: Params) -> list[Row]:
+def committee_rows(validators: int | None, miners: int | None) -> list[Row]:
+    """The committee rows, at the committee devnet's counts unless counts are given."""
+    from benchmarks.trust_committees import COMMITTEE_MINERS, COMMITTEE_VALIDATORS
     from benchmarks.trust_committees import committee_rows as rows  # it imports this module
 
-    return rows(p)
+    return rows(default_params(validators or COMMITTEE_VALIDATORS, miners or COMMITTEE_MINERS))
 
 
 def absence_rows(p: Params) -> list[Row]:
@@ -564,7 +566,7 @@ def run(quick: bool, validators: int | None = None, miners: int | None = None,
     p = default_params(validators, miners)
     trials = trials or (3 if quick else 100)
     reports, on_chain = report_rows(p)
-    rows = exact_rows(p) + reports + split_rows(measure_splits(p)) + absence_rows(p) + committee_rows(p)
+    rows = exact_rows(p) + reports + split_rows(measure_splits(p)) + absence_rows(p) + committee_rows(validators, miners)
     for rates, n in ((measure(p, trials), trials), (measure_audits(p, trials * 10), trials * 10),
                      ({SPOOF: measure_spoofing(p, trials * 100)}, trials * 100)):  # verdicts cached per challenge
         for attack, rate in rates.items():

@@ -72,6 +72,15 @@ def claims_of(r: int, reveals: dict[str, dict]) -> dict[str, list[Claim]]:
     return out
 
 
+def zero_claims_of(r: int, reveals: dict[str, dict]) -> dict[str, list[Claim]]:
+    """Every revealed zero without a witness (what a failed or skipped check reveals), by validator."""
+    return {v: [Claim(r, v, m, i, 0, bytes(w), bytes(sig), rev["served"])
+                for i, (m, s, w, sig) in enumerate(zip(rev["miners"], rev["scores"], rev["witnesses"], rev["sigs"],
+                                                       strict=True))
+                if s == 0 and bytes(w) == NO_WITNESS]
+            for v, rev in reveals.items()}
+
+
 async def audit_round(ctx: NodeContext, r: int, seed_block: bytes, sample: int,
                       auditors: int = 0) -> list[tuple[Claim, AuditResult, FraudKind]]:
     """Audit this validator's seeded sample of the claims of the validators it is drawn to audit
@@ -80,6 +89,8 @@ async def audit_round(ctx: NodeContext, r: int, seed_block: bytes, sample: int,
     failed ones with the kind of report each is."""
     reveals = await ctx.reveals(r)
     claims = claims_of(r, reveals)
+    for v, zeros in zero_claims_of(r, reveals).items():  # a counted zero claims a failed check
+        claims[v] += [c for c in zeros if await ctx.classes.counts(r, v, c.miner, seed_block)]
     # only exact checks of miners whose class this auditor holds can be replayed bit for bit
     modes = await ctx.classes.modes(r, {c.miner for cs in claims.values() for c in cs})
     claims = {v: [c for c in cs if modes[c.miner] is CheckMode.EXACT] for v, cs in claims.items()}
@@ -93,7 +104,9 @@ async def audit_round(ctx: NodeContext, r: int, seed_block: bytes, sample: int,
     report_by = await _report_by(ctx, r)
     for v, m in picks:
         claim = by_pair[(v, m)]
-        result, kind = await audit_claim(ctx, claim, seed_block, deadline=report_by), FraudKind.LAZY_VALIDATOR
+        result, kind = AuditResult(False, "a zero has no witness"), FraudKind.LAZY_VALIDATOR
+        if claim.score or claim.witness != NO_WITNESS:
+            result = await audit_claim(ctx, claim, seed_block, deadline=report_by)
         if not result.failed:
             result, kind = await audit_score(ctx, claim, seed_block), FraudKind.WRONG_SCORE
         ctx.log.info("audited %s", kv(round=r, validator=v, miner=m, verdict="failed" if result.failed else "ok",

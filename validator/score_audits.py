@@ -12,8 +12,11 @@ Scores are absolute and public functions of the miner's update, θ_r and the rou
 score bit for bit, alone (a score never depends on which other miners a validator scored). An
 auditor recomputes the score of each claim it samples whose number counts (its validator decides
 the miner's column and, with committees, holds a drawn seat of it) and is positive; a difference
-is a `wrong_score` report that slashes. A zero is not audited: it is what a failed check reveals,
-and it can only lower a score its committee's majority decides. The held-out loss is compared
+is a `wrong_score` report that slashes. A zero is what a failed check reveals, and a failed check
+is reported: a counted zero without its validator's report on the miner in the round (and with
+its report cap not full) is audited too, by checking the miner exactly and recomputing its score;
+a check that passes here with a positive score makes the zero a `wrong_score` (a captured
+committee cannot zero an honest miner for free). The held-out loss is compared
 when auditor and accused run the same single class (the loss is computed in the validator's own
 class). A voter on a `wrong_score` report runs the same recomputation (validator/disputes.py).
 """
@@ -21,10 +24,12 @@ class). A voter on a `wrong_score` report runs the same recomputation (validator
 from __future__ import annotations
 
 from protocol.core.crypto.hashing import blake3_hash
+from protocol.core.proof.witness import NO_WITNESS
 from protocol.core.settlement.class_checks import CheckMode
+from protocol.core.settlement.fraud import FraudKind
 from protocol.node.context import NodeContext
 from validator.audit_claims import AuditResult, Claim
-from validator.checks import fetch_submission
+from validator.checks import check_one, fetch_submission
 from validator.scoring import score_seed
 from validator.work import ScoreJob, scored_miners
 
@@ -47,16 +52,48 @@ async def recompute_score(ctx: NodeContext, r: int, miner: str, seed_block: byte
 
 async def audit_score(ctx: NodeContext, claim: Claim, seed_block: bytes) -> AuditResult:
     """Whether `claim`'s revealed score is what the miner's update recomputes to."""
-    if claim.score == 0:
-        return AuditResult(False, "a zero is not audited")
     if not await ctx.classes.counts(claim.round, claim.validator, claim.miner, seed_block):
         return AuditResult(False, "its number does not count (no drawn seat)")
+    if claim.score == 0 and claim.witness == NO_WITNESS:
+        return await audit_zero(ctx, claim, seed_block)
     want = await recompute_score(ctx, claim.round, claim.miner, seed_block)
     if want is None:
         return AuditResult(False, "submission not served: not recomputed", retry=True)
     if want != claim.score:
         return AuditResult(True, f"revealed score {claim.score}, recomputed {want}")
     return AuditResult(False, f"score {want} recomputes")
+
+
+async def zero_backed(ctx: NodeContext, r: int, validator: str, miner: str) -> bool:
+    """Whether a zero `validator` revealed for `miner` comes with its evidence: its own report on
+    the miner in round r (filed or joined), or a full report cap (it could file no more)."""
+    read = ctx.port.read.disputes
+    if await ctx.port(read.report_of, r, miner, validator) != 0:
+        return True
+    return await ctx.port(read.reports_filed, r, validator) >= await ctx.port(read.max_reports)
+
+
+async def audit_zero(ctx: NodeContext, claim: Claim, seed_block: bytes) -> AuditResult:
+    """Whether a counted zero (a failed check, by what it claims) is wrong: no report of its
+    validator backs it, the miner's exact check passes here and its score recomputes above 0."""
+    r, miner = claim.round, claim.miner
+    if await zero_backed(ctx, r, claim.validator, miner):
+        return AuditResult(False, "a zero backed by its validator's report")
+    commit = (await ctx.commits(r)).get(miner)
+    if commit is None:
+        return AuditResult(False, "the miner did not commit")
+    check = await check_one(ctx, r, miner, commit, seed_block, await ctx.state_for(r))
+    kind = check.outcome.kind
+    if kind is FraudKind.UNAVAILABLE:
+        return AuditResult(False, "not served here either: not recomputed", retry=True)
+    if kind is not None:
+        return AuditResult(False, f"the check fails here too ({kind}): the zero holds")
+    want = await recompute_score(ctx, r, miner, seed_block)
+    if want is None:
+        return AuditResult(False, "submission not served: not recomputed", retry=True)
+    if want > 0:
+        return AuditResult(True, f"revealed 0 with no report, yet the check passes and the score recomputes to {want}")
+    return AuditResult(False, "the check passes and the score recomputes to 0")
 
 
 async def comparable_loss(ctx: NodeContext, validator: str) -> bool:
@@ -77,9 +114,9 @@ def loss_evidence(revealed: int, own: int) -> bytes:
 
 
 async def cross_check(ctx: NodeContext, r: int, seed_block: bytes) -> list[tuple[Claim, str]]:
-    """The other validators' counted, positive scores that differ from this validator's own
-    positive score of the same miner from an exact check: one claim per accused (one report per
-    accused and reporter)."""
+    """The other validators' counted scores that differ from this validator's own positive score
+    of the same miner from an exact check (a zero only when no report of its validator backs it):
+    one claim per accused (one report per accused and reporter)."""
     entry = ctx.data.state.recall(r, "scores")
     if entry is None:
         return []
@@ -92,8 +129,11 @@ async def cross_check(ctx: NodeContext, r: int, seed_block: bytes) -> list[tuple
             continue
         for i, (m, score) in enumerate(zip(rev["miners"], rev["scores"], strict=True)):
             mine = exact.get(m)
-            if mine and score and score != mine and await ctx.classes.counts(r, v, m, seed_block):
-                claim = Claim(r, v, m, i, score, bytes(rev["witnesses"][i]), bytes(rev["sigs"][i]), rev["served"])
-                out.append((claim, f"revealed score {score}, this validator's exact check scored {mine}"))
-                break
+            if not mine or score == mine or not await ctx.classes.counts(r, v, m, seed_block):
+                continue
+            if score == 0 and await zero_backed(ctx, r, v, m):
+                continue
+            claim = Claim(r, v, m, i, score, bytes(rev["witnesses"][i]), bytes(rev["sigs"][i]), rev["served"])
+            out.append((claim, f"revealed score {score}, this validator's exact check scored {mine}"))
+            break
     return out

@@ -34,8 +34,9 @@ def devnet(
                                                           "their scores nor sign results (they earn no dividends; "
                                                           "the others settle without them)")] = 0,
     lying_validators: Annotated[int, typer.Option(min=0, help="Of the validators, how many check honestly but "
-                                                         "reveal a score one unit off for every miner they check "
-                                                         "(score audits catch them; testing only)")] = 0,
+                                                         "reveal a wrong score for every miner they pass: one unit "
+                                                         "off, or 0 without a report (score audits catch them; "
+                                                         "testing only)")] = 0,
     probe_demands: Annotated[bool, typer.Option(help="The first honest validator also demands one part of every "
                                                      "posted result it agrees with, for the others to answer "
                                                      "(shows the data-availability loop; costs it the bond)")] = False,

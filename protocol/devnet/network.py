@@ -63,7 +63,8 @@ class DevnetIncomplete(VeritrainError):
     """Raised when the devnet does not complete its rounds within its time limit."""
 
 
-CHEATING_VALIDATORS: dict[str, ValidatorCheat] = {LAZY: LazyValidator(), LYING: LyingValidator()}
+# factories: a cheat may keep a round's state, so each node gets its own
+CHEATING_VALIDATORS: dict[str, Callable[[], ValidatorCheat]] = {LAZY: LazyValidator, LYING: LyingValidator}
 
 
 @dataclass(frozen=True)
@@ -260,10 +261,15 @@ def build_nodes(opts: DevnetOptions, members: list[Member], data_root: Path, wor
             cheat = None if m.kind in ("honest", THROTTLED) else MinerCheat(m.kind, fractions.get(m.kind))
             m.node = MinerNode(m.client, m.keys, cfg, log, cheat=cheat)
         else:
-            m.node = ValidatorNode(m.client, m.keys, cfg, log, cheat=CHEATING_VALIDATORS.get(m.kind),
+            m.node = ValidatorNode(m.client, m.keys, cfg, log, cheat=_cheat_of(m.kind),
                                    silence=SilentValidator() if m.kind == SILENT else None,
                                    probe=opts.probe_demands and m is first_honest)
         m.node.prestarted_worker = workers[i]
+
+
+def _cheat_of(kind: str) -> ValidatorCheat | None:
+    make = CHEATING_VALIDATORS.get(kind)
+    return None if make is None else make()
 
 
 async def run_nodes(admin: ChainClient, members: list[Member], rounds: int, progress: Progress,

@@ -2,10 +2,11 @@
 --validators 6 --committee 3 --cheaters lazy --lying-validators 1`): each miner's column is
 decided by a committee of three seats drawn from the round's seed; a validator checks only the
 miners where it holds one of the six drawn seats (committee and backups), not all thirteen; the
-lazy miner is reported and slashed; the lying validator, which checks honestly but reveals every
-score one unit off, is caught by score audits (a revealed score is recomputed bit for bit) and
-slashed in the first round; the honest miners and validators are paid and nobody honest is
-reported."""
+lazy miner is reported and slashed; the lying validator, which checks honestly but reveals half
+of its passed miners' scores one unit off and zeroes the other half without a report, is caught
+by score audits (a revealed score is recomputed bit for bit, an unreported zero checked and
+recomputed) and slashed in the first round; the honest miners and validators are paid and nobody
+honest is reported, though honest validators zero the lazy miner (with their reports)."""
 
 from __future__ import annotations
 
@@ -83,3 +84,16 @@ def test_score_audits_catch_the_liar_in_the_first_round_and_accuse_nobody_honest
     assert any(rep["round"] == 0 and rep["status"] == "confirmed" for rep in wrong), data["reports"]
     assert {rep["accused"] for rep in data["reports"]} <= {liar, lazy}, data["reports"]
     assert all(rep["status"] != "rejected" for rep in data["reports"]), data["reports"]
+
+
+def test_an_unreported_zero_is_found_wrong_and_a_reported_one_is_not(run):
+    """Deflation: the liar's zeros of honest miners are found wrong in the first round (by an
+    honest seat-holder's cross-check or a drawn auditor); the honest zeros of the lazy miner, each
+    backed by its validator's report, are never."""
+    data, log = run
+    liar = next(f["address"] for f in data["final"] if f["kind"] == "lying-validator")
+    lazy = next(f["address"] for f in data["final"] if f["kind"] == "lazy")
+    failed = [e for e in log if e["event"] == "audited" and e["verdict"] == "failed"]
+    zeros = [e for e in failed if e["detail"].startswith(("revealed score 0,", "revealed 0 with no report"))]
+    assert any(e["round"] == 0 and e["validator"] == liar and e["miner"] != lazy for e in zeros), failed
+    assert all(e["validator"] == liar for e in failed), failed

@@ -14,7 +14,7 @@ from protocol.core.proof.witness import NO_WITNESS
 from protocol.core.train.compute_config import ComputeConfig
 from protocol.node.context import NodeContext
 from tests.node_context import knows, node_context
-from validator.audits import claims_of
+from validator.audits import claims_of, zero_claims_of
 from validator.challenges import verified_challenge
 from validator.checks import kept_leaves
 
@@ -31,6 +31,16 @@ def test_claims_are_the_scored_or_witnessed_miners_only():
     assert [(c.miner, c.index, c.score) for c in claims[V1]] == [(M1, 0, 5)]
     # a witness without a score is still a claim that the check passed: audited too
     assert [(c.miner, c.index, c.witness) for c in claims[V2]] == [(M2, 1, w)]
+
+
+def test_zero_claims_are_the_zeros_without_a_witness():
+    """What a failed (or skipped) check reveals: audited when it counts and no report backs it."""
+    w = b"\x07" * 32
+    reveals = {V1: {"miners": [M1, M2], "scores": [5, 0], "witnesses": [w, NO_WITNESS], "sigs": [b"a", b"b"], "served": True},
+               V2: {"miners": [M1, M2], "scores": [0, 0], "witnesses": [NO_WITNESS, w], "sigs": [b"c", b"d"], "served": True}}
+    zeros = zero_claims_of(3, reveals)
+    assert [(c.miner, c.index, c.score, c.sig) for c in zeros[V1]] == [(M2, 1, 0, b"b")]
+    assert [(c.miner, c.index) for c in zeros[V2]] == [(M1, 0)]  # a zero with a witness passed: not one
 
 
 def test_a_passed_check_keeps_the_replayed_ends_and_a_failed_one_everything():

@@ -17,6 +17,14 @@ class DisputesReader:
         """The id of `reporter`'s report on `miner` in `round_`, 0 when it filed none."""
         return int(self._fn.report_of(round_, miner, reporter).call())
 
+    def reports_filed(self, round_: int, reporter: str) -> int:
+        """Reports `reporter` filed in `round_` (joins not counted): it may file `max_reports`."""
+        return int(self._fn.reports_filed(round_, reporter).call())
+
+    def max_reports(self) -> int:
+        """Reports one validator may file per round."""
+        return int(self._fn.max_reports().call())
+
     def vote_of(self, report_id: int, voter: str) -> int:
         """`voter`'s vote on a report (a `Vote` value), 0 when it has not voted."""
         return int(self._fn.vote_of(report_id, voter).call())
