@@ -2,13 +2,14 @@
 miners with validators at 1/16 of the miners (at least 3), each miner's committee drawn by the real function
 (`protocol/core/settlement/committees.py`, c = 3, equal stakes; a validator checks every miner
 where it holds one of the 2c drawn seats, backups included), against the rule without committees
-(every validator checks every miner of its class; one class here). Below about 2c validators a
-validator holds a seat of most miners, so the curve saturates there: 100 miners and 6 validators
-check 66 each where large networks settle near 2c · n / v = 96. Bytes are what a validator fetches
-to check its miners: each one's update envelope and, per challenged segment, its two end
-checkpoints, at the run's blob caps (the most an honest blob takes) for the tiny and llama-small
-presets; q = 1 today, and the q a committee needs to keep today's detection at the devnet's 3
-validators (2). Audits add, per audited validator, `audit_sample` claims (the miner's update and
+(every validator checks every miner of its class; one class here). With c or fewer validators
+no committee is in force and every validator checks every miner (16 miners, 3 validators); below
+about 2c validators a validator holds a seat of most miners, so the curve saturates there: 100
+miners and 6 validators check 66 each where large networks settle near 2c · n / v = 96. Bytes are
+what a validator fetches to check its miners: each one's update envelope and, per challenged
+segment, its two end checkpoints, at the run's blob caps (the most an honest blob takes) for the
+tiny and llama-small presets, at q = 1 (what committees of 3 need to catch a one-segment fake as
+often as three validators that all check it: `committee_odds.committee_per_check`). Audits add, per audited validator, `audit_sample` claims (the miner's update and
 the ends of its q segments; the score audit reuses the update) and that validator's witness
 bundle (100 bytes per miner it checked): every other validator without drawn auditors, the expected number
 the real draw gives (`auditor_draw.expected_auditors`, A = 4) with them. Gas is not in it yet.
@@ -30,7 +31,7 @@ from protocol.config.run_config import ChainParams
 from protocol.core.model.config import preset
 from protocol.core.proof.auditor_draw import expected_auditors
 from protocol.core.proof.witness_bundle import ENTRY_BYTES
-from protocol.core.settlement.committee_odds import per_check_matching
+from protocol.core.settlement.committee_odds import committee_per_check
 from protocol.core.settlement.committees import assignments
 from protocol.core.train.compute_config import ComputeConfig
 from protocol.core.wire.blob_caps import blob_caps
@@ -76,7 +77,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", type=Path, default=Path("out/bench/network_scale.json"))
     args = parser.parse_args(argv)
     sizes = MINERS[:3] if args.quick else MINERS
-    q = per_check_matching([1, 1, 1], SIZE, ComputeConfig().n_segments, 1)
+    q = committee_per_check(SIZE, ComputeConfig().n_segments)
     per_check = {name: {"today": bytes_per_check(name, 1), "committee": bytes_per_check(name, q)} for name in PRESETS}
     checks_per_validator, bytes_per_node = {}, {}
     table = Table(title=f"per validator per round: miners checked and MB fetched to check them (c = {SIZE} seats and "

@@ -30,8 +30,9 @@ def _column_weights(
 ) -> (DynArray[uint256, MAX_VALIDATORS], uint256):
     """
     @dev Each validator's weight in the column and the column's total: the
-         deciders' (bit j of `deciders`) stakes out of their sum when `size` is
-         0, else their committee seats out of `size`. A forfeited validator
+         deciders' (bit j of `deciders`) stakes out of their sum when no more
+         of them hold stake than `size` (0: no committees), else their committee
+         seats out of `size`. A forfeited validator
          decides nothing: it leaves the deciders, or its seats pass to backups
          (it stays in the draw, so the other seats fall where the checkers saw).
     """
@@ -39,23 +40,24 @@ def _column_weights(
     cumulative: DynArray[uint256, MAX_VALIDATORS] = []
     total: uint256 = 0
     kept_total: uint256 = 0
+    count: uint256 = 0
     for j: uint256 in range(len(weights), bound=MAX_VALIDATORS):
         w: uint256 = 0
-        if deciders & (1 << j) != 0:
+        if deciders & (1 << j) != 0 and weights[j] != 0:
             w = weights[j]
+            count += 1
         total += w
         cumulative.append(total)
         if forfeited[j]:
             w = 0
         kept.append(w)
         kept_total += w
-    if size == 0:
+    # a committee decides only when more deciders hold stake than it has seats
+    if size == 0 or count <= size:
         return kept, kept_total
     seats: DynArray[uint256, MAX_VALIDATORS] = []
     for j: uint256 in range(len(weights), bound=MAX_VALIDATORS):
         seats.append(0)
-    if total == 0:
-        return seats, size
     filled: uint256 = 0
     for s: uint256 in range(2 * size, bound=2 * MAX_COMMITTEE):
         point: uint256 = convert(keccak256(concat(DOMAIN, seed, convert(miner, bytes20), convert(s, bytes32))), uint256) % total

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from protocol.config.run_config import ChainParams
 from protocol.core.errors import ConfigError
 from protocol.core.model.config import PRESETS
 
@@ -40,10 +41,11 @@ def devnet(
     probe_demands: Annotated[bool, typer.Option(help="The first honest validator also demands one part of every "
                                                      "posted result it agrees with, for the others to answer "
                                                      "(shows the data-availability loop; costs it the bond)")] = False,
-    committee: Annotated[int, typer.Option(min=0, max=16, help="Seats of each miner's check committee: a validator "
-                                                       "checks only the miners it holds one of the 2c drawn seats "
-                                                       "of, and each member challenges enough segments to keep "
-                                                       "the detection odds (0: every validator checks every miner)")] = 0,
+    committee: Annotated[int | None, typer.Option(min=0, max=16, help="Seats of each miner's check committee "
+                                                              "(default: the run config's, 3): with more "
+                                                              "validators than seats, a validator checks only the "
+                                                              "miners it holds one of the 2c drawn seats of (0: "
+                                                              "every validator checks every miner)")] = None,
     throttled: Annotated[int, typer.Option(min=0, help="Of the honest miners, how many train at a third of the "
                                                    "speed, at most 8 steps a second (they train fewer steps, "
                                                    "not miss rounds)")] = 0,
@@ -77,14 +79,14 @@ def devnet(
                          probe_demands=probe_demands, preset=preset, out=out,
                          miner_classes=_labels(miner_classes), validator_classes=_labels(validator_classes),
                          timeout_s=timeout, chain={"commit_duration": commit_window, "absence_rounds": absence_rounds,
-                                                   "committee": committee},
+                                                   **({} if committee is None else {"committee": committee})},
                          training={**_compute_overrides(inner_steps=inner_steps, checkpoint_every=checkpoint_every),
                                    **_corpus_tables(dataset, genesis)})
     config = {"miners": miners, "validators": validators, "lazy_validators": lazy_validators,
               "lying_validators": lying_validators,
               "silent_validators": silent_validators, "probe_demands": probe_demands, "rounds": rounds,
               "throttled": throttled, "commit_window": commit_window, "absence_rounds": absence_rounds,
-              "committee": committee,
+              "committee": ChainParams().committee if committee is None else committee,
               "miner_classes": miner_classes, "validator_classes": validator_classes,
               "cheaters": cheaters, "preset": preset}
     _run(opts, config)

@@ -51,9 +51,10 @@ class ChainParams(_Strict):
     # validator at the minimum never decides a class alone)
     min_class_stake: int | None = Field(None, gt=0)
     # seats of each miner's check committee, drawn by stake from the holders of its class; a
-    # validator checks only the miners where it holds one of the 2c drawn seats (c backups);
+    # validator checks only the miners where it holds one of the 2c drawn seats (c backups); in
+    # force for a miner only when more than c holders decide it (so three validators all check);
     # 0: no committees, every holder checks every miner and decides by stake (PROTOCOL §10.8)
-    committee: int = Field(0, ge=0, le=16)
+    committee: int = Field(3, ge=0, le=16)
     max_validator_permits: int = Field(8, gt=0, le=64)  # K: only the top-K validators by stake score
     # tokens a reporter posts per other validator that may vote (each re-checks one segment); burned
     # if its report is rejected: above a segment's share of a miner's pay, R/n (17.5 on the devnet)

@@ -174,17 +174,14 @@ def resolve(config: RunConfig) -> Setup:
     return setup
 
 
-REFERENCE_VALIDATORS = 3  # the devnet's: committees must catch a fake at least as often as they all do
-
-
 def check_committee_detection(committee: int, compute: ComputeConfig) -> None:
     """Refuse committees whose checkers, challenging q segments each, would catch a one-segment
     fake less often than three validators that all check it at q = 1 (docs/PROTOCOL.md §10.8)."""
     if committee == 0:
         return
-    from protocol.core.settlement.committee_odds import per_check_matching
+    from protocol.core.settlement.committee_odds import REFERENCE_VALIDATORS, committee_per_check
 
-    need = per_check_matching([1] * REFERENCE_VALIDATORS, committee, compute.n_segments, 1)
+    need = committee_per_check(committee, compute.n_segments)
     if compute.segments_per_validator < need:
         raise ConfigError(f"committees of {committee} need [training.compute] segments_per_validator >= {need} "
                           f"(it is {compute.segments_per_validator}) to catch a one-segment fake as often as "

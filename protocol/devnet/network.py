@@ -36,7 +36,7 @@ from protocol.core.crypto.signing import NodeIdentity
 from protocol.core.errors import ConfigError, VeritrainError
 from protocol.core.hardware.hardware_class import class_mask, label
 from protocol.core.hardware.replay_profile import ReplayProfile
-from protocol.core.settlement.committee_odds import per_check_matching
+from protocol.core.settlement.committee_odds import committee_per_check
 from protocol.core.train.compute_config import ComputeConfig
 from protocol.devnet.cheats import CHEATS, MinerCheat
 from protocol.devnet.lazy_validator import LazyValidator
@@ -150,20 +150,21 @@ def run_config_for(opts: DevnetOptions, accounts: list[LocalAccount]) -> RunConf
     # one devnet validator (it stakes the minimum + 100) covers a hardware class, so each class
     # that has a validator is checked exactly
     chain.setdefault("min_class_stake", chain.get("min_validator_stake", ChainParams().min_validator_stake) + 100)
-    training = _with_committee_checks({"preset": opts.preset, **opts.training}, chain.get("committee", 0), opts.validators)
+    committee = chain.get("committee", ChainParams().committee)
+    training = _with_committee_checks({"preset": opts.preset, **opts.training}, committee)
     genesis = [GenesisAllocation(address=a.address, amount=10_000) for a in accounts]
     return RunConfig(run_name="devnet", chain=ChainParams(**chain), training=training, genesis=genesis)
 
 
-def _with_committee_checks(training: dict, committee: int, validators: int) -> dict:
-    """`training` with q raised, when the run has committees and q is not given, to the fewest
-    segments per check at which a committee of `committee` seats over the devnet's `validators`
-    (equal stakes) catches a one-segment fake as often as all of them do at the run's q."""
+def _with_committee_checks(training: dict, committee: int) -> dict:
+    """`training` with q raised, when q is not given, to the fewest segments per check at which
+    committees of `committee` seats keep the detection odds the run config demands
+    (`committee_odds.committee_per_check`: 2 below three seats, else 1)."""
     compute = dict(training.get("compute", {}))
     if committee == 0 or "segments_per_validator" in compute:
         return training
     cfg = ComputeConfig(**compute)
-    q = per_check_matching([1] * validators, committee, cfg.n_segments, cfg.segments_per_validator)
+    q = max(cfg.segments_per_validator, committee_per_check(committee, cfg.n_segments))
     return {**training, "compute": {**compute, "segments_per_validator": q}}
 
 

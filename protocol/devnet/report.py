@@ -15,6 +15,7 @@ from protocol.chain.events import read_many
 from protocol.chain.settlement_history import SettlementHistory
 from protocol.config.run_config import TOKEN_UNIT
 from protocol.config.run_setup import resolve
+from protocol.core.settlement.committees import in_force
 from protocol.core.settlement.fraud import FraudKind
 from protocol.core.settlement.loss_scale import LOSS_SCALE
 from protocol.core.settlement.result_inputs import RoundInputs
@@ -92,8 +93,10 @@ def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any],
 
 
 def _committee(inputs: RoundInputs, column: int) -> dict[str, int] | None:
-    """{validator: seats} of the column's committee; None when the run has no committees."""
-    if not inputs.committee_size:
+    """{validator: seats} of the column's committee; None when no committee decides it (none in
+    the run, or no more deciders than seats)."""
+    deciders = inputs.deciders(column)
+    if not in_force(inputs.committee_size, [w if d else 0 for w, d in zip(inputs.weights, deciders, strict=True)]):
         return None
     weights = inputs.column_weights(column).weights
     return {v: w for v, w in zip(inputs.validators, weights, strict=True) if w}

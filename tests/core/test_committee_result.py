@@ -83,6 +83,16 @@ def test_without_committees_every_decider_counts_by_stake() -> None:
     assert moved.consensus == (65_535,) * len(MINERS)  # seven of twelve: a stake majority moves every column
 
 
+@pytest.mark.parametrize("size", [12, 16])
+def test_a_committee_is_not_in_force_over_as_many_deciders_as_seats_or_fewer(size: int) -> None:
+    """Twelve validators and committees of 12 or 16 seats: every decider counts by stake, as
+    without committees, and no draw leaves any of them out."""
+    assert compute_result(inputs(size=size)) == compute_result(inputs(size=0))
+    moved = compute_result(inputs({v: 65_535 for v in VALIDATORS[:7]}, size=size))
+    assert moved.consensus == (65_535,) * len(MINERS)
+    assert compute_result(inputs(size=11)) != compute_result(inputs(size=0))  # eleven seats of twelve: drawn
+
+
 @pytest.mark.parametrize("change", [{"committee_size": 17}, {"committee_size": -1}, {"seed": b"short"}])
 def test_a_committee_needs_a_size_the_chain_bounds_and_a_32_byte_seed(change) -> None:
     with pytest.raises(ResultError):

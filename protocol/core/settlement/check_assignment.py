@@ -7,16 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from protocol.core.settlement.committees import drawn_seats
+from protocol.core.settlement.committees import drawn_seats, in_force
 
 
 def holds_a_seat(own: int, miner: bytes, weights: Sequence[int], deciders: Sequence[bool], committee_size: int,
                  seed: bytes) -> bool:
     """Whether validator `own` (its index among the round's validators) holds one of `miner`'s
-    drawn seats; everyone who decides does when there are no committees (`committee_size` 0)."""
+    drawn seats; everyone who decides does when no committee is in force (`committees.in_force`)."""
     if not deciders[own]:
         return False
-    if committee_size == 0:
-        return True
     eligible = [w if d else 0 for w, d in zip(weights, deciders, strict=True)]
-    return sum(eligible) > 0 and own in drawn_seats(seed, miner, eligible, committee_size)
+    if not in_force(committee_size, eligible):
+        return True
+    return own in drawn_seats(seed, miner, eligible, committee_size)

@@ -1,6 +1,6 @@
 """Whose scores decide a column, and how much each counts (docs/PROTOCOL.md §11.2, §10.8).
 
-Without committees (`committee_size` 0) a column is decided by its deciders (`class_checks.py`:
+Without committees (`committee_size` 0, or no more deciders with stake than seats) a column is decided by its deciders (`class_checks.py`:
 the holders of the miner's class, or everyone in tolerance mode), each by its stake, out of their
 whole stake revealed or not. With committees, by the miner's committee drawn from those deciders
 (`committees.py`): each validator by its seats, out of the committee's `c` seats, so a committee
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from protocol.core.settlement.committees import seat_counts
+from protocol.core.settlement.committees import in_force, seat_counts
 
 
 @dataclass(frozen=True)
@@ -27,15 +27,13 @@ class ColumnWeights:
 
 def column_weights(stakes: Sequence[int], deciders: Sequence[bool], committee_size: int, seed: bytes,
                    miner: bytes, revealed: Sequence[bool], forfeited: Sequence[bool]) -> ColumnWeights:
-    """The column's weights: the deciders' stakes, or their committee seats when `committee_size`
-    > 0. A forfeited validator (a report against it confirmed) decides nothing: it leaves the
+    """The column's weights: the deciders' stakes, or their committee seats when a committee of
+    `committee_size` is in force (more deciders with stake than seats). A forfeited validator (a report against it confirmed) decides nothing: it leaves the
     deciders, or, with committees, its seats pass to backups as a silent one's do (it stays in
     the draw, so every other seat falls where the checkers saw it fall)."""
-    if committee_size == 0:
-        kept = tuple(s if d and not f else 0 for s, d, f in zip(stakes, deciders, forfeited, strict=True))
-        return ColumnWeights(kept, sum(kept))
     eligible = tuple(s if d else 0 for s, d in zip(stakes, deciders, strict=True))
-    if sum(eligible) == 0:  # no validator with weight to draw from: nobody decides
-        return ColumnWeights(eligible, committee_size)
+    if not in_force(committee_size, eligible):
+        kept = tuple(s if not f else 0 for s, f in zip(eligible, forfeited, strict=True))
+        return ColumnWeights(kept, sum(kept))
     counted = tuple(r and not f for r, f in zip(revealed, forfeited, strict=True))
     return ColumnWeights(seat_counts(seed, miner, eligible, committee_size, counted), committee_size)

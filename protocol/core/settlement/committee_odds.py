@@ -81,3 +81,19 @@ def per_check_matching(weights: Sequence[int], size: int, segments: int, today_p
         if p_committee_catches(weights, size, segments, per_check) >= today:
             return per_check
     return segments
+
+
+REFERENCE_VALIDATORS = 3  # the devnet's: a committee must catch a fake at least as often as they all do at q = 1
+
+
+def committee_per_check(size: int, segments: int) -> int:
+    """The fewest segments each checker must challenge for every committee of `size` in force to
+    catch a one-segment fake at least as often as `REFERENCE_VALIDATORS` validators that all check
+    it at q = 1. A committee is in force only over more than `size` deciders
+    (`committees.in_force`), and with equal stakes the odds grow with their number, so the
+    fewest, size + 1, decide: 1 for c >= 3, 2 below."""
+    today = p_catches_one_segment(segments, 1, REFERENCE_VALIDATORS)
+    for per_check in range(1, segments + 1):
+        if p_committee_catches([1] * (size + 1), size, segments, per_check) >= today:
+            return per_check
+    return segments

@@ -10,6 +10,12 @@ seat goes to a holder with exactly its share of the stake however that stake is 
 accounts, so splitting gains nothing. A validator drawn for two seats checks once and its score
 counts twice.
 
+Committees are in force for a column only when its deciders with stake outnumber its seats
+(`in_force`): a committee of c drawn from c or fewer validators is all of them, fewer checks it
+does not save, and a draw with replacement could leave one out, so below that every decider
+decides by stake as without committees. The default c = 3 thus changes nothing for a network
+of three validators.
+
 Seats 0 .. 2c - 1 are drawn, and every validator holding one checks m: seats c .. 2c - 1 are
 backups. The committee is the first c drawn seats whose validator revealed, so a silent seat
 passes to the next backup and a few offline validators leave no miner without a quorum.
@@ -32,6 +38,12 @@ from protocol.core.errors import ConfigError
 
 DOMAIN = b"veritrain/committee/v1"
 DRAWN_PER_SEAT = 2  # seats drawn per committee seat: c seats, then c backups
+
+
+def in_force(size: int, eligible: Sequence[int]) -> bool:
+    """Whether a committee of `size` seats decides a column whose deciders have the stakes
+    `eligible` (0: not a decider): only when more of them hold stake than there are seats."""
+    return size > 0 and sum(1 for w in eligible if w) > size
 
 
 def seat_point(seed: bytes, miner: bytes, seat: int, total: int) -> int:
@@ -77,7 +89,10 @@ def seat_counts(seed: bytes, miner: bytes, weights: Sequence[int], size: int,
 
 
 def assignments(seed: bytes, miners: Sequence[bytes], weights: Sequence[int], size: int) -> list[set[int]]:
-    """Per validator, the miners (by index) it checks: those where it holds a drawn seat."""
+    """Per validator, the miners (by index) it checks: those where it holds a drawn seat, or, with
+    no committee in force (`in_force`), every miner when it holds stake."""
+    if not in_force(size, weights):
+        return [set(range(len(miners))) if w else set() for w in weights]
     out: list[set[int]] = [set() for _ in weights]
     for i, miner in enumerate(miners):
         for v in drawn_seats(seed, miner, weights, size):
