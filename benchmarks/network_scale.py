@@ -12,9 +12,15 @@ tiny and llama-small presets, at q = 1 (what committees of 3 need to catch a one
 often as three validators that all check it: `committee_odds.committee_per_check`). Audits add, per audited validator, `audit_sample` claims (the miner's update and
 the ends of its q segments; the score audit reuses the update) and that validator's witness
 bundle (100 bytes per miner it checked): every other validator without drawn auditors, the expected number
-the real draw gives (`auditor_draw.expected_auditors`, A = 4) with them. Gas is not in it yet.
+the real draw gives (`auditor_draw.expected_auditors`, A = 4) with them.
 
-    python -m benchmarks network-scale [--quick] [--json PATH]
+Gas (not with --quick): one scripted round on the embedded chain (`benchmarks/gas.py`, with the
+run config's committees of 3) at each of `--gas` sizes within the contracts' bounds: the round's
+settlement gas per miner and the most expensive function of the round. A size beyond the bounds
+(4096x256: the bounds are 1,024 miners and 64 validators until they are raised) is reported as
+null, not estimated.
+
+    python -m benchmarks network-scale [--quick] [--gas 1024x64,4096x256] [--json PATH]
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from protocol.core.proof.auditor_draw import expected_auditors
 from protocol.core.proof.witness_bundle import ENTRY_BYTES
 from protocol.core.settlement.committee_odds import committee_per_check
 from protocol.core.settlement.committees import assignments
+from protocol.core.settlement.result_inputs import MAX_MINERS, MAX_VALIDATORS
 from protocol.core.train.compute_config import ComputeConfig
 from protocol.core.wire.blob_caps import blob_caps
 
@@ -71,9 +78,31 @@ def audit_bytes(name: str, miners: int, per_check: int, auditors: int, checked: 
     return round(audited * (sample * bytes_per_check(name, per_check) + checked * ENTRY_BYTES))
 
 
+def round_gas(sizes: list[str]) -> dict[str, dict[str, int | None]]:
+    """Per size (MINERSxVALIDATORS): the round's settlement gas per miner and its most expensive
+    function, measured on the embedded chain; None beyond the contracts' bounds."""
+    from benchmarks.gas import figures_of, measure  # the chain stack: only when gas is asked for
+
+    per_miner: dict[str, int | None] = {}
+    most: dict[str, int | None] = {}
+    which: dict[str, str | None] = {}
+    for size in sizes:
+        n, v = (int(x) for x in size.split("x"))
+        if n > MAX_MINERS or v > MAX_VALIDATORS:
+            per_miner[size] = most[size] = which[size] = None
+            continue
+        gas = measure(n, v)
+        which[size] = max(gas, key=lambda action: max(gas[action]))
+        gas["all"] = [g for values in gas.values() for g in values]
+        per_miner[size] = figures_of({size: gas})["round_settlement_gas_per_miner"][size]  # type: ignore[index]
+        most[size] = max(gas["all"])
+    return {"round_gas_per_miner": per_miner, "max_function_gas": most, "max_function": which}
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks network-scale", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="up to 1,024 miners")
+    parser.add_argument("--gas", default="1024x64,4096x256", help="sizes whose round gas is measured (not with --quick)")
     parser.add_argument("--json", type=Path, default=Path("out/bench/network_scale.json"))
     args = parser.parse_args(argv)
     sizes = MINERS[:3] if args.quick else MINERS
@@ -100,7 +129,17 @@ def main(argv: list[str]) -> int:
         table.add_row(f"{n:,}", str(c["validators"]), f"{c['today']:,}", f"{c['committee_median']:.0f} / {c['committee_max']}",
                       *mb)
     Console(width=160).print(table)
+    gas = {} if args.quick else round_gas(args.gas.split(","))
+    if gas:
+        table = Table(title=f"settlement gas of one round (bounds: {MAX_MINERS:,} miners, {MAX_VALIDATORS} validators)")
+        for column in ("miners x validators", "round gas per miner (target <= 20,000)", "most expensive function (<= 15M)"):
+            table.add_column(column, justify="right")
+        for size, per_miner in gas["round_gas_per_miner"].items():
+            most = gas["max_function_gas"][size]
+            table.add_row(size, "beyond the bounds" if per_miner is None else f"{per_miner:,}",
+                          "beyond the bounds" if most is None else f"{most:,} ({gas['max_function'][size]})")
+        Console(width=160).print(table)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"committee_size": SIZE, "per_check": q, "figures": {
-        "checks_per_validator": checks_per_validator, "bytes_per_node": bytes_per_node}}, indent=2) + "\n")
+        "checks_per_validator": checks_per_validator, "bytes_per_node": bytes_per_node, **gas}}, indent=2) + "\n")
     return 0
