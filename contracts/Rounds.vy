@@ -1,4 +1,6 @@
 # pragma version ~=0.4.3
+# pragma optimize codesize
+# (codesize: the round clock and its modules fill most of the 60 % of EIP-170 a contract may take; it costs a commit about 110 gas)
 # SPDX-License-Identifier: AGPL-3.0-only
 """
 @title veritrain rounds: the round clock, update commits and seeds
@@ -7,7 +9,8 @@
 @notice One round: miners commit `keccak(update_hash, trace_root)` and their step count; the i-th
         commit is column i of every score vector. The commit phase closes at its
         deadline or once every active miner committed, and the hash of the closing
-        block seeds the validators' challenges. This contract keeps every phase of
+        block, mixed with the RANDAO of the block that stores it, seeds the validators'
+        challenges. This contract keeps every phase of
         every round (commit, scoring, reveal, audit, result): the scores contract
         reports score commits, reveals and finished audits here, and the results
         contract ends the round here once a result is final (or the round took the

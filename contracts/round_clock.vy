@@ -7,8 +7,8 @@
 @notice A module of the rounds contract. A round's commit phase closes at its deadline
         or once every active miner committed; the scoring, reveal and audit phases
         follow, each closing early once every participant has acted (docs/PROTOCOL.md
-        §5). The hash of the block that closed the commit phase seeds the validators'
-        challenges. Revert strings keep the pre-split "settlement: " prefix.
+        §5). The hash of the block that closed the commit phase, mixed with the RANDAO
+        of the later block that stores it, seeds the validators' challenges. Revert strings keep the pre-split "settlement: " prefix.
 """
 
 from snekmate.utils import block_hash
@@ -85,8 +85,9 @@ def close_commit(round: uint256):
 @external
 def store_seed(round: uint256):
     """
-    @notice Stores the hash of the block that closed the commit phase, which
-            seeds the challenges. Must be sent in a later block. If that block's
+    @notice Stores the seed of the challenges and committees: the hash of the
+            block that closed the commit phase mixed with this block's RANDAO
+            (keccak256(hash ‖ prevrandao)). Must be sent in a later block. If that block's
             hash is no longer available (it left the 256-block BLOCKHASH window
             and, where EIP-2935 is live, the 8,191-block history), the closing
             block moves to this one (no miner can commit any more, so the new
@@ -188,11 +189,15 @@ def _touch_seed(round: uint256):
 @internal
 def _seed(round: uint256, closed_block: uint256) -> bool:
     """
-    @dev Stores the closing block's hash as `round`'s seed when it is still available.
+    @dev Stores `round`'s seed, the closing block's hash mixed with this block's RANDAO, when
+         that hash is still available.
     """
     seed: bytes32 = block_hash._block_hash(closed_block)
     if seed == empty(bytes32):
         return False
+    # mixed with this block's RANDAO: the closing block's proposer can grind its own hash, not
+    # a later block's randomness (which its proposer can only withhold, one bit)
+    seed = keccak256(concat(seed, block.prevrandao))
     self.round_seed[round] = seed
     log SeedStored(round=round, seed=seed)
     return True

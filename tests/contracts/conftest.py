@@ -285,6 +285,12 @@ def expected_blockhash(number: int) -> bytes:
     return fake_block_hash(depth)
 
 
+def expected_seed(closed: int) -> bytes:
+    """The seed a round whose commit phase closed in block `closed` stores in this block: the
+    closing block's hash mixed with this block's RANDAO (PREVRANDAO)."""
+    return keccak(expected_blockhash(closed) + bytes(boa.env.evm.patch.prevrandao))
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _cheap_contract_repr():
     """boa renders `repr(contract)`, a full storage dump, for every reverting call frame; with

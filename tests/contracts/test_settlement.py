@@ -18,6 +18,7 @@ from conftest import (
     chain_id,
     deploy_stack,
     expected_blockhash,
+    expected_seed,
     join,
     last_logs,
     make_world,
@@ -272,7 +273,7 @@ def test_close_commit_after_deadline_by_anyone(world: World):
         s.close_commit(0)
 
 
-def test_seed_is_blockhash_of_closing_block_stored_in_a_later_block(world: World):
+def test_seed_is_the_closing_blocks_hash_mixed_with_a_later_blocks_randao(world: World):
     s = world.s
     with boa.reverts("settlement: commit phase open"):
         s.store_seed(0)
@@ -283,10 +284,19 @@ def test_seed_is_blockhash_of_closing_block_stored_in_a_later_block(world: World
     with boa.reverts("settlement: seed not stored"):  # same block: scoring cannot start either
         world.commit_scores(0, world.validators[0], [1, 2, 3])
     seal(5)
-    s.store_seed(0)
+    with boa.env.anchor():  # the same closing block, another RANDAO where the seed is stored
+        boa.env.evm.patch.prevrandao = b"\x07" * 32
+        s.store_seed(0)
+        other = s.round_seed(0)
+    boa.env.evm.patch.prevrandao = b"\x42" * 32
+    try:
+        s.store_seed(0)
+    finally:
+        boa.env.evm.patch.prevrandao = bytes(32)
     (ev,) = last_logs(s, "SeedStored")
-    seed = expected_blockhash(closed)
-    assert seed != expected_blockhash(closed + 1)  # the fake chain tells blocks apart
+    seed = keccak(expected_blockhash(closed) + b"\x42" * 32)
+    assert seed != other  # the closing block's proposer, grinding its hash, does not fix the seed
+    assert seed != keccak(expected_blockhash(closed + 1) + b"\x42" * 32)  # the fake chain tells blocks apart
     assert (ev.round, ev.seed) == (0, seed)
     assert s.round_seed(0) == seed and s.round_info(0)[5] == seed
     with boa.reverts("settlement: seed already stored"):
@@ -299,8 +309,8 @@ def test_first_score_commit_in_a_later_block_stores_the_seed(world: World):
     closed = s.round_info(0)[3]
     seal(2)
     world.commit_scores(0, world.validators[0], [1, 2, 3])
-    assert [e.seed for e in last_logs(s, "SeedStored")] == [expected_blockhash(closed)]
-    assert s.round_seed(0) == expected_blockhash(closed)
+    assert [e.seed for e in last_logs(s, "SeedStored")] == [expected_seed(closed)]
+    assert s.round_seed(0) == expected_seed(closed)
 
 
 def test_seed_recloses_when_closing_block_left_blockhash_window(world: World):
@@ -320,7 +330,7 @@ def test_seed_recloses_when_closing_block_left_blockhash_window(world: World):
         s.store_seed(0)
     seal()
     world.commit_scores(0, world.validators[0], [1, 2, 3])
-    assert s.round_seed(0) == expected_blockhash(now)
+    assert s.round_seed(0) == expected_seed(now)
 
 
 def test_seed_at_exactly_256_blocks_is_still_a_blockhash(world: World):
@@ -329,7 +339,7 @@ def test_seed_at_exactly_256_blocks_is_still_a_blockhash(world: World):
     closed = s.round_info(0)[3]
     seal(256)
     s.store_seed(0)
-    assert s.round_seed(0) == expected_blockhash(closed)
+    assert s.round_seed(0) == expected_seed(closed)
 
 
 # -- scoring phase --------------------------------------------------------------------------------
@@ -667,7 +677,7 @@ def test_a_reveal_stores_the_seed_when_nobody_did(world: World):
     seal(3)
     assert s.round_seed(0) == EMPTY
     world.commit_scores(0, world.validators[0], [1, 2, 3])  # the score commit stores it
-    assert s.round_seed(0) == expected_blockhash(closed)
+    assert s.round_seed(0) == expected_seed(closed)
 
 
 def test_a_round_without_a_seed_still_falls_back(world: World):

@@ -21,10 +21,11 @@ backups. The committee is the first c drawn seats whose validator revealed, so a
 passes to the next backup and a few offline validators leave no miner without a quorum.
 
 The seed is the round's seed (`Rounds.round_info(r).seed`, the hash of the block that closed the
-commit phase, stored from a later block): it exists only after every commit of the round is on
-chain and the validator snapshot was fixed at round open, so neither a miner (its address and
-commit are fixed before) nor a validator (its stake and address are fixed at the snapshot) can
-choose where its seats fall. The chain draws the same seats (`contracts/committee_draw.vy`).
+commit phase mixed with the RANDAO of the later block that stored it): it exists only after every
+commit of the round is on chain and the validator snapshot was fixed at round open, so neither a
+miner (its address and commit are fixed before) nor a validator (its stake and address are fixed
+at the snapshot) can choose where its seats fall, and the closing block's proposer, who can grind
+its block's hash, does not know the later RANDAO. The chain draws the same seats (`contracts/committee_draw.vy`).
 """
 
 from __future__ import annotations
