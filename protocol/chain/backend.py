@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,7 +118,27 @@ def embedded_backend(**kwargs: Any) -> Any:
     pyevm_backend._get_transaction_by_hash = indexed_transaction_lookup  # module-level helper it calls
     backend = PyEVMBackend(**kwargs)
     backend.chain.gas_estimator = one_run_gas_estimate
+    backend.mine_blocks = functools.partial(_mine_keeping_prevrandao, backend)
+    backend.chain.header = backend.chain.header.copy(mix_hash=os.urandom(32))
     return backend
+
+
+def _mine_keeping_prevrandao(backend: Any, num_blocks: int = 1, coinbase: bytes = b"\x00" * 20) -> tuple[bytes, ...]:
+    """eth-tester's `mine_blocks`, except for PREVRANDAO. eth-tester runs pending transactions
+    under the pending header's mix_hash and then mines the block under a fresh random one, so a
+    transaction that reads PREVRANDAO (the round's seed, contracts/round_clock.vy) would make its
+    block invalid. Here each pending block draws its random value first and is mined with it."""
+    from eth_tester.backends.pyevm import main as pyevm_backend
+
+    hashes = []
+    for _ in range(num_blocks):
+        chain = backend.chain
+        kwargs: dict[str, Any] = {"coinbase": coinbase, "mix_hash": chain.header.mix_hash}
+        if isinstance(chain.get_vm(), pyevm_backend.PragueVM):
+            kwargs["blob_gas_used"] = sum(pyevm_backend.get_total_blob_gas(tx) for tx in chain.get_block().transactions)
+        hashes.append(chain.mine_block(**kwargs).hash)
+        chain.header = chain.header.copy(mix_hash=os.urandom(32))
+    return tuple(hashes)
 
 
 def _embedded() -> ChainHandle:
