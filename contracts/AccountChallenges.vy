@@ -1,11 +1,13 @@
 # pragma version ~=0.4.3
+# pragma optimize codesize
+# (codesize: the header checks bring it near the 60 % of EIP-170 a contract may take; challenges are rare, so their gas matters less)
 # SPDX-License-Identifier: AGPL-3.0-only
 """
-@title veritrain account challenges: history, validator entries and claims
+@title veritrain account challenges: the header, history, validator entries and claims
 @custom:contract-name account_challenges
 @license GNU Affero General Public License v3.0 only
-@notice During a posted result's challenge window anyone may dispute here an
-        account's history (a miner leaf's or validator entry's prev pointer,
+@notice During a posted result's challenge window anyone may dispute here the
+        header's words (`header_checks`), an account's history (a miner leaf's or validator entry's prev pointer,
         reputation and cumulative against its entry in an earlier final round,
         or a newer final entry its pointer skips), the validator entries
         (accounts, credits against the root's sums, first cumulatives) or the
@@ -13,13 +15,14 @@
         contract recomputes the value (docs/PROTOCOL.md §11): a wrong one
         rejects the attempt through the results contract and returns the bond;
         a right one burns it. Columns are disputed in the column challenges
-        contract, the tree's shape, its nodes and the header in the tree
-        challenges contract.
+        contract, the tree's shape and its nodes in the tree challenges
+        contract.
 """
 
 from ethereum.ercs import IERC20
 from . import challenge_base
 from . import constants
+from . import header_checks
 from . import result_math
 from .interfaces import IChainFacts
 from .interfaces import IForfeits
@@ -27,6 +30,7 @@ from .interfaces import IResults
 from .interfaces import IVectorRoots
 
 initializes: challenge_base
+initializes: header_checks[challenge_base := challenge_base]
 
 exports: (
     challenge_base.token,
@@ -35,6 +39,7 @@ exports: (
     challenge_base.rewards,
     challenge_base.results,
     challenge_base.challenge_bond,
+    header_checks.challenge_header,
 )
 
 MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
@@ -43,7 +48,7 @@ MAX_CLAIMS: constant(uint256) = result_math.MAX_CLAIMS
 HEADER_WORDS: constant(uint256) = constants.HEADER_WORDS
 MAX_REPUTATION: constant(uint256) = 2**16 - 1
 
-# kinds are numbered across the challenge contracts (1: column challenges, 2-5: tree challenges)
+# kinds are numbered across the challenge contracts (1: column challenges, 2-4, 14: tree challenges, 5: header_checks)
 KIND_MINER_HISTORY: constant(uint256) = 6
 KIND_MINER_STALE: constant(uint256) = 7
 KIND_VALIDATORS: constant(uint256) = 8

@@ -1,20 +1,20 @@
 # pragma version ~=0.4.3
 # SPDX-License-Identifier: AGPL-3.0-only
 """
-@title veritrain column challenges: one column of a result, and its header
+@title veritrain column challenges: one column of a result
 @custom:contract-name column_challenges
 @license GNU Affero General Public License v3.0 only
 @notice During a posted result's challenge window anyone may dispute one
         column of it here, posting the chain data it depends on: its
         consensus, pay, credits, miner, and its reputation and cumulative when
-        the miner has no earlier entry; or the header's own words (its identity,
-        n, quorum, held-out loss, minted, the model without quorum). The
+        the miner has no earlier entry. The
         contract recomputes them from the round validators' reveals
         (docs/PROTOCOL.md §11): a wrong value rejects the attempt through the
         results contract and returns the bond; a right one burns it. The tree's
         shape and its nodes are disputed (and its parts demanded) in the tree
-        challenges contract, account history and claims in the account
-        challenges contract.
+        challenges contract, the header's words (its identity, n, quorum,
+        held-out loss, minted, the model without quorum), account history and
+        claims in the account challenges contract.
 """
 
 from ethereum.ercs import IERC20
@@ -44,9 +44,8 @@ MAX_SUMS: constant(uint256) = result_math.MAX_SUMS
 HEADER_WORDS: constant(uint256) = constants.HEADER_WORDS
 MAX_REPUTATION: constant(uint256) = 2**16 - 1
 
-# kinds are numbered across the challenge contracts (2-4, 14: tree challenges, 6-13: account challenges)
+# kinds are numbered across the challenge contracts (2-5, 14: tree challenges, 6-13: account challenges)
 KIND_COLUMN: constant(uint256) = 1
-KIND_HEADER: constant(uint256) = 5
 
 # seats of each miner's check committee (the run config's chain.committee); 0: no committees
 committee_size: public(immutable(uint256))
@@ -108,46 +107,6 @@ def challenge_column(
         if not upheld:
             upheld = not self._column_matches(round, n, vals, miner, leaf, sums, root_sums[0], reveals)
     challenge_base._settle(round, attempt, upheld, KIND_COLUMN)
-
-
-@external
-def challenge_header(
-    round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
-    root: challenge_base.Node, reveals: challenge_base.LightReveals,
-):
-    """
-    @notice Disputes the header's own words: its domain, chain, results
-            contract, run config and round; n (the round's commits); the
-            quorum flag (3R >= 2W, R > 0); the held-out loss (lower median of the
-            revealed losses); minted (the root's pay plus credits, at most the
-            emission); the root's 2 + V sums; and, without quorum, the model
-            (unchanged: the round's own).
-    @param round The round.
-    @param header The pending attempt's header words.
-    @param non_signers_hash The pending attempt's non-signers hash.
-    @param posted_time When the attempt was posted.
-    @param attempt The attempt number.
-    @param root The tree root's preimage; empty for an empty tree (and not read
-           when an identity word, n, quorum, loss or the model is wrong).
-    @param reveals One reveal per round validator (H(scores) for the scores).
-    """
-    challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
-    vals: DynArray[address, MAX_VALIDATORS] = staticcall challenge_base.rounds.validators_of(round)
-    assert len(reveals.scores_hashes) == len(vals) and len(reveals.witness_roots) == len(vals) and len(reveals.losses) == len(vals), "challenges: one reveal per round validator"
-    revealed_weight: uint256 = 0
-    losses: DynArray[uint256, MAX_VALIDATORS] = []
-    for j: uint256 in range(len(vals), bound=MAX_VALIDATORS):
-        if challenge_base._revealed(round, vals[j], reveals.scores_hashes[j], reveals.witness_roots[j], reveals.losses[j]):
-            revealed_weight += staticcall challenge_base.rounds.validator_weight(round, vals[j])
-            losses.append(reveals.losses[j])
-    quorum: bool = revealed_weight > 0 and revealed_weight * 3 >= staticcall challenge_base.rounds.total_weight(round) * 2
-    upheld: bool = self._identity_wrong(round, header) or self._values_wrong(round, header, quorum, losses)
-    if not upheld:
-        # only minted needs the tree: the words above are disputed from chain data alone,
-        # even when the signers keep their tree to themselves
-        root_sums: DynArray[uint256, MAX_SUMS] = challenge_base._root_sums(header[constants.H_TREE_ROOT], root, len(vals))
-        upheld = len(root_sums) != len(vals) + 2 or self._minted_wrong(header, root_sums)
-    challenge_base._settle(round, attempt, upheld, KIND_HEADER)
 
 
 @view
@@ -227,56 +186,3 @@ def _column_matches(
         # no earlier entry: the reference writes (prev, prev_index) = (0, 0)
         return leaf.reputation == c // 10 and leaf.cumulative == pay and leaf.prev_index == 0
     return not challenge_base._bad_prev(round, leaf.prev)
-
-
-@view
-@internal
-def _identity_wrong(round: uint256, header: bytes32[HEADER_WORDS]) -> bool:
-    """
-    @dev Whether the header names another domain, chain, results contract, run config or round.
-    """
-    return (
-        header[constants.H_TAG] != constants.RESULT_TAG
-        or convert(header[constants.H_CHAIN_ID], uint256) != chain.id
-        or convert(header[constants.H_RESULTS], uint256) != convert(convert(challenge_base.results.address, uint160), uint256)
-        or header[constants.H_RUN_CONFIG] != staticcall challenge_base.rounds.run_config_hash()
-        or convert(header[constants.H_ROUND], uint256) != round
-    )
-
-
-@view
-@internal
-def _values_wrong(round: uint256, header: bytes32[HEADER_WORDS], quorum: bool, losses: DynArray[uint256, MAX_VALIDATORS]) -> bool:
-    """
-    @dev Whether n, the quorum flag, the held-out loss or (without quorum) the model is wrong.
-    """
-    flag: uint256 = 0
-    if quorum:
-        flag = 1
-    if convert(header[constants.H_N], uint256) != challenge_base._commits(round):
-        return True
-    if convert(header[constants.H_QUORUM], uint256) != flag:
-        return True
-    if convert(header[constants.H_LOSS], uint256) != result_math._lower_median(losses):
-        return True
-    return not quorum and header[constants.H_MODEL] != staticcall challenge_base.rounds.model_hash(round)
-
-
-@view
-@internal
-def _minted_wrong(header: bytes32[HEADER_WORDS], root_sums: DynArray[uint256, MAX_SUMS]) -> bool:
-    """
-    @dev Whether minted is not the root's pay plus every credit, or exceeds the emission.
-    """
-    minted: uint256 = convert(header[constants.H_MINTED], uint256)
-    if minted > staticcall challenge_base.rewards.emission_per_round():
-        return True
-    remaining: uint256 = minted
-    for k: uint256 in range(1, MAX_SUMS):
-        if k >= len(root_sums):
-            break
-        # subtract rather than add: a wrong root may hold sums that overflow
-        if root_sums[k] > remaining:
-            return True
-        remaining -= root_sums[k]
-    return remaining != 0

@@ -10,9 +10,9 @@
         internal node's sums, or a column leaf out of place. The contract
         recomputes the value from the evidence (docs/PROTOCOL.md §11): a wrong
         one rejects the attempt through the results contract and returns the
-        bond; a right one burns it. A column's values and the header's words
-        are disputed in the column challenges contract, account history and
-        claims in the account challenges contract. The parts of the attempt a
+        bond; a right one burns it. A column's values are disputed in the column
+        challenges contract, the header's words, account history and claims in
+        the account challenges contract. The parts of the attempt a
         challenge needs (a column leaf, the root's preimage, the validator
         entries, the claims list) can be demanded here (`result_demands`): an
         unanswered demand rejects the attempt.
@@ -55,7 +55,7 @@ MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
 MAX_SUMS: constant(uint256) = result_math.MAX_SUMS
 HEADER_WORDS: constant(uint256) = constants.HEADER_WORDS
 
-# kinds are numbered across the challenge contracts (1, 5: column challenges, 6-13: account challenges)
+# kinds are numbered across the challenge contracts (1: column challenges, 5-13: account challenges)
 KIND_SHAPE: constant(uint256) = 2
 KIND_NODE: constant(uint256) = 3
 KIND_MISPLACED_LEAF: constant(uint256) = 4

@@ -29,9 +29,9 @@ def challenge_header_words(client: ChainClient, own: SettledRound, post: dict[st
     """Approve the bond and send the header challenge of the pending attempt `post` (a
     `ResultPosted` row); raises ContractRevert when it is not pending any more or the bond
     cannot be paid."""
-    bond = client.read.column_challenges.challenge_bond()
-    client.approve(client.column_challenges.address, bond)
+    bond = client.read.account_challenges.challenge_bond()
+    client.approve(client.account_challenges.address, bond)
     non_signers = [str(a) for a in post["non_signers"]]
-    return client.challenge("column_challenges", "challenge_header", int(post["round"]),
+    return client.challenge("account_challenges", "challenge_header", int(post["round"]),
                             [bytes(w) for w in post["header"]], list_hash(non_signers), int(post["posted_time"]),
                             int(post["attempt"]), NO_PREIMAGE, light_reveals_arg(own.inputs))

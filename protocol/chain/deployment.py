@@ -25,8 +25,8 @@ class ContractAddresses(BaseModel):
     rewards: str = Field(pattern=ADDRESS)  # emission, Merkle cumulative claims; the token's only minter
     results: str = Field(pattern=ADDRESS)  # BLS-certified round results (bound into result roots)
     column_challenges: str = Field(pattern=ADDRESS)  # recompute one column's values
-    tree_challenges: str = Field(pattern=ADDRESS)  # recompute the sum tree's shape, a node or a header word
-    account_challenges: str = Field(pattern=ADDRESS)  # recompute an account's history, entry or claim leaf
+    tree_challenges: str = Field(pattern=ADDRESS)  # recompute the sum tree's shape or a node; demands of its parts
+    account_challenges: str = Field(pattern=ADDRESS)  # recompute a header word, an account's history, entry or claim leaf
     disputes: str = Field(pattern=ADDRESS)
 
 

@@ -405,13 +405,13 @@ def test_a_leaf_at_its_position_is_not_misplaced(chal, inputs):
 
 def test_a_right_header_stands(chal, inputs):
     p = settle(chal, inputs)
-    expect(chal, False, chal.columns, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inputs))
+    expect(chal, False, chal.accounts, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inputs))
 
 
 @pytest.mark.parametrize("k,value", [(H_N, 5), (H_MINTED, 1), (H_LOSS, 1), (H_QUORUM, 0), (H_ROUND, 3)])
 def test_a_wrong_header_word_is_rejected(chal, inputs, k, value):
     p = settle(chal, inputs, words={k: value})
-    expect(chal, True, chal.columns, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inputs))
+    expect(chal, True, chal.accounts, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inputs))
 
 
 NO_PREIMAGE = (b"\x00" * 32, [])
@@ -422,13 +422,13 @@ def test_a_wrong_chain_data_word_is_rejected_without_the_posted_tree(chal, input
     """Signers who keep their tree to themselves still lose a root whose n, loss, quorum or
     identity is wrong: those words are recomputed from chain data alone."""
     p = settle(chal, inputs, words={k: value})
-    expect(chal, True, chal.columns, "challenge_header", *post(chal, p), NO_PREIMAGE, light_reveals_arg(inputs))
+    expect(chal, True, chal.accounts, "challenge_header", *post(chal, p), NO_PREIMAGE, light_reveals_arg(inputs))
 
 
 def test_minted_is_disputed_only_with_the_root_preimage(chal, inputs):
     p = settle(chal, inputs)
     with boa.reverts("challenges: root preimage"):
-        call(chal, chal.columns, "challenge_header", *post(chal, p), NO_PREIMAGE, light_reveals_arg(inputs))
+        call(chal, chal.accounts, "challenge_header", *post(chal, p), NO_PREIMAGE, light_reveals_arg(inputs))
     assert chal.results.rejected(p.round) == 0
 
 
@@ -437,9 +437,9 @@ def test_without_quorum_the_model_must_stay(chal):
     publish(chal, inp, model=keccak256(b"model 2"))
     p = settle(chal, inp, model=keccak256(b"model 2"))
     assert not p.result.quorum
-    expect(chal, False, chal.columns, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inp))
+    expect(chal, False, chal.accounts, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inp))
     p = settle(chal, inp, model=keccak256(b"another model"))
-    expect(chal, True, chal.columns, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inp))
+    expect(chal, True, chal.accounts, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inp))
 
 
 # miner history --------------------------------------------------------------------------------

@@ -67,7 +67,7 @@ def light_reveals(w: World, rnd: int) -> tuple:
 
 def challenge_header(w: World, posted: Posted, settled, challenger) -> None:
     body, sums = settled.tree.root_preimage()
-    w.stack.column_challenges.challenge_header(
+    w.stack.account_challenges.challenge_header(
         posted.round, posted.header, posted.non_signers_hash, posted.posted_time, posted.attempt,
         (body, list(sums)), light_reveals(w, posted.round), sender=challenger)
 
@@ -421,7 +421,7 @@ def test_signers_of_a_rejected_root_are_slashable_once_each(kworld: World):
     with boa.reverts("results: not a rejected result"):
         w.s.slash_signer(0, 1, posted.root, posted.non_signers, posted.posted_time, signers[0])
     challenge_header(w, posted, honest, challenger)
-    assert [e.attempt for e in last_logs(w.stack.column_challenges, "ChallengeUpheld")] == [1]
+    assert [e.attempt for e in last_logs(w.stack.account_challenges, "ChallengeUpheld")] == [1]
     assert w.t.balanceOf(challenger) == bond_before  # the bond came back
     assert w.s.pending(0) == b"\x00" * 32 and w.s.rejected_count(0) == 1
     assert w.s.rejected_by(0, 1) == challenger
@@ -458,7 +458,7 @@ def test_a_challenge_of_a_right_header_burns_the_bond(kworld: World):
     challenger = w.miners[0]
     supply, balance = w.t.totalSupply(), w.t.balanceOf(challenger)
     challenge_header(w, posted, posted.settled, challenger)
-    assert [e.attempt for e in last_logs(w.stack.column_challenges, "ChallengeFailed")] == [1]
+    assert [e.attempt for e in last_logs(w.stack.account_challenges, "ChallengeFailed")] == [1]
     assert w.t.balanceOf(challenger) == balance - w.p.challenge_bond
     assert w.t.totalSupply() == supply - w.p.challenge_bond
     assert w.s.pending(0) != b"\x00" * 32

@@ -288,9 +288,9 @@ class Protocol(RuleBasedStateMachine):
                 light[0].append(list_hash(segment_hashes(packed))), light[1].append(witness_root), light[2].append(loss)
             else:
                 light[0].append(b"\x00" * 32), light[1].append(b"\x00" * 32), light[2].append(0)
-        w.stack.column_challenges.challenge_header(r, posted.header, posted.non_signers_hash, posted.posted_time,
-                                                 posted.attempt, (body, list(sums)), light, sender=challenger)
-        assert names(w.stack.column_challenges.get_logs(), "ChallengeUpheld")
+        w.stack.account_challenges.challenge_header(r, posted.header, posted.non_signers_hash, posted.posted_time,
+                                                    posted.attempt, (body, list(sums)), light, sender=challenger)
+        assert names(w.stack.account_challenges.get_logs(), "ChallengeUpheld")
         event("rejected")
         for v in self.s.validators_of(r):
             once = not self.s.signer_slashed(r, v)  # a validator is slashed once per round

@@ -28,6 +28,7 @@ class ChainReader:
         self.results = ResultsReader(client.results)
         self.column_challenges = ColumnChallengesReader(client.column_challenges)
         self.tree_challenges = ChallengesReader(client.tree_challenges)
+        self.account_challenges = ChallengesReader(client.account_challenges)
         self.rewards = RewardsReader(client.rewards)
         self.token = TokenReader(client.token)
         self.disputes = DisputesReader(client.disputes)
