@@ -8,8 +8,10 @@
         column of it here, posting the chain data it depends on: its
         consensus, pay, credits, miner, and its reputation and cumulative when
         the miner has no earlier entry. The
-        contract recomputes them from the round validators' reveals
-        (docs/PROTOCOL.md §11): a wrong value rejects the attempt through the
+        contract recomputes them from chain data and the reveals of the
+        validators whose numbers count in the column (its deciders that
+        revealed: a committee's seat holders, at most 2c of them, or its class's
+        holders), each checked against its vector root (docs/PROTOCOL.md §11): a wrong value rejects the attempt through the
         results contract and returns the bond; a right one burns it. The tree's
         shape and its nodes are disputed (and its parts demanded) in the tree
         challenges contract, the header's words (its identity, n, quorum,
@@ -75,11 +77,11 @@ def __init__(
 def challenge_column(
     round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
     leaf: challenge_base.Column, sums: DynArray[uint256, MAX_SUMS], path: challenge_base.Path,
-    root: challenge_base.Node, reveals: challenge_base.Reveals,
+    root: challenge_base.Node, reveals: DynArray[challenge_base.DeciderReveal, MAX_VALIDATORS],
 ):
     """
     @notice Disputes one column: recomputes its consensus, pay and credits from
-            every round validator's reveal, and checks its miner (the `index`-th
+            the reveals of the validators whose numbers count in it, and checks its miner (the `index`-th
             to commit) and, when it has no earlier entry, its reputation and
             cumulative.
     @param round The round.
@@ -91,7 +93,8 @@ def challenge_column(
     @param sums The column leaf's sums.
     @param path The leaf's inclusion path.
     @param root The tree root's preimage (its sums[0] is C); empty for an empty tree.
-    @param reveals One reveal per round validator, in `validators_of` order.
+    @param reveals One reveal per validator that decides the column (nonzero column
+           weight) and revealed, by ascending position in `validators_of`; no other.
     """
     challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
     n: uint256 = challenge_base._commits(round)
@@ -114,39 +117,22 @@ def challenge_column(
 def _column_matches(
     round: uint256, n: uint256, vals: DynArray[address, MAX_VALIDATORS], miner: address,
     leaf: challenge_base.Column, sums: DynArray[uint256, MAX_SUMS], consensus_total: uint256,
-    reveals: challenge_base.Reveals,
+    reveals: DynArray[challenge_base.DeciderReveal, MAX_VALIDATORS],
 ) -> bool:
     """
-    @dev Recomputes the column from the reveals (checked against the vector
-         roots) and compares it, and the first-entry reputation and cumulative,
-         with the leaf.
+    @dev Recomputes the column from chain data and the counted deciders' reveals
+         (checked against their vector roots) and compares it, and the
+         first-entry reputation and cumulative, with the leaf.
     """
-    assert len(reveals.segments) == len(vals) and len(reveals.segment_hashes) == len(vals), "challenges: one reveal per round validator"
-    assert len(reveals.witness_roots) == len(vals) and len(reveals.losses) == len(vals), "challenges: one reveal per round validator"
-    column: DynArray[uint16, MAX_VALIDATORS] = []
     weights: DynArray[uint256, MAX_VALIDATORS] = []
     revealed: DynArray[bool, MAX_VALIDATORS] = []
     forfeited: DynArray[bool, MAX_VALIDATORS] = []
     revealed_weight: uint256 = 0
-    # the column's segment: its index, and the length a revealed segment there must have
-    k: uint256 = leaf.index // challenge_base.SEGMENT_SCORES
-    segment_len: uint256 = min(challenge_base.SEGMENT_BYTES, 2 * n - k * challenge_base.SEGMENT_BYTES)
-    segment_count: uint256 = (2 * n + challenge_base.SEGMENT_BYTES - 1) // challenge_base.SEGMENT_BYTES
-    for j: uint256 in range(len(vals), bound=MAX_VALIDATORS):
-        v: address = vals[j]
-        hashes: DynArray[bytes32, challenge_base.MAX_SEGMENTS] = reveals.segment_hashes[j]
-        is_revealed: bool = challenge_base._revealed(round, v, keccak256(abi_encode(hashes)), reveals.witness_roots[j], reveals.losses[j])
-        score: uint16 = 0
-        if is_revealed:
-            assert len(hashes) == segment_count, "challenges: scores length"
-            assert len(reveals.segments[j]) == segment_len and keccak256(reveals.segments[j]) == hashes[k], "challenges: segment does not match the reveal"
-            score = result_math._segment_score(reveals.segments[j], leaf.index)
-        else:
-            assert len(reveals.segments[j]) == 0 and len(hashes) == 0, "challenges: unrevealed validator with scores"
+    for v: address in vals:
         w: uint256 = staticcall challenge_base.rounds.validator_weight(round, v)
+        is_revealed: bool = staticcall challenge_base.scores.vector_root(round, v) != empty(bytes32)
         if is_revealed:
             revealed_weight += w
-        column.append(score)
         weights.append(w)
         revealed.append(is_revealed)
         forfeited.append(staticcall challenge_base.rewards.forfeited(round, v))
@@ -171,6 +157,7 @@ def _column_matches(
     column_weights, decider_weight = committee_draw._column_weights(
         weights, deciders, revealed, forfeited, committee_size, seed, miner
     )
+    column: DynArray[uint16, MAX_VALIDATORS] = self._counted_scores(round, n, vals, leaf.index, column_weights, revealed, reveals)
     consensus, pay, credits = result_math._column(
         column, column_weights, decider_weight, revealed, forfeited,
         quorum, staticcall challenge_base.rewards.forfeited(round, miner),
@@ -186,3 +173,37 @@ def _column_matches(
         # no earlier entry: the reference writes (prev, prev_index) = (0, 0)
         return leaf.reputation == c // 10 and leaf.cumulative == pay and leaf.prev_index == 0
     return not challenge_base._bad_prev(round, leaf.prev)
+
+
+@view
+@internal
+def _counted_scores(
+    round: uint256, n: uint256, vals: DynArray[address, MAX_VALIDATORS], index: uint256,
+    column_weights: DynArray[uint256, MAX_VALIDATORS], revealed: DynArray[bool, MAX_VALIDATORS],
+    reveals: DynArray[challenge_base.DeciderReveal, MAX_VALIDATORS],
+) -> DynArray[uint16, MAX_VALIDATORS]:
+    """
+    @dev Each validator's score of column `index`: from its reveal when its number
+         counts (it decides the column and revealed), else 0 (never read). Reverts
+         unless `reveals` holds exactly the counted ones, in position order, each
+         matching its vector root.
+    """
+    # the column's segment: its index, the length a segment there has, and how many a vector has
+    k: uint256 = index // challenge_base.SEGMENT_SCORES
+    segment_len: uint256 = min(challenge_base.SEGMENT_BYTES, 2 * n - k * challenge_base.SEGMENT_BYTES)
+    segment_count: uint256 = (2 * n + challenge_base.SEGMENT_BYTES - 1) // challenge_base.SEGMENT_BYTES
+    column: DynArray[uint16, MAX_VALIDATORS] = []
+    taken: uint256 = 0
+    for j: uint256 in range(len(vals), bound=MAX_VALIDATORS):
+        score: uint16 = 0
+        if column_weights[j] != 0 and revealed[j]:
+            assert taken < len(reveals) and reveals[taken].position == j, "challenges: one reveal per counted decider, in order"
+            r: challenge_base.DeciderReveal = reveals[taken]
+            assert len(r.segment_hashes) == segment_count, "challenges: scores length"
+            assert len(r.segment) == segment_len and keccak256(r.segment) == r.segment_hashes[k], "challenges: segment does not match the reveal"
+            assert challenge_base._revealed(round, vals[j], keccak256(abi_encode(r.segment_hashes)), r.witness_root, r.loss)
+            score = result_math._segment_score(r.segment, index)
+            taken += 1
+        column.append(score)
+    assert taken == len(reveals), "challenges: a reveal whose number does not count"
+    return column

@@ -61,14 +61,16 @@ struct Path:
     siblings: DynArray[bytes32, MAX_DEPTH]
     sums_hashes: DynArray[bytes32, MAX_DEPTH]
 
-# every round validator's reveal, in validators_of order, cut to the challenged column: the
-# segment of its packed scores holding the column and the hashes of all its segments (both
-# empty: unrevealed)
-struct Reveals:
-    segments: DynArray[Bytes[SEGMENT_BYTES], MAX_VALIDATORS]
-    segment_hashes: DynArray[DynArray[bytes32, MAX_SEGMENTS], MAX_VALIDATORS]
-    witness_roots: DynArray[bytes32, MAX_VALIDATORS]
-    losses: DynArray[uint256, MAX_VALIDATORS]
+# the reveal of a validator whose number counts in the challenged column (it decides the column
+# and revealed), cut to the column: its position in validators_of, the segment of its packed
+# scores holding the column, the hashes of all its segments, its witness root and held-out loss
+# (with the segment hashes, what its vector root binds)
+struct DeciderReveal:
+    position: uint256
+    segment: Bytes[SEGMENT_BYTES]
+    segment_hashes: DynArray[bytes32, MAX_SEGMENTS]
+    witness_root: bytes32
+    loss: uint256
 
 # the same with the scores hash in place of the scores (enough for the vector root)
 struct LightReveals:

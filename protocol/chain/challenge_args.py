@@ -71,18 +71,20 @@ def node_arg(settled: SettledRound, level: int, index: int) -> tuple[bytes, byte
     return (node.hash, node.body, list(node.sums)) if not node.empty else (ZERO32, ZERO32, [])
 
 
-def reveals_arg(inputs: RoundInputs, column: int) -> tuple:
-    """Every round validator's reveal in `validators_of` order, cut to `column`: the segment of
-    its packed scores holding the column and all its segment hashes (empty if it did not reveal)."""
-    held, hashes, roots, losses = [], [], [], []
-    for v in inputs.validators:
+def reveals_arg(inputs: RoundInputs, column: int) -> list[tuple]:
+    """The reveals whose numbers count in `column` (its deciders that revealed), by position in
+    `validators_of`, each cut to the column: (position, the segment of its packed scores holding
+    the column, all its segment hashes, witness root, held-out loss)."""
+    weights = inputs.column_weights(column).weights
+    out = []
+    for j, v in enumerate(inputs.validators):
         r = inputs.reveals.get(v)
-        packed = pack_scores(r.scores) if r else b""
-        held.append(segments(packed)[column // SEGMENT_SCORES] if r else b"")
-        hashes.append(segment_hashes(packed) if r else [])
-        roots.append(r.witness_root if r else ZERO32)
-        losses.append(r.heldout_loss if r else 0)
-    return (held, hashes, roots, losses)
+        if r is None or weights[j] == 0:
+            continue
+        packed = pack_scores(r.scores)
+        out.append((j, segments(packed)[column // SEGMENT_SCORES], segment_hashes(packed), r.witness_root,
+                    r.heldout_loss))
+    return out
 
 
 def light_reveals_arg(inputs: RoundInputs) -> tuple:

@@ -192,8 +192,8 @@ def node_arg(tree: ColumnTree, level: int, index: int) -> tuple:
     return (body, list(sums))
 
 
-def reveals_arg(inputs: RoundInputs, column: int = 0) -> tuple:
-    """Every validator's reveal cut to `column`, as challengers build it."""
+def reveals_arg(inputs: RoundInputs, column: int) -> list[tuple]:
+    """The reveals that count in `column`, cut to it, as challengers build them."""
     return chain_reveals_arg(inputs, column)
 
 

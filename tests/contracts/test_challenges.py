@@ -19,6 +19,7 @@ from protocol.core.crypto.keccak import checksum_address, keccak256
 from protocol.core.settlement.abi_words import list_hash
 from protocol.core.settlement.result_inputs import PrevEntry, Reveal, RoundInputs
 from protocol.core.settlement.result_tree import ColumnTree, Node, fields_hash, node_hash, parent
+from protocol.core.settlement.score_vector import pack_scores, segment_hashes, segments
 from tests.contracts.result_evidence import (
     BOND,
     WINDOW,
@@ -120,7 +121,7 @@ def expect(chal, upheld: bool, contract, fn: str, *args) -> None:
 @pytest.mark.parametrize("i", [0, 2, 4, 5])
 def test_a_right_column_stands_and_burns_the_bond(chal, inputs, i):
     p = settle(chal, inputs)
-    expect(chal, False, chal.columns, "challenge_column", *post(chal, p), *leaf_args(p, i), root_arg(p), reveals_arg(inputs))
+    expect(chal, False, chal.columns, "challenge_column", *post(chal, p), *leaf_args(p, i), root_arg(p), reveals_arg(inputs, i))
 
 
 @pytest.mark.parametrize("what", ["consensus", "pay", "credit", "reputation", "cumulative"])
@@ -141,7 +142,7 @@ def test_a_wrong_column_value_is_rejected(chal, inputs, what):
     else:
         bad = tampered(r, cumulative=r.cumulative[:i] + (r.cumulative[i] + 1,) + r.cumulative[i + 1:])
     p = settle(chal, inputs, bad)
-    expect(chal, True, chal.columns, "challenge_column", *post(chal, p), *leaf_args(p, i), root_arg(p), reveals_arg(inputs))
+    expect(chal, True, chal.columns, "challenge_column", *post(chal, p), *leaf_args(p, i), root_arg(p), reveals_arg(inputs, i))
 
 
 def test_a_column_naming_another_miner_is_rejected(chal, inputs):
@@ -149,7 +150,7 @@ def test_a_column_naming_another_miner_is_rejected(chal, inputs):
                           inputs.weights, inputs.reveals, inputs.forfeited, inputs.prev, inputs.emission,
                           inputs.miner_share_bps)
     p = settle(chal, swapped)
-    expect(chal, True, chal.columns, "challenge_column", *post(chal, p), *leaf_args(p, 0), root_arg(p), reveals_arg(inputs))
+    expect(chal, True, chal.columns, "challenge_column", *post(chal, p), *leaf_args(p, 0), root_arg(p), reveals_arg(inputs, 0))
 
 
 def test_a_first_column_with_a_prev_index_is_rejected(chal, inputs):
@@ -160,7 +161,7 @@ def test_a_first_column_with_a_prev_index_is_rejected(chal, inputs):
     bad = with_node(tree, 0, 4, Node(node_hash(body, tuple(sums)), body, tuple(sums)))
     p = settle(chal, inputs, tree=bad)
     expect(chal, True, chal.columns, "challenge_column", *post(chal, p), leaf[:5] + (3,), sums, path_arg(bad, 0, 4),
-           root_arg(p), reveals_arg(inputs))
+           root_arg(p), reveals_arg(inputs, 4))
 
 
 def test_a_column_with_a_prev_to_an_unfinal_round_is_rejected(chal, inputs):
@@ -171,7 +172,7 @@ def test_a_column_with_a_prev_to_an_unfinal_round_is_rejected(chal, inputs):
     moved = RoundInputs(2, inputs.miners, inputs.validators, inputs.weights, inputs.reveals, inputs.forfeited,
                         prev, inputs.emission, inputs.miner_share_bps)
     p = settle(chal, moved)
-    expect(chal, True, chal.columns, "challenge_column", *post(chal, p), *leaf_args(p, 0), root_arg(p), reveals_arg(inputs))
+    expect(chal, True, chal.columns, "challenge_column", *post(chal, p), *leaf_args(p, 0), root_arg(p), reveals_arg(inputs, 0))
 
 
 @st.composite
@@ -213,7 +214,7 @@ def test_a_class_column_is_decided_by_its_holders_and_a_root_ignoring_classes_is
         with boa.env.anchor():
             publish(chal, inputs)
             expect(chal, upheld, chal.columns, "challenge_column", *post(chal, posted), *leaf_args(posted, 1),
-                   root_arg(posted), reveals_arg(inputs))
+                   root_arg(posted), reveals_arg(inputs, 1))
 
 
 @pytest.mark.parametrize("uncovered", [
@@ -227,7 +228,7 @@ def test_a_class_held_by_too_little_stake_is_decided_by_everyone(chal, uncovered
     with boa.env.anchor():
         publish(chal, inputs)
         expect(chal, False, chal.columns, "challenge_column", *post(chal, right), *leaf_args(right, 1),
-               root_arg(right), reveals_arg(inputs))
+               root_arg(right), reveals_arg(inputs, 1))
 
 
 @pytest.fixture(scope="module")
@@ -247,11 +248,25 @@ def test_a_committee_column_is_decided_by_its_seats_and_a_root_counting_every_ho
     blind = settle(committee_chal, dataclasses.replace(inputs, committee_size=0))
     assert blind.result.consensus[0] == 20_000  # by stake: 65,535 has exactly half, not a majority
     assert right.result.consensus[0] != blind.result.consensus[0] or right.result.credits[0] != blind.result.credits[0]
+    seated = reveals_arg(inputs, 0)
+    assert 1 <= len(seated) <= 3  # the evidence is the seat holders' reveals, not all six
     for posted, upheld in ((right, False), (blind, True)):
         with boa.env.anchor():
             publish(committee_chal, inputs)
             expect(committee_chal, upheld, committee_chal.columns, "challenge_column", *post(committee_chal, posted),
-                   *leaf_args(posted, 0), root_arg(posted), reveals_arg(inputs))
+                   *leaf_args(posted, 0), root_arg(posted), seated)
+    # an off-committee validator's reveal, however real, is no evidence for the column
+    off = max(j for j in range(6) if j not in {r[0] for r in seated})
+    message = ("challenges: a reveal whose number does not count" if off > seated[-1][0]
+               else "challenges: one reveal per counted decider, in order")
+    packed = pack_scores(reveals[validators[off]].scores)
+    extra = sorted([*seated, (off, segments(packed)[0], segment_hashes(packed), reveals[validators[off]].witness_root,
+                              reveals[validators[off]].heldout_loss)])
+    with boa.env.anchor():
+        publish(committee_chal, inputs)
+        with boa.reverts(message):
+            call(committee_chal, committee_chal.columns, "challenge_column", *post(committee_chal, right),
+                 *leaf_args(right, 0), root_arg(right), extra)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -266,31 +281,32 @@ def test_the_column_challenge_agrees_with_the_reference(chal, inputs, data):
         with boa.env.anchor():
             publish(chal, inputs)
             expect(chal, upheld, chal.columns, "challenge_column", *post(chal, posted), *leaf_args(posted, i),
-                   root_arg(posted), reveals_arg(inputs))
+                   root_arg(posted), reveals_arg(inputs, i))
 
 
 def test_column_evidence_that_does_not_verify_reverts(chal, inputs):
     p = settle(chal, inputs)
     args = post(chal, p)
     leaf, sums, path = leaf_args(p, 1)
-    reveals = reveals_arg(inputs)
+    reveals = reveals_arg(inputs, 1)
     with boa.reverts("challenges: leaf not in tree"):
         call(chal, chal.columns, "challenge_column", *args, leaf, sums, path_arg(p.tree, 0, 2), root_arg(p), reveals)
     with boa.reverts("challenges: root preimage"):
         call(chal, chal.columns, "challenge_column", *args, leaf, sums, path, (ZERO, sums), reveals)
-    held, hashes, roots, losses = reveals
-    with boa.reverts("challenges: reveal does not match vector root"):
-        call(chal, chal.columns, "challenge_column", *args, leaf, sums, path, root_arg(p),
-             (held, hashes, roots, [1] + losses[1:]))
-    with boa.reverts("challenges: segment does not match the reveal"):
-        call(chal, chal.columns, "challenge_column", *args, leaf, sums, path, root_arg(p),
-             ([h[:-2] + b"\x00\x01" if h else h for h in held], hashes, roots, losses))
-    with boa.reverts("challenges: unrevealed validator with scores"):
-        call(chal, chal.columns, "challenge_column", *args, leaf, sums, path, root_arg(p),
-             (held[:2] + [held[0]] + held[3:], hashes[:2] + [hashes[0]] + hashes[3:], roots, losses))
-    with boa.reverts("challenges: one reveal per round validator"):
-        call(chal, chal.columns, "challenge_column", *args, leaf, sums, path, root_arg(p),
-             (held[:3], hashes[:3], roots[:3], losses[:3]))
+    first = reveals[0]
+    assert len(reveals) >= 2
+
+    def refused(message: str, evidence: list) -> None:
+        with boa.reverts(message):
+            call(chal, chal.columns, "challenge_column", *args, leaf, sums, path, root_arg(p), evidence)
+
+    refused("challenges: reveal does not match vector root", [(*first[:4], first[4] + 1), *reveals[1:]])
+    refused("challenges: segment does not match the reveal", [(first[0], first[1][:-2] + b"\x00\x01", *first[2:]),
+                                                             *reveals[1:]])
+    refused("challenges: scores length", [(*first[:2], first[2] + [ZERO], *first[3:]), *reveals[1:]])
+    refused("challenges: one reveal per counted decider, in order", reveals[1:])  # a counted score left out
+    refused("challenges: one reveal per counted decider, in order", reveals[::-1])
+    refused("challenges: a reveal whose number does not count", [*reveals, (len(inputs.validators), *first[1:])])
     with boa.reverts("challenges: column out of range"):
         call(chal, chal.columns, "challenge_column", *args, (6,) + leaf[1:], sums, path, root_arg(p), reveals)
 
@@ -298,7 +314,7 @@ def test_column_evidence_that_does_not_verify_reverts(chal, inputs):
 def test_a_challenge_outside_the_window_or_of_no_pending_attempt_reverts(chal, inputs):
     p = settle(chal, inputs)
     args = post(chal, p)
-    evidence = (*leaf_args(p, 0), root_arg(p), reveals_arg(inputs))
+    evidence = (*leaf_args(p, 0), root_arg(p), reveals_arg(inputs, 0))
     with boa.reverts("challenges: not the pending attempt"):
         call(chal, chal.columns, "challenge_column", args[0], args[1], args[2], args[3], 2, *evidence)
     boa.env.time_travel(seconds=WINDOW)
@@ -313,7 +329,7 @@ def test_a_challenge_without_the_bond_reverts(chal, inputs):
     args = post(chal, p)
     poor = boa.env.generate_address("poor")
     with boa.env.prank(poor), boa.reverts():
-        chal.columns.challenge_column(*args, *leaf_args(p, 0), root_arg(p), reveals_arg(inputs))
+        chal.columns.challenge_column(*args, *leaf_args(p, 0), root_arg(p), reveals_arg(inputs, 0))
 
 
 # shape and nodes ------------------------------------------------------------------------------
