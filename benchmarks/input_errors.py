@@ -32,7 +32,7 @@ def _deployment(folder: Path) -> Path:
 
     zero = "0x" + "00" * 20
     contracts = {k: zero for k in ("token", "staking", "keys", "rounds", "scores", "rewards", "results",
-                                   "column_challenges", "tree_challenges", "account_challenges", "disputes")}
+                                   "column_challenges", "tree_challenges", "account_challenges", "claims_challenges", "disputes")}
     config = RunConfig()
     dep = Deployment(chain_id=31337, deploy_block=0, deployer=zero, contracts=contracts, run_config=config,
                      run_config_hash=config.config_hash().hex(), sources_hash="00")

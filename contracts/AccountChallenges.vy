@@ -1,22 +1,19 @@
 # pragma version ~=0.4.3
-# pragma optimize codesize
-# (codesize: the header checks bring it near the 60 % of EIP-170 a contract may take; challenges are rare, so their gas matters less)
 # SPDX-License-Identifier: AGPL-3.0-only
 """
-@title veritrain account challenges: the header, history, validator entries and claims
+@title veritrain account challenges: the header, history and validator entries
 @custom:contract-name account_challenges
 @license GNU Affero General Public License v3.0 only
 @notice During a posted result's challenge window anyone may dispute here the
         header's words (`header_checks`), an account's history (a miner leaf's or validator entry's prev pointer,
         reputation and cumulative against its entry in an earlier final round,
         or a newer final entry its pointer skips), the validator entries
-        (accounts, credits against the root's sums, first cumulatives) or the
-        claims (the list's root, or one claim against its leaf or entry). The
+        (accounts, credits against the root's sums, first cumulatives). The
         contract recomputes the value (docs/PROTOCOL.md §11): a wrong one
         rejects the attempt through the results contract and returns the bond;
         a right one burns it. Columns are disputed in the column challenges
         contract, the tree's shape and its nodes in the tree challenges
-        contract.
+        contract, the claims in the claims challenges contract.
 """
 
 from ethereum.ercs import IERC20
@@ -44,19 +41,16 @@ exports: (
 
 MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
 MAX_SUMS: constant(uint256) = result_math.MAX_SUMS
-MAX_CLAIMS: constant(uint256) = result_math.MAX_CLAIMS
 HEADER_WORDS: constant(uint256) = constants.HEADER_WORDS
 MAX_REPUTATION: constant(uint256) = 2**16 - 1
 
-# kinds are numbered across the challenge contracts (1: column challenges, 2-4, 14: tree challenges, 5: header_checks)
+# kinds are numbered across the challenge contracts (1: column challenges, 2-4, 14: tree challenges, 5: header_checks,
+# 11-13, 15: claims challenges)
 KIND_MINER_HISTORY: constant(uint256) = 6
 KIND_MINER_STALE: constant(uint256) = 7
 KIND_VALIDATORS: constant(uint256) = 8
 KIND_VALIDATOR_HISTORY: constant(uint256) = 9
 KIND_VALIDATOR_STALE: constant(uint256) = 10
-KIND_CLAIMS_ROOT: constant(uint256) = 11
-KIND_MINER_CLAIM: constant(uint256) = 12
-KIND_VALIDATOR_CLAIM: constant(uint256) = 13
 
 
 @deploy
@@ -173,7 +167,7 @@ def challenge_validators(
     @param root The tree root's preimage; empty for an empty tree.
     """
     challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
-    self._check_entries(header, entries)
+    challenge_base._check_entries(header, entries)
     vals: DynArray[address, MAX_VALIDATORS] = staticcall challenge_base.rounds.validators_of(round)
     root_sums: DynArray[uint256, MAX_SUMS] = challenge_base._root_sums(header[constants.H_TREE_ROOT], root, len(vals))
     upheld: bool = len(entries) != len(vals) or len(root_sums) != len(vals) + 2
@@ -213,14 +207,14 @@ def challenge_validator_history(
     @param prev_entries Every entry of that round's validators list.
     """
     challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
-    self._check_entries(header, entries)
+    challenge_base._check_entries(header, entries)
     assert j < len(entries), "challenges: entry out of range"
     e: challenge_base.Entry = entries[j]
     assert e.prev != 0, "challenges: no previous entry"
     upheld: bool = challenge_base._bad_prev(round, e.prev)
     if not upheld:
         challenge_base._final_header(e.prev - 1, prev_header)
-        self._check_entries(prev_header, prev_entries)
+        challenge_base._check_entries(prev_header, prev_entries)
         upheld = e.prev_index >= len(prev_entries)
         if not upheld:
             p: challenge_base.Entry = prev_entries[e.prev_index]
@@ -252,90 +246,15 @@ def challenge_validator_stale(
     @param k The validator's entry there.
     """
     challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
-    self._check_entries(header, entries)
+    challenge_base._check_entries(header, entries)
     assert j < len(entries), "challenges: entry out of range"
     assert other_round < round, "challenges: not an earlier round"
     challenge_base._final_header(other_round, other_header)
-    self._check_entries(other_header, other_entries)
+    challenge_base._check_entries(other_header, other_entries)
     assert k < len(other_entries), "challenges: entry out of range"
     e: challenge_base.Entry = entries[j]
     assert other_entries[k].account == e.account, "challenges: another account"
     challenge_base._settle(round, attempt, e.prev == 0 or other_round > e.prev - 1, KIND_VALIDATOR_STALE)
-
-
-@external
-def challenge_claims_root(
-    round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
-    claims: DynArray[bytes32, MAX_CLAIMS],
-):
-    """
-    @notice Disputes the claims root: the claims list must have n + V leaves
-            and claims_root must be its tree's root.
-    @param round The round.
-    @param header The pending attempt's header words.
-    @param non_signers_hash The pending attempt's non-signers hash.
-    @param posted_time When the attempt was posted.
-    @param attempt The attempt number.
-    @param claims The claims list (checked against claims_list_hash).
-    """
-    challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
-    upheld: bool = self._claims_count_wrong(round, header, claims)
-    if not upheld:
-        upheld = result_math._claims_root(claims) != header[constants.H_CLAIMS_ROOT]
-    challenge_base._settle(round, attempt, upheld, KIND_CLAIMS_ROOT)
-
-
-@external
-def challenge_miner_claim(
-    round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
-    claims: DynArray[bytes32, MAX_CLAIMS], leaf: challenge_base.Column, sums: DynArray[uint256, MAX_SUMS],
-    path: challenge_base.Path,
-):
-    """
-    @notice Disputes claim i: it must be claim_leaf(miner, cumulative) of column leaf i.
-    @param round The round.
-    @param header The pending attempt's header words.
-    @param non_signers_hash The pending attempt's non-signers hash.
-    @param posted_time When the attempt was posted.
-    @param attempt The attempt number.
-    @param claims The claims list (checked against claims_list_hash).
-    @param leaf The column leaf's fields.
-    @param sums The column leaf's sums.
-    @param path The leaf's inclusion path.
-    """
-    challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
-    challenge_base._check_leaf(header[constants.H_TREE_ROOT], challenge_base._commits(round), leaf.index, leaf, sums, path)
-    upheld: bool = self._claims_count_wrong(round, header, claims)
-    if not upheld:
-        upheld = claims[leaf.index] != result_math._claim_leaf(leaf.miner, leaf.cumulative)
-    challenge_base._settle(round, attempt, upheld, KIND_MINER_CLAIM)
-
-
-@external
-def challenge_validator_claim(
-    round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
-    claims: DynArray[bytes32, MAX_CLAIMS], entries: DynArray[challenge_base.Entry, MAX_VALIDATORS], j: uint256,
-):
-    """
-    @notice Disputes claim n + j: it must be claim_leaf(account, cumulative) of validator entry j.
-    @param round The round.
-    @param header The pending attempt's header words.
-    @param non_signers_hash The pending attempt's non-signers hash.
-    @param posted_time When the attempt was posted.
-    @param attempt The attempt number.
-    @param claims The claims list (checked against claims_list_hash).
-    @param entries Every entry of the result's validators list.
-    @param j The entry.
-    """
-    challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
-    self._check_entries(header, entries)
-    assert j < len(entries), "challenges: entry out of range"
-    n: uint256 = challenge_base._commits(round)
-    upheld: bool = self._claims_count_wrong(round, header, claims) or len(entries) != len(claims) - n
-    if not upheld:
-        e: challenge_base.Entry = entries[j]
-        upheld = claims[n + j] != result_math._claim_leaf(e.account, e.cumulative)
-    challenge_base._settle(round, attempt, upheld, KIND_VALIDATOR_CLAIM)
 
 
 @pure
@@ -345,22 +264,3 @@ def _follows(cumulative: uint256, prev_cumulative: uint256, earned: uint256) -> 
     @dev cumulative == prev_cumulative + earned, without overflowing on a wrong tree's words.
     """
     return cumulative >= prev_cumulative and cumulative - prev_cumulative == earned
-
-
-@pure
-@internal
-def _check_entries(header: bytes32[HEADER_WORDS], entries: DynArray[challenge_base.Entry, MAX_VALIDATORS]):
-    """
-    @dev Reverts unless `entries` are the validators list `header` commits to.
-    """
-    assert challenge_base._entry_hashes(entries) == header[constants.H_VALIDATORS], "challenges: entries do not match validators_hash"
-
-
-@view
-@internal
-def _claims_count_wrong(round: uint256, header: bytes32[HEADER_WORDS], claims: DynArray[bytes32, MAX_CLAIMS]) -> bool:
-    """
-    @dev Checks `claims` against claims_list_hash; whether it lacks one claim per column and validator.
-    """
-    assert result_math._list_hash32(claims) == header[constants.H_CLAIMS_LIST], "challenges: claims do not match claims_list_hash"
-    return len(claims) != challenge_base._commits(round) + len(staticcall challenge_base.rounds.validators_of(round))

@@ -54,6 +54,7 @@ emission_per_round: immutable(uint256)
 column_challenges: public(address)
 tree_challenges: public(address)
 account_challenges: public(address)
+claims_challenges: public(address)
 # the one pending attempt (a round opens only when the one before ended): the top 208 bits
 # of keccak(abi_encode(result_root, non_signers_hash, posted_time, attempt)), the round's
 # latest attempt number in bits 32-47 and its round + 1 in the low 32 bits; no commitment
@@ -103,6 +104,7 @@ event Wired:
     column_challenges: address
     tree_challenges: address
     account_challenges: address
+    claims_challenges: address
 
 
 @deploy
@@ -136,22 +138,25 @@ def __init__(
 
 
 @external
-def wire(column_challenges_: address, tree_challenges_: address, account_challenges_: address):
+def wire(column_challenges_: address, tree_challenges_: address, account_challenges_: address, claims_challenges_: address):
     """
-    @notice Names the three challenge contracts, once, by the deployer.
+    @notice Names the four challenge contracts, once, by the deployer.
     @param column_challenges_ May `reject` (a column's values).
-    @param tree_challenges_ May `reject` (the tree's shape, sum-tree nodes, the header).
-    @param account_challenges_ May `reject` (histories, validator entries, claims).
+    @param tree_challenges_ May `reject` (the tree's shape, sum-tree nodes, unanswered demands).
+    @param account_challenges_ May `reject` (the header, histories, validator entries).
+    @param claims_challenges_ May `reject` (the claims root, a claims chunk, a claim).
     """
     assert msg.sender == deployer, "results: only deployer"
     assert self.column_challenges == empty(address), "results: already wired"
     assert (column_challenges_ != empty(address) and tree_challenges_ != empty(address)
-            and account_challenges_ != empty(address)), "results: zero address"
+            and account_challenges_ != empty(address) and claims_challenges_ != empty(address)), "results: zero address"
     self.column_challenges = column_challenges_
     self.tree_challenges = tree_challenges_
     self.account_challenges = account_challenges_
+    self.claims_challenges = claims_challenges_
     log Wired(
-        column_challenges=column_challenges_, tree_challenges=tree_challenges_, account_challenges=account_challenges_
+        column_challenges=column_challenges_, tree_challenges=tree_challenges_, account_challenges=account_challenges_,
+        claims_challenges=claims_challenges_,
     )
 
 
@@ -250,7 +255,7 @@ def reject(round: uint256, challenger: address):
     @param challenger Who showed it; receives a share of every signer slash.
     """
     assert (msg.sender == self.column_challenges or msg.sender == self.tree_challenges
-            or msg.sender == self.account_challenges), "results: only challenges"
+            or msg.sender == self.account_challenges or msg.sender == self.claims_challenges), "results: only challenges"
     commit: bytes32 = self._pending(round)
     assert commit != empty(bytes32), "results: no pending result"
     attempt: uint256 = (self.pending_word >> 32) & MASK16

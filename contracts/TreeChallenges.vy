@@ -14,7 +14,7 @@
         challenges contract, the header's words, account history and claims in
         the account challenges contract. The parts of the attempt a
         challenge needs (a column leaf, the root's preimage, the validator
-        entries, the claims list) can be demanded here (`result_demands`): an
+        entries, the claims chunks) can be demanded here (`result_demands`): an
         unanswered demand rejects the attempt.
 """
 
@@ -43,6 +43,7 @@ exports: (
     result_demands.demand,
     result_demands.answer_validators,
     result_demands.answer_claims,
+    result_demands.answer_claims_chunk,
     result_demands.answer_leaf,
     result_demands.answer_root,
     result_demands.expire_demand,

@@ -26,7 +26,7 @@ ARTIFACTS_DIR = CONTRACTS_DIR / "artifacts"
 MANIFEST = "manifest.json"
 # deploy order: each contract's constructor names only contracts before it
 CONTRACT_NAMES = ("Token", "Staking", "BlsKeys", "Rounds", "Scores", "Rewards", "Results", "ColumnChallenges", "TreeChallenges",
-                  "AccountChallenges", "Disputes")
+                  "AccountChallenges", "ClaimsChallenges", "Disputes")
 EIP170_LIMIT = 24_576  # bytes of runtime code a contract may have (EIP-170)
 
 

@@ -272,3 +272,12 @@ def _revealed(
         return False
     assert result_math._vector_root(chain.id, scores.address, v, round, scores_hash, witness_root, loss) == root, "challenges: reveal does not match vector root"
     return True
+
+
+@pure
+@internal
+def _check_entries(header: bytes32[HEADER_WORDS], entries: DynArray[Entry, MAX_VALIDATORS]):
+    """
+    @dev Reverts unless `entries` are the validators list `header` commits to.
+    """
+    assert self._entry_hashes(entries) == header[constants.H_VALIDATORS], "challenges: entries do not match validators_hash"

@@ -6,13 +6,15 @@
 @license GNU Affero General Public License v3.0 only
 @notice Data availability of a pending result (docs/PROTOCOL.md §11.9,
         Demands). Every challenge carries a part of the posted result (a leaf
-        and its path, a node, the validator entries, the claims list); the
+        and its path, a node, the validator entries, a chunk of the claims
+        list); the
         right result is rebuildable from chain data, the posted one is not, so
         signers could finalize a wrong root by keeping it to themselves. In the
         first quarter of a pending attempt's challenge window anyone may demand
         one part, by position: a column leaf (< n), the tree root's preimage
-        (n, a nonempty tree), the validator entries (n + 1) or the claims list
-        (n + 2), posting the challenge bond. Anyone (a signer: it holds them)
+        (n, a nonempty tree), the validator entries (n + 1), the claims chunk
+        summaries (n + 2) or a claims chunk (n + 3 + c), posting the challenge
+        bond. Anyone (a signer: it holds them)
         answers within half of the window with that part, checked against the
         header, in one transaction; the bond pays it once the attempt is final
         (`settle_demand`), and goes back to the demander of an attempt
@@ -37,7 +39,8 @@ HEADER_WORDS: constant(uint256) = constants.HEADER_WORDS
 MAX_SUMS: constant(uint256) = result_math.MAX_SUMS
 MAX_DEPTH: constant(uint256) = result_math.MAX_DEPTH
 MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
-MAX_CLAIMS: constant(uint256) = result_math.MAX_CLAIMS
+CLAIMS_CHUNK: constant(uint256) = result_math.CLAIMS_CHUNK
+MAX_SUMMARY: constant(uint256) = result_math.MAX_SUMMARY
 # demands one account may make per round: enough for one honest search through the largest tree
 # (the root, both lists, 4 spread leaves, MAX_DEPTH - 2 leaves down to the wrong one, a claim's leaf)
 MAX_DEMANDS: constant(uint256) = 16
@@ -84,7 +87,14 @@ event ClaimsAnswered:
     round: indexed(uint256)
     attempt: uint256
     answerer: indexed(address)
-    claims: DynArray[bytes32, MAX_CLAIMS]
+    summaries: DynArray[bytes32, MAX_SUMMARY]
+
+event ClaimsChunkAnswered:
+    round: indexed(uint256)
+    attempt: uint256
+    answerer: indexed(address)
+    chunk: uint256
+    claims: DynArray[bytes32, CLAIMS_CHUNK]
 
 
 @external
@@ -95,7 +105,9 @@ def demand(
     """
     @notice Demands parts of the pending attempt, each by its position: column
             leaf `position` (< n), its tree root's preimage (n, a nonempty
-            tree), its validator entries (n + 1) or its claims list (n + 2),
+            tree), its validator entries (n + 1), its claims chunk summaries
+            (n + 2) or chunk c of its claims list (n + 3 + c, for each chunk a
+            right list has),
             posting the challenge bond for each (after `approve`): it pays the
             answerer of an attempt made final (`settle_demand`), goes back to
             the demander of one rejected, and an unanswered demand rejects the
@@ -107,11 +119,14 @@ def demand(
     @param non_signers_hash The pending attempt's non-signers hash.
     @param posted_time When the attempt was posted.
     @param attempt The attempt number.
-    @param positions The parts: a column (< n), n the root preimage, n + 1 the entries, n + 2 the claims.
+    @param positions The parts: a column (< n), n the root preimage, n + 1 the entries, n + 2 the
+           claims chunk summaries, n + 3 + c claims chunk c.
     """
     n: uint256 = challenge_base._commits(round)
+    total: uint256 = n + len(staticcall challenge_base.rounds.validators_of(round))
+    last: uint256 = n + 2 + (total + CLAIMS_CHUNK - 1) // CLAIMS_CHUNK
     for position: uint256 in positions:
-        assert position <= n + 2 and (position != n or n > 0), "demands: no such part"
+        assert position <= last and (position != n or n > 0), "demands: no such part"
         deadline: uint256 = demand_book._demand(round, header, non_signers_hash, posted_time, attempt, position, MAX_DEMANDS)
         log Demanded(round=round, attempt=attempt, position=position, demander=msg.sender, deadline=deadline)
 
@@ -190,22 +205,48 @@ def answer_validators(
 @external
 def answer_claims(
     round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
-    claims: DynArray[bytes32, MAX_CLAIMS],
+    summaries: DynArray[bytes32, MAX_SUMMARY],
 ):
     """
-    @notice Answers the demand of the claims list (position n + 2) with the
-            whole list (hashing to the header's claims_list_hash), before the
-            demand's deadline; pays the demand's bond to the answerer.
+    @notice Answers the demand of the claims chunk summaries (position n + 2):
+            per chunk its list hash and root, hashing to the header's
+            claims_list_hash, before the demand's deadline; pays the demand's
+            bond to the answerer.
     @param round The round.
     @param header The pending attempt's header words.
     @param non_signers_hash The pending attempt's non-signers hash.
     @param posted_time When the attempt was posted.
     @param attempt The attempt number.
-    @param claims The attempt's claims list.
+    @param summaries The attempt's chunk summaries.
     """
     demand_book._answer(round, header, non_signers_hash, posted_time, attempt, challenge_base._commits(round) + 2)
-    assert result_math._list_hash32(claims) == header[constants.H_CLAIMS_LIST], "challenges: claims do not match claims_list_hash"
-    log ClaimsAnswered(round=round, attempt=attempt, answerer=msg.sender, claims=claims)
+    assert result_math._list_hash32(summaries) == header[constants.H_CLAIMS_LIST], "challenges: claims do not match claims_list_hash"
+    log ClaimsAnswered(round=round, attempt=attempt, answerer=msg.sender, summaries=summaries)
+
+
+@external
+def answer_claims_chunk(
+    round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
+    summaries: DynArray[bytes32, MAX_SUMMARY], chunk: uint256, claims: DynArray[bytes32, CLAIMS_CHUNK],
+):
+    """
+    @notice Answers the demand of claims chunk `chunk` (position n + 3 + chunk)
+            with its claims (hashing to its summary, itself under the header's
+            claims_list_hash), before the demand's deadline; pays the demand's
+            bond to the answerer.
+    @param round The round.
+    @param header The pending attempt's header words.
+    @param non_signers_hash The pending attempt's non-signers hash.
+    @param posted_time When the attempt was posted.
+    @param attempt The attempt number.
+    @param summaries The attempt's chunk summaries.
+    @param chunk The chunk.
+    @param claims Its claims.
+    """
+    demand_book._answer(round, header, non_signers_hash, posted_time, attempt, challenge_base._commits(round) + 3 + chunk)
+    assert result_math._list_hash32(summaries) == header[constants.H_CLAIMS_LIST], "challenges: claims do not match claims_list_hash"
+    assert chunk < len(summaries) // 2 and result_math._list_hash32(claims) == summaries[2 * chunk], "challenges: claims do not match their chunk"
+    log ClaimsChunkAnswered(round=round, attempt=attempt, answerer=msg.sender, chunk=chunk, claims=claims)
 
 
 @external

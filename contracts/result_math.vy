@@ -24,6 +24,12 @@ MAX_SUMS: constant(uint256) = 2 + MAX_VALIDATORS
 MAX_DEPTH: constant(uint256) = 10
 # every miner leaf and every validator entry has one claim
 MAX_CLAIMS: constant(uint256) = MAX_COLUMNS + MAX_VALIDATORS
+# the claims list is committed in chunks of this many (a power of two: a chunk's tree is a node
+# of the whole tree), so a challenge carries one chunk, not the list (PROTOCOL §11.6)
+CLAIMS_CHUNK: constant(uint256) = 512
+MAX_CHUNKS: constant(uint256) = (MAX_CLAIMS + CLAIMS_CHUNK - 1) // CLAIMS_CHUNK
+# per chunk, its list hash and its tree's root
+MAX_SUMMARY: constant(uint256) = 2 * MAX_CHUNKS
 MAX_SCORE_BYTES: constant(uint256) = constants.SCORE_BYTES
 # the packed scores are hashed in segments of 128 scores (Scores._scores_hash)
 SEGMENT_BYTES: constant(uint256) = constants.SEGMENT_BYTES
@@ -182,9 +188,10 @@ def _list_hash(xs: DynArray[uint256, MAX_SUMS]) -> bytes32:
 
 @pure
 @internal
-def _list_hash32(xs: DynArray[bytes32, MAX_CLAIMS]) -> bytes32:
+def _list_hash32(xs: DynArray[bytes32, CLAIMS_CHUNK]) -> bytes32:
     """
-    @dev keccak256(abi_encode(xs)) of a list of hashes (validator entries, claims).
+    @dev keccak256(abi_encode(xs)) of a list of hashes (validator entries, a claims chunk, the
+         chunk summaries).
     """
     return keccak256(abi_encode(xs))
 
@@ -254,20 +261,20 @@ def _hash_pair(a: bytes32, b: bytes32) -> bytes32:
 
 @pure
 @internal
-def _claims_root(leaves: DynArray[bytes32, MAX_CLAIMS]) -> bytes32:
+def _claims_root(leaves: DynArray[bytes32, CLAIMS_CHUNK]) -> bytes32:
     """
-    @dev The claims tree (PROTOCOL §11): pair up each level left to right, promote an odd
-         last node; one leaf is its own root, no leaf gives 0.
+    @dev The claims tree (PROTOCOL §11) of a chunk, or of the chunks' roots: pair up each level
+         left to right, promote an odd last node; one leaf is its own root, no leaf gives 0.
     """
     m: uint256 = len(leaves)
     if m == 0:
         return empty(bytes32)
-    level: DynArray[bytes32, MAX_CLAIMS] = leaves
-    # ceil(log2(1088)) = 11 levels at most
-    for _: uint256 in range(11):
+    level: DynArray[bytes32, CLAIMS_CHUNK] = leaves
+    # log2(CLAIMS_CHUNK) = 9 levels at most
+    for _: uint256 in range(9):
         if m == 1:
             break
-        for k: uint256 in range(m // 2, bound=MAX_CLAIMS // 2):
+        for k: uint256 in range(m // 2, bound=CLAIMS_CHUNK // 2):
             level[k] = self._hash_pair(level[2 * k], level[2 * k + 1])
         if m % 2 == 1:
             level[m // 2] = level[m - 1]

@@ -55,7 +55,7 @@ def test_a_deployment_and_its_blob_caps_need_no_torch(tmp_path: Path) -> None:
 
     zero = "0x" + "00" * 20
     contracts = {k: zero for k in ("token", "staking", "keys", "rounds", "scores", "rewards", "results",
-                                   "column_challenges", "tree_challenges", "account_challenges", "disputes")}
+                                   "column_challenges", "tree_challenges", "account_challenges", "claims_challenges", "disputes")}
     dep = Deployment(chain_id=31337, deploy_block=0, deployer=zero, contracts=contracts, run_config=RunConfig(),
                      run_config_hash="00", sources_hash="00")
     save_deployment(dep, tmp_path / "deployment.json")

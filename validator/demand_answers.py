@@ -1,11 +1,11 @@
 """Answering demands of the parts of a pending result this validator agrees with.
 
 A challenger cannot prove a value of a result it has never seen, so anyone may demand one part
-of a pending attempt: a column leaf, the root preimage, the validator entries or the claims list
-(`TreeChallenges.demand`, docs/PROTOCOL.md §11.9, Demands); a demand nobody answers before its
+of a pending attempt: a column leaf, the root preimage, the validator entries, the claims chunk
+summaries or a claims chunk (`TreeChallenges.demand`, docs/PROTOCOL.md §11.9, Demands); a demand nobody answers before its
 deadline rejects the attempt and makes its signers slashable. Every validator whose own result
 root is the pending one holds every part, so it answers each open demand at once (the leaf with
-its sums and path, the root's body and sums, the whole list) and takes the demand's bond; the
+its sums and path, the root's body and sums, the entries, a chunk) and takes the demand's bond; the
 first answer settles the demand, and a later one reverts harmlessly.
 """
 
@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from protocol.chain.challenge_args import attempt_of, claims_arg, entries_arg, leaf_answer_args
+from protocol.chain.challenge_args import (
+    attempt_of,
+    claims_arg,
+    claims_chunk_arg,
+    entries_arg,
+    leaf_answer_args,
+)
 from protocol.chain.client import ChainClient
 from protocol.chain.events import EventLog
 from protocol.core.errors import ContractRevert
@@ -25,7 +31,8 @@ from validator.posted_parts import EVENTS, PostedParts
 
 def open_positions(logs: Mapping[str, EventLog], r: int, attempt: int, n: int) -> list[int]:
     """Positions of attempt `attempt` of round `r` demanded and not answered, ascending: columns,
-    n (the root preimage), n + 1 (the validator entries), n + 2 (the claims list)."""
+    n (the root preimage), n + 1 (the validator entries), n + 2 (the claims chunk summaries), n + 3 + c
+    (claims chunk c)."""
     demanded = {int(row["position"]) for row in logs["Demanded"].rows()
                 if (int(row["round"]), int(row["attempt"])) == (r, attempt)}
     return sorted(demanded - PostedParts.of_logs(logs, r, attempt).answered(n))
@@ -33,7 +40,8 @@ def open_positions(logs: Mapping[str, EventLog], r: int, attempt: int, n: int) -
 
 def answer_part(client: ChainClient, post: dict, own: SettledRound, position: int) -> dict:
     """Send part `position` of `own` (a column, n its root preimage, n + 1 its validator entries,
-    n + 2 its claims list) as the answer to its demand in the pending attempt `post` (a
+    n + 2 its claims chunk summaries, n + 3 + c its claims chunk c) as the answer to its demand in
+    the pending attempt `post` (a
     `ResultPosted` row); raises ContractRevert when it is answered already or late."""
     attempt, n = attempt_of(post), own.inputs.n
     if position == n:
@@ -43,6 +51,8 @@ def answer_part(client: ChainClient, post: dict, own: SettledRound, position: in
         return client.challenge("tree_challenges", "answer_validators", *attempt, entries_arg(own))
     if position == n + 2:
         return client.challenge("tree_challenges", "answer_claims", *attempt, claims_arg(own))
+    if position > n + 2:
+        return client.challenge("tree_challenges", "answer_claims_chunk", *attempt, *claims_chunk_arg(own, position - n - 3))
     return client.challenge("tree_challenges", "answer_leaf", *attempt, *leaf_answer_args(own, position))
 
 

@@ -1,7 +1,7 @@
 """Which challenge proves a part of a posted result wrong, and its arguments.
 
 A validator that disputes a pending root compares each part the signers showed (a leaf with its
-path, the validator entries, the claims list; docs/PROTOCOL.md §11.9) with its own. For a part
+path, the validator entries, the claims chunks; docs/PROTOCOL.md §11.9) with its own. For a part
 that differs, each function here mirrors the contract's own check on what the validator knows
 and returns a challenge only when the contract must uphold it, the cheapest that does: a history
 or stale-pointer challenge for an account's link (no reveals), a column challenge only for what
@@ -12,12 +12,19 @@ below is challenged instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from protocol.chain.challenge_args import ZERO32, entries_arg, leaf_answer_args, reveals_arg
 from protocol.core.crypto.keccak import checksum_address
-from protocol.core.settlement.claims_tree import claim_leaf, claims_root
+from protocol.core.settlement.claims_tree import (
+    CLAIMS_CHUNK,
+    chunk_count,
+    chunk_summaries,
+    claim_chunks,
+    claim_leaf,
+    claims_root,
+)
 from protocol.core.settlement.result_header import HEADER_WORD_NAMES, SettledRound
 from protocol.core.settlement.result_tree import children_hash
 from validator.posted_parts import PostedLeaf
@@ -133,30 +140,55 @@ def _entries_malformed(own: SettledRound, entries: list[tuple[int, ...]], root: 
     return False
 
 
-def claims_proof(own: SettledRound, claims: list[bytes], posted_claims_root: bytes,
-                 leaf_of: Callable[[int], tuple | None],
+def claims_proof(own: SettledRound, summaries: list[bytes], chunks: Mapping[int, list[bytes]],
+                 posted_claims_root: bytes, leaf_of: Callable[[int], tuple | None],
                  entries: list[tuple[int, ...]] | None) -> tuple[Proof | None, set[int]]:
-    """A posted claims list that differs from this validator's: the claims-root challenge when the
-    list's length or root is wrong, else a claim that does not follow from the posted column leaf
-    (`leaf_of(k)`: (fields, sums, path) of the posted tree's leaf k, None while not shown) or
-    validator entry. Also the positions still to demand (a column leaf, n + 1 for the entries)."""
+    """Posted claims that differ from this validator's (`summaries`: per chunk its list hash and
+    root; `chunks`: the posted chunks shown so far): the claims-root challenge when the chunk
+    count or the root of the chunk roots is wrong, the chunk challenge when a chunk's length or
+    root is, else a claim that does not follow from the posted column leaf (`leaf_of(k)`: (fields,
+    sums, path) of the posted tree's leaf k, None while not shown) or validator entry. Also the
+    positions still to demand (a claims chunk n + 3 + c, a column leaf, n + 1 for the entries)."""
     n, v = own.inputs.n, len(own.inputs.validators)
-    if len(claims) != n + v or claims_root(claims) != posted_claims_root:
-        return Proof("account_challenges", "challenge_claims_root", (claims,), "claims root"), set()
+    if len(summaries) != 2 * chunk_count(n + v) or claims_root(summaries[1::2]) != posted_claims_root:
+        return Proof("claims_challenges", "challenge_claims_root", (summaries,), "claims root"), set()
+    mine, own_chunks = chunk_summaries(own.claim_leaves), claim_chunks(own.claim_leaves)
     wanted: set[int] = set()
-    for k, (claim, mine) in enumerate(zip(claims, own.claim_leaves, strict=True)):
+    for c, own_chunk in enumerate(own_chunks):
+        if summaries[2 * c:2 * c + 2] == mine[2 * c:2 * c + 2]:
+            continue
+        claims = chunks.get(c)
+        if claims is None:
+            wanted.add(n + 3 + c)
+        elif len(claims) != len(own_chunk) or claims_root(claims) != summaries[2 * c + 1]:
+            return Proof("claims_challenges", "challenge_claims_chunk", (summaries, c, claims), f"claims chunk {c}"), set()
+        else:
+            found = _wrong_claim(n, c, summaries, claims, own_chunk, leaf_of, entries, wanted)
+            if found is not None:
+                return found, set()
+    return None, wanted
+
+
+def _wrong_claim(n: int, c: int, summaries: list[bytes], claims: list[bytes], own_chunk: list[bytes],
+                 leaf_of: Callable[[int], tuple | None], entries: list[tuple[int, ...]] | None,
+                 wanted: set[int]) -> Proof | None:
+    """The challenge of a claim of chunk `c` that its posted column leaf or validator entry
+    contradicts; adds to `wanted` the leaves and entries still to demand."""
+    for i, (claim, mine) in enumerate(zip(claims, own_chunk, strict=True)):
+        k = c * CLAIMS_CHUNK + i
         if claim == mine:
             continue
         leaf = leaf_of(k) if k < n else None
         if k < n and leaf is None:
             wanted.add(k)
         elif leaf is not None and claim_leaf(_address(leaf[0][1]), leaf[0][3]) != claim:
-            return Proof("account_challenges", "challenge_miner_claim", (claims, *leaf), f"claim {k}"), set()
+            return Proof("claims_challenges", "challenge_miner_claim", (summaries, claims, *leaf), f"claim {k}")
         elif k >= n and entries is None:
             wanted.add(n + 1)
         elif k >= n and entries is not None and claim_leaf(_address(entries[k - n][1]), entries[k - n][3]) != claim:
-            return Proof("account_challenges", "challenge_validator_claim", (claims, entries, k - n), f"claim {k}"), set()
-    return None, wanted
+            return Proof("claims_challenges", "challenge_validator_claim", (summaries, claims, entries, k - n),
+                         f"claim {k}")
+    return None
 
 
 def _address(word: int) -> str:

@@ -6,7 +6,7 @@ its own by the header words: the tree root, the validator entries' hash, the cla
 or the claims root. In the demand period (the window's first quarter) it demands what it needs
 of those: the root preimage and a spread of column leaves when the tree differs (following each
 answer with `tree_search.next_step` to the next differing subtree), the entries list, the
-claims list. Each look it asks `fault_proofs` for a challenge the contract must uphold among
+claims chunk summaries and each chunk whose summary differs. Each look it asks `fault_proofs` for a challenge the contract must uphold among
 what the answers showed, cheapest kind first, and sends the first it finds. A demand of its
 that nobody answered by its deadline is expired instead, which rejects the attempt and makes
 its signers slashable either way; so is another account's demand of a part it wants (a colluder
@@ -30,6 +30,7 @@ from protocol.chain.challenge_args import (
 from protocol.chain.client import ChainClient
 from protocol.chain.events import EventLog
 from protocol.core.errors import ContractRevert
+from protocol.core.settlement.claims_tree import claim_chunks
 from protocol.core.settlement.result_header import HEADER_WORD_NAMES, SettledRound
 from protocol.node.logs import kv
 from validator.fault_proofs import (
@@ -55,7 +56,7 @@ class ResultDispute:
     own: SettledRound
     finals: Finals  # final rounds' settled results, for history evidence
     log: logging.Logger
-    demanded: set[int] = field(default_factory=set)  # positions demanded: columns, n root, n+1 entries, n+2 claims
+    demanded: set[int] = field(default_factory=set)  # positions: columns, n root, n+1 entries, n+2 claims, n+3+c chunks
     wanted: set[int] = field(default_factory=set)  # positions to demand
     done: bool = False
 
@@ -105,14 +106,15 @@ class ResultDispute:
         own = self.own
         root = root_arg(own) if not self.differs("tree_root") else parts.root
         entries = entries_arg(own) if not self.differs("validators_hash") else parts.entries
-        claims = claims_arg(own) if not self.differs("claims_list_hash") else parts.claims
+        summaries = claims_arg(own) if not self.differs("claims_list_hash") else parts.summaries
+        chunks = dict(enumerate(claim_chunks(own.claim_leaves))) if not self.differs("claims_list_hash") else parts.chunks
         def leaf_of(k: int) -> tuple | None:  # the posted tree's leaf k: its own when the roots agree
             if not self.differs("tree_root"):
                 return leaf_answer_args(own, k)
             return parts.leaves[k].args() if k in parts.leaves else None
 
-        if claims is not None and (self.differs("claims_list_hash") or self.differs("claims_root")):
-            found, wanted = claims_proof(own, claims, self.posted_word("claims_root"), leaf_of, entries)
+        if summaries is not None and (self.differs("claims_list_hash") or self.differs("claims_root")):
+            found, wanted = claims_proof(own, summaries, chunks, self.posted_word("claims_root"), leaf_of, entries)
             self.wanted |= wanted
             if found is not None:
                 return found

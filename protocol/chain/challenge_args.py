@@ -9,6 +9,7 @@ the validator entries, the claims list, the reveals.
 from __future__ import annotations
 
 from protocol.core.settlement.abi_words import list_hash
+from protocol.core.settlement.claims_tree import chunk_summaries, claim_chunks
 from protocol.core.settlement.result_header import SettledRound
 from protocol.core.settlement.result_inputs import RoundInputs
 from protocol.core.settlement.score_vector import (
@@ -54,9 +55,15 @@ def entries_arg(settled: SettledRound) -> list[tuple]:
 
 
 def claims_arg(settled: SettledRound) -> list[bytes]:
-    """The claims list (miners in column order, then validators), as `answer_claims` and the
-    claims challenges take it."""
-    return list(settled.claim_leaves)
+    """The claims chunk summaries (per chunk of the claims list, miners in column order then
+    validators: its list hash and root), as `answer_claims` and every claims challenge take them."""
+    return chunk_summaries(settled.claim_leaves)
+
+
+def claims_chunk_arg(settled: SettledRound, chunk: int) -> tuple[list[bytes], int, list[bytes]]:
+    """(summaries, chunk, its claims): `answer_claims_chunk`'s and `challenge_claims_chunk`'s
+    arguments after the attempt's five."""
+    return claims_arg(settled), chunk, claim_chunks(settled.claim_leaves)[chunk]
 
 
 def root_arg(settled: SettledRound) -> tuple[bytes, list[int]]:

@@ -78,6 +78,7 @@ class ChainClient:
         self.column_challenges = contract(addrs.column_challenges, "ColumnChallenges")
         self.tree_challenges = contract(addrs.tree_challenges, "TreeChallenges")
         self.account_challenges = contract(addrs.account_challenges, "AccountChallenges")
+        self.claims_challenges = contract(addrs.claims_challenges, "ClaimsChallenges")
         self.disputes = contract(addrs.disputes, "Disputes")
 
     def with_account(self, account: LocalAccount) -> ChainClient:
@@ -99,7 +100,7 @@ class ChainClient:
         if chain_id != self.deployment.chain_id:
             raise ConfigError(f"chain id mismatch: node reports {chain_id}, deployment file says {self.deployment.chain_id}")
         for name in ("keys", "rounds", "scores", "rewards", "results", "column_challenges", "tree_challenges",
-                     "account_challenges", "disputes"):
+                     "account_challenges", "claims_challenges", "disputes"):
             if not self.w3.eth.get_code(Web3.to_checksum_address(getattr(self.deployment.contracts, name))):
                 raise ConfigError(f"no {name} contract at the deployment file's address on this chain")
         self._check_sources()
@@ -210,8 +211,8 @@ class ChainClient:
         return self._send(self.token.functions.approve(spender, amount))
 
     def challenge(self, contract: str, fn: str, *args: Any) -> dict:
-        """Send a result challenge (`contract` is "column_challenges", "tree_challenges" or
-        "account_challenges"); the bond must be approved to that contract."""
+        """Send a result challenge (`contract` is "column_challenges", "tree_challenges",
+        "account_challenges" or "claims_challenges"); the bond must be approved to that contract."""
         return self._send(getattr(getattr(self, contract).functions, fn)(*args))
 
     def claim(self, round_: int, cumulative: int, proof: list[bytes]) -> dict:

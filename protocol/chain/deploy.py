@@ -19,7 +19,7 @@ Progress = Callable[[str], None]
 def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
            progress: Progress = lambda _msg: None) -> Deployment:
     """Deploy Token, Staking, BlsKeys, Rounds, Scores, Rewards, Results, ColumnChallenges, TreeChallenges,
-    AccountChallenges and Disputes, wire them and renounce ownership. The deployment records the run's
+    AccountChallenges, ClaimsChallenges and Disputes, wire them and renounce ownership. The deployment records the run's
     per-kind blob caps."""
     w3, sender = handle.w3, TxSender(handle.w3)
     if int(w3.eth.get_balance(deployer.address)) == 0:
@@ -55,6 +55,7 @@ def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
     column_challenges = new("ColumnChallenges", token, rounds, scores, rewards, results, bond, chain.committee)
     tree_challenges = new("TreeChallenges", token, rounds, scores, rewards, results, bond)
     account_challenges = new("AccountChallenges", token, rounds, scores, rewards, results, bond)
+    claims_challenges = new("ClaimsChallenges", token, rounds, scores, rewards, results, bond)
     disputes = new("Disputes", token, staking, rounds, rewards, chain.report_bond * TOKEN_UNIT,
                    chain.challenge_window, chain.slash_bps, chain.reporter_share_bps, chain.absence_rounds,
                    chain.max_reports_per_round, chain.late_serve_fee * TOKEN_UNIT)
@@ -63,8 +64,8 @@ def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
     sender.send(contract("Staking", staking).functions.wire(disputes, results), deployer)
     sender.send(contract("Rounds", rounds).functions.wire(scores, rewards, results, keys), deployer)
     sender.send(contract("Rewards", rewards).functions.wire(disputes, results), deployer)
-    sender.send(contract("Results", results).functions.wire(column_challenges, tree_challenges, account_challenges),
-                deployer)
+    sender.send(contract("Results", results).functions.wire(column_challenges, tree_challenges, account_challenges,
+                                                                 claims_challenges), deployer)
     token_c = contract("Token", token)
     sender.send(token_c.functions.set_minter(rewards, True), deployer)
     sender.send(token_c.functions.renounce_ownership(), deployer)
@@ -73,7 +74,7 @@ def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
         contracts=ContractAddresses(token=token, staking=staking, keys=keys, rounds=rounds, scores=scores,
                                     rewards=rewards, results=results, column_challenges=column_challenges,
                                     tree_challenges=tree_challenges, account_challenges=account_challenges,
-                                    disputes=disputes),
+                                    claims_challenges=claims_challenges, disputes=disputes),
         run_config=config, run_config_hash=config.config_hash().hex(), sources_hash=manifest()["sources_hash"],
         blob_caps=caps,  # where foreign peers read them (docs/INTEROP.md)
     )

@@ -26,13 +26,14 @@ class ContractAddresses(BaseModel):
     results: str = Field(pattern=ADDRESS)  # BLS-certified round results (bound into result roots)
     column_challenges: str = Field(pattern=ADDRESS)  # recompute one column's values
     tree_challenges: str = Field(pattern=ADDRESS)  # recompute the sum tree's shape or a node; demands of its parts
-    account_challenges: str = Field(pattern=ADDRESS)  # recompute a header word, an account's history, entry or claim leaf
+    account_challenges: str = Field(pattern=ADDRESS)  # recompute a header word, an account's history or entry
+    claims_challenges: str = Field(pattern=ADDRESS)  # recompute the claims root, a claims chunk or a claim
     disputes: str = Field(pattern=ADDRESS)
 
 
 class Deployment(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    schema_version: int = 3  # 3: tree_challenges split out of column_challenges
+    schema_version: int = 4  # 3: tree_challenges split out of column_challenges; 4: claims_challenges
     chain_id: int
     deploy_block: int  # event scans start here
     deployer: str = Field(pattern=ADDRESS)

@@ -18,7 +18,13 @@ from eth_account.signers.local import LocalAccount
 
 from protocol.chain.backend import advance_time
 from protocol.chain.bls_registration import aggregate_keys, registration
-from protocol.chain.challenge_args import claims_arg, column_args, entries_arg, leaf_answer_args
+from protocol.chain.challenge_args import (
+    claims_arg,
+    claims_chunk_arg,
+    column_args,
+    entries_arg,
+    leaf_answer_args,
+)
 from protocol.chain.claims import claim_owed
 from protocol.chain.client import ChainClient, Role, Vote
 from protocol.chain.registration import register_node
@@ -173,7 +179,8 @@ def post_and_finalize(deployer: ChainClient, net: ScriptedNetwork, r: int, model
     advance_time(deployer.handle, deployer.deployment.run_config.chain.result_challenge_window)
     net.record("finalize_result", deployer.finalize_result(list(settled.header.words()), list_hash(non_signers), posted_time, attempt))
     if challenge_column is not None:  # each demand's bond now pays its answerer
-        for position in (challenge_column, settled.inputs.n + 1, settled.inputs.n + 2):
+        for position in (challenge_column, settled.inputs.n + 1, settled.inputs.n + 2,
+                         settled.inputs.n + 3):
             net.record("settle_demand", net.validators[0].client.challenge("tree_challenges", "settle_demand",
                                                                           r, attempt, position))
 
@@ -206,13 +213,14 @@ def claim_all(net: ScriptedNetwork) -> None:
 
 def demand_and_answer(deployer: ChainClient, net: ScriptedNetwork, settled: SettledRound, attempt: tuple,
                       column: int) -> None:
-    """A miner demands column `column`, the validator entries and the claims list of the pending
+    """A miner demands column `column`, the validator entries, the claims summaries and the first
+    claims chunk of the pending
     attempt (its five arguments) and the first validator answers each from its own result,
     taking the bonds (docs/PROTOCOL.md §11.9, Demands)."""
     demander, answerer, n = net.miners[0].client, net.validators[0].client, settled.inputs.n
     bond = deployer.read.tree_challenges.challenge_bond()
-    deployer.transfer_tokens(demander.address, 3 * bond)  # its bonds: a miner holds only what it earned
-    demander.approve(deployer.tree_challenges.address, 3 * bond)
+    deployer.transfer_tokens(demander.address, 4 * bond)  # its bonds: a miner holds only what it earned
+    demander.approve(deployer.tree_challenges.address, 4 * bond)
     net.record("demand", demander.challenge("tree_challenges", "demand", *attempt, [column]))
     net.record("answer_leaf", answerer.challenge("tree_challenges", "answer_leaf", *attempt,
                                                  *leaf_answer_args(settled, column)))
@@ -222,3 +230,6 @@ def demand_and_answer(deployer: ChainClient, net: ScriptedNetwork, settled: Sett
     demander.challenge("tree_challenges", "demand", *attempt, [n + 2])
     net.record("answer_claims", answerer.challenge("tree_challenges", "answer_claims", *attempt,
                                                    claims_arg(settled)))
+    demander.challenge("tree_challenges", "demand", *attempt, [n + 3])
+    net.record("answer_claims_chunk", answerer.challenge("tree_challenges", "answer_claims_chunk", *attempt,
+                                                         *claims_chunk_arg(settled, 0)))

@@ -193,7 +193,7 @@ def _result_status(client: ChainClient, round_: int, posts: list[dict[str, Any]]
     """Every posted root of the round with its status (pending, rejected, final) and its challenges."""
     final = client.read.results.final_root(round_)
     rejected = client.read.results.rejected_count(round_)
-    kinds = [(c, e) for c in ("column_challenges", "tree_challenges", "account_challenges")
+    kinds = [(c, e) for c in ("column_challenges", "tree_challenges", "account_challenges", "claims_challenges")
              for e in ("ChallengeUpheld", "ChallengeFailed")]
     logs = read_many(client, kinds)
     challenges = [row for (_, e), rows in logs.items() if e == "ChallengeUpheld" for row in rows if int(row["round"]) == round_]

@@ -43,7 +43,7 @@ def raw(chain: ChainClient, contract: str, getter: str, *args: Any) -> Any:
 
 
 CONTRACTS = ("token", "staking", "keys", "rounds", "scores", "rewards", "results", "column_challenges",
-             "tree_challenges", "account_challenges", "disputes")
+             "tree_challenges", "account_challenges", "claims_challenges", "disputes")
 
 
 def test_each_function_resolved_among_its_own_entries_answers_as_the_whole_abi(

@@ -132,6 +132,7 @@ class Stack:
     column_challenges: object
     tree_challenges: object
     account_challenges: object
+    claims_challenges: object
     disputes: object
     deployer: str
     params: Params
@@ -193,20 +194,21 @@ def deploy_stack(params: Params = Params(), holders: list[str] | None = None, am
     column = partial("ColumnChallenges").deploy(*challenge_args, p.committee)
     tree = partial("TreeChallenges").deploy(*challenge_args)
     account = partial("AccountChallenges").deploy(*challenge_args)
+    claims = partial("ClaimsChallenges").deploy(*challenge_args)
     disputes = partial("Disputes").deploy(token.address, staking.address, rounds.address, rewards.address,
                                           p.report_bond, p.challenge_window, p.slash_bps, p.reporter_share_bps,
                                           p.absence_rounds, p.max_reports, p.late_serve_fee)
     staking.wire(disputes.address, results.address)
     rounds.wire(scores.address, rewards.address, results.address, keys.address)
     rewards.wire(disputes.address, results.address)
-    results.wire(column.address, tree.address, account.address)
+    results.wire(column.address, tree.address, account.address, claims.address)
     settlement = Settlement(rounds, scores, rewards, results)
     genesis = 0
     if own_token:
         token.set_minter(rewards.address, True)
         token.renounce_ownership()
         genesis = amount * len(holders)
-    return Stack(token, staking, keys, settlement, column, tree, account, disputes, deployer, params, genesis, run_config_hash)
+    return Stack(token, staking, keys, settlement, column, tree, account, claims, disputes, deployer, params, genesis, run_config_hash)
 
 
 def chain_id() -> int:
@@ -223,7 +225,7 @@ def join(stack: Stack, role: int, stake: int, funds: int | None = None, classes:
         if classes:
             stack.staking.set_hardware_classes(classes)
         for spender in (stack.staking, stack.disputes, stack.column_challenges, stack.tree_challenges,
-                        stack.account_challenges):
+                        stack.account_challenges, stack.claims_challenges):
             stack.token.approve(spender.address, 2**256 - 1)
         if stake:
             stack.staking.stake(stake)

@@ -60,6 +60,7 @@ class Stack:
     columns: object
     trees: object
     accounts: object
+    claims: object
     challenger: str
 
     @property
@@ -68,7 +69,7 @@ class Stack:
 
 
 def deploy(committee: int = 0) -> Stack:
-    """Token, stand-in chain facts and results, and the three challenge contracts (`committee`:
+    """Token, stand-in chain facts and results, and the four challenge contracts (`committee`:
     ColumnChallenges' committee size); the challenger holds tokens."""
     challenger = boa.env.generate_address("challenger")
     token = boa.load_partial(str(ROOT / "contracts" / "Token.vy")).deploy([challenger], [1000 * BOND])
@@ -76,13 +77,13 @@ def deploy(committee: int = 0) -> Stack:
     results = boa.load_partial(str(HARNESS / "ResultsStandIn.vy")).deploy(WINDOW)
     args = (token.address, facts.address, facts.address, facts.address, results.address, BOND)
     columns = boa.load_partial(str(ROOT / "contracts" / "ColumnChallenges.vy")).deploy(*args, committee)
-    trees, accounts = (boa.load_partial(str(ROOT / "contracts" / f"{name}.vy")).deploy(*args)
-                       for name in ("TreeChallenges", "AccountChallenges"))
-    for contract in (columns, trees, accounts):
+    trees, accounts, claims = (boa.load_partial(str(ROOT / "contracts" / f"{name}.vy")).deploy(*args)
+                               for name in ("TreeChallenges", "AccountChallenges", "ClaimsChallenges"))
+    for contract in (columns, trees, accounts, claims):
         results.allow(contract.address)
         with boa.env.prank(challenger):
             token.approve(contract.address, 2**256 - 1)
-    return Stack(token, facts, results, columns, trees, accounts, challenger)
+    return Stack(token, facts, results, columns, trees, accounts, claims, challenger)
 
 
 def publish(stack: Stack, inputs: RoundInputs, model: bytes = ZERO) -> None:

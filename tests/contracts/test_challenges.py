@@ -17,6 +17,12 @@ from hypothesis import strategies as st
 
 from protocol.core.crypto.keccak import checksum_address, keccak256
 from protocol.core.settlement.abi_words import list_hash
+from protocol.core.settlement.claims_tree import (
+    CLAIMS_CHUNK,
+    chunk_summaries,
+    claim_chunks,
+    claims_root,
+)
 from protocol.core.settlement.result_inputs import PrevEntry, Reveal, RoundInputs
 from protocol.core.settlement.result_tree import ColumnTree, Node, fields_hash, node_hash, parent
 from protocol.core.settlement.score_vector import pack_scores, segment_hashes, segments
@@ -44,7 +50,7 @@ from tests.contracts.result_evidence import (
 
 A = [checksum_address(keccak256(b"challenge account %d" % k)[:20]) for k in range(20)]
 T = 10**18
-H_N, H_MINTED, H_LOSS, H_QUORUM, H_CLAIMS_ROOT, H_ROUND = 10, 11, 12, 13, 8, 4
+H_N, H_MINTED, H_LOSS, H_QUORUM, H_CLAIMS_ROOT, H_CLAIMS_LIST, H_ROUND = 10, 11, 12, 13, 8, 9, 4
 
 
 def reveal(seed: int, n: int, loss: int) -> Reveal:
@@ -321,7 +327,7 @@ def test_a_challenge_outside_the_window_or_of_no_pending_attempt_reverts(chal, i
     with boa.reverts("challenges: window closed"):
         call(chal, chal.columns, "challenge_column", *args, *evidence)
     with boa.reverts("challenges: window closed"):
-        call(chal, chal.accounts, "challenge_claims_root", *args, p.claims)
+        call(chal, chal.claims, "challenge_claims_root", *args, chunk_summaries(p.claims))
 
 
 def test_a_challenge_without_the_bond_reverts(chal, inputs):
@@ -572,44 +578,98 @@ def test_validator_history_evidence_must_be_the_final_list(chal, inputs):
 
 # claims ---------------------------------------------------------------------------------------
 
+def summaries(p) -> list[bytes]:
+    return chunk_summaries(p.claims)
+
+
+def chunk_of(p, c: int) -> list[bytes]:
+    return claim_chunks(p.claims)[c]
+
+
 def test_right_claims_stand(chal, inputs):
     p = settle(chal, inputs)
-    expect(chal, False, chal.accounts, "challenge_claims_root", *post(chal, p), p.claims)
+    expect(chal, False, chal.claims, "challenge_claims_root", *post(chal, p), summaries(p))
+    expect(chal, False, chal.claims, "challenge_claims_chunk", *post(chal, p), summaries(p), 0, chunk_of(p, 0))
 
 
 def test_a_wrong_claims_root_is_rejected(chal, inputs):
     p = settle(chal, inputs, words={H_CLAIMS_ROOT: keccak256(b"wrong")})
-    expect(chal, True, chal.accounts, "challenge_claims_root", *post(chal, p), p.claims)
+    expect(chal, True, chal.claims, "challenge_claims_root", *post(chal, p), summaries(p))
 
 
-def test_a_claims_list_missing_a_claim_is_rejected(chal, inputs):
+def test_a_claims_list_missing_a_claim_is_rejected_by_its_chunk(chal, inputs):
     p = settle(chal, inputs)
     p = settle(chal, inputs, claims=p.claims[:-1])
-    expect(chal, True, chal.accounts, "challenge_claims_root", *post(chal, p), p.claims)
+    expect(chal, False, chal.claims, "challenge_claims_root", *post(chal, p), summaries(p))  # its root is its chunks'
+    expect(chal, True, chal.claims, "challenge_claims_chunk", *post(chal, p), summaries(p), 0, chunk_of(p, 0))
 
 
-def test_claims_evidence_must_be_the_list(chal, inputs):
+def test_claims_evidence_must_be_the_posted_chunks(chal, inputs):
     p = settle(chal, inputs)
     with boa.reverts("challenges: claims do not match claims_list_hash"):
-        call(chal, chal.accounts, "challenge_claims_root", *post(chal, p), p.claims[::-1])
+        call(chal, chal.claims, "challenge_claims_root", *post(chal, p), summaries(p)[::-1])
+    with boa.reverts("challenges: claims do not match their chunk"):
+        call(chal, chal.claims, "challenge_claims_chunk", *post(chal, p), summaries(p), 0, chunk_of(p, 0)[::-1])
+    with boa.reverts("challenges: no such chunk"):
+        call(chal, chal.claims, "challenge_claims_chunk", *post(chal, p), summaries(p), 1, [])
 
 
 def test_a_miner_claim(chal, inputs):
     p = settle(chal, inputs)
-    expect(chal, False, chal.accounts, "challenge_miner_claim", *post(chal, p), p.claims, *leaf_args(p, 2))
+    expect(chal, False, chal.claims, "challenge_miner_claim", *post(chal, p), summaries(p), chunk_of(p, 0),
+           *leaf_args(p, 2))
     claims = list(p.claims)
     claims[2] = keccak256(b"more")
     p = settle(chal, inputs, claims=claims)
-    expect(chal, True, chal.accounts, "challenge_miner_claim", *post(chal, p), p.claims, *leaf_args(p, 2))
+    expect(chal, True, chal.claims, "challenge_miner_claim", *post(chal, p), summaries(p), chunk_of(p, 0),
+           *leaf_args(p, 2))
 
 
 def test_a_validator_claim(chal, inputs):
     p = settle(chal, inputs)
-    expect(chal, False, chal.accounts, "challenge_validator_claim", *post(chal, p), p.claims, entries_arg(p), 3)
+    expect(chal, False, chal.claims, "challenge_validator_claim", *post(chal, p), summaries(p), chunk_of(p, 0),
+           entries_arg(p), 3)
     claims = list(p.claims)
     claims[6 + 3] = keccak256(b"more")
     p = settle(chal, inputs, claims=claims)
-    expect(chal, True, chal.accounts, "challenge_validator_claim", *post(chal, p), p.claims, entries_arg(p), 3)
+    with boa.env.anchor():
+        expect(chal, True, chal.claims, "challenge_validator_claim", *post(chal, p), summaries(p), chunk_of(p, 0),
+               entries_arg(p), 3)
+    p = settle(chal, inputs, claims=claims[:6])  # no validator claims at all: claim 6 + 3 is missing
+    expect(chal, True, chal.claims, "challenge_validator_claim", *post(chal, p), summaries(p), chunk_of(p, 0),
+           entries_arg(p), 3)
+
+
+@pytest.fixture
+def long_round(chal):
+    """Round 3: 600 miners and 2 validators, 602 claims in two chunks (512 and 90)."""
+    miners = tuple(checksum_address(keccak256(b"long miner %d" % k)[:20]) for k in range(600))
+    validators = (A[10], A[11])
+    reveals = {v: reveal(20 + k, 600, 500_000) for k, v in enumerate(validators)}
+    inp = RoundInputs(3, miners, validators, (2 * T, T), reveals, frozenset(), {}, 1000 * T, 7000)
+    publish(chal, inp, model=keccak256(b"model 3"))
+    return inp
+
+
+def test_a_claim_past_the_first_chunk_is_disputed_with_its_chunk_alone(chal, long_round):
+    p = settle(chal, long_round)
+    assert [len(c) for c in claim_chunks(p.claims)] == [CLAIMS_CHUNK, 600 + 2 - CLAIMS_CHUNK]
+    expect(chal, False, chal.claims, "challenge_claims_root", *post(chal, p), summaries(p))
+    expect(chal, False, chal.claims, "challenge_claims_chunk", *post(chal, p), summaries(p), 1, chunk_of(p, 1))
+    expect(chal, False, chal.claims, "challenge_miner_claim", *post(chal, p), summaries(p), chunk_of(p, 1),
+           *leaf_args(p, 550))
+    claims = list(p.claims)
+    claims[550] = keccak256(b"more")
+    bad = settle(chal, long_round, claims=claims)
+    with boa.env.anchor():
+        expect(chal, True, chal.claims, "challenge_miner_claim", *post(chal, bad), summaries(bad), chunk_of(bad, 1),
+               *leaf_args(bad, 550))
+    # a list cut into other chunks (the last claim moved to a third chunk of its own) has the
+    # wrong number of chunks, however its root is built
+    cut = [*chunk_summaries(p.claims[:-1]), list_hash(p.claims[-1:]), p.claims[-1]]
+    wrong = settle(chal, long_round, words={H_CLAIMS_LIST: list_hash(cut), H_CLAIMS_ROOT: claims_root(cut[1::2])})
+    expect(chal, True, chal.claims, "challenge_claims_root", *post(chal, wrong), cut)
+
 
 
 def test_only_the_challenge_contracts_reject(chal, inputs):

@@ -474,7 +474,8 @@ def test_only_the_challenge_contracts_reject_and_only_results_pays():
     stranger = boa.env.generate_address()
     with boa.reverts("results: only challenges"):
         stack.results.reject(0, stranger, sender=stranger)
-    for challenges in (stack.column_challenges, stack.tree_challenges, stack.account_challenges):
+    for challenges in (stack.column_challenges, stack.tree_challenges, stack.account_challenges,
+                       stack.claims_challenges):
         with boa.reverts("results: no pending result"):  # past the caller check
             stack.results.reject(0, stranger, sender=challenges.address)
     with boa.reverts("settlement: only results"):
@@ -498,13 +499,13 @@ def test_wiring_is_once_by_the_deployer():
     stack = deploy_stack()
     a = boa.env.generate_address()
     with boa.reverts("results: only deployer"):
-        stack.results.wire(a, a, a, sender=a)
+        stack.results.wire(a, a, a, a, sender=a)
     with boa.reverts("results: already wired"):
-        stack.results.wire(a, a, a)
+        stack.results.wire(a, a, a, a)
     fresh = partial("Results").deploy(stack.rounds.address, stack.rewards.address, stack.staking.address, 1, 1, 0, 0)
-    for zero_at in range(3):  # every challenge contract must be named
+    for zero_at in range(4):  # every challenge contract must be named
         with boa.reverts("results: zero address"):
-            fresh.wire(*[ZERO_ADDRESS if k == zero_at else a for k in range(3)])
+            fresh.wire(*[ZERO_ADDRESS if k == zero_at else a for k in range(4)])
     with boa.reverts("settlement: already wired"):
         stack.rewards.wire(a, a)
     with boa.reverts("settlement: already wired"):

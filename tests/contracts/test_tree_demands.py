@@ -5,7 +5,8 @@ challenger cannot prove a leaf it has never seen. A demand of one leaf that nobo
 time rejects the attempt (its signers become slashable) and returns the demander's bond. Honest
 signers: an answer with the leaf and its path takes the bond, and the leaf's event lets anyone
 challenge it; the root's preimage is demanded as position n, the validator entries as n + 1 and
-the claims list as n + 2, each answered whole and checked against its header word. The bond of
+the claims chunk summaries as n + 2 and claims chunk c as n + 3 + c, each answered whole and
+checked against its header word. The bond of
 an answered demand pays the answerer once the root is final and goes back to the demander when
 it is rejected (answering a wrong result earns nothing). Spam: each demand costs the bond when
 answered, and an account makes at most 16 a round (enough for an
@@ -18,6 +19,7 @@ import boa
 import pytest
 
 from protocol.core.crypto.keccak import checksum_address, keccak256
+from protocol.core.settlement.claims_tree import chunk_summaries, claim_chunks
 from protocol.core.settlement.result_inputs import Reveal, RoundInputs
 from tests.contracts.result_evidence import (
     BOND,
@@ -163,11 +165,12 @@ def test_demands_are_capped_per_account_and_one_per_leaf(world):
     demand(stack, attempt, 0)
     with boa.reverts("demands: already demanded"):
         demand(stack, attempt, 0, sender=other)
-    for position in range(1, 9):  # 6 = n: the root preimage, 7: the validator entries, 8: the claims
+    # 6 = n: the root preimage, 7: the validator entries, 8: the claims summaries, 9: claims chunk 0
+    for position in range(1, 10):
         demand(stack, attempt, position)
     with boa.reverts("demands: no such part"):
-        demand(stack, attempt, 9)  # n + 2 is the last part
-    assert stack.trees.demands_made(1, stack.challenger) == 9
+        demand(stack, attempt, 10)  # a right list of 6 + 4 claims has one chunk: n + 3 is the last part
+    assert stack.trees.demands_made(1, stack.challenger) == 10
 
 
 def test_the_demand_cap_is_sixteen_a_round():
@@ -207,15 +210,22 @@ def test_the_validator_entries_are_demanded_as_n_plus_1_and_answered_whole(world
     assert [tuple(e) for e in answered.entries] == entries
 
 
-def test_the_claims_list_is_demanded_as_n_plus_2_and_answered_whole(world):
+def test_the_claims_are_demanded_as_summaries_at_n_plus_2_and_chunks_after(world):
     stack, posted, attempt = world
     signer = boa.env.generate_address("signer")
-    demand(stack, attempt, posted.inputs.n + 2)
+    n, summaries, chunks = posted.inputs.n, chunk_summaries(posted.claims), claim_chunks(posted.claims)
+    demand(stack, attempt, n + 2)
     with boa.reverts("challenges: claims do not match claims_list_hash"):
-        stack.trees.answer_claims(*attempt, posted.claims[:-1], sender=signer)
-    stack.trees.answer_claims(*attempt, posted.claims, sender=signer)
+        stack.trees.answer_claims(*attempt, summaries[::-1], sender=signer)
+    stack.trees.answer_claims(*attempt, summaries, sender=signer)
     (answered,) = [e for e in stack.trees.get_logs() if type(e).__name__ == "ClaimsAnswered"]
-    assert list(answered.claims) == posted.claims
+    assert list(answered.summaries) == summaries
+    demand(stack, attempt, n + 3)
+    with boa.reverts("challenges: claims do not match their chunk"):
+        stack.trees.answer_claims_chunk(*attempt, summaries, 0, chunks[0][:-1], sender=signer)
+    stack.trees.answer_claims_chunk(*attempt, summaries, 0, chunks[0], sender=signer)
+    (answered,) = [e for e in stack.trees.get_logs() if type(e).__name__ == "ClaimsChunkAnswered"]
+    assert (answered.chunk, list(answered.claims)) == (0, posted.claims)
 
 
 def test_a_withheld_claims_list_rejects_the_attempt(world):

@@ -11,6 +11,10 @@ from result_strategies import ACCOUNTS
 from protocol.core.crypto.keccak import keccak256
 from protocol.core.errors import ResultError
 from protocol.core.settlement.claims_tree import (
+    CLAIMS_CHUNK,
+    chunk_count,
+    chunk_summaries,
+    claim_chunks,
     claim_leaf,
     claim_proof,
     claims_list_hash,
@@ -49,7 +53,8 @@ def test_every_proof_verifies_and_matches_openzeppelin(claims: list[tuple[str, i
     leaves = [claim_leaf(a, amt) for a, amt in claims]
     root = claims_root(leaves)
     assert root == recursive_root(leaves)
-    assert claims_list_hash(leaves) == keccak256(encode(["bytes32[]"], [leaves]))
+    one_chunk = [keccak256(encode(["bytes32[]"], [leaves])), root] if leaves else []
+    assert claims_list_hash(leaves) == keccak256(encode(["bytes32[]"], [one_chunk]))
     for k, leaf in enumerate(leaves):
         proof = claim_proof(leaves, k)
         assert verify_claim(proof, root, leaf)
@@ -84,3 +89,16 @@ def test_small_trees() -> None:
     assert claim_proof(leaves, 2) == [oz_hash_pair(leaves[0], leaves[1])]  # promoted, then paired
     with pytest.raises(ResultError):
         claim_proof(leaves, 3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 4 * CLAIMS_CHUNK + 3), st.binary(min_size=1, max_size=8))
+def test_the_claims_root_is_the_tree_of_its_chunk_roots(size: int, salt: bytes) -> None:
+    """A chunk starts at a multiple of a power of two, so its tree is a node of the whole tree:
+    the root of the chunk roots is the root of the leaves, whatever the last chunk's length."""
+    leaves = [keccak256(salt + k.to_bytes(4, "big")) for k in range(size)]
+    chunks = claim_chunks(leaves)
+    assert len(chunks) == chunk_count(size) and [x for c in chunks for x in c] == leaves
+    assert all(len(c) == CLAIMS_CHUNK for c in chunks[:-1])
+    roots = chunk_summaries(leaves)[1::2]
+    assert claims_root(roots) == claims_root(leaves) == recursive_root(leaves)

@@ -141,7 +141,7 @@ def sent_calls(client: ChainClient, account: str) -> list[tuple[str, dict, int]]
     """Every transaction `account` sent to the deployment, decoded: (function, args, receipt status)."""
     w3 = client.w3
     deployed = (client.rounds, client.scores, client.rewards, client.results, client.keys, client.column_challenges,
-                client.tree_challenges, client.account_challenges, client.staking, client.disputes, client.token)
+                client.tree_challenges, client.account_challenges, client.claims_challenges, client.staking, client.disputes, client.token)
     contracts = {c.address.lower(): c for c in deployed}
     calls = []
     for number in range(w3.eth.block_number + 1):

@@ -105,7 +105,7 @@ def demand_logs(client: ChainClient) -> dict[str, EventLog]:
 
 
 def verdicts(client: ChainClient, event: str) -> list[int]:
-    return sorted(int(e["kind"]) for name in ("column_challenges", "tree_challenges", "account_challenges")
+    return sorted(int(e["kind"]) for name in ("column_challenges", "tree_challenges", "account_challenges", "claims_challenges")
                   for e in read_events(client, name, event))
 
 

@@ -29,6 +29,7 @@ class ChainReader:
         self.column_challenges = ColumnChallengesReader(client.column_challenges)
         self.tree_challenges = ChallengesReader(client.tree_challenges)
         self.account_challenges = ChallengesReader(client.account_challenges)
+        self.claims_challenges = ChallengesReader(client.claims_challenges)
         self.rewards = RewardsReader(client.rewards)
         self.token = TokenReader(client.token)
         self.disputes = DisputesReader(client.disputes)

@@ -2,6 +2,11 @@
 
 Rewards verifies with snekmate's `merkle_proof_verification`, so leaves are double-hashed (no
 leaf can pass for an inner node) and pairs are sorted (a proof needs no left/right bits).
+
+The claims list is committed in chunks of CLAIMS_CHUNK leaves, so a challenge or a demand
+answer carries one chunk, not the list: a chunk starts at a multiple of a power of two, so its
+tree is a node of the whole tree (pairing never crosses it, and an odd last node is promoted
+within the last chunk as within the list), and the claims root is the tree of the chunk roots.
 """
 
 from __future__ import annotations
@@ -61,6 +66,26 @@ def verify_claim(proof: Sequence[bytes], root: bytes, leaf: bytes) -> bool:
     return computed == root
 
 
+CLAIMS_CHUNK = 512  # claims per chunk (contracts/result_math.vy): a power of two; 16 KB of calldata
+
+
+def claim_chunks(leaves: Sequence[bytes]) -> list[list[bytes]]:
+    """The list cut into chunks of CLAIMS_CHUNK (the last one shorter); none when empty."""
+    return [list(leaves[k:k + CLAIMS_CHUNK]) for k in range(0, len(leaves), CLAIMS_CHUNK)]
+
+
+def chunk_count(claims: int) -> int:
+    """How many chunks a list of `claims` leaves has."""
+    return -(-claims // CLAIMS_CHUNK)
+
+
+def chunk_summaries(leaves: Sequence[bytes]) -> list[bytes]:
+    """Per chunk, its list hash and its tree's root, flat: what claims_list_hash hashes and what
+    the claims-root challenge and the claims demand's answer carry."""
+    return [word for chunk in claim_chunks(leaves) for word in (list_hash(chunk), claims_root(chunk))]
+
+
 def claims_list_hash(leaves: Sequence[bytes]) -> bytes:
-    """Commits to the leaf order, so a challenge can dispute one leaf by its index."""
-    return list_hash(leaves)
+    """Commits to the leaf order chunk by chunk, so a challenge can dispute one leaf by its index
+    with its chunk alone."""
+    return list_hash(chunk_summaries(leaves))

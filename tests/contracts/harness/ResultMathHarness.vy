@@ -12,7 +12,7 @@ from contracts import result_math
 MAX_VALIDATORS: constant(uint256) = result_math.MAX_VALIDATORS
 MAX_SUMS: constant(uint256) = result_math.MAX_SUMS
 MAX_DEPTH: constant(uint256) = result_math.MAX_DEPTH
-MAX_CLAIMS: constant(uint256) = result_math.MAX_CLAIMS
+CLAIMS_CHUNK: constant(uint256) = result_math.CLAIMS_CHUNK
 MAX_SCORE_BYTES: constant(uint256) = result_math.MAX_SCORE_BYTES
 
 
@@ -36,7 +36,7 @@ def list_hash(xs: DynArray[uint256, MAX_SUMS]) -> bytes32:
 
 @pure
 @external
-def list_hash32(xs: DynArray[bytes32, MAX_CLAIMS]) -> bytes32:
+def list_hash32(xs: DynArray[bytes32, CLAIMS_CHUNK]) -> bytes32:
     return result_math._list_hash32(xs)
 
 
@@ -63,7 +63,7 @@ def verify_path(
 
 @pure
 @external
-def claims_root(leaves: DynArray[bytes32, MAX_CLAIMS]) -> bytes32:
+def claims_root(leaves: DynArray[bytes32, CLAIMS_CHUNK]) -> bytes32:
     return result_math._claims_root(leaves)
 
 
