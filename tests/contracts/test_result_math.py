@@ -18,7 +18,13 @@ from hypothesis import strategies as st
 
 from protocol.core.crypto.keccak import checksum_address, keccak256
 from protocol.core.settlement.abi_words import list_hash
-from protocol.core.settlement.claims_tree import CLAIMS_CHUNK, chunk_summaries, claim_leaf, claims_list_hash, claims_root
+from protocol.core.settlement.claims_tree import (
+    CLAIMS_CHUNK,
+    chunk_summaries,
+    claim_leaf,
+    claims_list_hash,
+    claims_root,
+)
 from protocol.core.settlement.class_checks import class_checkers
 from protocol.core.settlement.result import (
     compute_result,
