@@ -41,8 +41,8 @@ from protocol.core.settlement.fraud import FraudKind
 
 # the figures do not depend on the miner count: with 16 columns the 17th demand (the root
 # preimage) can only be refused by the per-account cap of 16
-DEMAND_MINERS = 16
-MAX_DEMANDS = 16  # result_demands.vy: demands one account may make per round
+DEMAND_MINERS = 24
+MAX_DEMANDS = 24  # result_demands.vy: demands one account may make per round
 HOUR = 3600
 REJECTED, VOID = 3, 4  # Disputes' STATUS_REJECTED, STATUS_VOID
 

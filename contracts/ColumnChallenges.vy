@@ -42,6 +42,9 @@ exports: (
 )
 
 MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
+# the reveals that count in a column: at most c seat holders (c <= MAX_COMMITTEE) with committees, or
+# every holder without them (chain.committee 0 permits at most this many validators, run_config.py)
+MAX_DECIDERS: constant(uint256) = constants.MAX_COMMITTEE
 MAX_SUMS: constant(uint256) = result_math.MAX_SUMS
 HEADER_WORDS: constant(uint256) = constants.HEADER_WORDS
 MAX_REPUTATION: constant(uint256) = 2**16 - 1
@@ -77,7 +80,7 @@ def __init__(
 def challenge_column(
     round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
     leaf: challenge_base.Column, sums: DynArray[uint256, MAX_SUMS], path: challenge_base.Path,
-    root: challenge_base.Node, reveals: DynArray[challenge_base.DeciderReveal, MAX_VALIDATORS],
+    root: challenge_base.Node, reveals: DynArray[challenge_base.DeciderReveal, MAX_DECIDERS],
 ):
     """
     @notice Disputes one column: recomputes its consensus, pay and credits from
@@ -117,7 +120,7 @@ def challenge_column(
 def _column_matches(
     round: uint256, n: uint256, vals: DynArray[address, MAX_VALIDATORS], miner: address,
     leaf: challenge_base.Column, sums: DynArray[uint256, MAX_SUMS], consensus_total: uint256,
-    reveals: DynArray[challenge_base.DeciderReveal, MAX_VALIDATORS],
+    reveals: DynArray[challenge_base.DeciderReveal, MAX_DECIDERS],
 ) -> bool:
     """
     @dev Recomputes the column from chain data and the counted deciders' reveals
@@ -180,7 +183,7 @@ def _column_matches(
 def _counted_scores(
     round: uint256, n: uint256, vals: DynArray[address, MAX_VALIDATORS], index: uint256,
     column_weights: DynArray[uint256, MAX_VALIDATORS], revealed: DynArray[bool, MAX_VALIDATORS],
-    reveals: DynArray[challenge_base.DeciderReveal, MAX_VALIDATORS],
+    reveals: DynArray[challenge_base.DeciderReveal, MAX_DECIDERS],
 ) -> DynArray[uint16, MAX_VALIDATORS]:
     """
     @dev Each validator's score of column `index`: from its reveal when its number

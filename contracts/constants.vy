@@ -9,11 +9,11 @@
 """
 
 # permitted validators per round (the K of top-K; also the bound of every validator list)
-MAX_VALIDATORS: constant(uint256) = 64
+MAX_VALIDATORS: constant(uint256) = 128
 # seats of a miner's check committee (Staking.committee_size; 0: no committees)
 MAX_COMMITTEE: constant(uint256) = 16
 # miners that may commit in one round (a reveal scores them all)
-MAX_MINERS: constant(uint256) = 1024
+MAX_MINERS: constant(uint256) = 16384
 # a revealed score vector: 2 bytes big-endian per miner, in commit order
 SCORE_BYTES: constant(uint256) = 2 * MAX_MINERS
 # hashed in segments of 128 scores, so a column challenge carries one segment per vector

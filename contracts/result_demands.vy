@@ -42,8 +42,9 @@ MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
 CLAIMS_CHUNK: constant(uint256) = result_math.CLAIMS_CHUNK
 MAX_SUMMARY: constant(uint256) = result_math.MAX_SUMMARY
 # demands one account may make per round: enough for one honest search through the largest tree
-# (the root, both lists, 4 spread leaves, MAX_DEPTH - 2 leaves down to the wrong one, a claim's leaf)
-MAX_DEMANDS: constant(uint256) = 16
+# (the root, the entries, the claims summaries and a chunk, 4 spread leaves, MAX_DEPTH - 2 leaves down
+# to the wrong one, a claim's leaf: 21 at MAX_DEPTH 14)
+MAX_DEMANDS: constant(uint256) = 24
 KIND_UNANSWERED: constant(uint256) = 14  # challenge kinds are numbered across the challenge contracts
 
 

@@ -21,7 +21,7 @@ MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
 # a node's sums: consensus, pay, then one credit per round validator
 MAX_SUMS: constant(uint256) = 2 + MAX_VALIDATORS
 # ceil(log2(MAX_COLUMNS)): the longest inclusion path
-MAX_DEPTH: constant(uint256) = 10
+MAX_DEPTH: constant(uint256) = 14
 # every miner leaf and every validator entry has one claim
 MAX_CLAIMS: constant(uint256) = MAX_COLUMNS + MAX_VALIDATORS
 # the claims list is committed in chunks of this many (a power of two: a chunk's tree is a node

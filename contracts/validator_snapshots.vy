@@ -20,7 +20,6 @@ uses: round_clock
 MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
 MASK96: constant(uint256) = 2**96 - 1
 MASK128: constant(uint256) = 2**128 - 1
-MASK64: constant(uint256) = 2**64 - 1
 # a weight is capped so that the weights of all MAX_VALIDATORS fit in 96 bits
 WEIGHT_CAP: constant(uint256) = MASK96 // MAX_VALIDATORS
 INDEX_SHIFT: constant(uint256) = 96
@@ -35,10 +34,12 @@ snapshot_validators: HashMap[uint256, DynArray[address, MAX_VALIDATORS]]
 # low 96 bits, its index in the snapshot in the next 8, and the top 152 bits of keccak256 of
 # its BLS key when the snapshot's aggregate holds that key (else 0) in the high ones
 snapshot_member: HashMap[uint256, HashMap[address, uint256]]
-# per round, one slot a result post reads instead of the snapshot's weights: bit i set when
-# member i revealed, the revealed weight of members whose keys the aggregate holds in bits
-# 64-159, and the round's total weight in bits 160-255 (copied by the first reveal)
+# per round, one slot a result post reads instead of the snapshot's weights: the revealed
+# weight of members whose keys the aggregate holds in bits 64-159, and the round's total
+# weight in bits 160-255 (copied by the first reveal)
 revealed_word: HashMap[uint256, uint256]
+# per round, bit i set when member i revealed (MAX_VALIDATORS bits)
+revealed_members: HashMap[uint256, uint256]
 # the total weight in the low 128 bits, the keyed weight (below) in the high ones
 snapshot_weights: HashMap[uint256, uint256]
 # the key of the snapshot's cached aggregate BLS key, and that key (a result post reads it
@@ -106,7 +107,7 @@ def _record_reveal(round: uint256, validator: address):
     word: uint256 = self.revealed_word[round]
     if word == 0:
         word = (self.snapshot_weights[snapshot] & MASK128) << 160
-    word |= 1 << ((record >> INDEX_SHIFT) & 255)
+    self.revealed_members[round] |= 1 << ((record >> INDEX_SHIFT) & 255)
     if record >> KEY_SHIFT != 0:
         word += (record & MASK96) << 64
     self.revealed_word[round] = word
@@ -160,9 +161,9 @@ def signing_facts(round: uint256, accounts: DynArray[address, MAX_VALIDATORS]) -
     word: uint256 = self.revealed_word[round]
     revealed: uint256 = (word >> 64) & MASK96
     if revealed > 0 and revealed * 3 >= (word >> 160) * 2:
-        return records, aggregate, revealed, revealed, word & MASK64
+        return records, aggregate, revealed, revealed, self.revealed_members[round]
     weights: uint256 = self.snapshot_weights[snapshot]
-    return records, aggregate, weights >> 128, weights & MASK128, MASK64
+    return records, aggregate, weights >> 128, weights & MASK128, max_value(uint256)
 
 
 @view

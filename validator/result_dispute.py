@@ -45,7 +45,7 @@ from validator.fault_proofs import (
 from validator.posted_parts import PostedParts
 from validator.tree_search import Step, next_step
 
-MAX_DEMANDS = 16  # TreeChallenges' cap per account and round (result_demands.MAX_DEMANDS)
+MAX_DEMANDS = 24  # TreeChallenges' cap per account and round (result_demands.MAX_DEMANDS)
 FIRST_SPREAD = 4  # leaves demanded at once at the start, evenly spread
 
 

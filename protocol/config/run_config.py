@@ -18,6 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from protocol.core.errors import ConfigError
 
 TOKEN_UNIT = 10**18
+# validators a column challenge can carry the reveals of (contracts/constants.vy MAX_COMMITTEE): the
+# most permits a run without committees may have
+EVERY_HOLDER_PERMITS = 16
 SCHEMA_VERSION = 1
 
 
@@ -55,7 +58,7 @@ class ChainParams(_Strict):
     # force for a miner only when more than c holders decide it (so three validators all check);
     # 0: no committees, every holder checks every miner and decides by stake (PROTOCOL §10.8)
     committee: int = Field(3, ge=0, le=16)
-    max_validator_permits: int = Field(8, gt=0, le=64)  # K: only the top-K validators by stake score
+    max_validator_permits: int = Field(8, gt=0, le=128)  # K: only the top-K validators by stake score
     # tokens a reporter posts per other validator that may vote (each re-checks one segment); burned
     # if its report is rejected: above a segment's share of a miner's pay, R/n (17.5 on the devnet)
     report_bond: int = Field(20, ge=0)
@@ -82,6 +85,12 @@ class ChainParams(_Strict):
                 f"unbonding_delay ({self.unbonding_delay}s) must exceed all of a round's phases and windows "
                 f"(commit, score, reveal, audit, report votes, result posting and its challenge window: "
                 f"{self.round_span()}s), so no signer or reporter can leave before it can be slashed"
+            )
+        if self.committee == 0 and self.max_validator_permits > EVERY_HOLDER_PERMITS:
+            raise ValueError(
+                f"committee = 0 (every holder decides each column) allows at most {EVERY_HOLDER_PERMITS} "
+                f"max_validator_permits, not {self.max_validator_permits}: a column challenge carries the reveal of "
+                "each validator that decides the column; set committee >= 1 to permit more validators"
             )
         return self
 

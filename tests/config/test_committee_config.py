@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from protocol.config.run_config import ChainParams, RunConfig
+from protocol.config.run_config import EVERY_HOLDER_PERMITS, ChainParams, RunConfig
 from protocol.config.run_setup import resolve
 from protocol.core.errors import ConfigError
 
@@ -51,3 +51,15 @@ def test_every_committee_in_force_catches_a_fake_as_often_as_three_validators_th
         for validators in (size + 1, size + 2, 2 * size + 1):
             assert p_committee_catches([1] * validators, size, 10, q) >= reference, (size, validators)
         assert q == 1 or p_committee_catches([1] * (size + 1), size, 10, q - 1) < reference
+
+
+def test_a_run_without_committees_permits_at_most_sixteen_validators() -> None:
+    """A column challenge carries the reveal of each validator that decides the column: without
+    committees that is every holder, so a run without them is refused above 16 permits (the
+    contracts' MAX_COMMITTEE), before anything is deployed; committees lift the bound to 128."""
+    assert ChainParams(committee=0, max_validator_permits=EVERY_HOLDER_PERMITS).committee == 0
+    with pytest.raises(ValidationError, match="committee >= 1 to permit more validators"):
+        ChainParams(committee=0, max_validator_permits=EVERY_HOLDER_PERMITS + 1)
+    assert ChainParams(committee=3, max_validator_permits=128).max_validator_permits == 128
+    with pytest.raises(ValidationError):
+        ChainParams(max_validator_permits=129)

@@ -215,17 +215,18 @@ def chain_id() -> int:
     return boa.env.evm.patch.chain_id
 
 
-def join(stack: Stack, role: int, stake: int, funds: int | None = None, classes: int = 0) -> str:
+def join(stack: Stack, role: int, stake: int, funds: int | None = None, classes: int = 0, bonds: bool = True) -> str:
     """A fresh account registered in `role` (with hardware `classes` when not 0), funded, staked
-    and approving every bond taker."""
+    and approving every bond taker (only the staking contract without `bonds`)."""
     account = boa.env.generate_address()
     stack.token.transfer(account, funds if funds is not None else stake + 100 * TOKEN, sender=stack.deployer)
     with boa.env.prank(account):
         stack.staking.register(role, NODE_KEY, MULTIADDR, SIG)
         if classes:
             stack.staking.set_hardware_classes(classes)
-        for spender in (stack.staking, stack.disputes, stack.column_challenges, stack.tree_challenges,
-                        stack.account_challenges, stack.claims_challenges):
+        takers = (stack.disputes, stack.column_challenges, stack.tree_challenges, stack.account_challenges,
+                  stack.claims_challenges)
+        for spender in (stack.staking, *(takers if bonds else ())):
             stack.token.approve(spender.address, 2**256 - 1)
         if stake:
             stack.staking.stake(stake)
@@ -500,7 +501,8 @@ class World:
         return RoundInputs(
             round=rnd, miners=miners, validators=tuple(vals),
             weights=tuple(self.s.validator_weight(rnd, v) for v in vals), reveals=reveals, forfeited=forfeited,
-            prev=prev, emission=self.s.emission_per_round(), miner_share_bps=self.s.miner_share_bps())
+            prev=prev, emission=self.s.emission_per_round(), miner_share_bps=self.s.miner_share_bps(),
+            committee_size=self.p.committee, seed=bytes(self.s.round_seed(rnd)) if self.p.committee else bytes(32))
 
     def settle(self, rnd: int, model_hash: bytes = NEXT_MODEL, run_config_hash: bytes | None = None) -> SettledRound:
         """The result of `rnd` as an honest validator computes it (the round's own model without quorum)."""
@@ -568,11 +570,15 @@ class World:
 
 
 def make_world(params: Params = Params(), n_miners: int = 3, validator_stakes=(300 * TOKEN, 200 * TOKEN),
-               start: bool = True, bls: bool = False, token=None, run_config_hash: bytes = RUN_CONFIG_HASH) -> World:
+               start: bool = True, bls: bool = False, token=None, run_config_hash: bytes = RUN_CONFIG_HASH,
+               miners_bond: bool = True) -> World:
     """A stack with `n_miners` miners at the minimum stake and one validator per stake; with `bls`
-    every validator registers its BLS key (one pairing each: prefer `module_world`)."""
-    stack = deploy_stack(params, token=token, run_config_hash=run_config_hash)
-    miners = [join(stack, MINER, params.min_miner_stake) for _ in range(n_miners)]
+    every validator registers its BLS key (one pairing each: prefer `module_world`); without
+    `miners_bond` the miners approve only their stake (no reports, challenges or demands: a third
+    of the transactions, for worlds of thousands of miners)."""
+    funds = n_miners * (params.min_miner_stake + 100 * TOKEN) + sum(s + 100 * TOKEN for s in validator_stakes)
+    stack = deploy_stack(params, token=token, run_config_hash=run_config_hash, amount=max(10**6 * TOKEN, funds))
+    miners = [join(stack, MINER, params.min_miner_stake, bonds=miners_bond) for _ in range(n_miners)]
     validators = [join(stack, VALIDATOR, s) for s in validator_stakes]
     world = World(stack, miners, validators)
     if bls:

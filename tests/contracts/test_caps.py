@@ -1,26 +1,44 @@
-"""No function grows past 15M gas at the contracts' caps, so the chain can never halt.
+"""No function grows past 15M gas or 128 KB of calldata at the contracts' bounds, so the chain
+can never halt.
 
-One world at the caps: 64 permitted validators with BLS keys and 1,024 miners. The heaviest
-settlement transactions are measured as a node would send them (execution plus intrinsic and
-calldata gas, with Prague's calldata floor): the round opening (validator snapshot, aggregate
-key), a full reveal, the certified post with 8 non-signers, the finalize that opens the next
-round, and the heaviest challenges (a column, the claims root). About a minute: the 64 proofs of
-possession are one pairing check each in py-evm (protocol/chain/evm_precompiles.py).
+One world at the bounds: 128 permitted validators with BLS keys, 16,384 miners committing (a
+16,385th is refused: the commit that fills the round closes its commit phase, so min-stake
+sybils cannot make every reveal impossible), committees of 3 (a run without committees permits
+at most 16 validators). Each settlement transaction a node sends is measured as sent (execution
+plus intrinsic and calldata gas, with Prague's calldata floor), with its calldata: the round
+opening (validator snapshot, aggregate key), a full reveal, the certified post with 42
+non-signers, every kind of challenge whose evidence grows with the round (a column, a tree
+node, the header, the validator entries, the claims root, a claims chunk, a claim), and the
+finalize that opens the next round. Several minutes: the 128 proofs of possession are one
+pairing check each in py-evm (protocol/chain/evm_precompiles.py).
 """
 
 from __future__ import annotations
 
 import boa
 import pytest
-from conftest import TOKEN, Params, make_world
+from conftest import PHASE_SCORING, TOKEN, Params, make_world
 
-from protocol.chain.challenge_args import column_args
+from protocol.chain.challenge_args import (
+    claims_arg,
+    claims_chunk_arg,
+    column_args,
+    entries_arg,
+    leaf_answer_args,
+    light_reveals_arg,
+    root_arg,
+)
 from protocol.core.settlement.abi_words import list_hash
+from protocol.core.settlement.claims_tree import chunk_count
+from protocol.core.settlement.result_inputs import MAX_MINERS, MAX_VALIDATORS
+from validator.fault_proofs import node_proof
+from validator.posted_parts import PostedLeaf
 
 pytestmark = pytest.mark.slow
 
 MAX_FUNCTION_GAS = 15_000_000
-MINERS, VALIDATORS = 1024, 64
+MAX_CALLDATA = 128 * 1024
+MINERS, VALIDATORS, NON_SIGNERS = MAX_MINERS, MAX_VALIDATORS, 42  # 86 of 128 equal stakes sign: > 2/3
 
 
 def tx_gas(contract, calldata: bytes) -> int:
@@ -31,35 +49,101 @@ def tx_gas(contract, calldata: bytes) -> int:
     return max(standard, 21_000 + 10 * tokens)
 
 
+class Costs:
+    """Every measured transaction: name -> (gas, calldata bytes)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, tuple[int, int]] = {}
+
+    def send(self, name: str, contract, fn: str, *args, sender) -> None:
+        """Sends `contract.fn(*args)` and records its gas and calldata."""
+        method = getattr(contract, fn)
+        calldata = method.prepare_calldata(*args)
+        try:
+            method(*args, sender=sender)
+        except boa.BoaError as exc:  # its message repeats every argument: say what reverted, briefly
+            computation = contract._computation
+            raise AssertionError(f"{name}: {computation.error!r} {bytes(computation.output)[68:].rstrip(bytes(1))!r}, "
+                                 f"{computation.get_gas_used():,} gas") from None
+        self.rows[name] = (tx_gas(contract, calldata), len(calldata))
+
+
 @pytest.fixture(scope="module")
-def caps():
+def bounds():
     with boa.env.anchor():
-        params = Params(max_permits=VALIDATORS)
-        world = make_world(params, n_miners=MINERS, validator_stakes=[200 * TOKEN + i for i in range(VALIDATORS)],
-                           bls=True, start=False)
-        world.s.start()
-        gas = {"start (opens round 0)": world.stack.rounds._computation.get_gas_used()}
-        world.to_result(0)
-        yield world, gas
+        params = Params(max_permits=VALIDATORS, committee=3, min_miner_stake=1)
+        world = make_world(params, n_miners=MINERS + 1, validator_stakes=[200 * TOKEN] * VALIDATORS, bls=True,
+                           start=False, miners_bond=False)
+        costs = Costs()
+        costs.send("start (opens round 0: snapshot and aggregate key of 128 keyed validators)", world.stack.rounds,
+                   "start", sender=world.stack.deployer)
+        miners, extra = world.miners[:MINERS], world.miners[MINERS]
+        world.commit_all(0, miners)
+        with boa.reverts("settlement: commit phase closed"):  # the 16,384th commit closed it
+            world.s.commit_update(0, b"\xaa" * 32, b"\xbb" * 32, sender=extra)
+        world.to_scoring(0, miners)
+        scores = world.scores_for(0)
+        for v, sc in scores.items():
+            world.commit_scores(0, v, sc)
+        if world.s.phase(0) == PHASE_SCORING:  # every validator committed: scoring closed early
+            boa.env.time_travel(seconds=params.score_duration)
+        for k, v in enumerate(scores):
+            if k == 0:
+                costs.send("reveal_scores (16,384 scores)", world.stack.scores, "reveal_scores", 0,
+                           *world.reveal_args(0, v), sender=v)
+            else:
+                world.reveal(0, v)
+        world.to_result(0, scores={}, miners=miners)  # closes the reveal and the audit
+        yield world, costs
 
 
-def test_no_settlement_function_exceeds_15m_gas_at_the_caps(caps):
-    world, gas = caps
-    s = world.s
-    assert len(world.columns(0)) == MINERS and len(s.validators_of(0)) == VALIDATORS
+def test_a_round_at_the_bounds_settles_and_no_call_exceeds_15m_gas_or_128_kb(bounds):
+    world, costs = bounds
+    s, stack = world.s, world.stack
+    assert s.round_info(0)[1] == MINERS and len(s.validators_of(0)) == VALIDATORS
+    v0 = s.validators_of(0)[0]
+    packed = world.reveal_args(0, v0)[0]
+    assert len(packed) == 2 * MINERS
     settled = world.settle(0)
-    signers = [v for v in s.validators_of(0)][8:]  # 56 of 64 sign
+    signers = list(s.validators_of(0))[NON_SIGNERS:]
     posted = world.post(0, settled, signers=signers)
-    gas["post_result (56 of 64 sign)"] = world.stack.results._computation.get_gas_used()
-    args = column_args(settled, MINERS - 1)
-    world.stack.token.approve(world.stack.column_challenges.address, 2**255, sender=world.miners[0])
-    world.stack.column_challenges.challenge_column(0, posted.header, list_hash(posted.non_signers), posted.posted_time,
-                                                   posted.attempt, *args, sender=world.miners[0])
-    calldata = world.stack.column_challenges.challenge_column.prepare_calldata(
-        0, posted.header, list_hash(posted.non_signers), posted.posted_time, posted.attempt, *args)
-    gas["challenge_column (1024 x 64)"] = tx_gas(world.stack.column_challenges, calldata)
+    calldata = stack.results.post_result.prepare_calldata(posted.header, world.sign(posted.header, signers),
+                                                          *world.non_signer_args(0, signers))
+    costs.rows[f"post_result ({VALIDATORS - NON_SIGNERS} of {VALIDATORS} sign)"] = (tx_gas(stack.results, calldata),
+                                                                                    len(calldata))
+    attempt = (0, posted.header, list_hash(posted.non_signers), posted.posted_time, posted.attempt)
+    challenger = world.validators[1]
+    last = MINERS - 1
+    right = {  # name: (contract, function, evidence), each a right value: the bond burns, nothing is rejected
+        "challenge_column (column 16,383)": (stack.column_challenges, "challenge_column", column_args(settled, last)),
+        "challenge_node (a level-1 node, 2 x 130 sums)": (stack.tree_challenges, "challenge_node",
+                                                          node_proof(settled, _posted_leaf(settled, last), 0).args),
+        "challenge_header (128 light reveals)": (stack.account_challenges, "challenge_header",
+                                                 (root_arg(settled), light_reveals_arg(settled.inputs))),
+        "challenge_validators (128 entries)": (stack.account_challenges, "challenge_validators",
+                                               (entries_arg(settled), root_arg(settled))),
+        "challenge_claims_root (33 chunk summaries)": (stack.claims_challenges, "challenge_claims_root",
+                                                       (claims_arg(settled),)),
+        "challenge_claims_chunk (512 claims)": (stack.claims_challenges, "challenge_claims_chunk",
+                                                claims_chunk_arg(settled, 0)),
+        "challenge_miner_claim (claim 16,383)": (stack.claims_challenges, "challenge_miner_claim",
+                                                 (claims_arg(settled), claims_chunk_arg(settled, last // 512)[2],
+                                                  *leaf_answer_args(settled, last))),
+    }
+    for name, (contract, fn, evidence) in right.items():
+        with boa.env.anchor():
+            costs.send(name, contract, fn, *attempt, *evidence, sender=challenger)
+            assert stack.results.pending(0) != b"\x00" * 32, name  # a right value leaves the attempt pending
+    assert len(claims_arg(settled)) == 2 * chunk_count(MINERS + VALIDATORS)
     world.finalize(posted)
-    gas["finalize_result (opens round 1)"] = world.stack.results._computation.get_gas_used()
-    print("\n".join(f"{name}: {g:,}" for name, g in gas.items()))
-    assert max(gas.values()) < MAX_FUNCTION_GAS, gas
+    calldata = stack.results.finalize_result.prepare_calldata(*posted.final_args())
+    costs.rows["finalize_result (opens round 1)"] = (tx_gas(stack.results, calldata), len(calldata))
+    print("\n".join(f"{name}: {gas:,} gas, {size:,} calldata bytes" for name, (gas, size) in costs.rows.items()))
     assert s.current_round() == 1
+    assert max(g for g, _ in costs.rows.values()) < MAX_FUNCTION_GAS, costs.rows
+    assert max(b for _, b in costs.rows.values()) < MAX_CALLDATA, costs.rows
+
+
+def _posted_leaf(settled, i: int) -> PostedLeaf:
+    fields, sums, (siblings, sums_hashes) = leaf_answer_args(settled, i)
+    return PostedLeaf(i, tuple(fields), tuple(sums), tuple(siblings), tuple(sums_hashes))

@@ -680,7 +680,7 @@ def test_only_the_challenge_contracts_reject(chal, inputs):
     assert leaf_fields(p, 0)[0] == 0
 
 
-@pytest.mark.parametrize("name", ["ColumnChallenges", "TreeChallenges", "AccountChallenges"])
+@pytest.mark.parametrize("name", ["ColumnChallenges", "TreeChallenges", "AccountChallenges", "ClaimsChallenges"])
 def test_each_challenge_contract_fits_eip170(name):
     deployer = boa.load_partial(str(Path(__file__).resolve().parents[2] / "contracts" / f"{name}.vy"))
     # runtime code plus the six immutable words appended at deploy

@@ -11,14 +11,11 @@ from conftest import (
     STATUS_VOID,
     TOKEN,
     VALIDATOR,
-    Params,
     World,
     deploy_stack,
     join,
     make_world,
 )
-
-MAX_MINERS = 1024
 
 
 def test_voided_report_does_not_shield_the_miner_from_an_honest_report(world: World):
@@ -46,21 +43,6 @@ def test_unstaked_validator_registrations_cannot_lock_out_real_validators():
     assert stack.staking.validator_count() == 0
     real = join(stack, VALIDATOR, 500 * TOKEN)
     assert stack.staking.top_validators()[0][0] == real
-
-
-def test_round_with_more_than_max_miners_eligible_can_still_settle():
-    """A reveal carries one 2-byte score per committed miner, at most MAX_MINERS (1024), so
-    `commit_update` must stop at 1024: a 1025th commit would make every reveal impossible, and the
-    round would mint nothing for anybody (a cheap liveness attack with min-stake sybils)."""
-    w = make_world(Params(min_miner_stake=1), n_miners=MAX_MINERS + 1, bls=True)
-    for m in w.miners[:MAX_MINERS]:
-        w.s.commit_update(0, b"\xaa" * 32, b"\xbb" * 32, sender=m)
-    with boa.reverts("settlement: commit phase closed"):  # the 1024th commit closed it: min(1025 active, 1024)
-        w.s.commit_update(0, b"\xaa" * 32, b"\xbb" * 32, sender=w.miners[-1])
-    assert w.s.round_info(0)[1] == MAX_MINERS
-    w.run_round(0, {v: [1] * MAX_MINERS for v in w.validators}, miners=[])
-    assert w.settled[0].header.n == MAX_MINERS
-    assert w.s.total_minted() == w.settled[0].header.minted > 0
 
 
 def test_findings_setup_is_sound():

@@ -39,9 +39,9 @@ def test_constructor_rejects_bad_parameters():
     with boa.reverts("staking: bad permit count"):
         partial("Staking").deploy(token.address, 1, 1, 0, 10, 1)
     with boa.reverts("staking: bad permit count"):
-        partial("Staking").deploy(token.address, 1, 1, 65, 10, 1)
-    s = partial("Staking").deploy(token.address, 1, 2, 64, 10, 1)
-    assert (s.min_miner_stake(), s.min_validator_stake(), s.max_permits(), s.unbonding_delay()) == (1, 2, 64, 10)
+        partial("Staking").deploy(token.address, 1, 1, 129, 10, 1)
+    s = partial("Staking").deploy(token.address, 1, 2, 128, 10, 1)
+    assert (s.min_miner_stake(), s.min_validator_stake(), s.max_permits(), s.unbonding_delay()) == (1, 2, 128, 10)
 
 
 def test_wire_once_by_owner_only():

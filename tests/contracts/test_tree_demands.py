@@ -9,7 +9,7 @@ the claims chunk summaries as n + 2 and claims chunk c as n + 3 + c, each answer
 checked against its header word. The bond of
 an answered demand pays the answerer once the root is final and goes back to the demander when
 it is rejected (answering a wrong result earns nothing). Spam: each demand costs the bond when
-answered, and an account makes at most 16 a round (enough for an
+answered, and an account makes at most 24 a round (enough for an
 honest search through the largest tree).
 """
 
@@ -35,7 +35,7 @@ from tests.contracts.result_evidence import (
 )
 from validator.result_dispute import MAX_DEMANDS  # the node's budget is the contract's cap
 
-A = [checksum_address(keccak256(b"demand account %d" % k)[:20]) for k in range(36)]
+A = [checksum_address(keccak256(b"demand account %d" % k)[:20]) for k in range(44)]
 T = 10**18
 
 ROUND = RoundInputs(
@@ -173,10 +173,10 @@ def test_demands_are_capped_per_account_and_one_per_leaf(world):
     assert stack.trees.demands_made(1, stack.challenger) == 10
 
 
-def test_the_demand_cap_is_sixteen_a_round():
+def test_the_demand_cap_is_twenty_four_a_round():
     big = RoundInputs(
-        round=1, miners=tuple(A[20:36]), validators=(A[10], A[11], A[12]), weights=(3 * T, 2 * T, T),
-        reveals={v: Reveal(tuple(1000 * (i + 1) for i in range(16)), 500_000, keccak256(v.encode()))
+        round=1, miners=tuple(A[20:44]), validators=(A[10], A[11], A[12]), weights=(3 * T, 2 * T, T),
+        reveals={v: Reveal(tuple(1000 * (i + 1) for i in range(24)), 500_000, keccak256(v.encode()))
                  for v in (A[10], A[11], A[12])},
         forfeited=frozenset(), prev={}, emission=1000 * T, miner_share_bps=7000)
     with boa.env.anchor():
