@@ -61,7 +61,7 @@ class Costs:
         calldata = method.prepare_calldata(*args)
         try:
             method(*args, sender=sender)
-        except boa.BoaError as exc:  # its message repeats every argument: say what reverted, briefly
+        except boa.BoaError:  # its message repeats every argument: say what reverted, briefly
             computation = contract._computation
             raise AssertionError(f"{name}: {computation.error!r} {bytes(computation.output)[68:].rstrip(bytes(1))!r}, "
                                  f"{computation.get_gas_used():,} gas") from None
