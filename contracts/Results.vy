@@ -1,6 +1,4 @@
 # pragma version ~=0.4.3
-# pragma optimize codesize
-# (codesize: at the bounds of 16,384 miners and 128 validators it passes the 60 % of EIP-170 a contract may take; a post and a finalize run once a round)
 # SPDX-License-Identifier: AGPL-3.0-only
 """
 @title veritrain results: BLS-certified round results, challenge window, fallback
