@@ -131,9 +131,9 @@ def test_report_and_demand_rows_are_measured_on_the_real_contracts(result: dict)
     # voted served late: void, the accused fined late_serve_fee from its stake, the bond returned
     assert chain["late_serve"] == {"status": 4, "filer_change": 0, "accused_stake_change": -prm["late_serve_fee"]}
     assert by["late serve (checkpoint served only on the voters' retry)"]["slash"] == prm["late_serve_fee"] > 0
-    # each answered demand moves the bond from the demander to the answerer; the 9th is refused
+    # each answered demand moves the bond from the demander to the answerer; the 25th is refused
     assert (chain["demand_change"], chain["answer_change"]) == (-prm["challenge_bond"], prm["challenge_bond"])
-    assert chain["demands_made"] == 16 and chain["refused"] == "demands: demand cap reached"
+    assert chain["demands_made"] == 24 and chain["refused"] == "demands: demand cap reached"
     assert by["leaf demand spam against an honest root (each answered)"]["slash"] == prm["challenge_bond"] > 0
     for r in (false, by["late serve (checkpoint served only on the voters' retry)"]):
         assert r["formula"].startswith("-loss, measured on chain"), r

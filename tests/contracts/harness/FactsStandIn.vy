@@ -6,6 +6,7 @@
         read (IChainFacts, IVectorRoots, IForfeits), set directly by the test.
 """
 
+from contracts import constants
 from contracts.interfaces import IChainFacts
 from contracts.interfaces import IForfeits
 from contracts.interfaces import IVectorRoots
@@ -14,9 +15,11 @@ implements: IChainFacts
 implements: IVectorRoots
 implements: IForfeits
 
+MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
+
 commits: HashMap[uint256, uint256]
 commit_index: public(HashMap[uint256, HashMap[address, uint256]])
-validators: HashMap[uint256, DynArray[address, 64]]
+validators: HashMap[uint256, DynArray[address, MAX_VALIDATORS]]
 validator_weight: public(HashMap[uint256, HashMap[address, uint256]])
 total_weight: public(HashMap[uint256, uint256])
 model_hash: public(HashMap[uint256, bytes32])
@@ -39,10 +42,10 @@ def set_miners(round: uint256, miners: DynArray[address, 1024]):
 
 
 @external
-def set_validators(round: uint256, validators: DynArray[address, 64], weights: DynArray[uint256, 64]):
+def set_validators(round: uint256, validators: DynArray[address, MAX_VALIDATORS], weights: DynArray[uint256, MAX_VALIDATORS]):
     self.validators[round] = validators
     total: uint256 = 0
-    for j: uint256 in range(len(validators), bound=64):
+    for j: uint256 in range(len(validators), bound=MAX_VALIDATORS):
         self.validator_weight[round][validators[j]] = weights[j]
         total += weights[j]
     self.total_weight[round] = total
@@ -96,11 +99,11 @@ def staking() -> address:
 
 @view
 @external
-def class_checkers(miner: address, validators_: DynArray[address, 64]) -> uint256:
+def class_checkers(miner: address, validators_: DynArray[address, MAX_VALIDATORS]) -> uint256:
     # Staking.class_checkers: bit j when validators_[j] holds the miner's class (unset: class 0)
     wanted: uint256 = max(self.hardware_classes[miner], 1)
     bits: uint256 = 0
-    for j: uint256 in range(len(validators_), bound=64):
+    for j: uint256 in range(len(validators_), bound=MAX_VALIDATORS):
         if max(self.hardware_classes[validators_[j]], 1) & wanted != 0:
             bits |= 1 << j
     return bits
@@ -114,7 +117,7 @@ def round_info(round: uint256) -> (uint256, uint256, uint256, uint256, uint256, 
 
 @view
 @external
-def validators_of(round: uint256) -> DynArray[address, 64]:
+def validators_of(round: uint256) -> DynArray[address, MAX_VALIDATORS]:
     return self.validators[round]
 
 
