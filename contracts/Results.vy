@@ -1,4 +1,6 @@
 # pragma version ~=0.4.3
+# pragma optimize codesize
+# (codesize: the certificate checks fill most of the 60 % of EIP-170 a contract may take)
 # SPDX-License-Identifier: AGPL-3.0-only
 """
 @title veritrain results: BLS-certified round results, challenge window, fallback
@@ -35,7 +37,7 @@ MASK16: constant(uint256) = 2**16 - 1
 MASK32: constant(uint256) = 2**32 - 1
 MASK48: constant(uint256) = 2**48 - 1
 MASK96: constant(uint256) = 2**96 - 1
-KEY_SHIFT: constant(uint256) = 104  # a member record's key hash (validator_snapshots)
+KEY_SHIFT: constant(uint256) = constants.MEMBER_KEY_SHIFT  # a member record's key hash (BlsKeys.member_at)
 # header word positions (see `result_root_of`)
 
 rounds: public(immutable(IRounds))
@@ -428,7 +430,7 @@ def _non_signer_records(round: uint256, non_signers: DynArray[address, MAX_VALID
         assert records[i] & MASK96 > 0, "results: non-signer not a permitted validator"
         # a validator whose key the aggregate lacks never signs; with the quorum, one that did
         # not reveal is not in the measure either
-        if records[i] >> KEY_SHIFT != 0 and counted & (1 << ((records[i] >> 96) & 255)) != 0:
+        if records[i] >> KEY_SHIFT != 0 and counted & (1 << ((records[i] >> constants.MEMBER_INDEX_SHIFT) & 65535)) != 0:
             missing += records[i] & MASK96
     assert (signable - missing) * 3 > base * 2, "results: signers hold 2/3 of the stake or less"
     xy: Bytes[96] = concat(packed[0], packed[1], packed[2])
@@ -445,7 +447,7 @@ def _take_out(removed: Bytes[G1_BYTES], record: uint256, key: Bytes[G1_BYTES]) -
     if record >> KEY_SHIFT == 0:
         assert len(key) == 0, "results: key outside the round's aggregate"
         return removed
-    assert convert(keccak256(key), uint256) >> KEY_SHIFT == record >> KEY_SHIFT, "results: wrong non-signer key"
+    assert convert(keccak256(key), uint256) >> constants.MEMBER_KEY_DROP == record >> KEY_SHIFT, "results: wrong non-signer key"
     if len(removed) == 0:
         return key
     return bls._g1_add(removed, key)

@@ -55,12 +55,13 @@ exports: (
     commits.commit_steps,
     commits.has_committed,
     validator_snapshots.keys,
-    validator_snapshots.snapshot_count,
+    validator_snapshots.snapshot_of,
     validator_snapshots.validators_of,
+    validator_snapshots.validator_count,
     validator_snapshots.validator_weight,
+    validator_snapshots.member_record,
     validator_snapshots.signing_facts,
     validator_snapshots.total_weight,
-    validator_snapshots.validator_set_hash,
     validator_snapshots.weights_of,
 )
 
@@ -86,7 +87,7 @@ event RoundOpened:
     model_hash: bytes32
     start_time: uint256
     active_miners: uint256
-    validators: DynArray[address, MAX_VALIDATORS]
+    snapshot: uint256  # the permitted set's version: `validators_of(round)` lists it
 
 event RoundEnded:
     round: indexed(uint256)
@@ -132,7 +133,7 @@ def wire(scores_: address, rewards_: IRewards, results_: address, keys_: IBlsKey
     @param scores_ The only caller of the score-phase hooks.
     @param rewards_ Asked at `start` whether the disputes contract is named.
     @param results_ The only caller of `end_round`.
-    @param keys_ Caches each round's aggregate BLS key when the round opens.
+    @param keys_ Keeps the permitted set's log; each round that opens freezes a version.
     """
     assert msg.sender == deployer, "settlement: only deployer"
     assert self.scores == empty(address), "settlement: already wired"
@@ -189,13 +190,13 @@ def record_score_commit(round: uint256, validator: address):
     @param validator The committing validator.
     """
     assert msg.sender == self.scores, "settlement: only scores"
-    snapshot: uint256 = round_clock._snapshot(round)
-    assert validator_snapshots.snapshot_member[snapshot][validator] & MASK96 > 0, "settlement: not a permitted validator"
+    record: uint256 = validator_snapshots._record(round, validator)
+    assert record & MASK96 > 0, "settlement: not a permitted validator"
     assert round_clock._commit_closed_time(round) != 0, "settlement: commit phase open"
     round_clock._touch_seed(round)
     assert round_clock.round_seed[round] != empty(bytes32), "settlement: seed not stored"
     assert not round_clock._score_closed(round), "settlement: scoring phase closed"
-    round_clock._count_score_commit(round, len(validator_snapshots.snapshot_validators[snapshot]))
+    round_clock._count_score_commit(round, validator_snapshots._totals(round)[0])
 
 
 @external
@@ -249,17 +250,14 @@ def record_report(round: uint256, opened: bool):
 @internal
 def _open_round(round: uint256):
     """
-    @dev Points `round` at the snapshot of the permitted validators, their stakes and
-         their keys (stored if new), counts the active miners, records the staking
+    @dev Points `round` at the permitted validators, their stakes and their keys as
+         they stand now (a frozen version of the key registry's log), counts the active miners, records the staking
          eligibility clock and starts the commit phase of `round` now.
     """
-    addrs: DynArray[address, MAX_VALIDATORS] = []
-    stakes: DynArray[uint256, MAX_VALIDATORS] = []
-    addrs, stakes = staticcall commits.staking.top_validators()
-    assert len(addrs) > 0, "settlement: no permitted validator"
-    snapshot: uint256 = validator_snapshots._take(addrs, stakes)
+    assert staticcall commits.staking.validator_count() > 0, "settlement: no permitted validator"
+    snapshot: uint256 = validator_snapshots._take()
     active: uint256 = min(staticcall commits.staking.eligible_miner_count(), MASK16)
     clock: uint256 = min(staticcall commits.staking.eligibility_clock(), MASK64)
     round_clock._open(round, snapshot, active, clock)
     self.current_round = round
-    log RoundOpened(round=round, model_hash=self.model_hash[round], start_time=block.timestamp, active_miners=active, validators=addrs)
+    log RoundOpened(round=round, model_hash=self.model_hash[round], start_time=block.timestamp, active_miners=active, snapshot=snapshot)

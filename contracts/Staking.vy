@@ -19,6 +19,7 @@ initializes: ownable
 exports: ownable.owner
 
 from . import constants
+from .interfaces import IBlsKeys
 from .interfaces import IStaking
 from .interfaces import IToken
 
@@ -28,7 +29,6 @@ ROLE_NONE: constant(uint8) = 0
 ROLE_MINER: constant(uint8) = 1
 ROLE_VALIDATOR: constant(uint8) = 2
 MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS  # permits per round (K <= this)
-MAX_ELIGIBLE_VALIDATORS: constant(uint256) = constants.MAX_ELIGIBLE_VALIDATORS
 BPS: constant(uint256) = constants.BPS
 SIG_BYTES: constant(uint256) = constants.ED25519_SIG_BYTES
 
@@ -40,6 +40,8 @@ unbonding_delay: public(immutable(uint256))
 
 disputes: public(address)
 results: public(address)
+# keeps the permitted set's log; told of every change to it (`_note_permit`)
+keys: public(IBlsKeys)
 
 role: public(HashMap[address, uint8])
 node_key: public(HashMap[address, bytes32])
@@ -57,10 +59,10 @@ eligibility_clock: public(uint256)
 # whenever its stake drops below the miner minimum, so a re-stake starts it afresh
 eligible_since: public(HashMap[address, uint256])
 open_reports: public(HashMap[address, uint256])
-# the validators holding at least the validator minimum (unordered): an account joins when
-# its stake first reaches the minimum and leaves (swap-and-pop) when it drops below, so
-# free registrations cannot fill the list
-validators: public(DynArray[address, MAX_ELIGIBLE_VALIDATORS])
+# the permitted validators, at most `max_permits`, each at a stable slot: an account joins
+# when its stake first reaches the validator minimum (evicting the smallest when the set is
+# full) and leaves (swap-and-pop) when it drops below, so free registrations cannot fill it
+validators: public(DynArray[address, MAX_VALIDATORS])
 validator_index: public(HashMap[address, uint256])  # 1 + position in `validators`; 0 when absent
 total_staked: public(uint256)
 total_unbonding: public(uint256)
@@ -132,6 +134,7 @@ event ValidatorEvicted:
 event Wired:
     disputes: address
     results: address
+    keys: address
 
 
 @deploy
@@ -160,19 +163,22 @@ def __init__(
 
 
 @external
-def wire(disputes_: address, results_: address):
+def wire(disputes_: address, results_: address, keys_: IBlsKeys):
     """
-    @notice Names the disputes and results contracts once, then renounces ownership
-            so the wiring can never change.
+    @notice Names the disputes, results and key contracts once, then renounces
+            ownership so the wiring can never change.
     @param disputes_ The only caller of `report_opened` and `report_closed`; may `slash`.
     @param results_ May `slash` the signers of a rejected result.
+    @param keys_ Keeps the permitted set's log (told of every change to it).
     """
     ownable._check_owner()
     assert disputes_ != empty(address) and results_ != empty(address), "staking: zero address"
+    assert keys_.address != empty(address), "staking: zero address"
     self.disputes = disputes_
     self.results = results_
+    self.keys = keys_
     ownable._transfer_ownership(empty(address))
-    log Wired(disputes=disputes_, results=results_)
+    log Wired(disputes=disputes_, results=results_, keys=keys_.address)
 
 
 @external
@@ -223,11 +229,11 @@ def stake(amount: uint256):
     """
     @notice Moves `amount` tokens from the caller (after `approve`) into its stake.
             A validator whose stake first reaches the validator minimum joins
-            `validators`, which holds at most 256 eligible validators; when it is
+            `validators`, the permitted set of at most `max_permits`; when it is
             full, the newcomer's stake must exceed the smallest listed stake, and
-            that validator (lowest stake, ties: higher address, the last in
-            `top_validators` order) is evicted: it keeps its tokens and may unbond,
-            withdraw or be slashed as before, and rejoins only by staking again.
+            that validator (lowest stake, ties: higher address) is evicted: it
+            keeps its tokens and may unbond, withdraw or be slashed as before, and
+            rejoins only by staking again.
     @param amount Tokens (wei) to stake.
     """
     assert self.role[msg.sender] != ROLE_NONE, "staking: not registered"
@@ -433,44 +439,6 @@ def _classes_of(account: address) -> uint256:
     return classes
 
 
-@view
-@external
-def top_validators() -> (DynArray[address, MAX_VALIDATORS], DynArray[uint256, MAX_VALIDATORS]):
-    """
-    @notice The permitted validators: the top-K eligible validators by stake,
-            highest first, ties broken by lower address.
-    @return The permitted validators' addresses and their stakes, in the same order.
-    """
-    addrs: DynArray[address, MAX_VALIDATORS] = []
-    stakes: DynArray[uint256, MAX_VALIDATORS] = []
-    for v: address in self.validators:  # every entry is an eligible validator
-        s: uint256 = self.staked[v]
-        # insertion into a list kept sorted by (stake desc, address asc)
-        pos: uint256 = len(addrs)
-        for i: uint256 in range(MAX_VALIDATORS):
-            if i >= len(addrs):
-                break
-            if s > stakes[i] or (s == stakes[i] and convert(v, uint256) < convert(addrs[i], uint256)):
-                pos = i
-                break
-        if pos >= max_permits:
-            continue
-        if len(addrs) < max_permits:
-            addrs.append(v)
-            stakes.append(s)
-        # shift the tail right by one, dropping the last if the list was full
-        j: uint256 = len(addrs) - 1
-        for _k: uint256 in range(MAX_VALIDATORS):
-            if j <= pos:
-                break
-            addrs[j] = addrs[j - 1]
-            stakes[j] = stakes[j - 1]
-            j -= 1
-        addrs[pos] = v
-        stakes[pos] = s
-    return addrs, stakes
-
-
 @internal
 def _refresh_eligibility(account: address, may_join: bool):
     """
@@ -486,6 +454,8 @@ def _refresh_eligibility(account: address, may_join: bool):
     elif r == ROLE_VALIDATOR and self.staked[account] >= min_validator_stake:
         new_role = ROLE_VALIDATOR
     old_role: uint8 = self.eligible_role[account]
+    if old_role == ROLE_VALIDATOR and new_role == ROLE_VALIDATOR:
+        self._note_permit(account)  # its weight changed
     if old_role == new_role or (old_role == ROLE_NONE and not may_join):
         return
     self.eligible_role[account] = new_role
@@ -500,10 +470,11 @@ def _refresh_eligibility(account: address, may_join: bool):
         self.eligibility_clock = clock
         self.eligible_since[account] = clock
     elif new_role == ROLE_VALIDATOR:
-        if len(self.validators) == MAX_ELIGIBLE_VALIDATORS:
+        if len(self.validators) == max_permits:
             self._evict_smallest(account)
         self.validators.append(account)
         self.validator_index[account] = len(self.validators)
+        self._note_permit(account)
         log ValidatorSetChanged(account=account, added=True, size=len(self.validators))
 
 
@@ -512,7 +483,7 @@ def _evict_smallest(newcomer: address):
     """
     @dev Removes the smallest listed validator (lowest stake, ties: higher address)
          from the full `validators` list to make room for `newcomer`, whose stake
-         must be larger. One pass over at most MAX_ELIGIBLE_VALIDATORS entries.
+         must be larger. One pass over at most `max_permits` entries.
     """
     smallest: address = empty(address)
     low: uint256 = max_value(uint256)
@@ -535,8 +506,18 @@ def _remove_validator(account: address):
     # swap-and-pop: the last entry takes the leaving validator's place
     i: uint256 = self.validator_index[account] - 1
     last: address = self.validators.pop()
+    self.validator_index[account] = 0
+    extcall self.keys.note_validator(account, 0, 0)
     if last != account:
         self.validators[i] = last
         self.validator_index[last] = i + 1
-    self.validator_index[account] = 0
+        self._note_permit(last)
     log ValidatorSetChanged(account=account, added=False, size=len(self.validators))
+
+
+@internal
+def _note_permit(account: address):
+    """
+    @dev Tells the key registry a listed validator's slot and stake, as they are now.
+    """
+    extcall self.keys.note_validator(account, self.validator_index[account] - 1, self.staked[account])

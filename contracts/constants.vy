@@ -8,8 +8,15 @@
         one changes the ABI of every contract that names it.
 """
 
-# permitted validators per round (the K of top-K; also the bound of every validator list)
-MAX_VALIDATORS: constant(uint256) = 128
+# permitted validators per round (the K of top-K; also the bound of every validator list and
+# of the bit sets over a round's validators, one word each)
+MAX_VALIDATORS: constant(uint256) = 256
+# a permitted validator's member record (BlsKeys.member_at): its weight in the low 96 bits,
+# its position among the round's validators in the next 16, the top 104 bits of keccak256
+# of its BLS key (0: no key) above
+MEMBER_INDEX_SHIFT: constant(uint256) = 96
+MEMBER_KEY_SHIFT: constant(uint256) = 112
+MEMBER_KEY_DROP: constant(uint256) = 152  # the key hash's low bits a record leaves out
 # seats of a miner's check committee (Staking.committee_size; 0: no committees)
 MAX_COMMITTEE: constant(uint256) = 16
 # miners that may commit in one round (a reveal scores them all)
@@ -18,8 +25,6 @@ MAX_MINERS: constant(uint256) = 16384
 SCORE_BYTES: constant(uint256) = 2 * MAX_MINERS
 # hashed in segments of 128 scores, so a column challenge carries one segment per vector
 SEGMENT_BYTES: constant(uint256) = 256
-# validators holding at least the validator minimum stake (the staking registry's bound)
-MAX_ELIGIBLE_VALIDATORS: constant(uint256) = 256
 # an ed25519 signature (node-key bindings, challenge seeds)
 ED25519_SIG_BYTES: constant(uint256) = 64
 # EIP-2537 encodings: a G1 point (public key) and a G2 point (signature)

@@ -4,11 +4,11 @@
 @title veritrain validator snapshots: each round's permitted validators, stakes and keys
 @custom:contract-name validator_snapshots
 @license GNU Affero General Public License v3.0 only
-@notice A module of the rounds contract. A round points at a snapshot of its permitted
-        validators (by number, from 1, in the round clock's phase word), stored once per
-        distinct (validators, stakes, key set): a round whose set did not change writes
-        nothing for it. A result post reads its signers' weights and keys here, and which
-        of them revealed in the round (docs/PROTOCOL.md §11, BLS certificate).
+@notice A module of the rounds contract. A round points at a frozen version of the
+        permitted set that the key registry logs (`BlsKeys.freeze`, kept in the round
+        clock's phase word), so opening a round copies nothing. A result post reads its
+        signers' weights and keys through here, and which of them revealed in the round
+        (docs/PROTOCOL.md §11, BLS certificate).
 """
 
 from . import constants
@@ -18,81 +18,37 @@ from .interfaces import IBlsKeys
 uses: round_clock
 
 MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
+INDEX_SHIFT: constant(uint256) = constants.MEMBER_INDEX_SHIFT
+KEY_SHIFT: constant(uint256) = constants.MEMBER_KEY_SHIFT
+MASK16: constant(uint256) = 2**16 - 1
 MASK96: constant(uint256) = 2**96 - 1
-MASK128: constant(uint256) = 2**128 - 1
-# a weight is capped so that the weights of all MAX_VALIDATORS fit in 96 bits
-WEIGHT_CAP: constant(uint256) = MASK96 // MAX_VALIDATORS
-INDEX_SHIFT: constant(uint256) = 96
-KEY_SHIFT: constant(uint256) = 104
 
-# caches each set's aggregate BLS key (named once, by `Rounds.wire`)
+# keeps the permitted set's log (named once, by `Rounds.wire`)
 keys: public(IBlsKeys)
-snapshot_count: public(uint256)
-snapshot_number: HashMap[bytes32, uint256]
-snapshot_validators: HashMap[uint256, DynArray[address, MAX_VALIDATORS]]
-# per member, one slot a result post reads: its weight (stake, capped at WEIGHT_CAP) in the
-# low 96 bits, its index in the snapshot in the next 8, and the top 152 bits of keccak256 of
-# its BLS key when the snapshot's aggregate holds that key (else 0) in the high ones
-snapshot_member: HashMap[uint256, HashMap[address, uint256]]
-# per round, one slot a result post reads instead of the snapshot's weights: the revealed
-# weight of members whose keys the aggregate holds in bits 64-159, and the round's total
-# weight in bits 160-255 (copied by the first reveal)
+# per round, one slot a result post reads: the revealed weight of members whose keys the
+# aggregate holds in bits 64-159, and the round's total weight in bits 160-255 (copied by
+# the first reveal)
 revealed_word: HashMap[uint256, uint256]
 # per round, bit i set when member i revealed (MAX_VALIDATORS bits)
 revealed_members: HashMap[uint256, uint256]
-# the total weight in the low 128 bits, the keyed weight (below) in the high ones
-snapshot_weights: HashMap[uint256, uint256]
-# the key of the snapshot's cached aggregate BLS key, and that key (a result post reads it
-# here, in the contract it already called); keyed weight: the stake of the validators whose
-# keys it holds (only they can sign a round's result)
-snapshot_key_set: HashMap[uint256, bytes32]
-# (x, y) without EIP-2537's 16 zero bytes before each: 96 bytes, three slots
-snapshot_aggregate: HashMap[uint256, bytes32[3]]
 
 
 @internal
-def _take(addrs: DynArray[address, MAX_VALIDATORS], stakes: DynArray[uint256, MAX_VALIDATORS]) -> uint256:
+def _take() -> uint256:
     """
-    @dev The number of the snapshot of these validators, their stakes and their keys;
-         stored first if it is new. The aggregate BLS key of the set is computed once
-         per distinct set and cached by the keys contract.
+    @dev Freezes the permitted set's current version for a round that opens: its
+         number is the round's snapshot. Nothing is copied, whatever the set's size.
     """
-    set_hash: bytes32 = empty(bytes32)
-    mask: uint256 = 0
-    set_hash, mask = extcall self.keys.cache_aggregate(addrs)
-    content: bytes32 = keccak256(abi_encode(addrs, stakes, set_hash))
-    snapshot: uint256 = self.snapshot_number[content]
-    if snapshot == 0:
-        snapshot = self.snapshot_count + 1
-        self.snapshot_count = snapshot
-        self.snapshot_number[content] = snapshot
-        self._store(snapshot, addrs, stakes, set_hash, mask)
-    return snapshot
+    return extcall self.keys.freeze()
 
 
+@view
 @internal
-def _store(snapshot: uint256, addrs: DynArray[address, MAX_VALIDATORS], stakes: DynArray[uint256, MAX_VALIDATORS], set_hash: bytes32, mask: uint256):
+def _record(round: uint256, validator: address) -> uint256:
     """
-    @dev Stores a new validator snapshot: weights, their total, the key set and the
-         stake of the validators whose keys it holds.
+    @dev `validator`'s member record in `round` (0: no permit).
     """
-    total: uint256 = 0
-    keyed: uint256 = 0
-    for i: uint256 in range(len(addrs), bound=MAX_VALIDATORS):
-        weight: uint256 = min(stakes[i], WEIGHT_CAP)  # a larger stake still opens the round
-        record: uint256 = weight | (i << INDEX_SHIFT)
-        if mask & (1 << i) != 0:
-            keyed += weight
-            key_hash: uint256 = convert(staticcall self.keys.member_key_hash(set_hash, addrs[i]), uint256)
-            record |= (key_hash >> KEY_SHIFT) << KEY_SHIFT
-        self.snapshot_member[snapshot][addrs[i]] = record
-        total += weight
-    self.snapshot_validators[snapshot] = addrs
-    self.snapshot_weights[snapshot] = total | (keyed << 128)
-    self.snapshot_key_set[snapshot] = set_hash
-    aggregate: Bytes[128] = staticcall self.keys.aggregate_of(set_hash)
-    xy: Bytes[96] = concat(slice(aggregate, 16, 48), slice(aggregate, 80, 48))
-    self.snapshot_aggregate[snapshot] = [extract32(xy, 0), extract32(xy, 32), extract32(xy, 64)]
+    return staticcall self.keys.member_at(round_clock._snapshot(round), validator)
 
 
 @internal
@@ -102,12 +58,15 @@ def _record_reveal(round: uint256, validator: address):
          aggregate holds its key. The caller reveals each validator once, and only one
          that committed scores (so was permitted).
     """
-    snapshot: uint256 = round_clock._snapshot(round)
-    record: uint256 = self.snapshot_member[snapshot][validator]
+    record: uint256 = self._record(round, validator)
     word: uint256 = self.revealed_word[round]
     if word == 0:
-        word = (self.snapshot_weights[snapshot] & MASK128) << 160
-    self.revealed_members[round] |= 1 << ((record >> INDEX_SHIFT) & 255)
+        count: uint256 = 0
+        total: uint256 = 0
+        keyed: uint256 = 0
+        count, total, keyed = staticcall self.keys.totals_at(round_clock._snapshot(round))
+        word = total << 160
+    self.revealed_members[round] |= 1 << ((record >> INDEX_SHIFT) & MASK16)
     if record >> KEY_SHIFT != 0:
         word += (record & MASK96) << 64
     self.revealed_word[round] = word
@@ -117,11 +76,33 @@ def _record_reveal(round: uint256, validator: address):
 @external
 def validators_of(round: uint256) -> DynArray[address, MAX_VALIDATORS]:
     """
-    @notice The permitted validators of `round`, snapshotted when it opened.
+    @notice The permitted validators of `round`, as they stood when it opened.
     @param round The round.
-    @return The validators, highest stake first.
+    @return The validators, by position (their permit slots).
     """
-    return self.snapshot_validators[round_clock._snapshot(round)]
+    return staticcall self.keys.members_at(round_clock._snapshot(round))
+
+
+@view
+@external
+def validator_count(round: uint256) -> uint256:
+    """
+    @notice The number of permitted validators of `round`.
+    @param round The round.
+    @return The count.
+    """
+    return self._totals(round)[0]
+
+
+@view
+@external
+def snapshot_of(round: uint256) -> uint256:
+    """
+    @notice The version of the permitted set `round` opened on (`BlsKeys.member_at`).
+    @param round The round.
+    @return The version (0: not opened).
+    """
+    return round_clock._snapshot(round)
 
 
 @view
@@ -133,7 +114,20 @@ def validator_weight(round: uint256, validator: address) -> uint256:
     @param validator The account.
     @return Its weight in the round.
     """
-    return self.snapshot_member[round_clock._snapshot(round)][validator] & MASK96
+    return self._record(round, validator) & MASK96
+
+
+@view
+@external
+def member_record(round: uint256, validator: address) -> uint256:
+    """
+    @notice `validator`'s member record in `round` (`BlsKeys.member_at`): weight, position
+            and key hash; its key hash is nonzero when the round's aggregate holds its key.
+    @param round The round.
+    @param validator The account.
+    @return The record (0: no permit).
+    """
+    return self._record(round, validator)
 
 
 @view
@@ -141,12 +135,11 @@ def validator_weight(round: uint256, validator: address) -> uint256:
 def signing_facts(round: uint256, accounts: DynArray[address, MAX_VALIDATORS]) -> (DynArray[uint256, MAX_VALIDATORS], bytes32[3], uint256, uint256, uint256):
     """
     @notice What a result post checks, in one call: the member records of `accounts`
-            (weight in the low 96 bits, index in the snapshot in the next 8, the top 152
-            bits of their key's keccak256 when the round's aggregate holds it), the
-            round's aggregate BLS key (x and y without EIP-2537's zero padding: 96
-            bytes, all zero for the point at infinity), and the certificate's measure. When the keyed validators that revealed hold
-            at least 2/3 of the round's stake: their stake R twice (what may sign and
-            what the signers need more than 2/3 of) and the revealed members (bit i for
+            (`member_record`), the round's aggregate BLS key (x and y without EIP-2537's
+            zero padding: 96 bytes, all zero for the point at infinity), and the
+            certificate's measure. When the keyed validators that revealed hold at
+            least 2/3 of the round's stake: their stake R twice (what may sign and what
+            the signers need more than 2/3 of) and the revealed members (bit i for
             member i), so only revealed non-signers count as missing. Otherwise the
             keyed validators' stake, the total stake and every member.
     @param round The round.
@@ -154,16 +147,17 @@ def signing_facts(round: uint256, accounts: DynArray[address, MAX_VALIDATORS]) -
     @return Records, aggregate key, signable weight, base weight, counted members.
     """
     snapshot: uint256 = round_clock._snapshot(round)
-    records: DynArray[uint256, MAX_VALIDATORS] = []
-    for a: address in accounts:
-        records.append(self.snapshot_member[snapshot][a])
-    aggregate: bytes32[3] = self.snapshot_aggregate[snapshot]
+    records: DynArray[uint256, MAX_VALIDATORS] = staticcall self.keys.records_at(snapshot, accounts)
+    aggregate: bytes32[3] = staticcall self.keys.aggregate_at(snapshot)
     word: uint256 = self.revealed_word[round]
     revealed: uint256 = (word >> 64) & MASK96
     if revealed > 0 and revealed * 3 >= (word >> 160) * 2:
         return records, aggregate, revealed, revealed, self.revealed_members[round]
-    weights: uint256 = self.snapshot_weights[snapshot]
-    return records, aggregate, weights >> 128, weights & MASK128, max_value(uint256)
+    count: uint256 = 0
+    total: uint256 = 0
+    keyed: uint256 = 0
+    count, total, keyed = self._totals(round)
+    return records, aggregate, keyed, total, max_value(uint256)
 
 
 @view
@@ -174,18 +168,7 @@ def total_weight(round: uint256) -> uint256:
     @param round The round.
     @return The total weight.
     """
-    return self.snapshot_weights[round_clock._snapshot(round)] & MASK128
-
-
-@view
-@external
-def validator_set_hash(round: uint256) -> bytes32:
-    """
-    @notice The key of the round's cached aggregate BLS key (`BlsKeys.aggregate_of`).
-    @param round The round.
-    @return The set hash.
-    """
-    return self.snapshot_key_set[round_clock._snapshot(round)]
+    return self._totals(round)[1]
 
 
 @view
@@ -197,8 +180,17 @@ def weights_of(round: uint256, accounts: DynArray[address, MAX_VALIDATORS]) -> D
     @param accounts Validators (0 for an account without a permit).
     @return One weight per account.
     """
-    snapshot: uint256 = round_clock._snapshot(round)
+    records: DynArray[uint256, MAX_VALIDATORS] = staticcall self.keys.records_at(round_clock._snapshot(round), accounts)
     out: DynArray[uint256, MAX_VALIDATORS] = []
-    for a: address in accounts:
-        out.append(self.snapshot_member[snapshot][a] & MASK96)
+    for r: uint256 in records:
+        out.append(r & MASK96)
     return out
+
+
+@view
+@internal
+def _totals(round: uint256) -> (uint256, uint256, uint256):
+    """
+    @dev The round's member count, total weight and keyed weight.
+    """
+    return staticcall self.keys.totals_at(round_clock._snapshot(round))

@@ -40,5 +40,4 @@ def aggregate_keys(client: ChainClient, r: int, accounts: list[str]) -> list[byt
     """Each account's BLS key if round `r`'s aggregate holds it, else empty (what `post_result`
     takes for non-signers)."""
     read = client.read
-    set_hash = read.rounds.validator_set_hash(r)
-    return [read.keys.bls_key(a) if read.keys.aggregate_holds(set_hash, a) else b"" for a in accounts]
+    return [read.keys.bls_key(a) if read.rounds.aggregate_holds(r, a) else b"" for a in accounts]

@@ -61,7 +61,8 @@ def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
                    chain.max_reports_per_round, chain.late_serve_fee * TOKEN_UNIT)
     progress("wiring contracts and renouncing ownership")
     contract = lambda name, addr: w3.eth.contract(address=addr, abi=artifacts[name].abi)  # noqa: E731
-    sender.send(contract("Staking", staking).functions.wire(disputes, results), deployer)
+    sender.send(contract("Staking", staking).functions.wire(disputes, results, keys), deployer)
+    sender.send(contract("BlsKeys", keys).functions.wire(rounds), deployer)
     sender.send(contract("Rounds", rounds).functions.wire(scores, rewards, results, keys), deployer)
     sender.send(contract("Rewards", rewards).functions.wire(disputes, results), deployer)
     sender.send(contract("Results", results).functions.wire(column_challenges, tree_challenges, account_challenges,

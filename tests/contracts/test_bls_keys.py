@@ -6,6 +6,7 @@ are few and each one checks several things.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from protocol.core.crypto.bls import (
 HARNESS = Path(__file__).parent / "mocks" / "BlsHarness.vy"
 ROOT = b"\x42" * 32  # a result root
 INFINITY_G1 = bytes(128)
+ZERO = "0x" + "00" * 20
 # gas the bls module may spend (boa counts execution, not the 21000 + calldata of a transaction)
 MAX_VERIFY_GAS = 200_000
 MAX_REGISTER_GAS = 380_000  # the check above plus seven fresh storage slots
@@ -135,38 +137,76 @@ def test_verify_accepts_py_ecc_signatures_only():
     assert not keys.verify(INFINITY_G1, ROOT, bytes(256))  # infinity verifies anything: refused
 
 
-def test_cache_aggregate_sums_keyed_validators_once():
-    stack, keys = registry()
-    accounts = [registered(stack, keys, i) for i in range(3)]
-    keyless = join(stack, VALIDATOR, 0)
-    members = [accounts[0], keyless, accounts[1], accounts[2]]
-    set_hash, mask = keys.cache_aggregate(members)
-    print(f"cache_aggregate of 3 keys (+1 keyless): {keys._computation.get_gas_used()} gas")
-    (event,) = last_logs(keys, "AggregateCached")
-    pks = [validator_key(i)[1] for i in range(3)]
-    aggregate = g1_to_eip2537(bls_aggregate_public_keys(pks))
-    # keccak(abi_encode(addrs, key_clock)): three registrations so far
-    assert set_hash == keccak(b"".join(x.to_bytes(32, "big") for x in (64, 3, 4)) +
-                              b"".join(bytes(12) + bytes.fromhex(str(a)[2:]) for a in members))
-    assert mask == 0b1101  # positions 0, 2 and 3 hold keys
-    assert keys.aggregate_of(set_hash) == aggregate
-    assert (event.set_hash, event.aggregate, event.keyed) == (set_hash, aggregate, 3)
-    # cached once, and a same-message aggregate signature verifies against it
-    assert keys.cache_aggregate(members) == (set_hash, mask) and not last_logs(keys, "AggregateCached")
-    sig = bls_aggregate([bls_sign(validator_key(i)[0], ROOT) for i in range(3)])
-    assert keys.verify(keys.aggregate_of(set_hash), ROOT, g2_to_eip2537(sig))
-    assert keys.member_key_hash(set_hash, accounts[0]) == keccak(validator_key(0)[2])
-    assert keys.member_key_hash(set_hash, keyless) == b"\x00" * 32
-    # a key registered after the set was summed joins the next sum, never the old one
-    late_key = validator_key(3)[2]
-    keys.register(late_key, pop_for(3, keyless, keys), sender=keyless)
-    assert keys.member_key_hash(set_hash, keyless) == b"\x00" * 32
-    later, later_mask = keys.cache_aggregate(members)
-    assert later != set_hash and later_mask == 0b1111
-    assert keys.member_key_hash(later, keyless) == keccak(late_key)
-    assert keys.aggregate_of(later) == g1_to_eip2537(bls_aggregate_public_keys(pks + [validator_key(3)[1]]))
-    assert keys.aggregate_of(keys.cache_aggregate([join(stack, VALIDATOR, 0)])[0]) == INFINITY_G1
-    assert keys.aggregate_of(b"\x00" * 32) == b""
+def logged_registry(permits: int):
+    """A staking registry of `permits` permits wired to a fresh key registry whose versions
+    this test freezes itself (the deployer stands in for the rounds contract)."""
+    stack = deploy_stack()
+    p = stack.params
+    staking = partial("Staking").deploy(stack.token.address, p.min_miner_stake, p.min_validator_stake, permits,
+                                        p.unbonding_delay, 2 * p.min_validator_stake)
+    keys = partial("BlsKeys").deploy(staking.address)
+    staking.wire(stack.deployer, stack.deployer, keys.address)
+    keys.wire(stack.deployer)
+    return dataclasses.replace(stack, staking=staking, keys=keys), keys
+
+
+def unpacked(words) -> bytes:  # type: ignore[no-untyped-def]
+    """`aggregate_at`'s three words as an EIP-2537 G1 point."""
+    xy = b"".join(words)
+    return bytes(16) + xy[:48] + bytes(16) + xy[48:]
+
+
+def record(weight: int, position: int, key: bytes | None) -> int:
+    """A member record as `member_at` packs it (contracts/constants.vy)."""
+    key_bits = int.from_bytes(keccak(key), "big") >> 152 if key else 0
+    return weight | position << 96 | key_bits << 112
+
+
+def test_the_permit_log_keeps_every_version_and_the_sum_of_its_keys():
+    stack, keys = logged_registry(permits=3)
+    unit = stack.params.min_validator_stake
+    a = registered(stack, keys, 0)
+    b = join(stack, VALIDATOR, 0)
+    c = registered(stack, keys, 1)
+    for account, stake in ((a, unit), (b, 2 * unit), (c, unit)):
+        stack.token.transfer(account, stake, sender=stack.deployer)
+        stack.staking.stake(stake, sender=account)
+    with boa.reverts("bls: only rounds"):
+        keys.freeze(sender=a)
+    with boa.reverts("bls: only staking"):
+        keys.note_validator(a, 0, unit, sender=a)
+    v1 = keys.freeze()
+    print(f"freeze: {keys._computation.get_gas_used()} gas, whatever the set's size")
+    pk = [validator_key(i)[1] for i in range(3)]
+    assert keys.members_at(v1) == [a, b, c]
+    assert keys.totals_at(v1) == (3, 4 * unit, 2 * unit)
+    assert keys.records_at(v1, [a, b, c, ZERO]) == [record(unit, 0, validator_key(0)[2]),
+                                                    record(2 * unit, 1, None), record(unit, 2, validator_key(1)[2]), 0]
+    assert unpacked(keys.aggregate_at(v1)) == g1_to_eip2537(bls_aggregate_public_keys(pk[:2]))
+    # b's key arrives, a leaves (c takes its slot), d joins; version 1 reads as it was
+    keys.register(validator_key(2)[2], pop_for(2, b, keys), sender=b)
+    stack.staking.request_unbond(unit, sender=a)
+    d = join(stack, VALIDATOR, 3 * unit)
+    v2 = keys.freeze()
+    assert keys.members_at(v1) == [a, b, c] and keys.totals_at(v1) == (3, 4 * unit, 2 * unit)
+    assert keys.members_at(v2) == [c, b, d]
+    assert keys.totals_at(v2) == (3, 6 * unit, 3 * unit)
+    assert keys.member_at(v2, a) == 0 and keys.member_at(v2, c) == record(unit, 0, validator_key(1)[2])
+    assert unpacked(keys.aggregate_at(v2)) == g1_to_eip2537(bls_aggregate_public_keys(pk[1:]))
+    # a full set: a larger stake evicts the smallest (c), whose key leaves the sum
+    e = join(stack, VALIDATOR, 4 * unit)
+    gas = stack.staking._computation.get_gas_used()
+    print(f"stake that evicts a keyed member: {gas} gas")
+    v3 = keys.freeze()
+    assert keys.members_at(v3) == [d, b, e] and keys.totals_at(v3) == (3, 9 * unit, 2 * unit)
+    assert unpacked(keys.aggregate_at(v3)) == validator_key(2)[2]
+    assert keys.members_at(v2) == [c, b, d]
+    sig = bls_aggregate([bls_sign(validator_key(i)[0], ROOT) for i in (1, 2)])
+    assert keys.verify(unpacked(keys.aggregate_at(v2)), ROOT, g2_to_eip2537(sig))
+    # nobody keyed left: the point at infinity
+    stack.staking.request_unbond(2 * unit, sender=b)
+    assert unpacked(keys.aggregate_at(keys.freeze())) == INFINITY_G1
+    assert keys.members_at(0) == [] and keys.aggregate_at(0) == [bytes(32)] * 3
 
 
 def test_module_points_and_hash_to_curve_match_py_ecc():

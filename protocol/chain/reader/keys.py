@@ -1,4 +1,4 @@
-"""Typed reads of the BlsKeys contract: validators' BLS keys and the aggregates that hold them."""
+"""Typed reads of the BlsKeys contract: validators' BLS keys."""
 
 from __future__ import annotations
 
@@ -17,8 +17,3 @@ class KeysReader:
 
     def has_bls_key(self, account: str) -> bool:
         return bytes(self._fn.key_hash(account).call()) != ZERO_HASH
-
-    def aggregate_holds(self, set_hash: bytes, account: str) -> bool:
-        """Whether the cached aggregate key of validator set `set_hash` holds `account`'s key
-        (it registered its key before the set was summed)."""
-        return bytes(self._fn.member_key_hash(set_hash, account).call()) != ZERO_HASH

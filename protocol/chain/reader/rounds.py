@@ -6,6 +6,7 @@ from __future__ import annotations
 from protocol.chain.lean_contract import LeanContract
 
 ZERO_HASH = bytes(32)
+MEMBER_KEY_SHIFT = 112  # contracts/constants.vy: a member record's key hash bits
 
 
 class RoundsReader:
@@ -39,9 +40,10 @@ class RoundsReader:
         """Each account's weight in `round_`'s validator snapshot, in the given order."""
         return [int(w) for w in self._fn.weights_of(round_, accounts).call()]
 
-    def validator_set_hash(self, round_: int) -> bytes:
-        """The hash naming `round_`'s validator set (the key of its cached BLS aggregate)."""
-        return bytes(self._fn.validator_set_hash(round_).call())
+    def aggregate_holds(self, round_: int, validator: str) -> bool:
+        """Whether `round_`'s aggregate key holds `validator`'s key: it held a permit when the
+        round opened and had registered its key by then (the key bits of its member record)."""
+        return int(self._fn.member_record(round_, validator).call()) >> MEMBER_KEY_SHIFT != 0
 
 
 class ScoresReader:
