@@ -112,7 +112,7 @@ def challenge_claims_chunk(
     """
     challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
     assert self._chunk_posted(header, summaries, chunk, claims), "challenges: no such chunk"
-    total: uint256 = challenge_base._commits(round) + len(staticcall challenge_base.rounds.validators_of(round))
+    total: uint256 = challenge_base._claims_total(round)
     expected: uint256 = 0
     if chunk * CLAIMS_CHUNK < total:
         expected = min(CLAIMS_CHUNK, total - chunk * CLAIMS_CHUNK)
@@ -222,5 +222,5 @@ def _chunk_count(round: uint256) -> uint256:
     """
     @dev The chunks of a right claims list: one claim per column and per round validator.
     """
-    total: uint256 = challenge_base._commits(round) + len(staticcall challenge_base.rounds.validators_of(round))
+    total: uint256 = challenge_base._claims_total(round)
     return (total + CLAIMS_CHUNK - 1) // CLAIMS_CHUNK

@@ -233,7 +233,7 @@ def report_fraud(
         self._check_lazy_accused(round, miner, segment, kind == KIND_WRONG_SCORE)
         # the accused validator may not vote: the quorum counts the others only
         voter_weight = staticcall rounds.total_weight(round) - staticcall rounds.validator_weight(round, miner)
-        voter_count = len(staticcall rounds.validators_of(round)) - 1
+        voter_count = staticcall rounds.validator_count(round) - 1
     else:
         assert staticcall rounds.has_committed(round, miner), "disputes: miner did not commit"
         voter_weight, voter_count, class_bound = self._class_voters(round, miner)

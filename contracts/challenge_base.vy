@@ -160,6 +160,15 @@ def _commits(round: uint256) -> uint256:
     return commits
 
 
+@view
+@internal
+def _claims_total(round: uint256) -> uint256:
+    """
+    @dev n + v: the length of the round's claims list (a claim per miner, then per validator).
+    """
+    return self._commits(round) + staticcall rounds.validator_count(round)
+
+
 @pure
 @internal
 def _leaf_hash(leaf: Column, sums: DynArray[uint256, MAX_SUMS]) -> bytes32:

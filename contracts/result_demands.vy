@@ -124,7 +124,7 @@ def demand(
            claims chunk summaries, n + 3 + c claims chunk c.
     """
     n: uint256 = challenge_base._commits(round)
-    total: uint256 = n + len(staticcall challenge_base.rounds.validators_of(round))
+    total: uint256 = challenge_base._claims_total(round)
     last: uint256 = n + 2 + (total + CLAIMS_CHUNK - 1) // CLAIMS_CHUNK
     for position: uint256 in positions:
         assert position <= last and (position != n or n > 0), "demands: no such part"

@@ -1,23 +1,36 @@
 """No function grows past 15M gas or 128 KB of calldata at the contracts' bounds, so the chain
 can never halt.
 
-One world at the bounds: 128 permitted validators with BLS keys, 16,384 miners committing (a
+One world at the bounds: 256 permitted validators with BLS keys, 16,384 miners committing (a
 16,385th is refused: the commit that fills the round closes its commit phase, so min-stake
 sybils cannot make every reveal impossible), committees of 3 (a run without committees permits
 at most 16 validators). Each settlement transaction a node sends is measured as sent (execution
 plus intrinsic and calldata gas, with Prague's calldata floor), with its calldata: the round
-opening (validator snapshot, aggregate key), a full reveal, the certified post with 42
-non-signers, every kind of challenge whose evidence grows with the round (a column, a tree
+opening (it freezes a version of the permitted set: no copy at any size), a full reveal, the
+certified post with 85 non-signers, every kind of challenge whose evidence grows with the round (a column, a tree
 node, the header, the validator entries, the claims root, a claims chunk, a claim), and the
-finalize that opens the next round. Several minutes: the 128 proofs of possession are one
-pairing check each in py-evm (protocol/chain/evm_precompiles.py).
+finalize that opens the next round, and the stake that changes a full set most (a newcomer
+evicting the smallest of 256 keyed validators: its key leaves the aggregate). Several minutes:
+the 256 proofs of possession are one pairing check each in py-evm
+(protocol/chain/evm_precompiles.py).
 """
 
 from __future__ import annotations
 
 import boa
 import pytest
-from conftest import PHASE_SCORING, TOKEN, Params, make_world
+from conftest import (
+    MULTIADDR,
+    NODE_KEY,
+    PHASE_SCORING,
+    SIG,
+    TOKEN,
+    VALIDATOR,
+    Params,
+    bls_material,
+    bound_pop,
+    make_world,
+)
 
 from protocol.chain.challenge_args import (
     claims_arg,
@@ -38,7 +51,7 @@ pytestmark = pytest.mark.slow
 
 MAX_FUNCTION_GAS = 15_000_000
 MAX_CALLDATA = 128 * 1024
-MINERS, VALIDATORS, NON_SIGNERS = MAX_MINERS, MAX_VALIDATORS, 42  # 86 of 128 equal stakes sign: > 2/3
+MINERS, VALIDATORS, NON_SIGNERS = MAX_MINERS, MAX_VALIDATORS, 85  # 171 of 256 equal stakes sign: > 2/3
 
 
 def tx_gas(contract, calldata: bytes) -> int:
@@ -75,7 +88,7 @@ def bounds():
         world = make_world(params, n_miners=MINERS + 1, validator_stakes=[200 * TOKEN] * VALIDATORS, bls=True,
                            start=False, miners_bond=False)
         costs = Costs()
-        costs.send("start (opens round 0: snapshot and aggregate key of 128 keyed validators)", world.stack.rounds,
+        costs.send(f"start (opens round 0 on {VALIDATORS} keyed validators)", world.stack.rounds,
                    "start", sender=world.stack.deployer)
         miners, extra = world.miners[:MINERS], world.miners[MINERS]
         world.commit_all(0, miners)
@@ -118,9 +131,9 @@ def test_a_round_at_the_bounds_settles_and_no_call_exceeds_15m_gas_or_128_kb(bou
         "challenge_column (column 16,383)": (stack.column_challenges, "challenge_column", column_args(settled, last)),
         "challenge_node (a level-1 node, 2 x 130 sums)": (stack.tree_challenges, "challenge_node",
                                                           node_proof(settled, _posted_leaf(settled, last), 0).args),
-        "challenge_header (128 light reveals)": (stack.account_challenges, "challenge_header",
+        f"challenge_header ({VALIDATORS} light reveals)": (stack.account_challenges, "challenge_header",
                                                  (root_arg(settled), light_reveals_arg(settled.inputs))),
-        "challenge_validators (128 entries)": (stack.account_challenges, "challenge_validators",
+        f"challenge_validators ({VALIDATORS} entries)": (stack.account_challenges, "challenge_validators",
                                                (entries_arg(settled), root_arg(settled))),
         "challenge_claims_root (33 chunk summaries)": (stack.claims_challenges, "challenge_claims_root",
                                                        (claims_arg(settled),)),
@@ -138,10 +151,25 @@ def test_a_round_at_the_bounds_settles_and_no_call_exceeds_15m_gas_or_128_kb(bou
     world.finalize(posted)
     calldata = stack.results.finalize_result.prepare_calldata(*posted.final_args())
     costs.rows["finalize_result (opens round 1)"] = (tx_gas(stack.results, calldata), len(calldata))
+    _evict_into_the_full_set(stack, costs)
     print("\n".join(f"{name}: {gas:,} gas, {size:,} calldata bytes" for name, (gas, size) in costs.rows.items()))
     assert s.current_round() == 1
     assert max(g for g, _ in costs.rows.values()) < MAX_FUNCTION_GAS, costs.rows
     assert max(b for _, b in costs.rows.values()) < MAX_CALLDATA, costs.rows
+
+
+def _evict_into_the_full_set(stack, costs: Costs) -> None:
+    """A keyed newcomer outstakes the full set: the scan finds the smallest, its key leaves the
+    aggregate and the newcomer's joins (the costliest change the permit log records)."""
+    newcomer = boa.env.generate_address()
+    stack.token.transfer(newcomer, 300 * TOKEN, sender=stack.deployer)
+    stack.token.approve(stack.staking.address, 2**256 - 1, sender=newcomer)
+    stack.staking.register(VALIDATOR, NODE_KEY, MULTIADDR, SIG, sender=newcomer)
+    sk, key = bls_material(VALIDATORS)
+    stack.keys.register(key, bound_pop(sk, newcomer, stack.keys), sender=newcomer)
+    costs.send(f"stake (a keyed newcomer evicts the smallest of {VALIDATORS} keyed validators)", stack.staking,
+               "stake", 201 * TOKEN, sender=newcomer)
+    assert stack.staking.validator_count() == VALIDATORS and stack.staking.eligible_role(newcomer) == VALIDATOR
 
 
 def _posted_leaf(settled, i: int) -> PostedLeaf:

@@ -42,7 +42,7 @@ def test_unstaked_validator_registrations_cannot_lock_out_real_validators():
         stack.staking.register(VALIDATOR, NODE_KEY, MULTIADDR, SIG, sender=boa.env.generate_address())
     assert stack.staking.validator_count() == 0
     real = join(stack, VALIDATOR, 500 * TOKEN)
-    assert stack.staking.top_validators()[0][0] == real
+    assert stack.staking.validators(0) == real
 
 
 def test_findings_setup_is_sound():
@@ -53,4 +53,4 @@ def test_findings_setup_is_sound():
     stack = deploy_stack()
     for _ in range(10):
         stack.staking.register(VALIDATOR, NODE_KEY, MULTIADDR, SIG, sender=boa.env.generate_address())
-    assert join(stack, VALIDATOR, 500 * TOKEN) in stack.staking.top_validators()[0]
+    assert stack.staking.validators(0) == join(stack, VALIDATOR, 500 * TOKEN)

@@ -101,8 +101,9 @@ def test_start_needs_a_permitted_validator_and_runs_once():
     v = join(stack, VALIDATOR, 200 * TOKEN)
     stack.settlement.start(sender=miners[0])  # anyone may start
     (ev,) = last_logs(stack.settlement, "RoundOpened")
-    assert (ev.round, ev.model_hash, ev.start_time, ev.active_miners, list(ev.validators)) == (
-        0, b"\x22" * 32, boa.env.timestamp, 2, [v])
+    assert (ev.round, ev.model_hash, ev.start_time, ev.active_miners, ev.snapshot) == (
+        0, b"\x22" * 32, boa.env.timestamp, 2, stack.settlement.snapshot_of(0))
+    assert list(stack.settlement.validators_of(0)) == [v]
     s = stack.settlement
     assert s.started() and s.current_round() == 0 and s.model_hash(0) == b"\x22" * 32
     assert s.phase(0) == PHASE_COMMIT and s.phase(1) == PHASE_NONE
@@ -346,15 +347,15 @@ def test_seed_at_exactly_256_blocks_is_still_a_blockhash(world: World):
 
 
 def test_score_commit_reverts():
-    w = make_world(Params(max_permits=2), validator_stakes=(300 * TOKEN, 250 * TOKEN, 200 * TOKEN))
+    w = make_world(Params(max_permits=2), validator_stakes=(300 * TOKEN, 200 * TOKEN, 250 * TOKEN))
     s = w.s
-    v0, v1, v2 = w.validators
+    v0, v2, v1 = w.validators  # the third evicted the smallest: v2 holds no permit
     assert list(s.validators_of(0)) == [v0, v1]
     c = b"\x07" * 32
     with boa.reverts("settlement: commit phase open"):
         s.commit_scores(0, c, sender=v0)
     w.to_scoring(0)
-    for who in (v2, w.miners[0], boa.env.generate_address()):  # v2 is outside the top-K
+    for who in (v2, w.miners[0], boa.env.generate_address()):  # v2 was evicted
         with boa.reverts("settlement: not a permitted validator"):
             s.commit_scores(0, c, sender=who)
     with boa.reverts("settlement: empty commitment"):
@@ -521,10 +522,10 @@ def test_the_next_round_needs_a_permitted_validator_to_open(world: World):
         s.fall_back(0)
 
 
-def test_top_k_permits_only_let_top_validators_score():
+def test_a_full_permit_set_lets_only_its_holders_score():
     w = make_world(Params(max_permits=2), validator_stakes=(250 * TOKEN, 200 * TOKEN, 300 * TOKEN))
     v0, v1, v2 = w.validators
-    assert list(w.s.validators_of(0)) == [v2, v0]
+    assert list(w.s.validators_of(0)) == [v0, v2]  # v2 evicted v1 and took its slot
     assert w.s.validator_weight(0, v1) == 0 and w.s.total_weight(0) == 550 * TOKEN
     w.to_scoring(0)
     with boa.reverts("settlement: not a permitted validator"):
@@ -534,19 +535,19 @@ def test_top_k_permits_only_let_top_validators_score():
     assert w.s.phase(0) == PHASE_REVEAL  # both permit holders committed
 
 
-def test_a_round_reuses_the_snapshot_of_an_unchanged_set_and_a_stake_change_makes_a_new_one():
-    """Round 1 keeps round 0's validators and stakes: it points at the same snapshot. A stake
-    added before round 2 opens gives round 2 a new snapshot, and rounds 0 and 1 keep their weights."""
+def test_a_stake_change_counts_from_the_next_round_and_earlier_rounds_keep_their_weights():
+    """Each round opens on its own frozen version of the permitted set. A stake added while
+    round 1 runs counts in round 2; rounds 0 and 1 keep their weights."""
     world = make_world(bls=True)
     s, st = world.s, world.st
     v0, v1 = world.validators
     weights = (s.validator_weight(0, v0), s.validator_weight(0, v1))
     world.run_round(0, {v0: [1, 2, 3], v1: [1, 2, 3]})
-    assert s.snapshot_count() == 1  # round 1 points at round 0's snapshot
+    assert s.snapshot_of(1) == s.snapshot_of(0) + 1
     world.t.approve(st.address, 5 * TOKEN, sender=v0)
     st.stake(5 * TOKEN, sender=v0)
     world.run_round(1, {v0: [1, 2, 3], v1: [1, 2, 3]})
-    assert s.snapshot_count() == 2
+    assert s.snapshot_of(2) == s.snapshot_of(1) + 1
     assert s.validator_weight(2, v0) == weights[0] + 5 * TOKEN and s.validator_weight(2, v1) == weights[1]
     assert (s.validator_weight(1, v0), s.validator_weight(1, v1)) == weights
     assert s.total_weight(2) == s.total_weight(1) + 5 * TOKEN

@@ -39,25 +39,25 @@ def test_constructor_rejects_bad_parameters():
     with boa.reverts("staking: bad permit count"):
         partial("Staking").deploy(token.address, 1, 1, 0, 10, 1)
     with boa.reverts("staking: bad permit count"):
-        partial("Staking").deploy(token.address, 1, 1, 129, 10, 1)
-    s = partial("Staking").deploy(token.address, 1, 2, 128, 10, 1)
-    assert (s.min_miner_stake(), s.min_validator_stake(), s.max_permits(), s.unbonding_delay()) == (1, 2, 128, 10)
+        partial("Staking").deploy(token.address, 1, 1, 257, 10, 1)
+    s = partial("Staking").deploy(token.address, 1, 2, 256, 10, 1)
+    assert (s.min_miner_stake(), s.min_validator_stake(), s.max_permits(), s.unbonding_delay()) == (1, 2, 256, 10)
 
 
 def test_wire_once_by_owner_only():
     token = partial("Token").deploy([], [])
     s = partial("Staking").deploy(token.address, 1, 1, 1, 10, 1)
-    a, b = (boa.env.generate_address() for _ in range(2))
+    a, b, c = (boa.env.generate_address() for _ in range(3))
     with boa.reverts("ownable: caller is not the owner"):
-        s.wire(a, b, sender=a)
-    for args in ((ZERO, b), (a, ZERO)):
+        s.wire(a, b, c, sender=a)
+    for args in ((ZERO, b, c), (a, ZERO, c), (a, b, ZERO)):
         with boa.reverts("staking: zero address"):
             s.wire(*args)
-    s.wire(a, b)
-    assert [(e.disputes, e.results) for e in last_logs(s, "Wired")] == [(a, b)]
-    assert (s.disputes(), s.results(), s.owner()) == (a, b, ZERO)
+    s.wire(a, b, c)
+    assert [(e.disputes, e.results, e.keys) for e in last_logs(s, "Wired")] == [(a, b, c)]
+    assert (s.disputes(), s.results(), s.keys(), s.owner()) == (a, b, c, ZERO)
     with boa.reverts("ownable: caller is not the owner"):
-        s.wire(b, a)
+        s.wire(b, a, c)
 
 
 # -- register -------------------------------------------------------------------------------------
@@ -172,12 +172,12 @@ def test_validator_eligibility_uses_validator_minimum(stack):
     p = stack.params
     v = join(stack, VALIDATOR, p.min_validator_stake - 1)
     assert stack.staking.eligible_role(v) == 0
-    assert stack.staking.top_validators() == ([], [])
+    assert listed(stack) == []
     stack.staking.stake(1, sender=v)
     assert stack.staking.eligible_role(v) == VALIDATOR
     assert not stack.staking.is_eligible_miner(v)
     assert stack.staking.eligible_miner_count() == 0
-    assert stack.staking.top_validators() == ([v], [p.min_validator_stake])
+    assert listed(stack) == [v]
 
 
 def test_unbond_queues_stake_and_restarts_delay(stack):
@@ -292,23 +292,27 @@ def test_slash_below_minimum_revokes_miner_eligibility(stack):
     assert st_.eligible_miner_count() == 0
 
 
-# -- top-K permits --------------------------------------------------------------------------------
+# -- the permitted set: first come up to K, then a larger stake evicts the smallest ---------------
 
 
-def top_k_ref(stakes: dict, k: int, minimum: int):
-    eligible = [(a, s) for a, s in stakes.items() if s >= minimum]
-    eligible.sort(key=lambda x: (-x[1], int(str(x[0]), 16)))
-    chosen = eligible[:k]
-    return [a for a, _ in chosen], [s for _, s in chosen]
-
-
-def test_top_validators_orders_by_stake_then_address():
-    stack = deploy_stack(Params(max_permits=3))
-    vals = [join(stack, VALIDATOR, s * TOKEN) for s in (200, 500, 300, 300, 199, 250)]
-    addrs, stakes = stack.staking.top_validators()
-    expected = top_k_ref({v: stack.staking.staked(v) for v in vals}, 3, 200 * TOKEN)
-    assert (list(addrs), list(stakes)) == expected
-    assert vals[1] == addrs[0] and stakes[0] == 500 * TOKEN
+def permits_ref(stakes: list, accounts: list, k: int, minimum: int) -> tuple[list, list]:
+    """The permitted set after `accounts` stake `stakes` in turn, and which of them were refused."""
+    listed: list = []
+    refused = []
+    for a, s in zip(accounts, stakes, strict=True):
+        if s < minimum:
+            continue
+        if len(listed) == k:
+            smallest = min(listed, key=lambda x: (x[1], -int(str(x[0]), 16)))
+            if s <= smallest[1]:
+                refused.append(a)
+                continue
+            i = listed.index(smallest)
+            last = listed.pop()
+            if last != smallest:
+                listed[i] = last
+        listed.append((a, s))
+    return [a for a, _ in listed], refused
 
 
 @settings(max_examples=30, deadline=None)
@@ -316,12 +320,20 @@ def test_top_validators_orders_by_stake_then_address():
     k=st.integers(1, 6),
     stakes=st.lists(st.sampled_from([0, 150, 200, 201, 300, 300, 999]), min_size=1, max_size=10),
 )
-def test_top_validators_matches_reference(k, stakes):
+def test_the_permitted_set_matches_the_reference(k, stakes):
     with boa.env.anchor():
         stack = deploy_stack(Params(max_permits=k))
-        vals = [join(stack, VALIDATOR, s * TOKEN) for s in stakes]
-        addrs, got = stack.staking.top_validators()
-        assert (list(addrs), list(got)) == top_k_ref(dict(zip(vals, [s * TOKEN for s in stakes], strict=True)), k, 200 * TOKEN)
+        accounts = [join(stack, VALIDATOR, 0, funds=1000 * TOKEN) for _ in stakes]
+        expected, refused = permits_ref([s * TOKEN for s in stakes], accounts, k, 200 * TOKEN)
+        for a, s in zip(accounts, stakes, strict=True):
+            if not s:
+                continue
+            if a in refused:
+                with boa.reverts("staking: validator set full, stake not above the smallest"):
+                    stack.staking.stake(s * TOKEN, sender=a)
+            else:
+                stack.staking.stake(s * TOKEN, sender=a)
+        assert listed(stack) == expected
 
 
 # -- the eligible-validator list ------------------------------------------------------------------
@@ -351,9 +363,9 @@ def test_validator_list_holds_exactly_the_staked_validators(stack):
     st_.slash(b, 5000, stack.deployer, 0, sender=stack.disputes.address)  # slashed below the minimum
     assert listed(stack) == [c]
     st_.request_unbond(300 * TOKEN, sender=c)  # the only (and last) entry leaves
-    assert listed(stack) == [] and st_.top_validators() == ([], [])
+    assert listed(stack) == []
     st_.stake(1, sender=a)  # back at the minimum
-    assert listed(stack) == [a] and st_.top_validators() == ([a], [p.min_validator_stake])
+    assert listed(stack) == [a] and st_.staked(a) == p.min_validator_stake
     m = join(stack, MINER, 1000 * TOKEN)  # miners never enter the list
     assert listed(stack) == [a] and st_.validator_index(m) == 0
 
@@ -376,7 +388,7 @@ def test_validator_list_matches_eligibility_under_random_stake_changes(ops):
 
 
 def test_validator_set_full_then_reopens():
-    stack = deploy_stack(Params(min_validator_stake=1), amount=10**30)
+    stack = deploy_stack(Params(min_validator_stake=1, max_permits=256), amount=10**30)
     st_, token = stack.staking, stack.token
     for _ in range(256):
         a = boa.env.generate_address()
@@ -392,7 +404,7 @@ def test_validator_set_full_then_reopens():
     st_.request_unbond(1, sender=first)  # one leaves, making room
     assert st_.validator_count() == 255
     st_.stake(1000 * TOKEN, sender=late)
-    assert st_.validator_count() == 256 and st_.top_validators()[0][0] == late
+    assert st_.validator_count() == 256 and listed(stack)[-1] == late
 
 
 # -- rule 6: when a miner's eligibility began ------------------------------------------------------
@@ -481,8 +493,8 @@ def key(a) -> int:
 def test_256_squatters_at_the_minimum_cannot_lock_out_a_larger_stake():
     """Attack: 256 accounts at the validator minimum used to fill the set for good ("validator
     set full" whatever a newcomer staked). A larger stake now gets in and evicts the smallest
-    squatter (ties: the higher address, the last in `top_validators` order), which keeps its tokens."""
-    stack = deploy_stack()
+    squatter (ties: the higher address), which keeps its tokens."""
+    stack = deploy_stack(Params(max_permits=256))
     st_, minimum = stack.staking, stack.params.min_validator_stake
     squatters = fill(stack, 256, lambda i: minimum)
     assert st_.validator_count() == 256
@@ -502,11 +514,11 @@ def test_256_squatters_at_the_minimum_cannot_lock_out_a_larger_stake():
     # the next newcomer evicts the next-highest squatter
     second = join(stack, VALIDATOR, minimum + 1)
     assert last_logs(st_, "ValidatorEvicted")[0].account == sorted(squatters, key=key)[-2]
-    assert st_.top_validators()[0][:2] == sorted([newcomer, second], key=key)
+    assert {newcomer, second} <= {st_.validators(i) for i in range(256)}
 
 
 def test_eviction_takes_the_lowest_stake_wherever_it_sits():
-    stack = deploy_stack(Params(min_validator_stake=1), amount=10**30)
+    stack = deploy_stack(Params(min_validator_stake=1, max_permits=256), amount=10**30)
     st_ = stack.staking
     vals = fill(stack, 256, lambda i: 1000 + ((i + 5) * 239) % 256)  # distinct; the lowest is entry 252
     lowest = min(vals, key=st_.staked)
@@ -520,22 +532,21 @@ def test_eviction_takes_the_lowest_stake_wherever_it_sits():
 
 def test_an_honest_validator_above_the_squatters_keeps_its_permit():
     """Honest pair: evictions take only the smallest, so validators above the squatters keep
-    their places and their permits (top-K) however many newcomers evict."""
-    stack = deploy_stack()
+    their places and their permits however many newcomers evict."""
+    stack = deploy_stack(Params(max_permits=256))
     st_, minimum = stack.staking, stack.params.min_validator_stake
     honest = [join(stack, VALIDATOR, s * TOKEN) for s in (1000, 900)]
     fill(stack, 254, lambda i: minimum)
-    permits = st_.top_validators()
-    assert permits[0][:2] == honest
+    assert listed(stack)[:2] == honest
     for _ in range(3):
         join(stack, VALIDATOR, minimum + 1)
-    after = st_.top_validators()
-    assert after[0][:2] == honest and all(st_.eligible_role(h) == VALIDATOR for h in honest)
-    assert len(after[0]) == stack.params.max_permits
+    after = listed(stack)
+    assert after[:2] == honest and all(st_.eligible_role(h) == VALIDATOR for h in honest)
+    assert len(after) == stack.params.max_permits
 
 
 def test_an_evicted_validator_withdraws_its_tokens_after_the_unbonding_delay():
-    stack = deploy_stack()
+    stack = deploy_stack(Params(max_permits=256))
     st_, token, minimum = stack.staking, stack.token, stack.params.min_validator_stake
     squatters = fill(stack, 256, lambda i: minimum)
     join(stack, VALIDATOR, minimum + 1)
@@ -553,7 +564,7 @@ def test_an_evicted_validator_withdraws_its_tokens_after_the_unbonding_delay():
 def test_an_evicted_validator_stays_slashable_and_report_bound():
     """An evicted account keeps its stake accounting: an open report still blocks its withdrawal
     and a slash still takes its share (without rejoining it, and without reverting)."""
-    stack = deploy_stack()
+    stack = deploy_stack(Params(max_permits=256))
     st_, minimum, d = stack.staking, stack.params.min_validator_stake, stack.disputes.address
     squatters = fill(stack, 256, lambda i: minimum)
     join(stack, VALIDATOR, minimum + 1)
@@ -574,7 +585,7 @@ def test_an_evicted_validator_stays_slashable_and_report_bound():
 
 
 def test_an_evicted_validator_rejoins_only_by_outstaking_the_smallest():
-    stack = deploy_stack()
+    stack = deploy_stack(Params(max_permits=256))
     st_, minimum = stack.staking, stack.params.min_validator_stake
     squatters = fill(stack, 256, lambda i: minimum)
     join(stack, VALIDATOR, minimum + 1)
@@ -587,20 +598,19 @@ def test_an_evicted_validator_rejoins_only_by_outstaking_the_smallest():
 
 
 def test_permits_and_round_snapshot_at_the_caps():
-    """Every bounded loop at its cap: 256 listed validators (the eviction scan, `top_validators`'
-    outer loop), 64 permits (its inner loop, the round-opening snapshot, `weights_of`)."""
-    stack = deploy_stack(Params(min_validator_stake=1, max_permits=64), amount=10**30)
+    """Every bounded loop at its cap: 256 permits (the eviction scan, `validators_of`,
+    `weights_of`), and a round that opens on them freezes a version whatever the set's size."""
+    stack = deploy_stack(Params(min_validator_stake=1, max_permits=256), amount=10**30)
     st_ = stack.staking
-    vals = fill(stack, 256, lambda i: 1000 + (i * 7919) % 300)  # repeated stakes: ties by address
+    fill(stack, 256, lambda i: 1000 + (i * 7919) % 300)  # repeated stakes: ties by address
     newcomer = join(stack, VALIDATOR, 0, funds=10**6)
     st_.stake(10**6, sender=newcomer)
-    vals = [v for v in vals if st_.eligible_role(v) == VALIDATOR] + [newcomer]
-    assert len(vals) == 256
-    expected = sorted(vals, key=lambda v: (-st_.staked(v), key(v)))[:64]
-    addrs, stakes = st_.top_validators()
-    assert list(addrs) == expected and list(stakes) == [st_.staked(v) for v in expected]
+    expected = listed(stack)
+    assert len(expected) == 256 and newcomer in expected
     join(stack, MINER, stack.params.min_miner_stake)
     stack.settlement.start()
+    print(f"start with 256 permits: {stack.settlement.rounds._computation.get_gas_used()} gas")
+    stakes = [st_.staked(v) for v in expected]
     assert list(stack.settlement.validators_of(0)) == expected
-    assert list(stack.settlement.weights_of(0, expected)) == list(stakes)
-    assert stack.settlement.total_weight(0) == sum(stakes)
+    assert list(stack.settlement.weights_of(0, expected)) == stakes
+    assert stack.settlement.total_weight(0) == sum(stakes) and stack.settlement.validator_count(0) == 256

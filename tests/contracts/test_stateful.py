@@ -16,6 +16,7 @@ Every post is an on-chain pairing (seconds in py-evm), so the examples are few a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections import Counter
 
@@ -415,7 +416,7 @@ def test_protocol_state_machine():
 # -- rule 7: a full validator set, evictions, unbonding and slashing ------------------------------
 
 N_SQUATTERS = 254  # with the machine's validators, the set reaches its cap of 256
-MAX_ELIGIBLE = 256
+MAX_ELIGIBLE = 256  # the permits of the full set (Staking.max_permits)
 
 
 class FullSet(RuleBasedStateMachine):
@@ -580,7 +581,7 @@ class FullSetBase:
 
 def test_full_validator_set_state_machine():
     SEEN.clear()
-    stack = deploy_stack(PARAMS)
+    stack = deploy_stack(dataclasses.replace(PARAMS, max_permits=MAX_ELIGIBLE))
     FullSetBase.stack = stack
     minimum = PARAMS.min_validator_stake
     FullSetBase.actors = [boa.env.generate_address() for _ in range(3)]

@@ -123,5 +123,11 @@ def validators_of(round: uint256) -> DynArray[address, MAX_VALIDATORS]:
 
 @view
 @external
+def validator_count(round: uint256) -> uint256:
+    return len(self.validators[round])
+
+
+@view
+@external
 def chain_id() -> uint256:
     return chain.id
