@@ -48,12 +48,12 @@ def measure(n_miners: int, n_validators: int) -> dict[str, list[int]]:
     deployer = dev_account(handle)
     # a long challenge window: eth-tester stamps blocks as they come, and the largest sizes spend
     # minutes of wall time between the post and the challenge (gas does not depend on it)
-    # long phases too: 1,024 commits take longer than the default commit phase in py-evm
-    hour = 3600
+    # long phases too: each transaction is a block a second later, and 4,096 commits outlast an hour
+    hour = max(3600, 2 * (n_miners + n_validators))
     config = RunConfig(chain=ChainParams(max_validator_permits=n_validators, commit_duration=hour, score_duration=hour,
                                          reveal_duration=hour, audit_duration=hour, result_duration=2 * hour,
                                          result_challenge_window=2 * hour, unbonding_delay=20 * hour),
-                       genesis_supply=10**9)  # stakes for 1,088 accounts
+                       genesis_supply=10**9)  # stakes for 4,352 accounts
     client = ChainClient(handle, deploy(handle, deployer, config), deployer)
     joined = iter(range(1, n_miners + n_validators + 1))
 
