@@ -135,6 +135,8 @@ def check_stake(role: str, client: Any, data_dir: Path, target: int | None) -> N
     if target < minimum:
         raise ConfigError(f"--stake {tokens(target)} is below the run's minimum {role} stake of {tokens(minimum)}: "
                           "the node would never be eligible")
+    if role == "validator":
+        check_permit_room(client, target)
     saved = None
     if (data_dir / "state.sqlite").is_file():  # read, not made: nothing is written before the checks pass
         state = NodeState(data_dir / "state.sqlite")
@@ -146,6 +148,25 @@ def check_stake(role: str, client: Any, data_dir: Path, target: int | None) -> N
     if needed > held:
         raise InsufficientFunds(f"staking up to {tokens(target)} needs {tokens(needed)} more tokens, and account "
                                 f"{client.address} holds {tokens(held)}: lower --stake, or send it tokens")
+
+
+def check_permit_room(client: Any, target: int) -> None:
+    """Refuse a validator stake that a full permitted set would refuse (`Staking.stake`): a
+    newcomer gets in only with more than the smallest listed stake, which it then evicts."""
+    from protocol.chain.client import Role
+    from protocol.cli.human import tokens
+
+    staking = client.read.staking
+    if staking.eligible_role(client.address) == Role.VALIDATOR:
+        return
+    listed = staking.permitted_validators()
+    if len(listed) < staking.max_permits():
+        return
+    smallest = min(staking.stake_of(v) for v in listed)
+    if target <= smallest:
+        raise ConfigError(f"all {len(listed)} validator permits of this run are held and the smallest holder stakes "
+                          f"{tokens(smallest)}: --stake must exceed it (that holder is then evicted), or wait until "
+                          "a permit frees")
 
 
 def _top_up(client: Any, target: int, data_dir: Path, steps: Any) -> None:

@@ -48,6 +48,14 @@ class StakingReader:
         a validator also in the validator set), 0 when none."""
         return int(self._fn.eligible_role(account).call())
 
+    def max_permits(self) -> int:
+        """K: how many validators the permitted set holds at most."""
+        return int(self._fn.max_permits().call())
+
+    def permitted_validators(self) -> list[str]:
+        """The permitted validators, by slot (the next round opens on them)."""
+        return [str(self._fn.validators(i).call()) for i in range(int(self._fn.validator_count().call()))]
+
     def open_reports_against(self, account: str) -> int:
         """Fraud reports open against `account` (it cannot withdraw while any is)."""
         return int(self._fn.open_reports(account).call())
