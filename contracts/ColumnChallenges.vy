@@ -127,16 +127,15 @@ def _column_matches(
          (checked against their vector roots) and compares it, and the
          first-entry reputation and cumulative, with the leaf.
     """
-    weights: DynArray[uint256, MAX_VALIDATORS] = []
+    weights: DynArray[uint256, MAX_VALIDATORS] = challenge_base._weights(round, vals)
     revealed: DynArray[bool, MAX_VALIDATORS] = []
     forfeited: DynArray[bool, MAX_VALIDATORS] = []
     revealed_weight: uint256 = 0
-    for v: address in vals:
-        w: uint256 = staticcall challenge_base.rounds.validator_weight(round, v)
+    for j: uint256 in range(len(vals), bound=MAX_VALIDATORS):
+        v: address = vals[j]
         is_revealed: bool = staticcall challenge_base.scores.vector_root(round, v) != empty(bytes32)
         if is_revealed:
-            revealed_weight += w
-        weights.append(w)
+            revealed_weight += weights[j]
         revealed.append(is_revealed)
         forfeited.append(staticcall challenge_base.rewards.forfeited(round, v))
     quorum: bool = revealed_weight > 0 and revealed_weight * 3 >= staticcall challenge_base.rounds.total_weight(round) * 2

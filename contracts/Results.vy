@@ -1,6 +1,4 @@
 # pragma version ~=0.4.3
-# pragma optimize codesize
-# (codesize: the certificate checks fill most of the 60 % of EIP-170 a contract may take)
 # SPDX-License-Identifier: AGPL-3.0-only
 """
 @title veritrain results: BLS-certified round results, challenge window, fallback
@@ -286,13 +284,7 @@ def slash_signer(round: uint256, attempt: uint256, root: bytes32, non_signers: D
     assert self.rejected_commit[round][attempt] == commit, "results: not a rejected result"
     # a signer is a validator whose key the round's aggregate holds, not among the non-signers:
     # a permitted validator without a key cannot have signed, listed or not
-    records: DynArray[uint256, MAX_VALIDATORS] = []
-    packed: bytes32[3] = empty(bytes32[3])
-    signable: uint256 = 0
-    base: uint256 = 0
-    counted: uint256 = 0
-    records, packed, signable, base, counted = staticcall rounds.signing_facts(round, [validator])
-    assert records[0] >> KEY_SHIFT != 0, "results: not a keyed validator of the round"
+    assert staticcall rounds.member_record(round, validator) >> KEY_SHIFT != 0, "results: not a keyed validator of the round"
     assert validator not in non_signers, "results: did not sign"
     assert not self.signer_slashed[round][validator], "results: already slashed"
     self.signer_slashed[round][validator] = True
@@ -408,31 +400,17 @@ def _next_attempt(round: uint256) -> uint256:
 @internal
 def _non_signer_records(round: uint256, non_signers: DynArray[address, MAX_VALIDATORS]) -> (DynArray[uint256, MAX_VALIDATORS], Bytes[G1_BYTES]):
     """
-    @dev The non-signers' records (weight, index, key hash: one slot each) and the
-         round's aggregate key, in one call, after checking that the non-signers are
-         distinct permitted validators and that the signers (validators whose keys the
-         aggregate holds, less the non-signers) hold enough: when the keyed validators
-         that revealed hold at least 2/3 of the stake, the signers among them hold more
-         than 2/3 of their stake, so an absent validator cannot stop a round and one that
-         did not reveal cannot make up a certificate; else more than 2/3 of all.
+    @dev The non-signers' records (weight, position, key hash) and the round's aggregate
+         key, in one call (`Rounds.signing_facts`, which refuses non-signers that are not
+         distinct permitted validators), after checking that the signers hold more than
+         2/3 of the weight that call measures them against.
     """
     records: DynArray[uint256, MAX_VALIDATORS] = []
     packed: bytes32[3] = empty(bytes32[3])
-    signable: uint256 = 0
+    signers: uint256 = 0
     base: uint256 = 0
-    counted: uint256 = 0
-    records, packed, signable, base, counted = staticcall rounds.signing_facts(round, non_signers)
-    missing: uint256 = 0
-    previous: uint256 = 0
-    for i: uint256 in range(len(non_signers), bound=MAX_VALIDATORS):
-        assert convert(non_signers[i], uint256) > previous, "results: non-signers not strictly ascending"
-        previous = convert(non_signers[i], uint256)
-        assert records[i] & MASK96 > 0, "results: non-signer not a permitted validator"
-        # a validator whose key the aggregate lacks never signs; with the quorum, one that did
-        # not reveal is not in the measure either
-        if records[i] >> KEY_SHIFT != 0 and counted & (1 << ((records[i] >> constants.MEMBER_INDEX_SHIFT) & 65535)) != 0:
-            missing += records[i] & MASK96
-    assert (signable - missing) * 3 > base * 2, "results: signers hold 2/3 of the stake or less"
+    records, packed, signers, base = staticcall rounds.signing_facts(round, non_signers)
+    assert signers * 3 > base * 2, "results: signers hold 2/3 of the stake or less"
     xy: Bytes[96] = concat(packed[0], packed[1], packed[2])
     return records, concat(empty(bytes16), slice(xy, 0, 48), empty(bytes16), slice(xy, 48, 48))
 

@@ -251,10 +251,7 @@ def _weights(round: uint256, vals: DynArray[address, MAX_VALIDATORS]) -> DynArra
     """
     @dev The round validators' snapshot weights.
     """
-    weights: DynArray[uint256, MAX_VALIDATORS] = []
-    for v: address in vals:
-        weights.append(staticcall rounds.validator_weight(round, v))
-    return weights
+    return staticcall rounds.weights_of(round, vals)
 
 
 @view

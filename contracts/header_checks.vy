@@ -48,11 +48,12 @@ def challenge_header(
     challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
     vals: DynArray[address, MAX_VALIDATORS] = staticcall challenge_base.rounds.validators_of(round)
     assert len(reveals.scores_hashes) == len(vals) and len(reveals.witness_roots) == len(vals) and len(reveals.losses) == len(vals), "challenges: one reveal per round validator"
+    weights: DynArray[uint256, MAX_VALIDATORS] = challenge_base._weights(round, vals)
     revealed_weight: uint256 = 0
     losses: DynArray[uint256, MAX_VALIDATORS] = []
     for j: uint256 in range(len(vals), bound=MAX_VALIDATORS):
         if challenge_base._revealed(round, vals[j], reveals.scores_hashes[j], reveals.witness_roots[j], reveals.losses[j]):
-            revealed_weight += staticcall challenge_base.rounds.validator_weight(round, vals[j])
+            revealed_weight += weights[j]
             losses.append(reveals.losses[j])
     quorum: bool = revealed_weight > 0 and revealed_weight * 3 >= staticcall challenge_base.rounds.total_weight(round) * 2
     upheld: bool = self._identity_wrong(round, header) or self._values_wrong(round, header, quorum, losses)

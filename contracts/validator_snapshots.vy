@@ -132,32 +132,42 @@ def member_record(round: uint256, validator: address) -> uint256:
 
 @view
 @external
-def signing_facts(round: uint256, accounts: DynArray[address, MAX_VALIDATORS]) -> (DynArray[uint256, MAX_VALIDATORS], bytes32[3], uint256, uint256, uint256):
+def signing_facts(round: uint256, non_signers: DynArray[address, MAX_VALIDATORS]) -> (DynArray[uint256, MAX_VALIDATORS], bytes32[3], uint256, uint256):
     """
-    @notice What a result post checks, in one call: the member records of `accounts`
-            (`member_record`), the round's aggregate BLS key (x and y without EIP-2537's
-            zero padding: 96 bytes, all zero for the point at infinity), and the
-            certificate's measure. When the keyed validators that revealed hold at
-            least 2/3 of the round's stake: their stake R twice (what may sign and what
-            the signers need more than 2/3 of) and the revealed members (bit i for
-            member i), so only revealed non-signers count as missing. Otherwise the
-            keyed validators' stake, the total stake and every member.
+    @notice What a result post checks, in one call, after checking that `non_signers`
+            are distinct permitted validators in strictly ascending order: their member
+            records (`member_record`), the round's aggregate BLS key (x and y without
+            EIP-2537's zero padding: 96 bytes, all zero for the point at infinity), the
+            signers' weight and the weight they need more than 2/3 of. When the keyed
+            validators that revealed hold at least 2/3 of the round's stake, the signers
+            are the revealed keyed validators less the revealed non-signers, out of their
+            stake R (an absent validator cannot stop a round, one that never revealed
+            cannot make up a certificate); otherwise all keyed validators less the keyed
+            non-signers, out of the total stake.
     @param round The round.
-    @param accounts Validators (0 for an account without a permit).
-    @return Records, aggregate key, signable weight, base weight, counted members.
+    @param non_signers The post's non-signers, strictly ascending.
+    @return Records, aggregate key, signers' weight, base weight.
     """
     snapshot: uint256 = round_clock._snapshot(round)
-    records: DynArray[uint256, MAX_VALIDATORS] = staticcall self.keys.records_at(snapshot, accounts)
-    aggregate: bytes32[3] = staticcall self.keys.aggregate_at(snapshot)
+    records: DynArray[uint256, MAX_VALIDATORS] = staticcall self.keys.records_at(snapshot, non_signers)
     word: uint256 = self.revealed_word[round]
-    revealed: uint256 = (word >> 64) & MASK96
-    if revealed > 0 and revealed * 3 >= (word >> 160) * 2:
-        return records, aggregate, revealed, revealed, self.revealed_members[round]
-    count: uint256 = 0
-    total: uint256 = 0
-    keyed: uint256 = 0
-    count, total, keyed = self._totals(round)
-    return records, aggregate, keyed, total, max_value(uint256)
+    signers: uint256 = (word >> 64) & MASK96
+    base: uint256 = signers
+    counted: uint256 = self.revealed_members[round]
+    if signers == 0 or signers * 3 < (word >> 160) * 2:
+        count: uint256 = 0
+        count, base, signers = self._totals(round)
+        counted = max_value(uint256)
+    previous: uint256 = 0
+    for i: uint256 in range(len(non_signers), bound=MAX_VALIDATORS):
+        assert convert(non_signers[i], uint256) > previous, "results: non-signers not strictly ascending"
+        previous = convert(non_signers[i], uint256)
+        assert records[i] & MASK96 > 0, "results: non-signer not a permitted validator"
+        # a validator whose key the aggregate lacks never signs; with the quorum, one that did
+        # not reveal is not in the measure either
+        if records[i] >> KEY_SHIFT != 0 and counted & (1 << ((records[i] >> INDEX_SHIFT) & MASK16)) != 0:
+            signers -= records[i] & MASK96
+    return records, staticcall self.keys.aggregate_at(snapshot), signers, base
 
 
 @view

@@ -129,5 +129,14 @@ def validator_count(round: uint256) -> uint256:
 
 @view
 @external
+def weights_of(round: uint256, accounts: DynArray[address, MAX_VALIDATORS]) -> DynArray[uint256, MAX_VALIDATORS]:
+    out: DynArray[uint256, MAX_VALIDATORS] = []
+    for a: address in accounts:
+        out.append(self.validator_weight[round][a])
+    return out
+
+
+@view
+@external
 def chain_id() -> uint256:
     return chain.id
