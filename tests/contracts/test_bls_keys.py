@@ -171,6 +171,7 @@ def test_the_permit_log_keeps_every_version_and_the_sum_of_its_keys():
     for account, stake in ((a, unit), (b, 2 * unit), (c, unit)):
         stack.token.transfer(account, stake, sender=stack.deployer)
         stack.staking.stake(stake, sender=account)
+        print(f"stake that joins the permitted set: {stack.staking._computation.get_gas_used()} gas")
     with boa.reverts("bls: only rounds"):
         keys.freeze(sender=a)
     with boa.reverts("bls: only staking"):
