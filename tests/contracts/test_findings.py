@@ -53,4 +53,5 @@ def test_findings_setup_is_sound():
     stack = deploy_stack()
     for _ in range(10):
         stack.staking.register(VALIDATOR, NODE_KEY, MULTIADDR, SIG, sender=boa.env.generate_address())
-    assert stack.staking.validators(0) == join(stack, VALIDATOR, 500 * TOKEN)
+    real = join(stack, VALIDATOR, 500 * TOKEN)
+    assert stack.staking.validators(0) == real
