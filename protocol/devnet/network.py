@@ -47,6 +47,7 @@ from protocol.node.hardware_choice import choose_class
 from protocol.node.keys import LocalAccount, NodeKeys
 from protocol.node.node_config import NodeConfig
 from protocol.node.pinning import prepare
+from protocol.node.round_notes import ROUND_DONE_KEY
 from protocol.node.worker_pool import ProfileWorker
 from validator.cheat import ValidatorCheat
 from validator.node import ValidatorNode
@@ -55,6 +56,7 @@ Progress = Callable[[str], None]
 FALSE_CLASS = "false-class"  # a validator registered for a class it does not run (testing only)
 THROTTLED = "throttled"  # an honest miner on a machine a third as fast, at most 8 steps/s (it sleeps after each step)
 THROTTLE = 3.0
+TAIL_S = 60.0  # how long a finished devnet waits for validators to settle the last round's demand bonds
 # validator kinds: never replays; never reveals nor signs; reveals wrong scores
 LAZY, SILENT, LYING = LazyValidator().name, SilentValidator().name, LyingValidator().name
 
@@ -297,8 +299,18 @@ async def run_nodes(admin: ChainClient, members: list[Member], rounds: int, prog
             while await trio.to_thread.run_sync(_open_reports, admin):
                 _check_quorum(members, crashed)
                 await trio.sleep(1.0)
+            await _validators_through(members, crashed, rounds - 1)
             nursery.cancel_scope.cancel()
     return crashed
+
+
+async def _validators_through(members: list[Member], crashed: dict[str, str], last: int) -> None:
+    """Wait, at most TAIL_S, until every live validator is through round `last`: after the round
+    is final it still settles its demand bonds (`settle_demand`), which stopping at once would cut."""
+    live = [m for m in members if m.role == Role.VALIDATOR and m.name not in crashed and m.node is not None]
+    with trio.move_on_after(TAIL_S):
+        while any((m.node.data.state.get(ROUND_DONE_KEY) or -1) < last for m in live):  # type: ignore[union-attr]
+            await trio.sleep(0.5)
 
 
 async def _guarded(member: Member, crashed: dict[str, str], progress: Progress) -> None:
