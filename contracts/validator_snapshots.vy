@@ -61,11 +61,7 @@ def _record_reveal(round: uint256, validator: address):
     record: uint256 = self._record(round, validator)
     word: uint256 = self.revealed_word[round]
     if word == 0:
-        count: uint256 = 0
-        total: uint256 = 0
-        keyed: uint256 = 0
-        count, total, keyed = staticcall self.keys.totals_at(round_clock._snapshot(round))
-        word = total << 160
+        word = self._totals(round)[1] << 160
     self.revealed_members[round] |= 1 << ((record >> INDEX_SHIFT) & MASK16)
     if record >> KEY_SHIFT != 0:
         word += (record & MASK96) << 64
