@@ -24,6 +24,7 @@ from . import challenge_base
 from . import committee_draw
 from . import constants
 from . import result_math
+from . import score_entries
 from .interfaces import IChainFacts
 from .interfaces import IForfeits
 from .interfaces import IResults
@@ -190,10 +191,9 @@ def _counted_scores(
          unless `reveals` holds exactly the counted ones, in position order, each
          matching its vector root.
     """
-    # the column's segment: its index, the length a segment there has, and how many a vector has
-    k: uint256 = index // challenge_base.SEGMENT_SCORES
-    segment_len: uint256 = min(challenge_base.SEGMENT_BYTES, 2 * n - k * challenge_base.SEGMENT_BYTES)
-    segment_count: uint256 = (2 * n + challenge_base.SEGMENT_BYTES - 1) // challenge_base.SEGMENT_BYTES
+    # the column's segment, and how many a vector has
+    k: uint256 = index // score_entries.SEGMENT_COLUMNS
+    segment_count: uint256 = score_entries._segment_count(n)
     column: DynArray[uint16, MAX_VALIDATORS] = []
     taken: uint256 = 0
     for j: uint256 in range(len(vals), bound=MAX_VALIDATORS):
@@ -202,9 +202,9 @@ def _counted_scores(
             assert taken < len(reveals) and reveals[taken].position == j, "challenges: one reveal per counted decider, in order"
             r: challenge_base.DeciderReveal = reveals[taken]
             assert len(r.segment_hashes) == segment_count, "challenges: scores length"
-            assert len(r.segment) == segment_len and keccak256(r.segment) == r.segment_hashes[k], "challenges: segment does not match the reveal"
+            assert keccak256(r.segment) == r.segment_hashes[k], "challenges: segment does not match the reveal"
             assert challenge_base._revealed(round, vals[j], keccak256(abi_encode(r.segment_hashes)), r.witness_root, r.loss)
-            score = result_math._segment_score(r.segment, index)
+            score = score_entries._segment_score(r.segment, index)
             taken += 1
         column.append(score)
     assert taken == len(reveals), "challenges: a reveal whose number does not count"

@@ -5,22 +5,23 @@
 @custom:contract-name scores
 @license GNU Affero General Public License v3.0 only
 @notice Validators commit `keccak(vector_root, salt)` during the scoring phase,
-        then reveal the vector: one uint16 score per miner in commit order (2 bytes
-        big-endian each), the root of their replay witnesses and their held-out
-        loss. The vector travels as calldata and in the `ScoresRevealed` event; only
-        its root is stored, so a reveal costs the same storage for 10 miners or
-        1,000, and the revealed set and every vector are chain facts from which
+        then reveal the vector: a 4-byte entry (column, score) for each miner they
+        scored nonzero, in one segment per 1,024 columns (`score_entries.vy`), the root of their
+        replay witnesses and their held-out loss. The vector travels as calldata
+        and in the `ScoresRevealed` event; only its root is stored, so a reveal
+        costs the same storage for 10 miners or 10,000, its calldata grows with
+        the validator's seats, not the network, and the revealed set and every vector are chain facts from which
         anyone rebuilds the round's result (`Results.vy`). The phase clock lives in
         the rounds contract, which this one asks before every step. Revert strings
         keep the pre-split "settlement: " prefix.
 """
 
 from . import constants
+from . import score_entries
 from .interfaces import IRounds
 
-SCORE_BYTES: constant(uint256) = constants.SCORE_BYTES
 SEGMENT_BYTES: constant(uint256) = constants.SEGMENT_BYTES
-SEGMENTS: constant(uint256) = SCORE_BYTES // SEGMENT_BYTES
+MAX_SEGMENTS: constant(uint256) = constants.MAX_SEGMENTS
 
 rounds: public(immutable(IRounds))
 
@@ -40,7 +41,8 @@ event ScoresCommitted:
 event ScoresRevealed:
     round: indexed(uint256)
     validator: indexed(address)
-    scores: Bytes[SCORE_BYTES]
+    segments: DynArray[Bytes[SEGMENT_BYTES], MAX_SEGMENTS]
+    columns: uint256
     witness_root: bytes32
     heldout_loss: uint256
     vector_root: bytes32
@@ -75,14 +77,15 @@ def commit_scores(round: uint256, commitment: bytes32):
 
 
 @external
-def reveal_scores(round: uint256, scores: Bytes[SCORE_BYTES], witness_root: bytes32, heldout_loss: uint256, salt: bytes32):
+def reveal_scores(round: uint256, segments: DynArray[Bytes[SEGMENT_BYTES], MAX_SEGMENTS], witness_root: bytes32, heldout_loss: uint256, salt: bytes32):
     """
-    @notice Reveals the caller's committed vector: 2 bytes per miner that committed
-            in `round`, in commit order, the root of its replay witnesses and its
+    @notice Reveals the caller's committed vector: one segment per 1,024 miners
+            that committed in `round`, each its 4-byte entries (column, score) of
+            the miners it scored nonzero (`score_entries.vy`), the root of its replay witnesses and its
             held-out loss (fixed point, 1e6 = 1.0). Stores only the vector's root.
             Stores the round's seed first if it is due and nobody has.
     @param round The round being revealed.
-    @param scores One big-endian uint16 score per committed miner, in commit order.
+    @param segments The entries of each 1,024 columns: column then score, big-endian uint16s.
     @param witness_root Root of the validator's replay witnesses (audited off-chain).
     @param heldout_loss The validator's held-out loss of the next model, 1e6 = 1.0.
     @param salt The salt of the commitment.
@@ -91,11 +94,15 @@ def reveal_scores(round: uint256, scores: Bytes[SCORE_BYTES], witness_root: byte
     commitment: bytes32 = self.score_commitment[round][msg.sender]
     assert commitment != empty(bytes32), "settlement: no score commitment"
     assert self.vector_root[round][msg.sender] == empty(bytes32), "settlement: already revealed"
-    assert len(scores) == 2 * columns, "settlement: one 2-byte score per committed miner"
-    root: bytes32 = self._vector_root(msg.sender, round, self._scores_hash(scores), witness_root, heldout_loss)
+    assert len(segments) == score_entries._segment_count(columns), "settlement: one score segment per 1,024 committed miners"
+    # hashed here, not in a helper: passing the segments on would copy 64 KiB of memory
+    hashes: DynArray[bytes32, MAX_SEGMENTS] = []
+    for segment: Bytes[SEGMENT_BYTES] in segments:
+        hashes.append(keccak256(segment))
+    root: bytes32 = self._vector_root(msg.sender, round, keccak256(abi_encode(hashes)), witness_root, heldout_loss)
     assert keccak256(abi_encode(root, salt)) == commitment, "settlement: reveal does not match commitment"
     self.vector_root[round][msg.sender] = root
-    log ScoresRevealed(round=round, validator=msg.sender, scores=scores, witness_root=witness_root, heldout_loss=heldout_loss, vector_root=root)
+    log ScoresRevealed(round=round, validator=msg.sender, segments=segments, columns=columns, witness_root=witness_root, heldout_loss=heldout_loss, vector_root=root)
 
 
 @external
@@ -144,28 +151,12 @@ def vector_root_of(validator: address, round: uint256, scores_hash: bytes32, wit
     @notice The root `reveal_scores` computes, for clients to cross-check.
     @param validator The revealing validator.
     @param round The round.
-    @param scores_hash keccak256(abi_encode(the keccak256 of each 256-byte segment of the packed scores)).
+    @param scores_hash keccak256(abi_encode(the keccak256 of each segment of the score entries)).
     @param witness_root Root of the replay witnesses.
     @param heldout_loss The held-out loss, 1e6 = 1.0.
     @return The vector root.
     """
     return self._vector_root(validator, round, scores_hash, witness_root, heldout_loss)
-
-
-@pure
-@internal
-def _scores_hash(scores: Bytes[SCORE_BYTES]) -> bytes32:
-    """
-    @dev keccak(abi_encode(hashes of the 256-byte segments)): a column challenge then needs
-         only one segment of each vector.
-    """
-    hashes: DynArray[bytes32, SEGMENTS] = []
-    for k: uint256 in range(SEGMENTS):
-        start: uint256 = k * SEGMENT_BYTES
-        if start >= len(scores):
-            break
-        hashes.append(keccak256(slice(scores, start, min(SEGMENT_BYTES, len(scores) - start))))
-    return keccak256(abi_encode(hashes))
 
 
 @view

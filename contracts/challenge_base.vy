@@ -24,10 +24,8 @@ from .interfaces import IVectorRoots
 MAX_VALIDATORS: constant(uint256) = result_math.MAX_VALIDATORS
 MAX_SUMS: constant(uint256) = result_math.MAX_SUMS
 MAX_DEPTH: constant(uint256) = result_math.MAX_DEPTH
-MAX_SCORE_BYTES: constant(uint256) = result_math.MAX_SCORE_BYTES
-SEGMENT_BYTES: constant(uint256) = result_math.SEGMENT_BYTES
-SEGMENT_SCORES: constant(uint256) = result_math.SEGMENT_SCORES
-MAX_SEGMENTS: constant(uint256) = result_math.MAX_SEGMENTS
+SEGMENT_BYTES: constant(uint256) = constants.SEGMENT_BYTES
+MAX_SEGMENTS: constant(uint256) = constants.MAX_SEGMENTS
 BPS: constant(uint256) = constants.BPS
 ADDRESS_BOUND: constant(uint256) = 2**160
 HEADER_WORDS: constant(uint256) = constants.HEADER_WORDS
@@ -62,8 +60,8 @@ struct Path:
     sums_hashes: DynArray[bytes32, MAX_DEPTH]
 
 # the reveal of a validator whose number counts in the challenged column (it decides the column
-# and revealed), cut to the column: its position in validators_of, the segment of its packed
-# scores holding the column, the hashes of all its segments, its witness root and held-out loss
+# and revealed), cut to the column: its position in validators_of, the segment of its score
+# entries holding the column, the hashes of all its segments, its witness root and held-out loss
 # (with the segment hashes, what its vector root binds)
 struct DeciderReveal:
     position: uint256

@@ -19,12 +19,14 @@ MEMBER_KEY_SHIFT: constant(uint256) = 112
 MEMBER_KEY_DROP: constant(uint256) = 152  # the key hash's low bits a record leaves out
 # seats of a miner's check committee (Staking.committee_size; 0: no committees)
 MAX_COMMITTEE: constant(uint256) = 16
-# miners that may commit in one round (a reveal scores them all)
+# miners that may commit in one round
 MAX_MINERS: constant(uint256) = 16384
-# a revealed score vector: 2 bytes big-endian per miner, in commit order
-SCORE_BYTES: constant(uint256) = 2 * MAX_MINERS
-# hashed in segments of 128 scores, so a column challenge carries one segment per vector
-SEGMENT_BYTES: constant(uint256) = 256
+# a revealed score vector is sparse: one 4-byte entry (column, score) per miner scored nonzero,
+# in one segment per 1,024 columns (a column challenge carries one segment per vector)
+ENTRY_BYTES: constant(uint256) = 4
+SEGMENT_COLUMNS: constant(uint256) = 1024
+SEGMENT_BYTES: constant(uint256) = ENTRY_BYTES * SEGMENT_COLUMNS
+MAX_SEGMENTS: constant(uint256) = MAX_MINERS // SEGMENT_COLUMNS
 # an ed25519 signature (node-key bindings, challenge seeds)
 ED25519_SIG_BYTES: constant(uint256) = 64
 # EIP-2537 encodings: a G1 point (public key) and a G2 point (signature)

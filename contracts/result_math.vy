@@ -30,11 +30,6 @@ CLAIMS_CHUNK: constant(uint256) = 512
 MAX_CHUNKS: constant(uint256) = (MAX_CLAIMS + CLAIMS_CHUNK - 1) // CLAIMS_CHUNK
 # per chunk, its list hash and its tree's root
 MAX_SUMMARY: constant(uint256) = 2 * MAX_CHUNKS
-MAX_SCORE_BYTES: constant(uint256) = constants.SCORE_BYTES
-# the packed scores are hashed in segments of 128 scores (Scores._scores_hash)
-SEGMENT_BYTES: constant(uint256) = constants.SEGMENT_BYTES
-SEGMENT_SCORES: constant(uint256) = SEGMENT_BYTES // 2
-MAX_SEGMENTS: constant(uint256) = MAX_SCORE_BYTES // SEGMENT_BYTES
 ONE: constant(uint256) = constants.ONE
 
 COLUMN_TAG: constant(bytes32) = keccak256("veritrain/column/v1")
@@ -312,24 +307,6 @@ def _claim_leaf(account: uint256, amount: uint256) -> bytes32:
     @dev OpenZeppelin's standard leaf: H(H(enc(account, amount))).
     """
     return keccak256(keccak256(abi_encode(account, amount)))
-
-
-@pure
-@internal
-def _score_at(scores: Bytes[MAX_SCORE_BYTES], i: uint256) -> uint16:
-    """
-    @dev Column `i`'s score: 2 bytes big-endian at offset 2i.
-    """
-    return convert(convert(slice(scores, 2 * i, 2), bytes2), uint16)
-
-
-@pure
-@internal
-def _segment_score(segment: Bytes[SEGMENT_BYTES], i: uint256) -> uint16:
-    """
-    @dev Column `i`'s score inside the segment that holds it.
-    """
-    return convert(convert(slice(segment, 2 * (i % SEGMENT_SCORES), 2), bytes2), uint16)
 
 
 @pure

@@ -24,7 +24,7 @@ from protocol.core.proof.witness_bundle import SIG_BYTES, bundle_root, encode_bu
 from protocol.core.settlement.class_checks import CheckMode
 from protocol.core.settlement.fraud import FraudKind
 from protocol.core.settlement.loss_scale import fixed_loss
-from protocol.core.settlement.score_vector import pack_scores, score_commitment, vector_root
+from protocol.core.settlement.score_vector import pack_segments, score_commitment, vector_root
 from protocol.core.wire.messages import SignedGossip
 from protocol.node import round_notes
 from protocol.node.context import NodeContext
@@ -281,7 +281,7 @@ class ValidatorNode(NodeContext):
         entry = self.data.state.recall(r, "scores")
         if entry is None or await self.port(self.port.read.scores.revealed, r, self.address):
             return
-        await self.port.try_send(self.client.reveal_scores, r, pack_scores(entry["scores"]),
+        await self.port.try_send(self.client.reveal_scores, r, pack_segments(entry["scores"]),
                                  bytes.fromhex(entry["witness_root"]), entry["loss"], bytes.fromhex(entry["salt"]))
 
     async def _wait_phase(self, r: int, phase: Phase) -> None:

@@ -8,17 +8,12 @@ the validator entries, the claims list, the reveals.
 
 from __future__ import annotations
 
+from protocol.core.crypto.keccak import keccak256
 from protocol.core.settlement.abi_words import list_hash
 from protocol.core.settlement.claims_tree import chunk_summaries, claim_chunks
 from protocol.core.settlement.result_header import SettledRound
 from protocol.core.settlement.result_inputs import RoundInputs
-from protocol.core.settlement.score_vector import (
-    SEGMENT_SCORES,
-    pack_scores,
-    scores_hash,
-    segment_hashes,
-    segments,
-)
+from protocol.core.settlement.score_vector import SEGMENT_COLUMNS, segments_hash
 
 ZERO32 = b"\x00" * 32
 
@@ -80,7 +75,7 @@ def node_arg(settled: SettledRound, level: int, index: int) -> tuple[bytes, byte
 
 def reveals_arg(inputs: RoundInputs, column: int) -> list[tuple]:
     """The reveals whose numbers count in `column` (its deciders that revealed), by position in
-    `validators_of`, each cut to the column: (position, the segment of its packed scores holding
+    `validators_of`, each cut to the column: (position, the segment of its score entries holding
     the column, all its segment hashes, witness root, held-out loss)."""
     weights = inputs.column_weights(column).weights
     out = []
@@ -88,8 +83,8 @@ def reveals_arg(inputs: RoundInputs, column: int) -> list[tuple]:
         r = inputs.reveals.get(v)
         if r is None or weights[j] == 0:
             continue
-        packed = pack_scores(r.scores)
-        out.append((j, segments(packed)[column // SEGMENT_SCORES], segment_hashes(packed), r.witness_root,
+        segments = r.revealed_segments
+        out.append((j, segments[column // SEGMENT_COLUMNS], [keccak256(seg) for seg in segments], r.witness_root,
                     r.heldout_loss))
     return out
 
@@ -98,7 +93,7 @@ def light_reveals_arg(inputs: RoundInputs) -> tuple:
     """Every round validator's reveal for a header challenge: H(scores), witness root and held-out
     loss (zeros for one that did not reveal)."""
     revealed = [inputs.reveals.get(v) for v in inputs.validators]
-    return ([scores_hash(r.scores) if r else ZERO32 for r in revealed],
+    return ([segments_hash(r.revealed_segments) if r else ZERO32 for r in revealed],
             [r.witness_root if r else ZERO32 for r in revealed],
             [r.heldout_loss if r else 0 for r in revealed])
 

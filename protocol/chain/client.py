@@ -19,6 +19,7 @@ from protocol.chain.reader import ChainReader
 from protocol.chain.tx import TxSender
 from protocol.core.errors import ConfigError
 from protocol.core.settlement.fraud import FraudKind
+from protocol.core.settlement.score_vector import unpack_segments
 
 MAX_UINT = 2**256 - 1
 
@@ -182,11 +183,11 @@ class ChainClient:
     def commit_scores(self, round_: int, commitment: bytes) -> dict:
         return self._send(self.scores.functions.commit_scores(round_, commitment))
 
-    def reveal_scores(self, round_: int, packed_scores: bytes, witness_root: bytes, heldout_loss_micro: int,
+    def reveal_scores(self, round_: int, segments: list[bytes], witness_root: bytes, heldout_loss_micro: int,
                       salt: bytes) -> dict:
-        """Reveal a score vector (2 bytes per miner in commit order), its witness root and held-out loss."""
+        """Reveal a score vector (`pack_segments`: an entry per miner scored nonzero), its witness root and held-out loss."""
         return self._send(self.scores.functions.reveal_scores(
-            round_, packed_scores, witness_root, heldout_loss_micro, salt))
+            round_, segments, witness_root, heldout_loss_micro, salt))
 
     def register_bls(self, public_key_eip2537: bytes, pop_eip2537: bytes) -> dict:
         """Register this validator's BLS key (EIP-2537 G1) with its proof of possession (G2)."""
@@ -321,14 +322,15 @@ class ChainClient:
 
 def reveals_from(rows: list[dict[str, Any]], round_: int) -> dict[str, dict[str, Any]]:
     """The reveals of `round_` among `ScoresRevealed` rows, keyed by checksum validator:
-    dict(scores (one int per column, commit order), witness_root, heldout_loss)."""
+    dict(scores (one int per column, commit order: the sparse entries made dense), segments (as
+    revealed), witness_root, heldout_loss)."""
     out: dict[str, dict[str, Any]] = {}
     for row in rows:
         if row["round"] != round_:
             continue
-        packed = bytes(row["scores"])
         out[Web3.to_checksum_address(row["validator"])] = {
-            "scores": [int.from_bytes(packed[i:i + 2], "big") for i in range(0, len(packed), 2)],
+            "scores": list(unpack_segments(segments := [bytes(seg) for seg in row["segments"]], int(row["columns"]))),
+            "segments": segments,
             "witness_root": bytes(row["witness_root"]), "heldout_loss": int(row["heldout_loss"]),
         }
     return out

@@ -39,9 +39,10 @@ from protocol.core.crypto.bls import (
 from protocol.core.crypto.keccak import keccak256
 from protocol.core.crypto.signing import NodeIdentity
 from protocol.core.settlement.abi_words import list_hash
+from protocol.core.settlement.committees import assignments
 from protocol.core.settlement.fraud import FraudKind
 from protocol.core.settlement.result_header import SettledRound
-from protocol.core.settlement.score_vector import pack_scores, score_commitment, vector_root
+from protocol.core.settlement.score_vector import pack_segments, score_commitment, vector_root
 
 Progress = Callable[[str], None]
 GAS_FUNDING_WEI = 10**18  # 1 ETH of gas money per node on dev chains
@@ -111,6 +112,17 @@ def play_round(deployer: ChainClient, net: ScriptedNetwork, progress: Progress, 
     return r
 
 
+def seats_of(client: ChainClient, r: int, columns: list[str]) -> dict[str, set[int]]:
+    """Per validator of round `r`, the columns it checks (`committees.assignments`: its drawn seats,
+    or every column with no committee in force)."""
+    validators = client.validators_of(r)
+    weights = list(client.read.rounds.weights_of(r, validators))
+    size = client.deployment.run_config.chain.committee
+    seed = bytes(client.round_info(r)["seed"])
+    mine = assignments(seed, [bytes.fromhex(m[2:]) for m in columns], weights, size)
+    return dict(zip(validators, mine, strict=True))
+
+
 def play_to_result(deployer: ChainClient, net: ScriptedNetwork, progress: Progress, cheat: bool = True) -> int:
     """A round up to its result: commit, seed, score, report, reveal, audit, resolve."""
     if not deployer.started():
@@ -127,15 +139,18 @@ def play_to_result(deployer: ChainClient, net: ScriptedNetwork, progress: Progre
     columns = [m.address for m in net.miners]  # commit order
     net.cheater = columns[-1] if cheat else None
     scores = {m: (0 if m == net.cheater else 40000 + 5000 * i) % 65536 for i, m in enumerate(columns)}
+    seats = seats_of(deployer, r, columns)
     reveals = {}
     for i, v in enumerate(net.validators):
-        own = [max(0, scores[m] - 1000 * i) if scores[m] else 0 for m in columns]
+        # as a validator node: a score for each miner where it holds a drawn seat, 0 elsewhere
+        own = [max(0, scores[m] - 1000 * i) if scores[m] and c in seats[v.address] else 0
+               for c, m in enumerate(columns)]
         salt = hashlib.sha256(f"{v.address}/{r}".encode()).digest()
         witness_root = hashlib.sha256(f"witnesses/{v.address}/{r}".encode()).digest()
         loss = LOSS_MICRO - 10_000 * r + 1000 * i
         root = vector_root(deployer.handle.chain_id, deployer.scores.address, v.address, r, own, witness_root, loss)
         net.record("commit_scores", v.client.commit_scores(r, score_commitment(root, salt)))
-        reveals[v.address] = (pack_scores(own), witness_root, loss, salt)
+        reveals[v.address] = (pack_segments(own), witness_root, loss, salt)
     progress(f"round {r}: {len(net.validators)} validators committed scores")
     if net.cheater is not None:
         sig = net.validators[0].identity.sign(b"veritrain/challenge/v1" + r.to_bytes(8, "big"))

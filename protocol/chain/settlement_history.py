@@ -98,7 +98,7 @@ class SettlementHistory:
         miners = tuple(miners_from(self._commits.rows(), round_))
         validators = tuple(Web3.to_checksum_address(v) for v in self.client.validators_of(round_))
         weights = tuple(self.client.read.rounds.weights_of(round_, list(validators)))
-        reveals = {v: Reveal(tuple(r["scores"]), r["heldout_loss"], r["witness_root"])
+        reveals = {v: Reveal(tuple(r["scores"]), r["heldout_loss"], r["witness_root"], tuple(r["segments"]))
                    for v, r in reveals_from(self._reveals.rows(), round_).items() if v in validators}
         forfeited = frozenset(Web3.to_checksum_address(row["account"]) for row in self._forfeits.rows()
                               if int(row["round"]) == round_) & frozenset(miners + validators)

@@ -22,7 +22,7 @@ from protocol.core.errors import ContractRevert, InsufficientFunds
 from protocol.core.settlement.abi_words import list_hash
 from protocol.core.settlement.fraud import FraudKind
 from protocol.core.settlement.score_vector import (
-    pack_scores,
+    pack_segments,
     score_commitment,
     scores_hash,
     vector_root,
@@ -77,10 +77,10 @@ def test_revert_is_one_error_type_on_every_backend(chain):
                                                  loss).call() == root  # off-chain hashing matches the contract's
     validator.commit_scores(0, score_commitment(root, salt))
     with pytest.raises(ContractRevert, match="settlement: reveal does not match commitment"):
-        validator.reveal_scores(0, pack_scores([501]), witness_root, loss, salt)
-    with pytest.raises(ContractRevert, match="settlement: one 2-byte score per committed miner"):
-        validator.reveal_scores(0, pack_scores([500, 1]), witness_root, loss, salt)
-    validator.reveal_scores(0, pack_scores([500]), witness_root, loss, salt)
+        validator.reveal_scores(0, pack_segments([501]), witness_root, loss, salt)
+    with pytest.raises(ContractRevert, match="settlement: score entries ascend by column, below the committed miners"):
+        validator.reveal_scores(0, pack_segments([500, 1]), witness_root, loss, salt)
+    validator.reveal_scores(0, pack_segments([500]), witness_root, loss, salt)
     assert chain.phase(0) == Phase.AUDIT
     validator.audits_done(0)
     assert chain.phase(0) == Phase.RESULT
@@ -156,7 +156,7 @@ def test_reveal_witness_roots_audits_and_a_lazy_report_on_the_devchain():
         v.commit_scores(0, score_commitment(vector_root(dev.handle.chain_id, deployer.scores.address, v.address, 0,
                                                         [700], roots[v.address], 2_000_000 + i), salt))
     for i, v in enumerate(vals):
-        v.reveal_scores(0, pack_scores([700]), roots[v.address], 2_000_000 + i, salt)
+        v.reveal_scores(0, pack_segments([700]), roots[v.address], 2_000_000 + i, salt)
     assert deployer.phase(0) == Phase.AUDIT and deployer.round_info(0)["audit_deadline"] > 0
     assert deployer.reveals(0) == {
         v.address: {"scores": [700], "witness_root": roots[v.address], "heldout_loss": 2_000_000 + i}

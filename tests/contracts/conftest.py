@@ -38,9 +38,10 @@ from protocol.core.crypto.bls import (
     g2_to_eip2537,
 )
 from protocol.core.settlement.abi_words import list_hash
+from protocol.core.settlement.committees import assignments
 from protocol.core.settlement.result_header import SettledRound, build_result
 from protocol.core.settlement.result_inputs import Reveal, RoundInputs
-from protocol.core.settlement.score_vector import pack_scores, score_commitment, vector_root
+from protocol.core.settlement.score_vector import pack_segments, score_commitment, vector_root
 
 CONTRACTS = Path(__file__).resolve().parents[2] / "contracts"
 
@@ -451,7 +452,7 @@ class World:
     def reveal_args(self, rnd: int, validator) -> tuple:
         """(packed scores, witness root, loss, salt) of `validator`'s committed vector."""
         scores, witness_root, loss, salt = self.vectors[(rnd, validator)]
-        return pack_scores(scores), witness_root, loss, salt
+        return pack_segments(scores), witness_root, loss, salt
 
     def reveal(self, rnd: int, validator) -> None:
         self.s.reveal_scores(rnd, *self.reveal_args(rnd, validator), sender=validator)
@@ -485,6 +486,15 @@ class World:
         """Every permitted validator of `rnd` scoring every column `value` (call after the commit phase)."""
         n = len(self.columns(rnd))
         return {v: [value] * n for v in self.s.validators_of(rnd)}
+
+    def seated_scores_for(self, rnd: int, value: int = 1000) -> dict:
+        """As a validator node scores (call once the seed is stored): `value` for each miner where it
+        holds a drawn committee seat (`committees.assignments`), 0 elsewhere."""
+        miners = [bytes.fromhex(str(m)[2:]) for m in self.columns(rnd)]
+        vals = list(self.s.validators_of(rnd))
+        weights = [self.s.validator_weight(rnd, v) for v in vals]
+        seated = assignments(bytes(self.s.round_seed(rnd)), miners, weights, self.p.committee)
+        return {v: [value if i in mine else 0 for i in range(len(miners))] for v, mine in zip(vals, seated, strict=True)}
 
     # result
 

@@ -21,9 +21,7 @@ from protocol.core.settlement.result import RoundResult, compute_result
 from protocol.core.settlement.result_header import ResultHeader, round_claim_leaves
 from protocol.core.settlement.result_inputs import RoundInputs
 from protocol.core.settlement.result_tree import ColumnTree, Node, entry_hash, node_hash, parent
-from protocol.core.settlement.score_vector import (
-    vector_root,
-)
+from protocol.core.settlement.score_vector import segments_root
 
 ROOT = Path(__file__).resolve().parents[2]
 HARNESS = Path(__file__).resolve().parent / "harness"
@@ -95,7 +93,8 @@ def publish(stack: Stack, inputs: RoundInputs, model: bytes = ZERO) -> None:
         root = ZERO
         if v in inputs.reveals:
             r = inputs.reveals[v]
-            root = vector_root(stack.chain_id, facts.address, v, inputs.round, r.scores, r.witness_root, r.heldout_loss)
+            root = segments_root(stack.chain_id, facts.address, v, inputs.round, r.revealed_segments, r.witness_root,
+                                 r.heldout_loss)
         facts.set_vector_root(inputs.round, v, root)
     for account in inputs.miners + inputs.validators:
         facts.set_forfeited(inputs.round, account, account in inputs.forfeited)

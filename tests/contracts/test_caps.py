@@ -6,7 +6,8 @@ One world at the bounds: 256 permitted validators with BLS keys, 16,384 miners c
 sybils cannot make every reveal impossible), committees of 3 (a run without committees permits
 at most 16 validators). Each settlement transaction a node sends is measured as sent (execution
 plus intrinsic and calldata gas, with Prague's calldata floor), with its calldata: the round
-opening (it freezes a version of the permitted set: no copy at any size), a full reveal, the
+opening (it freezes a version of the permitted set: no copy at any size), a full reveal (every
+miner scored: 16,384 entries; the others reveal their seats, about 384 entries each), the
 certified post with 85 non-signers, every kind of challenge whose evidence grows with the round (a column, a tree
 node, the header, the validator entries, the claims root, a claims chunk, a claim), and the
 finalize that opens the next round, and the stake that changes a full set most (a newcomer
@@ -95,14 +96,16 @@ def bounds():
         with boa.reverts("settlement: commit phase closed"):  # the 16,384th commit closed it
             world.s.commit_update(0, b"\xaa" * 32, b"\xbb" * 32, sender=extra)
         world.to_scoring(0, miners)
-        scores = world.scores_for(0)
+        world.s.store_seed(0, sender=world.validators[0])
+        scores = world.seated_scores_for(0)  # about 2c n / v = 384 entries each
+        scores[next(iter(scores))] = world.scores_for(0)[next(iter(scores))]  # and one of all 16,384
         for v, sc in scores.items():
             world.commit_scores(0, v, sc)
         if world.s.phase(0) == PHASE_SCORING:  # every validator committed: scoring closed early
             boa.env.time_travel(seconds=params.score_duration)
         for k, v in enumerate(scores):
             if k == 0:
-                costs.send("reveal_scores (16,384 scores)", world.stack.scores, "reveal_scores", 0,
+                costs.send("reveal_scores (16,384 entries)", world.stack.scores, "reveal_scores", 0,
                            *world.reveal_args(0, v), sender=v)
             else:
                 world.reveal(0, v)
@@ -115,8 +118,8 @@ def test_a_round_at_the_bounds_settles_and_no_call_exceeds_15m_gas_or_128_kb(bou
     s, stack = world.s, world.stack
     assert s.round_info(0)[1] == MINERS and len(s.validators_of(0)) == VALIDATORS
     v0 = s.validators_of(0)[0]
-    packed = world.reveal_args(0, v0)[0]
-    assert len(packed) == 2 * MINERS
+    segments = world.reveal_args(0, v0)[0]
+    assert len(segments) == MINERS // 1024 and sum(len(seg) for seg in segments) == 4 * MINERS
     settled = world.settle(0)
     signers = list(s.validators_of(0))[NON_SIGNERS:]
     posted = world.post(0, settled, signers=signers)

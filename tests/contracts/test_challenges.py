@@ -8,6 +8,7 @@ reference (`protocol.core.settlement.result*`), tampered one value at a time.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 from pathlib import Path
 
 import boa
@@ -25,7 +26,7 @@ from protocol.core.settlement.claims_tree import (
 )
 from protocol.core.settlement.result_inputs import PrevEntry, Reveal, RoundInputs
 from protocol.core.settlement.result_tree import ColumnTree, Node, fields_hash, node_hash, parent
-from protocol.core.settlement.score_vector import pack_scores, segment_hashes, segments
+from protocol.core.settlement.score_vector import pack_segments
 from tests.contracts.result_evidence import (
     BOND,
     WINDOW,
@@ -265,14 +266,36 @@ def test_a_committee_column_is_decided_by_its_seats_and_a_root_counting_every_ho
     off = max(j for j in range(6) if j not in {r[0] for r in seated})
     message = ("challenges: a reveal whose number does not count" if off > seated[-1][0]
                else "challenges: one reveal per counted decider, in order")
-    packed = pack_scores(reveals[validators[off]].scores)
-    extra = sorted([*seated, (off, segments(packed)[0], segment_hashes(packed), reveals[validators[off]].witness_root,
+    segments = pack_segments(reveals[validators[off]].scores)
+    extra = sorted([*seated, (off, segments[0], [keccak256(seg) for seg in segments], reveals[validators[off]].witness_root,
                               reveals[validators[off]].heldout_loss)])
     with boa.env.anchor():
         publish(committee_chal, inputs)
         with boa.reverts(message):
             call(committee_chal, committee_chal.columns, "challenge_column", *post(committee_chal, right),
                  *leaf_args(right, 0), root_arg(right), extra)
+
+
+def test_a_column_reads_a_reveal_as_revealed_whatever_its_bytes(chal):
+    """A decider revealed its entries backwards, a column twice (the first counts), a column the
+    round lacks and a stray byte: the column is read from those bytes as the reference reads them,
+    so a right column stands; evidence re-packed from the scores does not match its vector root."""
+    base = round2(chal)
+    r = base.reveals[A[10]]
+    (packed,) = pack_segments(r.scores)
+    entries = [packed[k:k + 4] for k in range(0, len(packed), 4)]
+    odd = b"".join(reversed(entries)) + entries[-1][:2] + b"\x00\x05" + bytes.fromhex("00070009") + b"\x01"
+    reveals = dict(base.reveals) | {A[10]: Reveal(r.scores, r.heldout_loss, r.witness_root, (odd,))}
+    inputs = replace(base, reveals=reveals)
+    publish(chal, inputs, model=keccak256(b"model 2"))
+    p = settle(chal, inputs)
+    with boa.env.anchor():
+        expect(chal, False, chal.columns, "challenge_column", *post(chal, p), *leaf_args(p, 5), root_arg(p),
+               reveals_arg(inputs, 5))
+    repacked = replace(inputs, reveals=base.reveals)
+    with boa.reverts("challenges: reveal does not match vector root"):
+        call(chal, chal.columns, "challenge_column", *post(chal, p), *leaf_args(p, 5), root_arg(p),
+             reveals_arg(repacked, 5))
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -41,6 +41,12 @@ from protocol.core.settlement.result_tree import (
     node_hash,
     tree_depth,
 )
+from protocol.core.settlement.score_vector import (
+    SEGMENT_COLUMNS,
+    pack_segments,
+    segment_score,
+    unpack_segments,
+)
 
 HARNESS = Path(__file__).resolve().parent / "harness" / "ResultMathHarness.vy"
 ACCOUNTS = [checksum_address(keccak256(b"account %d" % k)[:20]) for k in range(40)]
@@ -170,8 +176,26 @@ def test_a_path_rejects_a_wrong_position_length_or_root(harness):
                                [b"\x00" * 32] + [h for _, h in parent_path], 3, tree.tree_root())
 
 
-def test_score_extraction_is_big_endian(harness):
-    packed = bytes([0x12, 0x34, 0xff, 0xfe, 0x00, 0x01])
-    assert [harness.score_at(packed, i) for i in range(3)] == [0x1234, 0xfffe, 1]
-    with boa.reverts():
-        harness.score_at(packed, 3)
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1100), st.integers(0, 65535)), max_size=40), st.binary(max_size=3))
+def test_a_segment_scores_a_column_as_the_reference_whatever_its_bytes(harness, entries, tail):
+    """Any revealed bytes: unsorted, repeated, zero or foreign columns, a partial last entry."""
+    segment = b"".join(c.to_bytes(2, "big") + s.to_bytes(2, "big") for c, s in entries) + tail
+    for column in {c for c, _ in entries} | {0, 1023}:
+        assert harness.segment_score(segment, column) == segment_score(segment, column)
+    first = {}
+    for c, s in entries:
+        first.setdefault(c, s)
+    assert unpack_segments([segment], 1024) == tuple(first.get(c, 0) for c in range(1024))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 3000).flatmap(lambda n: st.tuples(st.just(n), st.lists(st.integers(0, 65535), min_size=n, max_size=n))))
+def test_a_packed_vector_unpacks_to_itself(harness, case):
+    columns, dense = case
+    dense = [s if s % 3 else 0 for s in dense]  # a third of the columns unscored
+    segments = pack_segments(dense)
+    assert len(segments) == -(-columns // SEGMENT_COLUMNS) and unpack_segments(segments, columns) == tuple(dense)
+    assert sum(len(seg) for seg in segments) == 4 * sum(1 for s in dense if s)  # sparse: nonzero scores only
+    for column in {0, columns // 2, columns - 1} if columns else set():
+        assert harness.segment_score(segments[column // SEGMENT_COLUMNS], column) == dense[column]

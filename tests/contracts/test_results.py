@@ -32,9 +32,9 @@ from conftest import (
 from eth_utils import keccak
 
 from protocol.core.crypto.bls import bls_aggregate, bls_sign, g2_to_eip2537
-from protocol.core.settlement.abi_words import list_hash, word
+from protocol.core.settlement.abi_words import word
 from protocol.core.settlement.result_header import build_result
-from protocol.core.settlement.score_vector import segment_hashes
+from protocol.core.settlement.score_vector import scores_hash
 
 kworld_base = keyed_world(validator_stakes=(300 * TOKEN,) * 4)
 
@@ -54,8 +54,8 @@ def light_reveals(w: World, rnd: int) -> tuple:
     hashes, roots, losses = [], [], []
     for v in w.s.validators_of(rnd):
         if w.s.revealed(rnd, v):
-            packed, witness_root, loss, _ = w.reveal_args(rnd, v)
-            hashes.append(list_hash(segment_hashes(packed)))
+            scores, witness_root, loss, _ = w.vectors[(rnd, v)]
+            hashes.append(scores_hash(scores))
             roots.append(witness_root)
             losses.append(loss)
         else:

@@ -29,7 +29,7 @@ from conftest import (
 from eth_utils import keccak
 
 from protocol.core.settlement.abi_words import list_hash
-from protocol.core.settlement.score_vector import pack_scores, segment_hashes, vector_root
+from protocol.core.settlement.score_vector import pack_segments, vector_root
 
 EMPTY = b"\x00" * 32
 ZERO = "0x" + "00" * 20
@@ -400,9 +400,9 @@ def test_reveal_happy_path_and_early_close(world: World):
     (ev,) = last_logs(s, "ScoresRevealed")
     packed, witness_root, loss, _ = world.reveal_args(0, v0)
     root = vector_root(chain_id(), str(world.stack.scores.address), str(v0), 0, [10, 20, 30], witness_root, loss)
-    assert (ev.round, ev.validator, ev.scores, ev.witness_root, ev.heldout_loss, ev.vector_root) == (
-        0, v0, packed, witness_root, loss, root)
-    assert packed == bytes.fromhex("000a" "0014" "001e")  # 2 bytes big-endian per column
+    assert (ev.round, ev.validator, ev.segments, ev.columns, ev.witness_root, ev.heldout_loss, ev.vector_root) == (
+        0, v0, packed, 3, witness_root, loss, root)
+    assert packed == [bytes.fromhex("0000000a" "00010014" "0002001e")]  # (column, score), 2 bytes big-endian each
     assert s.vector_root(0, v0) == root and s.vector_root(0, v1) == EMPTY
     assert s.revealed(0, v0) and not s.revealed(0, v1)
     assert s.phase(0) == PHASE_REVEAL
@@ -422,15 +422,19 @@ def test_reveal_reverts(world: World):
     boa.env.time_travel(seconds=60)
     with boa.reverts("settlement: no score commitment"):
         s.reveal_scores(0, packed, witness_root, loss, salt, sender=v1)
-    for wrong_length in (packed[:4], packed + b"\x00\x01", packed[:5], b""):
-        with boa.reverts("settlement: one 2-byte score per committed miner"):
-            s.reveal_scores(0, wrong_length, witness_root, loss, salt, sender=v0)
+    for segments in ([], [packed[0], b""]):  # one segment per 1,024 committed miners, here 3
+        with boa.reverts("settlement: one score segment per 1,024 committed miners"):
+            s.reveal_scores(0, segments, witness_root, loss, salt, sender=v0)
+    (segment,) = packed
+    for other in (segment[:4], b"", segment + bytes.fromhex("00000001")):  # another vector's bytes
+        with boa.reverts("settlement: reveal does not match commitment"):
+            s.reveal_scores(0, [other], witness_root, loss, salt, sender=v0)
     with boa.reverts("settlement: reveal does not match commitment"):
-        s.reveal_scores(0, packed[:-1] + b"\x1f", witness_root, loss, salt, sender=v0)
+        s.reveal_scores(0, [segment[:-1] + b"\x1f"], witness_root, loss, salt, sender=v0)
     with boa.reverts("settlement: reveal does not match commitment"):
         s.reveal_scores(0, packed, witness_root, loss, b"\x06" * 32, sender=v0)
     with boa.reverts("settlement: reveal does not match commitment"):  # the columns' order is committed
-        s.reveal_scores(0, packed[2:4] + packed[:2] + packed[4:], witness_root, loss, salt, sender=v0)
+        s.reveal_scores(0, pack_segments([20, 10, 30]), witness_root, loss, salt, sender=v0)
     with boa.reverts("settlement: reveal does not match commitment"):  # the witness root is committed
         s.reveal_scores(0, packed, b"\x07" * 32, loss, salt, sender=v0)
     with boa.reverts("settlement: reveal does not match commitment"):  # and the held-out loss
@@ -459,9 +463,9 @@ def test_a_reveal_scores_every_committed_miner_in_commit_order():
     assert w.columns(0) == [m[2], m[0], m[3]]
     v0, v1 = w.validators
     w.commit_scores(0, v0, [1, 2, 3])
-    w.commit_scores(0, v1, [1, 2, 3, 4])  # a column too many: its commitment can never be revealed
+    w.commit_scores(0, v1, [1] * 1025)  # a segment too many: its commitment can never be revealed
     w.reveal(0, v0)
-    with boa.reverts("settlement: one 2-byte score per committed miner"):
+    with boa.reverts("settlement: one score segment per 1,024 committed miners"):
         w.reveal(0, v1)
     assert w.s.revealed(0, v0) and not w.s.revealed(0, v1)
 
@@ -469,8 +473,7 @@ def test_a_reveal_scores_every_committed_miner_in_commit_order():
 def test_vector_root_matches_python(world: World):
     v = world.validators[0]
     scores, witness_root, loss = [1, 65535, 0], b"\x01" * 32, 2_345_678
-    packed = pack_scores(scores)
-    got = world.s.vector_root_of(v, 7, list_hash(segment_hashes(packed)), witness_root, loss)
+    got = world.s.vector_root_of(v, 7, list_hash([keccak(seg) for seg in pack_segments(scores)]), witness_root, loss)
     addr = str(world.stack.scores.address)
     assert got == vector_root(chain_id(), addr, str(v), 7, scores, witness_root, loss)
     assert got != vector_root(chain_id(), addr, str(world.validators[1]), 7, scores, witness_root, loss)

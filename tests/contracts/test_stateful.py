@@ -54,8 +54,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from protocol.core.settlement.abi_words import list_hash, word
-from protocol.core.settlement.score_vector import segment_hashes
+from protocol.core.settlement.abi_words import word
+from protocol.core.settlement.score_vector import scores_hash
 
 N_MINERS, N_VALIDATORS = 3, 3
 FUNDS = 1000 * TOKEN
@@ -285,8 +285,8 @@ class Protocol(RuleBasedStateMachine):
         light = ([], [], [])
         for v in self.s.validators_of(r):
             if self.s.revealed(r, v):
-                packed, witness_root, loss, _ = w.reveal_args(r, v)
-                light[0].append(list_hash(segment_hashes(packed))), light[1].append(witness_root), light[2].append(loss)
+                scores, witness_root, loss, _ = w.vectors[(r, v)]
+                light[0].append(scores_hash(scores)), light[1].append(witness_root), light[2].append(loss)
             else:
                 light[0].append(b"\x00" * 32), light[1].append(b"\x00" * 32), light[2].append(0)
         w.stack.account_challenges.challenge_header(r, posted.header, posted.non_signers_hash, posted.posted_time,

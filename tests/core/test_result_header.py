@@ -10,15 +10,15 @@ from result_strategies import ACCOUNTS, round_inputs
 
 from protocol.core.crypto.keccak import keccak256
 from protocol.core.errors import ResultError
-from protocol.core.settlement.abi_words import enc, list_hash, tag, word
+from protocol.core.settlement.abi_words import tag
 from protocol.core.settlement.claims_tree import verify_claim
 from protocol.core.settlement.result_header import build_result
 from protocol.core.settlement.result_inputs import Reveal, RoundInputs
 from protocol.core.settlement.result_tree import verify_path
 from protocol.core.settlement.score_vector import (
-    pack_scores,
+    pack_segments,
     score_commitment,
-    unpack_scores,
+    unpack_segments,
     vector_root,
 )
 
@@ -27,28 +27,15 @@ CONFIG, MODEL = keccak256(b"config"), keccak256(b"model")
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(0, 2**256 - 1), max_size=5), st.binary(min_size=32, max_size=32))
-def test_words_are_abi_encode(xs: list[int], b32: bytes) -> None:
-    assert enc(*xs, b32, ACCOUNTS[0]) == encode(["uint256"] * len(xs) + ["bytes32", "address"], [*xs, b32, ACCOUNTS[0]])
-    assert list_hash(xs) == keccak256(encode(["uint256[]"], [xs]))
-
-
-def test_unencodable_words_raise() -> None:
-    for bad in (-1, 2**256, b"\x01" * 31, "0x12", 1.5):
-        with pytest.raises(ResultError):
-            word(bad)  # type: ignore[arg-type]
-    assert word(True) == word(1) and list_hash([]) == keccak256(word(32) + word(0))
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(0, 65535), max_size=300), st.integers(0, 2**256 - 1), st.binary(min_size=32, max_size=32))
+@given(st.lists(st.integers(0, 65535), max_size=2500), st.integers(0, 2**256 - 1), st.binary(min_size=32, max_size=32))
 def test_vector_root_and_commitment(scores: list[int], loss: int, salt: bytes) -> None:
-    packed = pack_scores(scores)
-    assert packed == b"".join(s.to_bytes(2, "big") for s in scores) and unpack_scores(packed) == tuple(scores)
+    segments = pack_segments(scores)
+    # per 1,024 columns: (column, score) of each nonzero score, 2 bytes big-endian each
+    assert segments == [b"".join(c.to_bytes(2, "big") + s.to_bytes(2, "big") for c, s in enumerate(scores)
+                                 if s and k <= c < k + 1024) for k in range(0, len(scores), 1024)]
+    assert unpack_segments(segments, len(scores)) == tuple(scores)
     root = vector_root(CHAIN, SCORES, ACCOUNTS[1], 12, scores, salt, loss)
-    # the scores hash: abi_encode(bytes32[]) of the keccak of each 256-byte segment
-    segment_hashes = [keccak256(packed[k:k + 256]) for k in range(0, len(packed), 256)]
-    scores_hash = keccak256(encode(["bytes32[]"], [segment_hashes]))
+    scores_hash = keccak256(encode(["bytes32[]"], [[keccak256(seg) for seg in segments]]))
     assert root == keccak256(encode(
         ["bytes32", "uint256", "address", "address", "uint256", "bytes32", "bytes32", "uint256"],
         [keccak256(b"veritrain/vector/v1"), CHAIN, SCORES, ACCOUNTS[1], 12, scores_hash, salt, loss]))
@@ -56,9 +43,13 @@ def test_vector_root_and_commitment(scores: list[int], loss: int, salt: bytes) -
 
 
 def test_bad_score_vectors_raise() -> None:
-    for call in (lambda: pack_scores([65536]), lambda: pack_scores([-1]), lambda: unpack_scores(b"\x00")):
+    for call in (lambda: pack_segments([65536]), lambda: pack_segments([-1]), lambda: pack_segments([1] * 65537),
+                 lambda: unpack_segments([b"", b""], 1024), lambda: unpack_segments([], 1)):
         with pytest.raises(ResultError):
             call()
+    # whatever bytes a validator reveals read as scores: the first whole entry naming a column counts
+    assert unpack_segments([bytes.fromhex("00010007" "00010009" "04000001" "0000")], 3) == (0, 7, 0)
+
 
 
 @settings(max_examples=150, deadline=None)

@@ -13,7 +13,7 @@ from protocol.core.crypto.keccak import checksum_address
 from protocol.core.errors import ResultError
 from protocol.core.settlement.class_checks import class_checkers, column_deciders, covered
 from protocol.core.settlement.column_weights import ColumnWeights, column_weights
-from protocol.core.settlement.score_vector import SCORE_MAX
+from protocol.core.settlement.score_vector import SCORE_MAX, pack_segments, unpack_segments
 
 MAX_MINERS = 16_384  # columns per round (spec caps)
 MAX_VALIDATORS = 256
@@ -44,11 +44,14 @@ def _check_accounts(name: str, accounts: Iterable[str]) -> None:
 
 @dataclass(frozen=True)
 class Reveal:
-    """One validator's revealed vector: a score per column, its held-out loss (1e6 = 1.0), witness root."""
+    """One validator's revealed vector: a score per column, its held-out loss (1e6 = 1.0), witness
+    root, and its segments as revealed on chain (None: `pack_segments` of the scores; a node may
+    reveal any bytes, which bind its vector root, so evidence carries them as they were)."""
 
     scores: tuple[int, ...]
     heldout_loss: int
     witness_root: bytes
+    segments: tuple[bytes, ...] | None = None
 
     def __post_init__(self) -> None:
         for score in self.scores:
@@ -56,6 +59,12 @@ class Reveal:
         _check_uint("heldout_loss", self.heldout_loss)
         if not isinstance(self.witness_root, bytes) or len(self.witness_root) != WORD_BYTES:
             raise ResultError("witness_root must be 32 bytes")
+        if self.segments is not None and unpack_segments(self.segments, len(self.scores)) != self.scores:
+            raise ResultError("a reveal's segments do not hold its scores")
+
+    @property
+    def revealed_segments(self) -> tuple[bytes, ...]:
+        return tuple(pack_segments(self.scores)) if self.segments is None else self.segments
 
 
 @dataclass(frozen=True)

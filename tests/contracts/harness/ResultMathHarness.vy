@@ -8,12 +8,13 @@
 
 from contracts import committee_draw
 from contracts import result_math
+from contracts import score_entries
 
 MAX_VALIDATORS: constant(uint256) = result_math.MAX_VALIDATORS
 MAX_SUMS: constant(uint256) = result_math.MAX_SUMS
 MAX_DEPTH: constant(uint256) = result_math.MAX_DEPTH
 CLAIMS_CHUNK: constant(uint256) = result_math.CLAIMS_CHUNK
-MAX_SCORE_BYTES: constant(uint256) = result_math.MAX_SCORE_BYTES
+SEGMENT_BYTES: constant(uint256) = score_entries.SEGMENT_BYTES
 
 
 @pure
@@ -87,8 +88,8 @@ def claim_leaf(account: uint256, amount: uint256) -> bytes32:
 
 @pure
 @external
-def score_at(scores: Bytes[MAX_SCORE_BYTES], i: uint256) -> uint16:
-    return result_math._score_at(scores, i)
+def segment_score(segment: Bytes[SEGMENT_BYTES], column: uint256) -> uint16:
+    return score_entries._segment_score(segment, column)
 
 
 @pure
