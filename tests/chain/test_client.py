@@ -78,8 +78,8 @@ def test_revert_is_one_error_type_on_every_backend(chain):
     validator.commit_scores(0, score_commitment(root, salt))
     with pytest.raises(ContractRevert, match="settlement: reveal does not match commitment"):
         validator.reveal_scores(0, pack_segments([501]), witness_root, loss, salt)
-    with pytest.raises(ContractRevert, match="settlement: score entries ascend by column, below the committed miners"):
-        validator.reveal_scores(0, pack_segments([500, 1]), witness_root, loss, salt)
+    with pytest.raises(ContractRevert, match="settlement: one score segment per 1,024 committed miners"):
+        validator.reveal_scores(0, pack_segments([500, 1]) * 2, witness_root, loss, salt)
     validator.reveal_scores(0, pack_segments([500]), witness_root, loss, salt)
     assert chain.phase(0) == Phase.AUDIT
     validator.audits_done(0)
@@ -159,7 +159,8 @@ def test_reveal_witness_roots_audits_and_a_lazy_report_on_the_devchain():
         v.reveal_scores(0, pack_segments([700]), roots[v.address], 2_000_000 + i, salt)
     assert deployer.phase(0) == Phase.AUDIT and deployer.round_info(0)["audit_deadline"] > 0
     assert deployer.reveals(0) == {
-        v.address: {"scores": [700], "witness_root": roots[v.address], "heldout_loss": 2_000_000 + i}
+        v.address: {"scores": [700], "segments": [bytes.fromhex("000002bc")], "witness_root": roots[v.address],
+                    "heldout_loss": 2_000_000 + i}
         for i, v in enumerate(vals)}
     accused = vals[1].address
     rid = vals[0].report_fraud(0, accused, FraudKind.LAZY_VALIDATOR, 0, b"\x0e" * 32, b"\x0f" * 64)
