@@ -16,9 +16,9 @@ the real draw gives (`auditor_draw.expected_auditors`, A = 4) with them.
 
 Gas (not with --quick): one scripted round on the embedded chain (`benchmarks/gas.py`, with the
 run config's committees of 3) at each of `--gas` sizes within the contracts' bounds: the round's
-settlement gas per miner and the most expensive function of the round. A size beyond the bounds
-(4096x256: the bounds are 1,024 miners and 64 validators until they are raised) is reported as
-null, not estimated.
+settlement gas per miner and the most expensive function of the round; its validators score and
+reveal only the miners of their drawn seats, as nodes do. A size beyond the bounds (16,384 miners,
+256 validators) is reported as null, not estimated.
 
     python -m benchmarks network-scale [--quick] [--gas 1024x64,4096x256] [--json PATH]
 """
