@@ -44,12 +44,12 @@ def pack_segments(scores: Sequence[int]) -> list[bytes]:
     return [bytes(seg) for seg in out]
 
 
-def segment_score(segment: bytes, column: int) -> int:
-    """`column`'s score in its segment: the first whole entry naming it, else 0."""
-    for k in range(0, len(segment) - len(segment) % ENTRY_BYTES, ENTRY_BYTES):
-        if int.from_bytes(segment[k:k + 2], "big") == column:
-            return int.from_bytes(segment[k + 2:k + 4], "big")
-    return 0
+def named_scores(segment: bytes) -> dict[int, int]:
+    """Each column a segment names, with the score of the first whole entry naming it."""
+    named: dict[int, int] = {}
+    for e in range(0, len(segment) - len(segment) % ENTRY_BYTES, ENTRY_BYTES):
+        named.setdefault(int.from_bytes(segment[e:e + 2], "big"), int.from_bytes(segment[e + 2:e + 4], "big"))
+    return named
 
 
 def unpack_segments(segments: Sequence[bytes], columns: int) -> tuple[int, ...]:
@@ -58,9 +58,7 @@ def unpack_segments(segments: Sequence[bytes], columns: int) -> tuple[int, ...]:
         raise ResultError(f"{len(segments)} score segments for {columns} columns, not {segment_count(columns)}")
     dense = [0] * columns
     for k, segment in enumerate(segments):
-        named: dict[int, int] = {}
-        for e in range(0, len(segment) - len(segment) % ENTRY_BYTES, ENTRY_BYTES):
-            named.setdefault(int.from_bytes(segment[e:e + 2], "big"), int.from_bytes(segment[e + 2:e + 4], "big"))
+        named = named_scores(segment)
         for c in range(k * SEGMENT_COLUMNS, min(columns, (k + 1) * SEGMENT_COLUMNS)):
             dense[c] = named.get(c, 0)  # entries naming a column of another segment count for nothing
     return tuple(dense)
