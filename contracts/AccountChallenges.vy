@@ -39,7 +39,6 @@ exports: (
     header_checks.challenge_header,
 )
 
-MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
 MAX_SUMS: constant(uint256) = result_math.MAX_SUMS
 HEADER_WORDS: constant(uint256) = constants.HEADER_WORDS
 MAX_REPUTATION: constant(uint256) = 2**16 - 1
@@ -151,49 +150,44 @@ def challenge_miner_stale(
 @external
 def challenge_validators(
     round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
-    entries: DynArray[challenge_base.Entry, MAX_VALIDATORS], root: challenge_base.Node,
+    at: challenge_base.EntryAt, root: challenge_base.Node,
 ):
     """
-    @notice Disputes the validator entries: one per round validator, in
-            `validators_of` order, each crediting sums[2 + j] of the root, with
-            cumulative = credit and prev_index = 0 when it has no earlier entry and a prev pointer
-            to an earlier final round when it has one.
+    @notice Disputes validator entry j (j below the round's validator count): it must name
+            index j and the round validator at position j of `validators_of`, credit sums[2 + j]
+            of the root, and have cumulative = credit and prev_index = 0 when it has no earlier
+            entry, a prev pointer to an earlier final round when it has one. A root whose sums
+            are not one per round validator after two is wrong too.
     @param round The round.
     @param header The pending attempt's header words.
     @param non_signers_hash The pending attempt's non-signers hash.
     @param posted_time When the attempt was posted.
     @param attempt The attempt number.
-    @param entries Every entry of the result's validators list.
+    @param at The disputed entry, its position and its inclusion path under validators_hash.
     @param root The tree root's preimage; empty for an empty tree.
     """
     challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
-    challenge_base._check_entries(header, entries)
-    vals: DynArray[address, MAX_VALIDATORS] = staticcall challenge_base.rounds.validators_of(round)
-    root_sums: DynArray[uint256, MAX_SUMS] = challenge_base._root_sums(header[constants.H_TREE_ROOT], root, len(vals))
-    upheld: bool = len(entries) != len(vals) or len(root_sums) != len(vals) + 2
+    e: challenge_base.Entry = challenge_base._check_entry(round, header, at)
+    j: uint256 = at.position
+    v: uint256 = staticcall challenge_base.rounds.validator_count(round)
+    root_sums: DynArray[uint256, MAX_SUMS] = challenge_base._root_sums(header[constants.H_TREE_ROOT], root, v)
+    upheld: bool = len(root_sums) != v + 2
     if not upheld:
-        for j: uint256 in range(len(entries), bound=MAX_VALIDATORS):
-            e: challenge_base.Entry = entries[j]
-            if e.index != j or e.account != convert(convert(vals[j], uint160), uint256) or e.credit != root_sums[2 + j]:
-                upheld = True
-            elif e.prev == 0 and (e.cumulative != e.credit or e.prev_index != 0):
-                # no earlier entry: the reference writes (prev, prev_index) = (0, 0)
-                upheld = True
-            elif challenge_base._bad_prev(round, e.prev):
-                upheld = True
-            if upheld:
-                break
+        validator: address = staticcall challenge_base.rounds.validator_at(round, j)
+        upheld = e.index != j or e.account != convert(convert(validator, uint160), uint256) or e.credit != root_sums[2 + j]
+        # no earlier entry: the reference writes (prev, prev_index) = (0, 0)
+        upheld = upheld or (e.prev == 0 and (e.cumulative != e.credit or e.prev_index != 0))
+        upheld = upheld or challenge_base._bad_prev(round, e.prev)
     challenge_base._settle(round, attempt, upheld, KIND_VALIDATORS)
 
 
 @external
 def challenge_validator_history(
     round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
-    entries: DynArray[challenge_base.Entry, MAX_VALIDATORS], j: uint256,
-    prev_header: bytes32[HEADER_WORDS], prev_entries: DynArray[challenge_base.Entry, MAX_VALIDATORS],
+    at: challenge_base.EntryAt, prev_header: bytes32[HEADER_WORDS], prev_at: challenge_base.EntryAt,
 ):
     """
-    @notice Disputes validator entry j's link to its previous entry (prev != 0):
+    @notice Disputes a validator entry's link to its previous entry (prev != 0):
             the round it names must be earlier and final, hold this validator
             at prev_index, and give cumulative = cumulative_prev + credit.
     @param round The round.
@@ -201,23 +195,21 @@ def challenge_validator_history(
     @param non_signers_hash The pending attempt's non-signers hash.
     @param posted_time When the attempt was posted.
     @param attempt The attempt number.
-    @param entries Every entry of the result's validators list.
-    @param j The disputed entry.
+    @param at The disputed entry, its position and its inclusion path.
     @param prev_header The final header of round prev - 1 (ignored when it is not final or not earlier).
-    @param prev_entries Every entry of that round's validators list.
+    @param prev_at The entry at prev_index there with its path (ignored when prev_index is past
+           that round's validators).
     """
     challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
-    challenge_base._check_entries(header, entries)
-    assert j < len(entries), "challenges: entry out of range"
-    e: challenge_base.Entry = entries[j]
+    e: challenge_base.Entry = challenge_base._check_entry(round, header, at)
     assert e.prev != 0, "challenges: no previous entry"
     upheld: bool = challenge_base._bad_prev(round, e.prev)
     if not upheld:
         challenge_base._final_header(e.prev - 1, prev_header)
-        challenge_base._check_entries(prev_header, prev_entries)
-        upheld = e.prev_index >= len(prev_entries)
+        upheld = e.prev_index >= staticcall challenge_base.rounds.validator_count(e.prev - 1)
         if not upheld:
-            p: challenge_base.Entry = prev_entries[e.prev_index]
+            assert prev_at.position == e.prev_index, "challenges: not the entry the pointer names"
+            p: challenge_base.Entry = challenge_base._check_entry(e.prev - 1, prev_header, prev_at)
             upheld = p.account != e.account or not self._follows(e.cumulative, p.cumulative, e.credit)
     challenge_base._settle(round, attempt, upheld, KIND_VALIDATOR_HISTORY)
 
@@ -225,35 +217,28 @@ def challenge_validator_history(
 @external
 def challenge_validator_stale(
     round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
-    entries: DynArray[challenge_base.Entry, MAX_VALIDATORS], j: uint256,
-    other_round: uint256, other_header: bytes32[HEADER_WORDS],
-    other_entries: DynArray[challenge_base.Entry, MAX_VALIDATORS], k: uint256,
+    at: challenge_base.EntryAt, other_round: uint256, other_header: bytes32[HEADER_WORDS], other_at: challenge_base.EntryAt,
 ):
     """
-    @notice Disputes validator entry j's prev pointer with a newer entry it
-            skips: entry k of a final round between prev - 1 and this round
+    @notice Disputes a validator entry's prev pointer with a newer entry it
+            skips: an entry of a final round between prev - 1 and this round
             (any earlier final round when prev = 0) for the same validator.
     @param round The round.
     @param header The pending attempt's header words.
     @param non_signers_hash The pending attempt's non-signers hash.
     @param posted_time When the attempt was posted.
     @param attempt The attempt number.
-    @param entries Every entry of the result's validators list.
-    @param j The disputed entry.
+    @param at The disputed entry, its position and its inclusion path.
     @param other_round The earlier final round holding the validator.
     @param other_header Its final header.
-    @param other_entries Every entry of that round's validators list.
-    @param k The validator's entry there.
+    @param other_at The validator's entry there with its path.
     """
     challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
-    challenge_base._check_entries(header, entries)
-    assert j < len(entries), "challenges: entry out of range"
+    e: challenge_base.Entry = challenge_base._check_entry(round, header, at)
     assert other_round < round, "challenges: not an earlier round"
     challenge_base._final_header(other_round, other_header)
-    challenge_base._check_entries(other_header, other_entries)
-    assert k < len(other_entries), "challenges: entry out of range"
-    e: challenge_base.Entry = entries[j]
-    assert other_entries[k].account == e.account, "challenges: another account"
+    other: challenge_base.Entry = challenge_base._check_entry(other_round, other_header, other_at)
+    assert other.account == e.account, "challenges: another account"
     challenge_base._settle(round, attempt, e.prev == 0 or other_round > e.prev - 1, KIND_VALIDATOR_STALE)
 
 

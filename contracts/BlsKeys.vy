@@ -197,6 +197,18 @@ def members_at(version: uint256) -> DynArray[address, MAX_VALIDATORS]:
 
 @view
 @external
+def member_in_slot(version: uint256, slot: uint256) -> address:
+    """
+    @notice The validator at position `slot` in a version of the permitted set.
+    @param version A frozen version.
+    @param slot The position (from 0).
+    @return The validator; empty when none held that slot then.
+    """
+    return permit_log._slot_at(version, slot)
+
+
+@view
+@external
 def totals_at(version: uint256) -> (uint256, uint256, uint256):
     """
     @notice The member count, the total weight and the keyed weight (members whose key

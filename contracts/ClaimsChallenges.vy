@@ -34,7 +34,6 @@ exports: (
     challenge_base.challenge_bond,
 )
 
-MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
 MAX_SUMS: constant(uint256) = result_math.MAX_SUMS
 HEADER_WORDS: constant(uint256) = constants.HEADER_WORDS
 CLAIMS_CHUNK: constant(uint256) = result_math.CLAIMS_CHUNK
@@ -151,7 +150,7 @@ def challenge_miner_claim(
 def challenge_validator_claim(
     round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
     summaries: DynArray[bytes32, MAX_SUMMARY], claims: DynArray[bytes32, CLAIMS_CHUNK],
-    entries: DynArray[challenge_base.Entry, MAX_VALIDATORS], j: uint256,
+    at: challenge_base.EntryAt,
 ):
     """
     @notice Disputes claim n + j: it must be claim_leaf(account, cumulative) of validator entry j.
@@ -163,15 +162,12 @@ def challenge_validator_claim(
     @param summaries Per chunk its list hash and root (checked against claims_list_hash).
     @param claims The claims of the chunk holding claim n + j; empty when the posted list
            has no such chunk.
-    @param entries Every entry of the result's validators list.
-    @param j The entry.
+    @param at Entry j, its position and its inclusion path under validators_hash.
     """
     challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
-    challenge_base._check_entries(header, entries)
-    assert j < len(entries), "challenges: entry out of range"
-    e: challenge_base.Entry = entries[j]
+    e: challenge_base.Entry = challenge_base._check_entry(round, header, at)
     want: bytes32 = result_math._claim_leaf(e.account, e.cumulative)
-    upheld: bool = self._claim_wrong(header, summaries, claims, challenge_base._commits(round) + j, want)
+    upheld: bool = self._claim_wrong(header, summaries, claims, challenge_base._commits(round) + at.position, want)
     challenge_base._settle(round, attempt, upheld, KIND_VALIDATOR_CLAIM)
 
 

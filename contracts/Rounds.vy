@@ -57,6 +57,7 @@ exports: (
     validator_snapshots.keys,
     validator_snapshots.snapshot_of,
     validator_snapshots.validators_of,
+    validator_snapshots.validator_at,
     validator_snapshots.validator_count,
     validator_snapshots.validator_weight,
     validator_snapshots.member_record,

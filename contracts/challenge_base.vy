@@ -14,6 +14,7 @@
 
 from ethereum.ercs import IERC20
 from . import constants
+from . import entries_tree
 from . import result_math
 from .interfaces import IChainFacts
 from .interfaces import IForfeits
@@ -48,6 +49,12 @@ struct Entry:
     cumulative: uint256
     prev: uint256
     prev_index: uint256
+
+# validator entry `position` of a result with its inclusion path (PROTOCOL §11, validator entries)
+struct EntryAt:
+    position: uint256
+    entry: Entry
+    siblings: DynArray[bytes32, MAX_DEPTH]
 
 # a sum-tree node's preimage: node_hash(body, sums)
 struct Node:
@@ -210,14 +217,11 @@ def _root_sums(tree_root: bytes32, root: Node, validators: uint256) -> DynArray[
 
 @pure
 @internal
-def _entry_hashes(entries: DynArray[Entry, MAX_VALIDATORS]) -> bytes32:
+def _entry_leaf(e: Entry) -> bytes32:
     """
-    @dev validators_hash of a list of validator entries (PROTOCOL §11, validator entries).
+    @dev A validator entry's leaf in its round's entries tree.
     """
-    hashes: DynArray[bytes32, MAX_VALIDATORS] = []
-    for e: Entry in entries:
-        hashes.append(result_math._entry_hash(e.index, e.account, e.credit, e.cumulative, e.prev, e.prev_index))
-    return keccak256(abi_encode(hashes))
+    return entries_tree._entry_hash(e.index, e.account, e.credit, e.cumulative, e.prev, e.prev_index)
 
 
 @view
@@ -278,10 +282,16 @@ def _revealed(
     return True
 
 
-@pure
+@view
 @internal
-def _check_entries(header: bytes32[HEADER_WORDS], entries: DynArray[Entry, MAX_VALIDATORS]):
+def _check_entry(round: uint256, header: bytes32[HEADER_WORDS], at: EntryAt) -> Entry:
     """
-    @dev Reverts unless `entries` are the validators list `header` commits to.
+    @dev Reverts unless `at` is an entry, below the round's validator count, of the entries tree
+         `header` commits to; returns the entry.
     """
-    assert self._entry_hashes(entries) == header[constants.H_VALIDATORS], "challenges: entries do not match validators_hash"
+    v: uint256 = staticcall rounds.validator_count(round)
+    assert at.position < v, "challenges: entry out of range"
+    assert entries_tree._verify_entry(
+        self._entry_leaf(at.entry), at.position, at.siblings, v, header[constants.H_VALIDATORS]
+    ), "challenges: entry not in validators_hash"
+    return at.entry

@@ -213,8 +213,17 @@ def _members_at(at: uint256) -> DynArray[address, MAX_VALIDATORS]:
     count: uint256 = self._value_at(TOTALS_LOG, at) & MASK16
     out: DynArray[address, MAX_VALIDATORS] = []
     for i: uint256 in range(count, bound=MAX_VALIDATORS):
-        out.append(convert(convert(self._value_at(SLOT_LOG + i, at), uint160), address))
+        out.append(self._slot_at(at, i))
     return out
+
+
+@view
+@internal
+def _slot_at(at: uint256, slot: uint256) -> address:
+    """
+    @dev The validator holding permit slot `slot` as of version `at` (empty: none).
+    """
+    return convert(convert(self._value_at(SLOT_LOG + slot, at), uint160), address)
 
 
 @view

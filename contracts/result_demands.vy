@@ -30,6 +30,7 @@
 from . import challenge_base
 from . import constants
 from . import demand_book
+from . import entries_tree
 from . import result_math
 
 uses: challenge_base
@@ -189,8 +190,9 @@ def answer_validators(
 ):
     """
     @notice Answers the demand of the validator entries (position n + 1) with
-            the whole list (hashing to the header's validators_hash), before the
-            demand's deadline; pays the demand's bond to the answerer.
+            the whole list, one entry per round validator (the tree over them is the
+            header's validators_hash), before the demand's deadline; pays the demand's
+            bond to the answerer.
     @param round The round.
     @param header The pending attempt's header words.
     @param non_signers_hash The pending attempt's non-signers hash.
@@ -199,7 +201,11 @@ def answer_validators(
     @param entries Every entry of the attempt's validators list.
     """
     demand_book._answer(round, header, non_signers_hash, posted_time, attempt, challenge_base._commits(round) + 1)
-    assert challenge_base._entry_hashes(entries) == header[constants.H_VALIDATORS], "challenges: entries do not match validators_hash"
+    assert len(entries) == staticcall challenge_base.rounds.validator_count(round), "challenges: one entry per round validator"
+    leaves: DynArray[bytes32, MAX_VALIDATORS] = []
+    for e: challenge_base.Entry in entries:
+        leaves.append(challenge_base._entry_leaf(e))
+    assert entries_tree._root(leaves) == header[constants.H_VALIDATORS], "challenges: entries do not match validators_hash"
     log ValidatorsAnswered(round=round, attempt=attempt, answerer=msg.sender, entries=entries)
 
 

@@ -7,7 +7,7 @@
 @notice Pure functions of the round result (docs/PROTOCOL.md §11): one column's
         consensus, pay and validator credits (the result function), the positional
         sum tree's node hashes and inclusion paths (column sum tree), the field
-        hashes of a column leaf and a validator entry, the OpenZeppelin-compatible
+        hash of a column leaf, the OpenZeppelin-compatible
         claims tree and the lower median of the held-out losses. The
         challenge contracts use them to recompute one disputed value from chain
         data; nothing here reads state.
@@ -33,7 +33,6 @@ MAX_SUMMARY: constant(uint256) = 2 * MAX_CHUNKS
 ONE: constant(uint256) = constants.ONE
 
 COLUMN_TAG: constant(bytes32) = keccak256("veritrain/column/v1")
-VALIDATOR_TAG: constant(bytes32) = keccak256("veritrain/validator/v1")
 
 
 @pure
@@ -185,8 +184,7 @@ def _list_hash(xs: DynArray[uint256, MAX_SUMS]) -> bytes32:
 @internal
 def _list_hash32(xs: DynArray[bytes32, CLAIMS_CHUNK]) -> bytes32:
     """
-    @dev keccak256(abi_encode(xs)) of a list of hashes (validator entries, a claims chunk, the
-         chunk summaries).
+    @dev keccak256(abi_encode(xs)) of a list of hashes (a claims chunk, the chunk summaries).
     """
     return keccak256(abi_encode(xs))
 
@@ -287,17 +285,6 @@ def _column_fields_hash(
          able to name whatever a wrong root committed to.
     """
     return keccak256(abi_encode(COLUMN_TAG, index, miner, reputation, cumulative, prev, prev_index))
-
-
-@pure
-@internal
-def _entry_hash(
-    index: uint256, account: uint256, credit: uint256, cumulative: uint256, prev: uint256, prev_index: uint256,
-) -> bytes32:
-    """
-    @dev A validator entry's hash (PROTOCOL §11, validator entries).
-    """
-    return keccak256(abi_encode(VALIDATOR_TAG, index, account, credit, cumulative, prev, prev_index))
 
 
 @pure

@@ -81,6 +81,20 @@ def validators_of(round: uint256) -> DynArray[address, MAX_VALIDATORS]:
 
 @view
 @external
+def validator_at(round: uint256, position: uint256) -> address:
+    """
+    @notice The permitted validator at `position` of `round`, as `validators_of` lists it.
+    @param round The round.
+    @param position The position (from 0).
+    @return The validator; empty past the round's count.
+    """
+    if position >= self._totals(round)[0]:
+        return empty(address)
+    return staticcall self.keys.member_in_slot(round_clock._snapshot(round), position)
+
+
+@view
+@external
 def validator_count(round: uint256) -> uint256:
     """
     @notice The number of permitted validators of `round`.

@@ -15,7 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from protocol.chain.challenge_args import ZERO32, entries_arg, leaf_answer_args, reveals_arg
+from protocol.chain.challenge_args import (
+    NO_ENTRY,
+    ZERO32,
+    entries_arg,
+    entry_at_arg,
+    leaf_answer_args,
+    reveals_arg,
+)
 from protocol.core.crypto.keccak import checksum_address
 from protocol.core.settlement.claims_tree import (
     CLAIMS_CHUNK,
@@ -101,13 +108,16 @@ def shape_proof(own: SettledRound, leaf: PostedLeaf, level: int) -> Proof:
 
 def entries_proof(own: SettledRound, entries: list[tuple[int, ...]], root: tuple | None,
                   finals: Finals) -> Proof | None:
-    """Posted validator entries that differ from this validator's: the entries challenge when one
-    is malformed against the posted root's sums (needs `root`), else a stale pointer or a history."""
+    """Posted validator entries that differ from this validator's: the entries challenge of the
+    first one malformed against the posted root's sums (needs `root`), else a stale pointer or a
+    history, each carrying the one entry with its path."""
     mine = entries_arg(own)
     if entries == mine or root is None:
         return None
-    if _entries_malformed(own, entries, root, finals):
-        return Proof("account_challenges", "challenge_validators", (entries, root), "validator entries")
+    malformed = _first_malformed(own, entries, root, finals)
+    if malformed is not None:
+        return Proof("account_challenges", "challenge_validators", (entry_at_arg(entries, malformed), root),
+                     f"validator entry {malformed}")
     for j, (e, m) in enumerate(zip(entries, mine, strict=True)):
         if e == m:
             continue
@@ -115,29 +125,32 @@ def entries_proof(own: SettledRound, entries: list[tuple[int, ...]], root: tuple
             other = finals(m[4] - 1)
             assert other is not None
             return Proof("account_challenges", "challenge_validator_stale",
-                         (entries, j, m[4] - 1, list(other.header.words()), entries_arg(other), m[5]), f"entry {j} prev")
+                         (entry_at_arg(entries, j), m[4] - 1, list(other.header.words()),
+                          entry_at_arg(entries_arg(other), m[5])), f"entry {j} prev")
         final = finals(e[4] - 1)
         assert final is not None  # not malformed: its pointer names an earlier final round
         prev = entries_arg(final)
         if e[5] >= len(prev) or prev[e[5]][1] != e[1] or e[3] != prev[e[5]][3] + e[2]:
+            prev_at = entry_at_arg(prev, e[5]) if e[5] < len(prev) else NO_ENTRY
             return Proof("account_challenges", "challenge_validator_history",
-                         (entries, j, list(final.header.words()), prev), f"entry {j} history")
+                         (entry_at_arg(entries, j), list(final.header.words()), prev_at), f"entry {j} history")
     return None
 
 
-def _entries_malformed(own: SettledRound, entries: list[tuple[int, ...]], root: tuple, finals: Finals) -> bool:
-    """AccountChallenges.challenge_validators' check: one entry per round validator in order,
-    crediting the root's sums, a first entry's cumulative its credit, a pointer to a final round."""
+def _first_malformed(own: SettledRound, entries: list[tuple[int, ...]], root: tuple, finals: Finals) -> int | None:
+    """AccountChallenges.challenge_validators' check: the first entry that does not name its
+    position and round validator, credit the root's sums, give a first entry's cumulative its
+    credit or point to a final round (0 for any when the root's sums are not 2 + v)."""
     validators = own.inputs.validators
     sums = root[1] if root[0] != ZERO32 else [0] * (len(validators) + 2)
-    if len(entries) != len(validators) or len(sums) != len(validators) + 2:
-        return True
+    if len(sums) != len(validators) + 2:
+        return 0 if entries else None
     for j, (index, account, credit, cumulative, prev, prev_index) in enumerate(entries):
         if (index, account, credit) != (j, int(validators[j], 16), sums[2 + j]):
-            return True
+            return j
         if (prev == 0 and (cumulative, prev_index) != (credit, 0)) or bad_prev(own.inputs.round, prev, finals):
-            return True
-    return False
+            return j
+    return None
 
 
 def claims_proof(own: SettledRound, summaries: list[bytes], chunks: Mapping[int, list[bytes]],
@@ -186,7 +199,7 @@ def _wrong_claim(n: int, c: int, summaries: list[bytes], claims: list[bytes], ow
         elif k >= n and entries is None:
             wanted.add(n + 1)
         elif k >= n and entries is not None and claim_leaf(_address(entries[k - n][1]), entries[k - n][3]) != claim:
-            return Proof("claims_challenges", "challenge_validator_claim", (summaries, claims, entries, k - n),
+            return Proof("claims_challenges", "challenge_validator_claim", (summaries, claims, entry_at_arg(entries, k - n)),
                          f"claim {k}")
     return None
 

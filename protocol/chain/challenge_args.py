@@ -8,9 +8,12 @@ the validator entries, the claims list, the reveals.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from protocol.core.crypto.keccak import keccak256
 from protocol.core.settlement.abi_words import list_hash
 from protocol.core.settlement.claims_tree import chunk_summaries, claim_chunks
+from protocol.core.settlement.entries_tree import entry_hash, entry_path
 from protocol.core.settlement.result_header import SettledRound
 from protocol.core.settlement.result_inputs import RoundInputs
 from protocol.core.settlement.score_vector import SEGMENT_COLUMNS, segments_hash
@@ -43,10 +46,20 @@ def leaf_answer_args(settled: SettledRound, i: int) -> tuple:
 
 def entries_arg(settled: SettledRound) -> list[tuple]:
     """Every validator entry's fields (j, account, credit, cumulative, prev, prev_index): the
-    validators list as `answer_validators` and the entry challenges take it."""
+    validators list as `answer_validators` takes it (an entry challenge takes one, `entry_at_arg`)."""
     inputs, result = settled.inputs, settled.result
     return [(j, int(v, 16), result.validator_credit[j], result.validator_cumulative[j], *inputs.prev_pointer(v))
             for j, v in enumerate(inputs.validators)]
+
+
+def entry_at_arg(entries: Sequence[Sequence[int]], j: int) -> tuple:
+    """Entry `j` of a validators list (as `entries_arg` builds it or an answer shows it) with its
+    path under the list's tree: the `EntryAt` (position, fields, siblings) an entry challenge
+    carries."""
+    return j, tuple(entries[j]), entry_path([entry_hash(*e) for e in entries], j)
+
+
+NO_ENTRY: tuple = (0, (0,) * 6, [])  # an `EntryAt` a challenge ignores (a pointer past a round's validators)
 
 
 def claims_arg(settled: SettledRound) -> list[bytes]:

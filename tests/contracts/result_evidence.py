@@ -12,15 +12,17 @@ from pathlib import Path
 
 import boa
 
+from protocol.chain.challenge_args import entry_at_arg
 from protocol.chain.challenge_args import light_reveals_arg as chain_light_reveals_arg
 from protocol.chain.challenge_args import reveals_arg as chain_reveals_arg
 from protocol.core.crypto.keccak import keccak256
-from protocol.core.settlement.abi_words import list_hash, word
+from protocol.core.settlement.abi_words import word
 from protocol.core.settlement.claims_tree import claims_list_hash, claims_root
+from protocol.core.settlement.entries_tree import entry_hash, validators_hash
 from protocol.core.settlement.result import RoundResult, compute_result
 from protocol.core.settlement.result_header import ResultHeader, round_claim_leaves
 from protocol.core.settlement.result_inputs import RoundInputs
-from protocol.core.settlement.result_tree import ColumnTree, Node, entry_hash, node_hash, parent
+from protocol.core.settlement.result_tree import ColumnTree, Node, node_hash, parent
 from protocol.core.settlement.score_vector import segments_root
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,7 +122,7 @@ def settle(stack: Stack, inputs: RoundInputs, result: RoundResult | None = None,
     header = ResultHeader(
         chain_id=stack.chain_id, results_contract=stack.results.address, run_config_hash=RUN_CONFIG,
         round=inputs.round, model_hash=model, tree_root=tree.tree_root(),
-        validators_hash=list_hash([entry_hash(*e) for e in entries]), claims_root=claims_root(claims),
+        validators_hash=validators_hash([entry_hash(*e) for e in entries]), claims_root=claims_root(claims),
         claims_list_hash=claims_list_hash(claims), n=result.n, minted=result.minted,
         heldout_loss=result.heldout_loss, quorum=result.quorum)
     out = list(header.words())
@@ -204,3 +206,8 @@ def light_reveals_arg(inputs: RoundInputs) -> tuple:
 
 def entries_arg(posted: Posted) -> list[tuple]:
     return [(j, int(a, 16), credit, cum, prev, prev_index) for j, a, credit, cum, prev, prev_index in posted.entries]
+
+
+def entry_at(posted: Posted, j: int) -> tuple:
+    """Entry `j` of the posted list with its path: what an entry challenge carries."""
+    return entry_at_arg(entries_arg(posted), j)

@@ -9,7 +9,7 @@ plus intrinsic and calldata gas, with Prague's calldata floor), with its calldat
 opening (it freezes a version of the permitted set: no copy at any size), a full reveal (every
 miner scored: 16,384 entries; the others reveal their seats, about 384 entries each), the
 certified post with 85 non-signers, every kind of challenge whose evidence grows with the round (a column, a tree
-node, the header, the validator entries, the claims root, a claims chunk, a claim), and the
+node, the header, a validator entry, the claims root, a claims chunk, a claim), and the
 finalize that opens the next round, and the stake that changes a full set most (a newcomer
 evicting the smallest of 256 keyed validators: its key leaves the aggregate). Several minutes:
 the 256 proofs of possession are one pairing check each in py-evm
@@ -38,6 +38,7 @@ from protocol.chain.challenge_args import (
     claims_chunk_arg,
     column_args,
     entries_arg,
+    entry_at_arg,
     leaf_answer_args,
     light_reveals_arg,
     root_arg,
@@ -136,8 +137,9 @@ def test_a_round_at_the_bounds_settles_and_no_call_exceeds_15m_gas_or_128_kb(bou
                                                           node_proof(settled, _posted_leaf(settled, last), 0).args),
         f"challenge_header ({VALIDATORS} light reveals)": (stack.account_challenges, "challenge_header",
                                                  (root_arg(settled), light_reveals_arg(settled.inputs))),
-        f"challenge_validators ({VALIDATORS} entries)": (stack.account_challenges, "challenge_validators",
-                                               (entries_arg(settled), root_arg(settled))),
+        f"challenge_validators (entry {VALIDATORS - 1} of {VALIDATORS})": (
+            stack.account_challenges, "challenge_validators",
+            (entry_at_arg(entries_arg(settled), VALIDATORS - 1), root_arg(settled))),
         "challenge_claims_root (33 chunk summaries)": (stack.claims_challenges, "challenge_claims_root",
                                                        (claims_arg(settled),)),
         "challenge_claims_chunk (512 claims)": (stack.claims_challenges, "challenge_claims_chunk",

@@ -32,7 +32,7 @@ from tests.contracts.result_evidence import (
     WINDOW,
     ZERO,
     deploy,
-    entries_arg,
+    entry_at,
     finalize,
     leaf_args,
     leaf_fields,
@@ -546,32 +546,45 @@ def test_stale_evidence_of_another_miner_reverts(chal, inputs):
 
 def test_right_validator_entries_stand(chal, inputs):
     p = settle(chal, inputs)
-    expect(chal, False, chal.accounts, "challenge_validators", *post(chal, p), entries_arg(p), root_arg(p))
+    for j in range(len(p.entries)):
+        expect(chal, False, chal.accounts, "challenge_validators", *post(chal, p), entry_at(p, j), root_arg(p))
 
 
-@pytest.mark.parametrize("what", ["credit", "account", "first cumulative", "first prev_index", "count"])
-def test_wrong_validator_entries_are_rejected(chal, inputs, what):
+@pytest.mark.parametrize("what", ["credit", "account", "index", "first cumulative", "first prev_index"])
+def test_a_wrong_validator_entry_is_rejected_by_itself_and_its_path(chal, inputs, what):
     p = settle(chal, inputs)
     entries = [list(e) for e in p.entries]
+    j = {"credit": 0, "account": 1, "index": 2}.get(what, 3)  # A13 (entry 3) has no earlier entry
     if what == "credit":
         entries[0][2] += 1
     elif what == "account":
         entries[1][1] = A[19]
+    elif what == "index":
+        entries[2][0] = 1
     elif what == "first cumulative":
-        entries[3][3] += 1  # A13 has no earlier entry
-    elif what == "first prev_index":
-        entries[3][5] = 2
+        entries[3][3] += 1
     else:
-        entries = entries[:3]
+        entries[3][5] = 2
     p = settle(chal, inputs, entries=[tuple(e) for e in entries])
-    expect(chal, True, chal.accounts, "challenge_validators", *post(chal, p), entries_arg(p), root_arg(p))
+    with boa.env.anchor():  # a right entry of the same list stands
+        expect(chal, False, chal.accounts, "challenge_validators", *post(chal, p), entry_at(p, j ^ 1), root_arg(p))
+    expect(chal, True, chal.accounts, "challenge_validators", *post(chal, p), entry_at(p, j), root_arg(p))
+
+
+def test_an_entry_must_be_proven_at_its_position_below_the_count(chal, inputs):
+    p = settle(chal, inputs)
+    position, fields, siblings = entry_at(p, 1)
+    with boa.reverts("challenges: entry not in validators_hash"):  # entry 1's fields at position 0
+        call(chal, chal.accounts, "challenge_validators", *post(chal, p), (0, fields, siblings), root_arg(p))
+    with boa.reverts("challenges: entry out of range"):
+        call(chal, chal.accounts, "challenge_validators", *post(chal, p), (len(p.entries), fields, siblings),
+             root_arg(p))
 
 
 def test_validator_history(chal, inputs):
     p = settle(chal, inputs)
-    first = entries_arg(chal.first)
-    expect(chal, False, chal.accounts, "challenge_validator_history", *post(chal, p), entries_arg(p), 0,
-           chal.first.header, first)
+    expect(chal, False, chal.accounts, "challenge_validator_history", *post(chal, p), entry_at(p, 0),
+           chal.first.header, entry_at(chal.first, p.entries[0][5]))
 
 
 def test_a_wrong_validator_cumulative_is_rejected(chal, inputs):
@@ -579,24 +592,28 @@ def test_a_wrong_validator_cumulative_is_rejected(chal, inputs):
     entries = [list(e) for e in p.entries]
     entries[1][3] += 5
     p = settle(chal, inputs, entries=[tuple(e) for e in entries])
-    expect(chal, True, chal.accounts, "challenge_validator_history", *post(chal, p), entries_arg(p), 1,
-           chal.first.header, entries_arg(chal.first))
+    expect(chal, True, chal.accounts, "challenge_validator_history", *post(chal, p), entry_at(p, 1),
+           chal.first.header, entry_at(chal.first, p.entries[1][5]))
 
 
 def test_a_stale_validator_pointer_is_rejected(chal):
     inp = round2(chal, prev_skip=(A[10],))
     publish(chal, inp)
     p = settle(chal, inp)
-    expect(chal, True, chal.accounts, "challenge_validator_stale", *post(chal, p), entries_arg(p), 0, 1,
-           chal.first.header, entries_arg(chal.first), 0)
+    expect(chal, True, chal.accounts, "challenge_validator_stale", *post(chal, p), entry_at(p, 0), 1,
+           chal.first.header, entry_at(chal.first, 0))
 
 
-def test_validator_history_evidence_must_be_the_final_list(chal, inputs):
+def test_validator_history_evidence_must_be_the_final_entry_it_names(chal, inputs):
     p = settle(chal, inputs)
-    first = entries_arg(chal.first)
-    with boa.reverts("challenges: entries do not match validators_hash"):
-        call(chal, chal.accounts, "challenge_validator_history", *post(chal, p), entries_arg(p), 0, chal.first.header,
-             first[:2])
+    named = p.entries[0][5]
+    position, fields, siblings = entry_at(chal.first, named)
+    with boa.reverts("challenges: entry not in validators_hash"):  # another's fields on its path
+        call(chal, chal.accounts, "challenge_validator_history", *post(chal, p), entry_at(p, 0), chal.first.header,
+             (named, entry_at(chal.first, named ^ 1)[1], siblings))
+    with boa.reverts("challenges: not the entry the pointer names"):
+        call(chal, chal.accounts, "challenge_validator_history", *post(chal, p), entry_at(p, 0), chal.first.header,
+             entry_at(chal.first, named ^ 1))
 
 
 # claims ---------------------------------------------------------------------------------------
@@ -651,16 +668,16 @@ def test_a_miner_claim(chal, inputs):
 def test_a_validator_claim(chal, inputs):
     p = settle(chal, inputs)
     expect(chal, False, chal.claims, "challenge_validator_claim", *post(chal, p), summaries(p), chunk_of(p, 0),
-           entries_arg(p), 3)
+           entry_at(p, 3))
     claims = list(p.claims)
     claims[6 + 3] = keccak256(b"more")
     p = settle(chal, inputs, claims=claims)
     with boa.env.anchor():
         expect(chal, True, chal.claims, "challenge_validator_claim", *post(chal, p), summaries(p), chunk_of(p, 0),
-               entries_arg(p), 3)
+               entry_at(p, 3))
     p = settle(chal, inputs, claims=claims[:6])  # no validator claims at all: claim 6 + 3 is missing
     expect(chal, True, chal.claims, "challenge_validator_claim", *post(chal, p), summaries(p), chunk_of(p, 0),
-           entries_arg(p), 3)
+           entry_at(p, 3))
 
 
 @pytest.fixture

@@ -26,6 +26,12 @@ from protocol.core.settlement.claims_tree import (
     claims_root,
 )
 from protocol.core.settlement.class_checks import class_checkers
+from protocol.core.settlement.entries_tree import (
+    entry_hash,
+    entry_path,
+    validator_entries,
+    validators_hash,
+)
 from protocol.core.settlement.result import (
     compute_result,
     has_quorum,
@@ -36,7 +42,6 @@ from protocol.core.settlement.result_header import round_claim_leaves
 from protocol.core.settlement.result_inputs import PrevEntry, Reveal, RoundInputs
 from protocol.core.settlement.result_tree import (
     ColumnTree,
-    entry_hash,
     fields_hash,
     node_hash,
     tree_depth,
@@ -141,6 +146,14 @@ def test_columns_tree_and_claims_match_the_reference(harness, inputs, data):
         prev, prev_index = inputs.prev_pointer(v)
         entry = (j, word(v), result.validator_credit[j], result.validator_cumulative[j], prev, prev_index)
         assert harness.entry_hash(*entry) == entry_hash(j, v, *entry[2:])
+        entries = validator_entries(inputs, result)
+        root = validators_hash(entries)
+        assert harness.entries_root(list(entries)) == root
+        path = entry_path(entries, j)
+        assert harness.verify_entry(entries[j], j, path, len(entries), root)
+        assert not harness.verify_entry(entries[j], j, path, j, root)  # past the count
+        if j ^ 1 < len(entries):  # the sibling's position: the path pairs the other way
+            assert not harness.verify_entry(entries[j], j ^ 1, path, len(entries), root)
     leaves = list(round_claim_leaves(inputs, result))
     assert harness.claims_root(leaves) == claims_root(leaves)
     assert harness.list_hash32(chunk_summaries(leaves)) == claims_list_hash(leaves)

@@ -205,6 +205,8 @@ def test_the_validator_entries_are_demanded_as_n_plus_1_and_answered_whole(world
     forged = [entries[0], (*entries[1][:3], entries[1][3] + 1, *entries[1][4:]), *entries[2:]]
     with boa.reverts("challenges: entries do not match validators_hash"):
         stack.trees.answer_validators(*attempt, forged, sender=signer)
+    with boa.reverts("challenges: one entry per round validator"):  # a list whose tree a zero leaf pads
+        stack.trees.answer_validators(*attempt, entries[:-1], sender=signer)
     stack.trees.answer_validators(*attempt, entries, sender=signer)
     (answered,) = [e for e in stack.trees.get_logs() if type(e).__name__ == "ValidatorsAnswered"]
     assert [tuple(e) for e in answered.entries] == entries

@@ -1,4 +1,4 @@
-"""The column sum tree and validator entries (docs/PROTOCOL.md §11.4, §11.5), checked against eth_abi."""
+"""The column sum tree (docs/PROTOCOL.md §11.4), checked against eth_abi."""
 
 from __future__ import annotations
 
@@ -10,14 +10,11 @@ from result_strategies import ACCOUNTS, round_inputs
 from protocol.core.crypto.keccak import keccak256
 from protocol.core.errors import ResultError
 from protocol.core.settlement.result import compute_result
-from protocol.core.settlement.result_inputs import PrevEntry, Reveal, RoundInputs
+from protocol.core.settlement.result_inputs import Reveal, RoundInputs
 from protocol.core.settlement.result_tree import (
     ColumnTree,
-    entry_hash,
     node_hash,
     tree_depth,
-    validator_entries,
-    validators_hash,
     verify_path,
 )
 
@@ -139,25 +136,3 @@ def test_out_of_range_nodes_raise() -> None:
             call()
 
 
-@settings(max_examples=100, deadline=None)
-@given(round_inputs())
-def test_validator_entries_match_eth_abi(inp: RoundInputs) -> None:
-    res = compute_result(inp)
-    expected = []
-    for j, v in enumerate(inp.validators):
-        e = inp.prev.get(v)
-        prev, prev_index = (e.round + 1, e.index) if e else (0, 0)
-        expected.append(keccak256(encode(
-            ["bytes32", "uint256", "address", "uint256", "uint256", "uint256", "uint256"],
-            [keccak256(b"veritrain/validator/v1"), j, v, res.validator_credit[j], res.validator_cumulative[j],
-             prev, prev_index])))
-    entries = validator_entries(inp, res)
-    assert list(entries) == expected
-    assert validators_hash(entries) == keccak256(encode(["bytes32[]"], [expected]))
-
-
-def test_entry_hash_binds_the_prev_pointer() -> None:
-    v = ACCOUNTS[0]
-    inp = RoundInputs(9, (), (v,), (1,), {}, frozenset(), {v: PrevEntry(4, 2, 0, 5)}, 0, 0)
-    assert validator_entries(inp, compute_result(inp)) == (entry_hash(0, v, 0, 5, 5, 2),)
-    assert validators_hash([]) == keccak256(encode(["bytes32[]"], [[]]))

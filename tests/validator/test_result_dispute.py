@@ -24,9 +24,10 @@ from protocol.chain.scripted import post_signed
 from protocol.chain.settlement_history import SettlementHistory
 from protocol.config.run_config import TOKEN_UNIT
 from protocol.core.settlement.claims_tree import claim_leaf, claims_list_hash, claims_root
+from protocol.core.settlement.entries_tree import validator_entries, validators_hash
 from protocol.core.settlement.result import RoundResult, compute_result
 from protocol.core.settlement.result_header import SettledRound
-from protocol.core.settlement.result_tree import ColumnTree, validator_entries, validators_hash
+from protocol.core.settlement.result_tree import ColumnTree
 from tests.contracts.result_evidence import with_sums
 from tests.validator.scripted_result import back_to, played_to_result
 from validator.demand_answers import answer_part, open_positions

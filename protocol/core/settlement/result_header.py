@@ -17,9 +17,10 @@ from protocol.core.settlement.claims_tree import (
     claims_list_hash,
     claims_root,
 )
+from protocol.core.settlement.entries_tree import validator_entries, validators_hash
 from protocol.core.settlement.result import RoundResult, compute_result
 from protocol.core.settlement.result_inputs import PrevEntry, RoundInputs
-from protocol.core.settlement.result_tree import ColumnTree, validator_entries, validators_hash
+from protocol.core.settlement.result_tree import ColumnTree
 
 RESULT_DOMAIN = tag("veritrain/result/v1")
 

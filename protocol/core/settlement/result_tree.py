@@ -1,4 +1,4 @@
-"""The column sum tree and the validator entries of a round's result (docs/PROTOCOL.md §11.4, §11.5).
+"""The column sum tree of a round's result (docs/PROTOCOL.md §11.4).
 
 Each node carries the elementwise sums of its leaves' [consensus, pay, credit_0..credit_{V-1}],
 so a challenger can dispute one node (its sums are not its children's) or one leaf (its values
@@ -17,7 +17,6 @@ from protocol.core.settlement.result import RoundResult
 from protocol.core.settlement.result_inputs import RoundInputs
 
 COLUMN_DOMAIN = tag("veritrain/column/v1")
-VALIDATOR_DOMAIN = tag("veritrain/validator/v1")
 
 Preimage = tuple[bytes, tuple[int, ...]]  # (body, sums): node_hash(body, sums) is the node's hash
 PathStep = tuple[bytes, bytes]  # (sibling_hash, parent_sums_hash)
@@ -151,21 +150,3 @@ def verify_path(node: bytes, level: int, index: int, path: Sequence[PathStep], d
         current = keccak256(enc(children_hash(left, right), parent_sums_hash))
         index >>= 1
     return current == root
-
-
-def entry_hash(index: int, validator: str, credit: int, cumulative: int, prev: int, prev_index: int) -> bytes:
-    """Validator entry `index` of a round (every round validator, revealed or not)."""
-    return keccak256(enc(VALIDATOR_DOMAIN, index, validator, credit, cumulative, prev, prev_index))
-
-
-def validator_entries(inputs: RoundInputs, result: RoundResult) -> tuple[bytes, ...]:
-    entries = []
-    for j, validator in enumerate(inputs.validators):
-        prev, prev_index = inputs.prev_pointer(validator)
-        entries.append(entry_hash(j, validator, result.validator_credit[j], result.validator_cumulative[j],
-                                  prev, prev_index))
-    return tuple(entries)
-
-
-def validators_hash(entries: Sequence[bytes]) -> bytes:
-    return list_hash(entries)

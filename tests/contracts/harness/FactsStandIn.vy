@@ -123,6 +123,14 @@ def validators_of(round: uint256) -> DynArray[address, MAX_VALIDATORS]:
 
 @view
 @external
+def validator_at(round: uint256, position: uint256) -> address:
+    if position >= len(self.validators[round]):
+        return empty(address)
+    return self.validators[round][position]
+
+
+@view
+@external
 def validator_count(round: uint256) -> uint256:
     return len(self.validators[round])
 

@@ -7,6 +7,7 @@
 """
 
 from contracts import committee_draw
+from contracts import entries_tree
 from contracts import result_math
 from contracts import score_entries
 
@@ -77,7 +78,7 @@ def column_fields_hash(index: uint256, miner: uint256, reputation: uint256, cumu
 @pure
 @external
 def entry_hash(index: uint256, account: uint256, credit: uint256, cumulative: uint256, prev: uint256, prev_index: uint256) -> bytes32:
-    return result_math._entry_hash(index, account, credit, cumulative, prev, prev_index)
+    return entries_tree._entry_hash(index, account, credit, cumulative, prev, prev_index)
 
 
 @pure
@@ -117,3 +118,16 @@ def columns(
             sums.append(x)
         out.append(sums)
     return out
+
+
+@pure
+@external
+def verify_entry(leaf: bytes32, position: uint256, siblings: DynArray[bytes32, MAX_DEPTH], v: uint256, root: bytes32) -> bool:
+    return entries_tree._verify_entry(leaf, position, siblings, v, root)
+
+
+@pure
+@external
+def entries_root(leaves: DynArray[bytes32, MAX_VALIDATORS]) -> bytes32:
+    return entries_tree._root(leaves)
+
