@@ -93,7 +93,7 @@ def _values_wrong(round: uint256, header: bytes32[HEADER_WORDS], quorum: bool, l
         return True
     if convert(header[constants.H_QUORUM], uint256) != flag:
         return True
-    if convert(header[constants.H_LOSS], uint256) != result_math._lower_median(losses):
+    if not result_math._is_lower_median(convert(header[constants.H_LOSS], uint256), losses):
         return True
     return not quorum and header[constants.H_MODEL] != staticcall challenge_base.rounds.model_hash(round)
 

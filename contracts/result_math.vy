@@ -8,7 +8,7 @@
         consensus, pay and validator credits (the result function), the positional
         sum tree's node hashes and inclusion paths (column sum tree), the field
         hash of a column leaf, the OpenZeppelin-compatible
-        claims tree and the lower median of the held-out losses. The
+        claims tree and the check of the held-out losses' lower median. The
         challenge contracts use them to recompute one disputed value from chain
         data; nothing here reads state.
 """
@@ -148,27 +148,24 @@ def _column(
 
 @pure
 @internal
-def _lower_median(xs: DynArray[uint256, MAX_VALIDATORS]) -> uint256:
+def _is_lower_median(m: uint256, xs: DynArray[uint256, MAX_VALIDATORS]) -> bool:
     """
-    @dev Element (k - 1) // 2 of `xs` sorted ascending (k = len(xs)); 0 when empty.
+    @dev Whether `m` is element t = (k - 1) // 2 of `xs` sorted ascending (k = len(xs); 0 when
+         empty): at most t elements are below m and more than t at or below it. One pass, so the
+         check costs O(k) whatever the order (a sort would cost O(k^2) on adversarial losses).
     """
     k: uint256 = len(xs)
     if k == 0:
-        return 0
-    ys: DynArray[uint256, MAX_VALIDATORS] = xs
-    # insertion sort: at most 64 elements
-    for a: uint256 in range(1, MAX_VALIDATORS):
-        if a >= k:
-            break
-        x: uint256 = ys[a]
-        b: uint256 = a
-        for _: uint256 in range(MAX_VALIDATORS):
-            if b == 0 or ys[b - 1] <= x:
-                break
-            ys[b] = ys[b - 1]
-            b -= 1
-        ys[b] = x
-    return ys[(k - 1) // 2]
+        return m == 0
+    t: uint256 = (k - 1) // 2
+    below: uint256 = 0
+    at_or_below: uint256 = 0
+    for x: uint256 in xs:
+        if x < m:
+            below += 1
+        if x <= m:
+            at_or_below += 1
+    return below <= t and t < at_or_below
 
 
 @pure

@@ -139,7 +139,8 @@ def test_columns_tree_and_claims_match_the_reference(harness, inputs, data):
 
     # held-out loss, validator entries, claims
     losses = [inputs.reveals[v].heldout_loss for v in inputs.validators if v in inputs.reveals]
-    assert harness.lower_median(losses) == lower_median(losses) == result.heldout_loss
+    assert lower_median(losses) == result.heldout_loss
+    assert harness.is_lower_median(result.heldout_loss, losses)
     if inputs.validators:
         j = data.draw(st.integers(0, len(inputs.validators) - 1))
         v = inputs.validators[j]
@@ -158,6 +159,15 @@ def test_columns_tree_and_claims_match_the_reference(harness, inputs, data):
     assert harness.claims_root(leaves) == claims_root(leaves)
     assert harness.list_hash32(chunk_summaries(leaves)) == claims_list_hash(leaves)
     assert harness.claim_leaf(word(inputs.miners[i]), result.cumulative[i]) == claim_leaf(inputs.miners[i], result.cumulative[i])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(losses_st, max_size=40), losses_st)
+def test_only_the_lower_median_passes_the_median_check(harness, losses, m):
+    right = lower_median(losses)
+    assert harness.is_lower_median(right, losses)
+    assert harness.is_lower_median(m, losses) == (m == right)
+    assert harness.is_lower_median(right, sorted(losses, reverse=True))  # order is irrelevant
 
 
 @settings(max_examples=100, deadline=None)

@@ -26,8 +26,8 @@ def weighted_median(scores: DynArray[uint16, MAX_VALIDATORS], weights: DynArray[
 
 @pure
 @external
-def lower_median(xs: DynArray[uint256, MAX_VALIDATORS]) -> uint256:
-    return result_math._lower_median(xs)
+def is_lower_median(m: uint256, xs: DynArray[uint256, MAX_VALIDATORS]) -> bool:
+    return result_math._is_lower_median(m, xs)
 
 
 @pure
