@@ -37,13 +37,14 @@ exports: (
     challenge_base.results,
     challenge_base.challenge_bond,
     header_checks.challenge_header,
+    header_checks.challenge_minted,
 )
 
 MAX_SUMS: constant(uint256) = result_math.MAX_SUMS
 HEADER_WORDS: constant(uint256) = constants.HEADER_WORDS
 MAX_REPUTATION: constant(uint256) = 2**16 - 1
 
-# kinds are numbered across the challenge contracts (1: column challenges, 2-4, 14: tree challenges, 5: header_checks,
+# kinds are numbered across the challenge contracts (1: column challenges, 2-4, 14: tree challenges, 5, 16: header_checks,
 # 11-13, 15: claims challenges)
 KIND_MINER_HISTORY: constant(uint256) = 6
 KIND_MINER_STALE: constant(uint256) = 7

@@ -41,7 +41,7 @@ MAX_CHUNKS: constant(uint256) = result_math.MAX_CHUNKS
 MAX_SUMMARY: constant(uint256) = result_math.MAX_SUMMARY
 
 # kinds are numbered across the challenge contracts (1: column challenges, 2-4, 14: tree
-# challenges, 5-10: account challenges)
+# challenges, 5-10, 16: account challenges)
 KIND_CLAIMS_ROOT: constant(uint256) = 11
 KIND_MINER_CLAIM: constant(uint256) = 12
 KIND_VALIDATOR_CLAIM: constant(uint256) = 13

@@ -50,7 +50,8 @@ MAX_SUMS: constant(uint256) = result_math.MAX_SUMS
 HEADER_WORDS: constant(uint256) = constants.HEADER_WORDS
 MAX_REPUTATION: constant(uint256) = 2**16 - 1
 
-# kinds are numbered across the challenge contracts (2-5, 14: tree challenges, 6-13: account challenges)
+# kinds are numbered across the challenge contracts (2-4, 14: tree challenges, 5-10, 16: account challenges,
+# 11-13, 15: claims challenges)
 KIND_COLUMN: constant(uint256) = 1
 
 # seats of each miner's check committee (the run config's chain.committee); 0: no committees

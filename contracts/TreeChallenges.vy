@@ -56,7 +56,8 @@ MAX_VALIDATORS: constant(uint256) = constants.MAX_VALIDATORS
 MAX_SUMS: constant(uint256) = result_math.MAX_SUMS
 HEADER_WORDS: constant(uint256) = constants.HEADER_WORDS
 
-# kinds are numbered across the challenge contracts (1: column challenges, 5-13: account challenges)
+# kinds are numbered across the challenge contracts (1: column challenges, 5-10, 16: account challenges,
+# 11-13, 15: claims challenges)
 KIND_SHAPE: constant(uint256) = 2
 KIND_NODE: constant(uint256) = 3
 KIND_MISPLACED_LEAF: constant(uint256) = 4

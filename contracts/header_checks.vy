@@ -6,8 +6,10 @@
 @license GNU Affero General Public License v3.0 only
 @notice A module of the account challenges contract (docs/PROTOCOL.md §11,
         Challenges): the header's identity words, n, the quorum flag, the
-        held-out loss, the model without quorum, and minted against the tree
-        root's sums.
+        held-out loss and the model without quorum, from chain data and one light
+        reveal per validator (`challenge_header`); minted against the tree root's
+        sums (`challenge_minted`). Two functions, so that neither carries both the
+        reveals and the root's 2 + V sums.
 """
 
 from . import challenge_base
@@ -22,27 +24,25 @@ HEADER_WORDS: constant(uint256) = constants.HEADER_WORDS
 
 # kinds are numbered across the challenge contracts (see AccountChallenges)
 KIND_HEADER: constant(uint256) = 5
+KIND_MINTED: constant(uint256) = 16
 
 
 @external
 def challenge_header(
     round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
-    root: challenge_base.Node, reveals: challenge_base.LightReveals,
+    reveals: challenge_base.LightReveals,
 ):
     """
-    @notice Disputes the header's own words: its domain, chain, results
-            contract, run config and round; n (the round's commits); the
-            quorum flag (3R >= 2W, R > 0); the held-out loss (lower median of the
-            revealed losses); minted (the root's pay plus credits, at most the
-            emission); the root's 2 + V sums; and, without quorum, the model
-            (unchanged: the round's own).
+    @notice Disputes the header's words that chain data settle: its domain,
+            chain, results contract, run config and round; n (the round's
+            commits); the quorum flag (3R >= 2W, R > 0); the held-out loss (lower
+            median of the revealed losses); and, without quorum, the model
+            (unchanged: the round's own). The signers' tree is never needed.
     @param round The round.
     @param header The pending attempt's header words.
     @param non_signers_hash The pending attempt's non-signers hash.
     @param posted_time When the attempt was posted.
     @param attempt The attempt number.
-    @param root The tree root's preimage; empty for an empty tree (and not read
-           when an identity word, n, quorum, loss or the model is wrong).
     @param reveals One reveal per round validator (H(scores) for the scores).
     """
     challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
@@ -57,12 +57,28 @@ def challenge_header(
             losses.append(reveals.losses[j])
     quorum: bool = revealed_weight > 0 and revealed_weight * 3 >= staticcall challenge_base.rounds.total_weight(round) * 2
     upheld: bool = self._identity_wrong(round, header) or self._values_wrong(round, header, quorum, losses)
-    if not upheld:
-        # only minted needs the tree: the words above are disputed from chain data alone,
-        # even when the signers keep their tree to themselves
-        root_sums: DynArray[uint256, MAX_SUMS] = challenge_base._root_sums(header[constants.H_TREE_ROOT], root, len(vals))
-        upheld = len(root_sums) != len(vals) + 2 or self._minted_wrong(header, root_sums)
     challenge_base._settle(round, attempt, upheld, KIND_HEADER)
+
+
+@external
+def challenge_minted(
+    round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
+    root: challenge_base.Node,
+):
+    """
+    @notice Disputes minted: the root's pay plus every credit, at most the emission;
+            a root whose sums are not 2 + V is wrong too.
+    @param round The round.
+    @param header The pending attempt's header words.
+    @param non_signers_hash The pending attempt's non-signers hash.
+    @param posted_time When the attempt was posted.
+    @param attempt The attempt number.
+    @param root The tree root's preimage; empty for an empty tree.
+    """
+    challenge_base._open(round, header, non_signers_hash, posted_time, attempt)
+    v: uint256 = staticcall challenge_base.rounds.validator_count(round)
+    root_sums: DynArray[uint256, MAX_SUMS] = challenge_base._root_sums(header[constants.H_TREE_ROOT], root, v)
+    challenge_base._settle(round, attempt, len(root_sums) != v + 2 or self._minted_wrong(header, root_sums), KIND_MINTED)
 
 
 @view

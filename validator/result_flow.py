@@ -41,7 +41,12 @@ from protocol.node.logs import kv
 from validator.demand_answers import DemandAnswers
 from validator.demand_bonds import bonds_of
 from validator.probe import probe_position
-from validator.result_challenger import challenge_header_words, wrong_chain_data_words
+from validator.result_challenger import (
+    challenge_header_words,
+    challenge_minted_word,
+    minted_wrong_in_own_tree,
+    wrong_chain_data_words,
+)
 from validator.result_dispute import MAX_DEMANDS, ResultDispute
 
 POST_STAGGER_S = 3.0  # seconds between validators' turns to post the certificate
@@ -133,16 +138,19 @@ class ResultFlow:
                            int(post["posted_time"]) + window // 4)
 
     async def _challenge_header(self, r: int, post: dict, own: SettledRound) -> bool:
-        """Send the header challenge if a word chain data settles is wrong; whether one is."""
+        """Send the header challenge if a word chain data settles is wrong, else the minted
+        challenge if minted is wrong under its own tree root; whether one is."""
         ctx, attempt = self.ctx, int(post["attempt"])
-        wrong = wrong_chain_data_words(own, post)
+        wrong, send = wrong_chain_data_words(own, post), challenge_header_words
+        if not wrong and minted_wrong_in_own_tree(own, post):
+            wrong, send = ["minted"], challenge_minted_word
         if not wrong:
             ctx.log.warning("posted result differs from this validator's inside %s",
                             kv(round=r, attempt=attempt, posted=bytes(post["result_root"]).hex()[:12],
                                own=own.header.result_root().hex()[:12]))
             return False
         try:
-            await ctx.port(challenge_header_words, ctx.client, own, post)
+            await ctx.port(send, ctx.client, own, post)
             ctx.log.warning("posted result challenged %s", kv(round=r, attempt=attempt, wrong=",".join(wrong)))
         except ContractRevert as exc:
             ctx.log.info("result challenge not sent %s", kv(round=r, attempt=attempt, reason=exc.reason))

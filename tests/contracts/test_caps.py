@@ -9,7 +9,7 @@ plus intrinsic and calldata gas, with Prague's calldata floor), with its calldat
 opening (it freezes a version of the permitted set: no copy at any size), a full reveal (every
 miner scored: 16,384 entries; the others reveal their seats, about 384 entries each), the
 certified post with 85 non-signers, every kind of challenge whose evidence grows with the round (a column, a tree
-node, the header, a validator entry, the claims root, a claims chunk, a claim), and the
+node, the header, minted, a validator entry, the claims root, a claims chunk, a claim), and the
 finalize that opens the next round, and the stake that changes a full set most (a newcomer
 evicting the smallest of 256 keyed validators: its key leaves the aggregate). Several minutes:
 the 256 proofs of possession are one pairing check each in py-evm
@@ -136,7 +136,9 @@ def test_a_round_at_the_bounds_settles_and_no_call_exceeds_15m_gas_or_128_kb(bou
         f"challenge_node (a level-1 node, 2 x {VALIDATORS + 2} sums)": (stack.tree_challenges, "challenge_node",
                                                           node_proof(settled, _posted_leaf(settled, last), 0).args),
         f"challenge_header ({VALIDATORS} light reveals)": (stack.account_challenges, "challenge_header",
-                                                 (root_arg(settled), light_reveals_arg(settled.inputs))),
+                                                 (light_reveals_arg(settled.inputs),)),
+        f"challenge_minted (the root, {VALIDATORS + 2} sums)": (stack.account_challenges, "challenge_minted",
+                                                          (root_arg(settled),)),
         f"challenge_validators (entry {VALIDATORS - 1} of {VALIDATORS})": (
             stack.account_challenges, "challenge_validators",
             (entry_at_arg(entries_arg(settled), VALIDATORS - 1), root_arg(settled))),

@@ -24,6 +24,7 @@ from protocol.core.settlement.claims_tree import (
     claim_chunks,
     claims_root,
 )
+from protocol.core.settlement.result import compute_result
 from protocol.core.settlement.result_inputs import PrevEntry, Reveal, RoundInputs
 from protocol.core.settlement.result_tree import ColumnTree, Node, fields_hash, node_hash, parent
 from protocol.core.settlement.score_vector import pack_segments
@@ -450,16 +451,9 @@ def test_a_leaf_at_its_position_is_not_misplaced(chal, inputs):
 
 def test_a_right_header_stands(chal, inputs):
     p = settle(chal, inputs)
-    expect(chal, False, chal.accounts, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inputs))
-
-
-@pytest.mark.parametrize("k,value", [(H_N, 5), (H_MINTED, 1), (H_LOSS, 1), (H_QUORUM, 0), (H_ROUND, 3)])
-def test_a_wrong_header_word_is_rejected(chal, inputs, k, value):
-    p = settle(chal, inputs, words={k: value})
-    expect(chal, True, chal.accounts, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inputs))
-
-
-NO_PREIMAGE = (b"\x00" * 32, [])
+    with boa.env.anchor():
+        expect(chal, False, chal.accounts, "challenge_header", *post(chal, p), light_reveals_arg(inputs))
+    expect(chal, False, chal.accounts, "challenge_minted", *post(chal, p), root_arg(p))
 
 
 @pytest.mark.parametrize("k,value", [(H_N, 5), (H_LOSS, 1), (H_QUORUM, 0), (H_ROUND, 3)])
@@ -467,13 +461,28 @@ def test_a_wrong_chain_data_word_is_rejected_without_the_posted_tree(chal, input
     """Signers who keep their tree to themselves still lose a root whose n, loss, quorum or
     identity is wrong: those words are recomputed from chain data alone."""
     p = settle(chal, inputs, words={k: value})
-    expect(chal, True, chal.accounts, "challenge_header", *post(chal, p), NO_PREIMAGE, light_reveals_arg(inputs))
+    expect(chal, True, chal.accounts, "challenge_header", *post(chal, p), light_reveals_arg(inputs))
+
+
+NO_PREIMAGE = (b"\x00" * 32, [])
+
+
+@pytest.mark.parametrize("minted", ["under", "over"])
+def test_a_wrong_minted_is_rejected_with_the_root_preimage(chal, inputs, minted):
+    """Under-stating minted would leave the rewards pool short of the claims the tree pays;
+    over-stating it mints what nobody earned."""
+    right = compute_result(inputs).minted
+    value = right - 1 if minted == "under" else right + 1
+    p = settle(chal, inputs, words={H_MINTED: value})
+    with boa.env.anchor():  # the chain-data words are right: the header challenge does not see it
+        expect(chal, False, chal.accounts, "challenge_header", *post(chal, p), light_reveals_arg(inputs))
+    expect(chal, True, chal.accounts, "challenge_minted", *post(chal, p), root_arg(p))
 
 
 def test_minted_is_disputed_only_with_the_root_preimage(chal, inputs):
     p = settle(chal, inputs)
     with boa.reverts("challenges: root preimage"):
-        call(chal, chal.accounts, "challenge_header", *post(chal, p), NO_PREIMAGE, light_reveals_arg(inputs))
+        call(chal, chal.accounts, "challenge_minted", *post(chal, p), NO_PREIMAGE)
     assert chal.results.rejected(p.round) == 0
 
 
@@ -482,9 +491,9 @@ def test_without_quorum_the_model_must_stay(chal):
     publish(chal, inp, model=keccak256(b"model 2"))
     p = settle(chal, inp, model=keccak256(b"model 2"))
     assert not p.result.quorum
-    expect(chal, False, chal.accounts, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inp))
+    expect(chal, False, chal.accounts, "challenge_header", *post(chal, p), light_reveals_arg(inp))
     p = settle(chal, inp, model=keccak256(b"another model"))
-    expect(chal, True, chal.accounts, "challenge_header", *post(chal, p), root_arg(p), light_reveals_arg(inp))
+    expect(chal, True, chal.accounts, "challenge_header", *post(chal, p), light_reveals_arg(inp))
 
 
 # miner history --------------------------------------------------------------------------------

@@ -66,10 +66,9 @@ def light_reveals(w: World, rnd: int) -> tuple:
 
 
 def challenge_header(w: World, posted: Posted, settled, challenger) -> None:
-    body, sums = settled.tree.root_preimage()
     w.stack.account_challenges.challenge_header(
         posted.round, posted.header, posted.non_signers_hash, posted.posted_time, posted.attempt,
-        (body, list(sums)), light_reveals(w, posted.round), sender=challenger)
+        light_reveals(w, posted.round), sender=challenger)
 
 
 # -- the signers' stake ----------------------------------------------------------------------------

@@ -281,7 +281,6 @@ class Protocol(RuleBasedStateMachine):
         challenger = w.miners[0]
         if self.balance[challenger] < self.p.challenge_bond:
             return
-        body, sums = honest.tree.root_preimage()
         light = ([], [], [])
         for v in self.s.validators_of(r):
             if self.s.revealed(r, v):
@@ -290,7 +289,7 @@ class Protocol(RuleBasedStateMachine):
             else:
                 light[0].append(b"\x00" * 32), light[1].append(b"\x00" * 32), light[2].append(0)
         w.stack.account_challenges.challenge_header(r, posted.header, posted.non_signers_hash, posted.posted_time,
-                                                    posted.attempt, (body, list(sums)), light, sender=challenger)
+                                                    posted.attempt, light, sender=challenger)
         assert names(w.stack.account_challenges.get_logs(), "ChallengeUpheld")
         event("rejected")
         for v in self.s.validators_of(r):

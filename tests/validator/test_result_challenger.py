@@ -11,9 +11,14 @@ from protocol.chain.scripted import post_signed
 from protocol.core.errors import ContractRevert
 from protocol.core.settlement.abi_words import word
 from tests.validator.scripted_result import back_to, played_to_result
-from validator.result_challenger import challenge_header_words, wrong_chain_data_words
+from validator.result_challenger import (
+    challenge_header_words,
+    challenge_minted_word,
+    minted_wrong_in_own_tree,
+    wrong_chain_data_words,
+)
 
-H_N, H_LOSS = 10, 12
+H_N, H_MINTED, H_LOSS = 10, 11, 12
 
 
 @pytest.fixture(scope="module")
@@ -56,4 +61,26 @@ def test_a_right_header_gives_nothing_to_dispute(to_result):
     deployer, net, r, own = to_result
     post_signed(deployer, net, r, list(own.header.words()))
     assert wrong_chain_data_words(own, posted_row(deployer, r)) == []
+    assert not minted_wrong_in_own_tree(own, posted_row(deployer, r))
     assert deployer.call("results", "pending", r) != b"\x00" * 32
+
+
+@pytest.mark.parametrize("change", [-1, 1])
+def test_a_wrong_minted_under_the_right_tree_is_challenged_with_its_own_root(to_result, change):
+    """Signers who under-state minted leave the rewards pool short of the claims their tree pays
+    (the last claimers go unpaid); over-stating it mints what nobody earned. Every other word is
+    right, so only the minted challenge, with the challenger's own root preimage, shows it."""
+    deployer, net, r, own = to_result
+    assert own.header.minted > 0
+    header = list(own.header.words())
+    header[H_MINTED] = word(own.header.minted + change)
+    post_signed(deployer, net, r, header)
+    post = posted_row(deployer, r)
+    assert wrong_chain_data_words(own, post) == [] and minted_wrong_in_own_tree(own, post)
+    challenger = net.miners[0].client
+    before = challenger.token_balance(challenger.account.address)
+    challenge_minted_word(challenger, own, post)
+    assert deployer.call("results", "pending", r) == b"\x00" * 32
+    assert deployer.call("results", "rejected_count", r) == 1
+    assert challenger.token_balance(challenger.account.address) == before  # the bond came back
+
