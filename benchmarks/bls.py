@@ -1,4 +1,4 @@
-"""BLS12-381 in pure Python: py-evm's and py_ecc's own code against veritrain's exact equivalents.
+"""BLS12-381: py-evm's and py_ecc's own code against veritrain's exact equivalents.
 
     python -m benchmarks bls [--quick] [--json PATH]
 

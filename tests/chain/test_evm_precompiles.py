@@ -76,6 +76,18 @@ def test_a_rejected_input_is_rejected_every_time():
 
 
 INFINITY_G1, INFINITY_G2 = bytes(128), bytes(256)
+
+
+def _outside_g1() -> bytes:
+    """The first point of y^2 = x^3 + 4 over Fp by x, which lies outside the r-torsion G1 (the
+    curve's cofactor is about 2^126)."""
+    x = 1
+    while pow(x**3 + 4, (field_modulus - 1) // 2, field_modulus) != 1:
+        x += 1
+    y = pow(x**3 + 4, (field_modulus + 1) // 4, field_modulus)  # p = 3 mod 4
+    return x.to_bytes(64, "big") + y.to_bytes(64, "big")
+
+
 PAIRING_INPUTS = {
     "e(aP, Q) e(-P, aQ) = 1": g1(multiply(G1, 7)) + g2(G2) + g1(neg(G1)) + g2(multiply(G2, 7)),
     "e(aP, Q) e(-P, bQ) != 1": g1(multiply(G1, 7)) + g2(G2) + g1(neg(G1)) + g2(multiply(G2, 8)),
@@ -87,6 +99,7 @@ PAIRING_INPUTS = {
     "a short pair": (g1(G1) + g2(G2))[:-1],
     "G1 not on the curve": g1(G1)[:-1] + b"\x05" + g2(G2),
     "G2 on the curve, outside G2": g1(G1) + g2(map_to_curve_G2(FQ2([7, 11]))),
+    "G1 on the curve, outside G1": _outside_g1() + g2(G2),
 }
 
 
@@ -106,7 +119,8 @@ def test_the_pairing_check_answers_and_charges_as_py_evm_does(py_evm_table):
     one, zero = b"\x00" * 31 + b"\x01", b"\x00" * 32
     assert [py_evm[n][1] for n in ("e(aP, Q) e(-P, aQ) = 1", "three pairs, = 1", "infinity in G1")] == [one] * 3
     assert [py_evm[n][1] for n in ("e(aP, Q) e(-P, bQ) != 1", "one pair, != 1")] == [zero] * 2
-    assert all(py_evm[n][0] for n in ("no pair", "a short pair", "G1 not on the curve", "G2 on the curve, outside G2"))
+    assert all(py_evm[n][0] for n in ("no pair", "a short pair", "G1 not on the curve", "G2 on the curve, outside G2",
+                                      "G1 on the curve, outside G1"))
 
 
 MAP_INPUTS = [(7).to_bytes(64, "big") + (11).to_bytes(64, "big"), bytes(128), (field_modulus - 1).to_bytes(64, "big") * 2,
