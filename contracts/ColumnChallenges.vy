@@ -150,7 +150,7 @@ def _column_matches(
     # each validator's weight in the column: its deciders (its class's holders, or everyone; a
     # forfeited one decides nothing) by stake, or its committee by seat, drawn from the round's seed
     staking: IStaking = IStaking(staticcall challenge_base.rounds.staking())
-    deciders: uint256 = result_math._column_checkers(
+    deciders: DynArray[bool, MAX_VALIDATORS] = result_math._column_checkers(
         weights, staticcall staking.class_checkers(miner, vals), staticcall staking.min_class_stake()
     )
     seed: bytes32 = empty(bytes32)

@@ -402,13 +402,13 @@ def _class_voters(round: uint256, miner: address) -> (uint256, uint256, bool):
     """
     vals: DynArray[address, MAX_VALIDATORS] = staticcall rounds.validators_of(round)
     weights: DynArray[uint256, MAX_VALIDATORS] = staticcall rounds.weights_of(round, vals)
-    bits: uint256 = staticcall staking.class_checkers(miner, vals)
+    held: DynArray[bool, MAX_VALIDATORS] = staticcall staking.class_checkers(miner, vals)
     weight: uint256 = 0
     count: uint256 = 0
     total: uint256 = 0
     for j: uint256 in range(len(vals), bound=MAX_VALIDATORS):
         total += weights[j]
-        if bits & (1 << j) != 0:
+        if held[j]:
             weight += weights[j]
             count += 1
     if weight > 0 and weight >= staticcall staking.min_class_stake() and weight * 3 >= total * 2:
@@ -422,7 +422,7 @@ def _holds_class(miner: address, validator: address) -> bool:
     """
     @dev Whether `validator` holds `miner`'s hardware class.
     """
-    return staticcall staking.class_checkers(miner, [validator]) != 0
+    return (staticcall staking.class_checkers(miner, [validator]))[0]
 
 
 @view

@@ -411,20 +411,19 @@ def validator_count() -> uint256:
 
 @view
 @external
-def class_checkers(miner: address, validators_: DynArray[address, MAX_VALIDATORS]) -> uint256:
+def class_checkers(miner: address, validators_: DynArray[address, MAX_VALIDATORS]) -> DynArray[bool, MAX_VALIDATORS]:
     """
     @notice Which of `validators_` hold `miner`'s hardware class and so may check it
-            exactly: bit j stands for `validators_[j]`.
+            exactly: entry j stands for `validators_[j]`.
     @param miner The miner.
     @param validators_ The validators (a round's `validators_of`).
-    @return The bit set.
+    @return One flag per validator.
     """
     wanted: uint256 = self._classes_of(miner)
-    bits: uint256 = 0
-    for j: uint256 in range(len(validators_), bound=MAX_VALIDATORS):
-        if self._classes_of(validators_[j]) & wanted != 0:
-            bits |= 1 << j
-    return bits
+    held: DynArray[bool, MAX_VALIDATORS] = []
+    for v: address in validators_:
+        held.append(self._classes_of(v) & wanted != 0)
+    return held
 
 
 @view

@@ -25,12 +25,12 @@ DOMAIN: constant(Bytes[22]) = b"veritrain/committee/v1"
 @pure
 @internal
 def _column_weights(
-    weights: DynArray[uint256, MAX_VALIDATORS], deciders: uint256, revealed: DynArray[bool, MAX_VALIDATORS],
+    weights: DynArray[uint256, MAX_VALIDATORS], deciders: DynArray[bool, MAX_VALIDATORS], revealed: DynArray[bool, MAX_VALIDATORS],
     forfeited: DynArray[bool, MAX_VALIDATORS], size: uint256, seed: bytes32, miner: address,
 ) -> (DynArray[uint256, MAX_VALIDATORS], uint256):
     """
     @dev Each validator's weight in the column and the column's total: the
-         deciders' (bit j of `deciders`) stakes out of their sum when no more
+         deciders' (`deciders[j]`) stakes out of their sum when no more
          of them hold stake than `size` (0: no committees), else their committee
          seats out of `size`. A forfeited validator
          decides nothing: it leaves the deciders, or its seats pass to backups
@@ -43,7 +43,7 @@ def _column_weights(
     count: uint256 = 0
     for j: uint256 in range(len(weights), bound=MAX_VALIDATORS):
         w: uint256 = 0
-        if deciders & (1 << j) != 0 and weights[j] != 0:
+        if deciders[j] and weights[j] != 0:
             w = weights[j]
             count += 1
         total += w

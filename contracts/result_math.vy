@@ -75,22 +75,26 @@ def _agreement(score: uint16, consensus: uint16) -> uint256:
 
 @pure
 @internal
-def _column_checkers(weights: DynArray[uint256, MAX_VALIDATORS], checkers: uint256, min_class_weight: uint256) -> uint256:
+def _column_checkers(
+    weights: DynArray[uint256, MAX_VALIDATORS], checkers: DynArray[bool, MAX_VALIDATORS], min_class_weight: uint256,
+) -> DynArray[bool, MAX_VALIDATORS]:
     """
     @dev The validators that decide a column (PROTOCOL §11, the result function): those holding its miner's class
-         (bit j of `checkers`) when their weight reaches `min_class_weight` and 2/3 of
+         (`checkers[j]`) when their weight reaches `min_class_weight` and 2/3 of
          the round's (the class is covered: deciding it takes over 1/3 of all stake),
-         else every validator (tolerance mode).
+         else every validator (tolerance mode). One flag per validator, so any count fits.
     """
     covered: uint256 = 0
     total: uint256 = 0
+    everyone: DynArray[bool, MAX_VALIDATORS] = []
     for j: uint256 in range(len(weights), bound=MAX_VALIDATORS):
         total += weights[j]
-        if checkers & (1 << j) != 0:
+        everyone.append(True)
+        if checkers[j]:
             covered += weights[j]
     if covered > 0 and covered >= min_class_weight and covered * 3 >= total * 2:
         return checkers
-    return (1 << len(weights)) - 1
+    return everyone
 
 
 @pure

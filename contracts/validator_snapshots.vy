@@ -29,8 +29,8 @@ keys: public(IBlsKeys)
 # aggregate holds in bits 64-159, and the round's total weight in bits 160-255 (copied by
 # the first reveal)
 revealed_word: HashMap[uint256, uint256]
-# per round, bit i set when member i revealed (MAX_VALIDATORS bits)
-revealed_members: HashMap[uint256, uint256]
+# per round, bit i % 256 of word i // 256 set when member i revealed
+revealed_members: HashMap[uint256, HashMap[uint256, uint256]]
 
 
 @internal
@@ -51,6 +51,15 @@ def _record(round: uint256, validator: address) -> uint256:
     return staticcall self.keys.member_at(round_clock._snapshot(round), validator)
 
 
+@view
+@internal
+def _revealed_member(round: uint256, position: uint256) -> bool:
+    """
+    @dev Whether member `position` of `round` revealed.
+    """
+    return (self.revealed_members[round][position >> 8] >> (position & 255)) & 1 == 1
+
+
 @internal
 def _record_reveal(round: uint256, validator: address):
     """
@@ -62,7 +71,8 @@ def _record_reveal(round: uint256, validator: address):
     word: uint256 = self.revealed_word[round]
     if word == 0:
         word = self._totals(round)[1] << 160
-    self.revealed_members[round] |= 1 << ((record >> INDEX_SHIFT) & MASK16)
+    position: uint256 = (record >> INDEX_SHIFT) & MASK16
+    self.revealed_members[round][position >> 8] |= 1 << (position & 255)
     if record >> KEY_SHIFT != 0:
         word += (record & MASK96) << 64
     self.revealed_word[round] = word
@@ -163,11 +173,10 @@ def signing_facts(round: uint256, non_signers: DynArray[address, MAX_VALIDATORS]
     word: uint256 = self.revealed_word[round]
     signers: uint256 = (word >> 64) & MASK96
     base: uint256 = signers
-    counted: uint256 = self.revealed_members[round]
-    if signers == 0 or signers * 3 < (word >> 160) * 2:
+    everyone: bool = signers == 0 or signers * 3 < (word >> 160) * 2
+    if everyone:
         count: uint256 = 0
         count, base, signers = self._totals(round)
-        counted = max_value(uint256)
     previous: uint256 = 0
     for i: uint256 in range(len(non_signers), bound=MAX_VALIDATORS):
         assert convert(non_signers[i], uint256) > previous, "results: non-signers not strictly ascending"
@@ -175,7 +184,7 @@ def signing_facts(round: uint256, non_signers: DynArray[address, MAX_VALIDATORS]
         assert records[i] & MASK96 > 0, "results: non-signer not a permitted validator"
         # a validator whose key the aggregate lacks never signs; with the quorum, one that did
         # not reveal is not in the measure either
-        if records[i] >> KEY_SHIFT != 0 and counted & (1 << ((records[i] >> INDEX_SHIFT) & MASK16)) != 0:
+        if records[i] >> KEY_SHIFT != 0 and (everyone or self._revealed_member(round, (records[i] >> INDEX_SHIFT) & MASK16)):
             signers -= records[i] & MASK96
     return records, staticcall self.keys.aggregate_at(snapshot), signers, base
 

@@ -69,8 +69,8 @@ def test_class_checkers_name_the_holders_and_an_unset_class_is_class_0():
     b_miner = join(stack, MINER, 0, classes=B)
     vs = [join(stack, VALIDATOR, 0, classes=c) for c in (A, B, A | B)]
     unset_validator = join(stack, VALIDATOR, 0)
-    assert st.class_checkers(b_miner, vs + [unset_validator]) == 0b0110
-    assert st.class_checkers(unset_miner, vs + [unset_validator]) == 0b1101
+    assert st.class_checkers(b_miner, vs + [unset_validator]) == [False, True, True, False]
+    assert st.class_checkers(unset_miner, vs + [unset_validator]) == [True, False, True, True]
     assert st.min_class_stake() == 2 * stack.params.min_validator_stake  # one minimum validator never suffices
 
 
@@ -129,7 +129,7 @@ def class_pair(min_class_stake: int, a_stake: int, b_stake: int) -> tuple[World,
     stack.settlement.start()
     w = World(stack, [m_b], [v_a, v_b])
     w.to_scoring(0)
-    assert stack.staking.class_checkers(m_b, [v_a, v_b]) == 0b10
+    assert stack.staking.class_checkers(m_b, [v_a, v_b]) == [False, True]
     return w, m_b
 
 

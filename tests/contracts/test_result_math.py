@@ -39,7 +39,7 @@ from protocol.core.settlement.result import (
     weighted_median,
 )
 from protocol.core.settlement.result_header import round_claim_leaves
-from protocol.core.settlement.result_inputs import PrevEntry, Reveal, RoundInputs
+from protocol.core.settlement.result_inputs import MAX_VALIDATORS, PrevEntry, Reveal, RoundInputs
 from protocol.core.settlement.result_tree import (
     ColumnTree,
     fields_hash,
@@ -93,11 +93,11 @@ def round_inputs(draw: st.DrawFn) -> RoundInputs:
     return RoundInputs(rnd, miners, validators, weights, reveals, forfeited, prev, emission, share, *classes, **committee)
 
 
-def checker_bits(inputs: RoundInputs, column: int) -> int:
+def checker_bits(inputs: RoundInputs, column: int) -> list[bool]:
     """Staking.class_checkers of the column's miner over the round's validators."""
     miner = inputs.miner_classes[column] if inputs.miner_classes else 0
     masks = inputs.validator_classes or (0,) * len(inputs.validators)
-    return sum(1 << j for j, held in enumerate(class_checkers(miner, masks)) if held)
+    return list(class_checkers(miner, masks))
 
 
 def word(address: str) -> int:
@@ -159,6 +159,17 @@ def test_columns_tree_and_claims_match_the_reference(harness, inputs, data):
     assert harness.claims_root(leaves) == claims_root(leaves)
     assert harness.list_hash32(chunk_summaries(leaves)) == claims_list_hash(leaves)
     assert harness.claim_leaf(word(inputs.miners[i]), result.cumulative[i]) == claim_leaf(inputs.miners[i], result.cumulative[i])
+
+
+def test_a_full_round_of_validators_decides_an_uncovered_class_by_everyone(harness):
+    """At MAX_VALIDATORS validators a column whose class too little stake holds is decided by
+    every validator (one flag each; a one-word bit set overflowed at 256 and reverted, so no
+    such column could be challenged)."""
+    v = MAX_VALIDATORS
+    holders = [j == v - 1 for j in range(v)]  # one validator of 256 holds the class: not covered
+    assert harness.column_checkers([1] * v, holders, 0) == [True] * v
+    covering = [j >= v // 4 for j in range(v)]  # three quarters hold it: covered
+    assert harness.column_checkers([1] * v, covering, 0) == covering
 
 
 @settings(max_examples=200, deadline=None)

@@ -99,14 +99,13 @@ def staking() -> address:
 
 @view
 @external
-def class_checkers(miner: address, validators_: DynArray[address, MAX_VALIDATORS]) -> uint256:
-    # Staking.class_checkers: bit j when validators_[j] holds the miner's class (unset: class 0)
+def class_checkers(miner: address, validators_: DynArray[address, MAX_VALIDATORS]) -> DynArray[bool, MAX_VALIDATORS]:
+    # Staking.class_checkers: entry j when validators_[j] holds the miner's class (unset: class 0)
     wanted: uint256 = max(self.hardware_classes[miner], 1)
-    bits: uint256 = 0
-    for j: uint256 in range(len(validators_), bound=MAX_VALIDATORS):
-        if max(self.hardware_classes[validators_[j]], 1) & wanted != 0:
-            bits |= 1 << j
-    return bits
+    held: DynArray[bool, MAX_VALIDATORS] = []
+    for v: address in validators_:
+        held.append(max(self.hardware_classes[v], 1) & wanted != 0)
+    return held
 
 
 @view

@@ -98,14 +98,14 @@ def segment_score(segment: Bytes[SEGMENT_BYTES], column: uint256) -> uint16:
 def columns(
     matrix: DynArray[DynArray[uint16, MAX_VALIDATORS], 16], weights: DynArray[uint256, MAX_VALIDATORS],
     revealed: DynArray[bool, MAX_VALIDATORS], forfeited: DynArray[bool, MAX_VALIDATORS],
-    checkers: DynArray[uint256, 16], min_class_weight: uint256,
+    checkers: DynArray[DynArray[bool, MAX_VALIDATORS], 16], min_class_weight: uint256,
     quorum: bool, miners_forfeited: DynArray[bool, 16], consensus_total: uint256, miner_pool: uint256,
     validator_pool: uint256, committee_size: uint256, seed: bytes32, miners: DynArray[address, 16],
 ) -> DynArray[DynArray[uint256, MAX_SUMS], 16]:
     # every column's leaf sums [c, pay, credit_0..] in one call: matrix[i][j] = validator j's score of column i
     out: DynArray[DynArray[uint256, MAX_SUMS], 16] = []
     for i: uint256 in range(len(matrix), bound=16):
-        deciders: uint256 = result_math._column_checkers(weights, checkers[i], min_class_weight)
+        deciders: DynArray[bool, MAX_VALIDATORS] = result_math._column_checkers(weights, checkers[i], min_class_weight)
         column_weights: DynArray[uint256, MAX_VALIDATORS] = []
         total: uint256 = 0
         column_weights, total = committee_draw._column_weights(weights, deciders, revealed, forfeited, committee_size, seed, miners[i])
@@ -130,4 +130,12 @@ def verify_entry(leaf: bytes32, position: uint256, siblings: DynArray[bytes32, M
 @external
 def entries_root(leaves: DynArray[bytes32, MAX_VALIDATORS]) -> bytes32:
     return entries_tree._root(leaves)
+
+
+@pure
+@external
+def column_checkers(
+    weights: DynArray[uint256, MAX_VALIDATORS], checkers: DynArray[bool, MAX_VALIDATORS], min_class_weight: uint256,
+) -> DynArray[bool, MAX_VALIDATORS]:
+    return result_math._column_checkers(weights, checkers, min_class_weight)
 
