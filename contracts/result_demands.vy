@@ -47,6 +47,17 @@ MAX_SUMMARY: constant(uint256) = result_math.MAX_SUMMARY
 # to the wrong one, a claim's leaf: 21 at MAX_DEPTH 14)
 MAX_DEMANDS: constant(uint256) = 24
 KIND_UNANSWERED: constant(uint256) = 14  # challenge kinds are numbered across the challenge contracts
+# an answered entry's prev pointer: prev above, prev_index in the low 32 bits
+POINTER_SHIFT: constant(uint256) = 32
+MASK32: constant(uint256) = 2**32 - 1
+
+
+# a validator entry as an answer carries it (index and account are its position's, prev with
+# prev_index in one word), so that the list of 1,024 fits in 128 KB of calldata
+struct AnsweredEntry:
+    credit: uint256
+    cumulative: uint256
+    pointer: uint256
 
 
 event Demanded:
@@ -186,24 +197,35 @@ def answer_root(
 @external
 def answer_validators(
     round: uint256, header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, posted_time: uint256, attempt: uint256,
-    entries: DynArray[challenge_base.Entry, MAX_VALIDATORS],
+    answered: DynArray[AnsweredEntry, MAX_VALIDATORS],
 ):
     """
     @notice Answers the demand of the validator entries (position n + 1) with
-            the whole list, one entry per round validator (the tree over them is the
-            header's validators_hash), before the demand's deadline; pays the demand's
-            bond to the answerer.
+            the whole list, one entry per round validator, each as (credit,
+            cumulative, prev << 32 | prev_index): entry j's index is j and its
+            account the round validator at position j, so a tree naming other words
+            there cannot be answered (its demand expires). The tree over the entries
+            must be the header's validators_hash. Before the demand's deadline; pays
+            the demand's bond to the answerer; the event carries the whole entries.
     @param round The round.
     @param header The pending attempt's header words.
     @param non_signers_hash The pending attempt's non-signers hash.
     @param posted_time When the attempt was posted.
     @param attempt The attempt number.
-    @param entries Every entry of the attempt's validators list.
+    @param answered Every entry of the attempt's validators list, by position.
     """
     demand_book._answer(round, header, non_signers_hash, posted_time, attempt, challenge_base._commits(round) + 1)
-    assert len(entries) == staticcall challenge_base.rounds.validator_count(round), "challenges: one entry per round validator"
+    vals: DynArray[address, MAX_VALIDATORS] = staticcall challenge_base.rounds.validators_of(round)
+    assert len(answered) == len(vals), "challenges: one entry per round validator"
+    entries: DynArray[challenge_base.Entry, MAX_VALIDATORS] = []
     leaves: DynArray[bytes32, MAX_VALIDATORS] = []
-    for e: challenge_base.Entry in entries:
+    for j: uint256 in range(len(answered), bound=MAX_VALIDATORS):
+        a: AnsweredEntry = answered[j]
+        e: challenge_base.Entry = challenge_base.Entry(
+            index=j, account=convert(convert(vals[j], uint160), uint256), credit=a.credit, cumulative=a.cumulative,
+            prev=a.pointer >> POINTER_SHIFT, prev_index=a.pointer & MASK32,
+        )
+        entries.append(e)
         leaves.append(challenge_base._entry_leaf(e))
     assert entries_tree._root(leaves) == header[constants.H_VALIDATORS], "challenges: entries do not match validators_hash"
     log ValidatorsAnswered(round=round, attempt=attempt, answerer=msg.sender, entries=entries)

@@ -17,7 +17,7 @@ from protocol.chain.challenge_args import (
     attempt_of,
     claims_arg,
     claims_chunk_arg,
-    entries_arg,
+    answered_entries_arg,
     leaf_answer_args,
 )
 from protocol.chain.client import ChainClient
@@ -48,7 +48,7 @@ def answer_part(client: ChainClient, post: dict, own: SettledRound, position: in
         body, sums = own.tree.root_preimage()
         return client.challenge("tree_challenges", "answer_root", *attempt, (body, list(sums)))
     if position == n + 1:
-        return client.challenge("tree_challenges", "answer_validators", *attempt, entries_arg(own))
+        return client.challenge("tree_challenges", "answer_validators", *attempt, answered_entries_arg(own))
     if position == n + 2:
         return client.challenge("tree_challenges", "answer_claims", *attempt, claims_arg(own))
     if position > n + 2:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from protocol.core.crypto.keccak import keccak256
+from protocol.core.errors import ResultError
 from protocol.core.settlement.abi_words import list_hash
 from protocol.core.settlement.claims_tree import chunk_summaries, claim_chunks
 from protocol.core.settlement.entries_tree import entry_hash, entry_path
@@ -45,11 +46,25 @@ def leaf_answer_args(settled: SettledRound, i: int) -> tuple:
 
 
 def entries_arg(settled: SettledRound) -> list[tuple]:
-    """Every validator entry's fields (j, account, credit, cumulative, prev, prev_index): the
-    validators list as `answer_validators` takes it (an entry challenge takes one, `entry_at_arg`)."""
+    """Every validator entry's fields (j, account, credit, cumulative, prev, prev_index), as the
+    `ValidatorsAnswered` event shows them (an entry challenge takes one, `entry_at_arg`)."""
     inputs, result = settled.inputs, settled.result
     return [(j, int(v, 16), result.validator_credit[j], result.validator_cumulative[j], *inputs.prev_pointer(v))
             for j, v in enumerate(inputs.validators)]
+
+
+POINTER_SHIFT = 32  # an answered entry's prev pointer: prev above, prev_index in the low 32 bits
+
+
+def answered_entries_arg(settled: SettledRound) -> list[tuple[int, int, int]]:
+    """The validator entries as `answer_validators` takes them: (credit, cumulative, prev << 32 |
+    prev_index) by position (the index and account are the position's)."""
+    out = []
+    for j, (_, _, credit, cumulative, prev, prev_index) in enumerate(entries_arg(settled)):
+        if prev_index >> POINTER_SHIFT:
+            raise ResultError(f"validator entry {j}: prev_index {prev_index} does not fit 32 bits")
+        out.append((credit, cumulative, (prev << POINTER_SHIFT) | prev_index))
+    return out
 
 
 def entry_at_arg(entries: Sequence[Sequence[int]], j: int) -> tuple:

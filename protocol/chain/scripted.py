@@ -22,7 +22,7 @@ from protocol.chain.challenge_args import (
     claims_arg,
     claims_chunk_arg,
     column_args,
-    entries_arg,
+    answered_entries_arg,
     leaf_answer_args,
 )
 from protocol.chain.claims import claim_owed
@@ -241,7 +241,7 @@ def demand_and_answer(deployer: ChainClient, net: ScriptedNetwork, settled: Sett
                                                  *leaf_answer_args(settled, column)))
     demander.challenge("tree_challenges", "demand", *attempt, [n + 1])
     net.record("answer_validators", answerer.challenge("tree_challenges", "answer_validators", *attempt,
-                                                       entries_arg(settled)))
+                                                       answered_entries_arg(settled)))
     demander.challenge("tree_challenges", "demand", *attempt, [n + 2])
     net.record("answer_claims", answerer.challenge("tree_challenges", "answer_claims", *attempt,
                                                    claims_arg(settled)))

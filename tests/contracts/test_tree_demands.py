@@ -202,12 +202,14 @@ def test_the_validator_entries_are_demanded_as_n_plus_1_and_answered_whole(world
     signer = boa.env.generate_address("signer")
     demand(stack, attempt, posted.inputs.n + 1)
     entries = entries_arg(posted)
-    forged = [entries[0], (*entries[1][:3], entries[1][3] + 1, *entries[1][4:]), *entries[2:]]
+    # as an answer carries them: (credit, cumulative, prev << 32 | prev_index), index and account the position's
+    answers = [(credit, cumulative, prev << 32 | prev_index) for _, _, credit, cumulative, prev, prev_index in entries]
+    forged = [answers[0], (answers[1][0], answers[1][1] + 1, answers[1][2]), *answers[2:]]
     with boa.reverts("challenges: entries do not match validators_hash"):
         stack.trees.answer_validators(*attempt, forged, sender=signer)
     with boa.reverts("challenges: one entry per round validator"):  # a list whose tree a zero leaf pads
-        stack.trees.answer_validators(*attempt, entries[:-1], sender=signer)
-    stack.trees.answer_validators(*attempt, entries, sender=signer)
+        stack.trees.answer_validators(*attempt, answers[:-1], sender=signer)
+    stack.trees.answer_validators(*attempt, answers, sender=signer)
     (answered,) = [e for e in stack.trees.get_logs() if type(e).__name__ == "ValidatorsAnswered"]
     assert [tuple(e) for e in answered.entries] == entries
 
