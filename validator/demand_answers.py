@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from protocol.chain.challenge_args import (
+    answered_entries_arg,
     attempt_of,
     claims_arg,
     claims_chunk_arg,
-    answered_entries_arg,
     leaf_answer_args,
 )
 from protocol.chain.client import ChainClient

@@ -19,10 +19,10 @@ from eth_account.signers.local import LocalAccount
 from protocol.chain.backend import advance_time
 from protocol.chain.bls_registration import aggregate_keys, registration
 from protocol.chain.challenge_args import (
+    answered_entries_arg,
     claims_arg,
     claims_chunk_arg,
     column_args,
-    answered_entries_arg,
     leaf_answer_args,
 )
 from protocol.chain.claims import claim_owed
