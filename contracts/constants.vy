@@ -8,9 +8,8 @@
         one changes the ABI of every contract that names it.
 """
 
-# permitted validators per round (the K of top-K; also the bound of every validator list and
-# of the bit sets over a round's validators, one word each)
-MAX_VALIDATORS: constant(uint256) = 256
+# permitted validators per round (the K of top-K; also the bound of every validator list)
+MAX_VALIDATORS: constant(uint256) = 1024
 # a permitted validator's member record (BlsKeys.member_at): its weight in the low 96 bits,
 # its position among the round's validators in the next 16, the top 104 bits of keccak256
 # of its BLS key (0: no key) above

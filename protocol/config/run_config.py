@@ -58,7 +58,7 @@ class ChainParams(_Strict):
     # force for a miner only when more than c holders decide it (so three validators all check);
     # 0: no committees, every holder checks every miner and decides by stake (PROTOCOL §10.8)
     committee: int = Field(3, ge=0, le=16)
-    max_validator_permits: int = Field(8, gt=0, le=256)  # K: the permitted set holds at most K validators
+    max_validator_permits: int = Field(8, gt=0, le=1024)  # K: at most K validators (contracts/constants.vy MAX_VALIDATORS)
     # tokens a reporter posts per other validator that may vote (each re-checks one segment); burned
     # if its report is rejected: above a segment's share of a miner's pay, R/n (17.5 on the devnet)
     report_bond: int = Field(20, ge=0)

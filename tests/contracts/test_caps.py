@@ -1,19 +1,19 @@
 """No function grows past 15M gas or 128 KB of calldata at the contracts' bounds, so the chain
 can never halt.
 
-One world at the bounds: 256 permitted validators with BLS keys, 16,384 miners committing (a
+One world at the bounds: 1,024 permitted validators with BLS keys, 16,384 miners committing (a
 16,385th is refused: the commit that fills the round closes its commit phase, so min-stake
 sybils cannot make every reveal impossible), committees of 3 (a run without committees permits
 at most 16 validators). Each settlement transaction a node sends is measured as sent (execution
 plus intrinsic and calldata gas, with Prague's calldata floor), with its calldata: the round
 opening (it freezes a version of the permitted set: no copy at any size), a full reveal (every
-miner scored: 16,384 entries; the others reveal their seats, about 384 entries each), the
-certified post with 85 non-signers, every kind of challenge whose evidence grows with the round (a column, a tree
-node, the header, minted, a validator entry, the claims root, a claims chunk, a claim), and the
-finalize that opens the next round, and the stake that changes a full set most (a newcomer
-evicting the smallest of 256 keyed validators: its key leaves the aggregate). Several minutes:
-the 256 proofs of possession are one pairing check each in py-evm
-(protocol/chain/evm_precompiles.py).
+miner scored: 16,384 entries; the others reveal their seats, about 96 entries each), the
+certified post with 341 non-signers, every kind of challenge whose evidence grows with the round
+(a column, a tree node, the header, minted, a validator entry, the claims root, a claims chunk,
+a claim), the answer of the validator entries, the finalize that opens the next round, and the
+stake that changes a full set most (a newcomer evicting the smallest of 1,024 keyed validators:
+its key leaves the aggregate). A few minutes: each of the 1,024 proofs of possession is proven
+in py_ecc and checked on chain (natively, protocol/chain/evm_precompiles.py).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from conftest import (
 )
 
 from protocol.chain.challenge_args import (
+    answered_entries_arg,
     claims_arg,
     claims_chunk_arg,
     column_args,
@@ -53,7 +54,8 @@ pytestmark = pytest.mark.slow
 
 MAX_FUNCTION_GAS = 15_000_000
 MAX_CALLDATA = 128 * 1024
-MINERS, VALIDATORS, NON_SIGNERS = MAX_MINERS, MAX_VALIDATORS, 85  # 171 of 256 equal stakes sign: > 2/3
+MINERS, VALIDATORS = MAX_MINERS, MAX_VALIDATORS
+NON_SIGNERS = (VALIDATORS - 1) // 3  # 683 of 1,024 equal stakes sign: > 2/3
 
 
 def tx_gas(contract, calldata: bytes) -> int:
@@ -155,6 +157,10 @@ def test_a_round_at_the_bounds_settles_and_no_call_exceeds_15m_gas_or_128_kb(bou
             costs.send(name, contract, fn, *attempt, *evidence, sender=challenger)
             assert stack.results.pending(0) != b"\x00" * 32, name  # a right value leaves the attempt pending
     assert len(claims_arg(settled)) == 2 * chunk_count(MINERS + VALIDATORS)
+    with boa.env.anchor():  # the largest answer: every validator entry
+        stack.tree_challenges.demand(*attempt, [MINERS + 1], sender=challenger)
+        costs.send(f"answer_validators ({VALIDATORS} entries)", stack.tree_challenges, "answer_validators", *attempt,
+                   answered_entries_arg(settled), sender=world.validators[2])
     world.finalize(posted)
     calldata = stack.results.finalize_result.prepare_calldata(*posted.final_args())
     costs.rows["finalize_result (opens round 1)"] = (tx_gas(stack.results, calldata), len(calldata))

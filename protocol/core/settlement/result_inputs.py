@@ -16,7 +16,7 @@ from protocol.core.settlement.column_weights import ColumnWeights, column_weight
 from protocol.core.settlement.score_vector import SCORE_MAX, pack_segments, unpack_segments
 
 MAX_MINERS = 16_384  # columns per round (spec caps)
-MAX_VALIDATORS = 256
+MAX_VALIDATORS = 1024
 MAX_COMMITTEE = 16  # seats of a check committee (contracts/constants.vy)
 BPS = 10_000
 UINT256_MAX = 2**256 - 1
