@@ -1,4 +1,6 @@
 # pragma version ~=0.4.3
+# pragma optimize codesize
+# (codesize: the demands and their answers fill most of the 60 % of EIP-170 a contract may take at 1,024 validators)
 # SPDX-License-Identifier: AGPL-3.0-only
 """
 @title veritrain tree challenges: a result's sum-tree shape and its nodes, and its parts on demand

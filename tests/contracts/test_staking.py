@@ -17,6 +17,8 @@ from conftest import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from protocol.core.settlement.result_inputs import MAX_VALIDATORS
+
 ZERO = "0x" + "00" * 20
 
 
@@ -39,9 +41,9 @@ def test_constructor_rejects_bad_parameters():
     with boa.reverts("staking: bad permit count"):
         partial("Staking").deploy(token.address, 1, 1, 0, 10, 1)
     with boa.reverts("staking: bad permit count"):
-        partial("Staking").deploy(token.address, 1, 1, 257, 10, 1)
-    s = partial("Staking").deploy(token.address, 1, 2, 256, 10, 1)
-    assert (s.min_miner_stake(), s.min_validator_stake(), s.max_permits(), s.unbonding_delay()) == (1, 2, 256, 10)
+        partial("Staking").deploy(token.address, 1, 1, MAX_VALIDATORS + 1, 10, 1)
+    s = partial("Staking").deploy(token.address, 1, 2, MAX_VALIDATORS, 10, 1)
+    assert (s.min_miner_stake(), s.min_validator_stake(), s.max_permits(), s.unbonding_delay()) == (1, 2, MAX_VALIDATORS, 10)
 
 
 def test_wire_once_by_owner_only():
