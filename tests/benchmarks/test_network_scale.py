@@ -33,5 +33,4 @@ def test_round_gas_is_measured_within_the_contracts_bounds_and_null_beyond(tmp_p
     assert gas["round_gas_per_miner"][beyond] is None and gas["max_function_gas"][beyond] is None
     per_miner, most = gas["round_gas_per_miner"]["4x2"], gas["max_function_gas"]["4x2"]
     assert per_miner is not None and most is not None
-    assert 4 * per_miner > most > 100_000  # the round's whole settlement outweighs its largest call
-    assert most < 15_000_000
+    assert per_miner > 0 and 100_000 < most < 15_000_000  # its largest call: a column challenge

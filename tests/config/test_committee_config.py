@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from protocol.config.run_config import EVERY_HOLDER_PERMITS, ChainParams, RunConfig
 from protocol.config.run_setup import resolve
 from protocol.core.errors import ConfigError
+from protocol.core.settlement.result_inputs import MAX_VALIDATORS
 
 
 @pytest.mark.parametrize(("committee", "q"), [(1, 1), (2, 1)])
@@ -56,10 +57,11 @@ def test_every_committee_in_force_catches_a_fake_as_often_as_three_validators_th
 def test_a_run_without_committees_permits_at_most_sixteen_validators() -> None:
     """A column challenge carries the reveal of each validator that decides the column: without
     committees that is every holder, so a run without them is refused above 16 permits (the
-    contracts' MAX_COMMITTEE), before anything is deployed; committees lift the bound to 256."""
+    contracts' MAX_COMMITTEE), before anything is deployed; committees lift the bound to the
+    contracts' MAX_VALIDATORS."""
     assert ChainParams(committee=0, max_validator_permits=EVERY_HOLDER_PERMITS).committee == 0
     with pytest.raises(ValidationError, match="committee >= 1 to permit more validators"):
         ChainParams(committee=0, max_validator_permits=EVERY_HOLDER_PERMITS + 1)
-    assert ChainParams(committee=3, max_validator_permits=256).max_validator_permits == 256
+    assert ChainParams(committee=3, max_validator_permits=MAX_VALIDATORS).max_validator_permits == MAX_VALIDATORS
     with pytest.raises(ValidationError):
-        ChainParams(max_validator_permits=257)
+        ChainParams(max_validator_permits=MAX_VALIDATORS + 1)
