@@ -39,6 +39,16 @@ def posted_row(client: ChainClient, r: int) -> dict:
     return [row for row in read_events(client, "results", "ResultPosted") if row["round"] == r][-1]
 
 
+def rejected_with_the_bond_back(deployer: ChainClient, challenger: ChainClient, r: int, send) -> None:  # type: ignore[no-untyped-def]
+    """`send(challenger)` challenges the pending attempt of round `r`: it is rejected and the
+    challenger's bond comes back."""
+    before = challenger.token_balance(challenger.account.address)
+    send(challenger)
+    assert deployer.call("results", "pending", r) == b"\x00" * 32
+    assert deployer.call("results", "rejected_count", r) == 1
+    assert challenger.token_balance(challenger.account.address) == before
+
+
 @pytest.mark.parametrize("k,value", [(H_N, 7), (H_LOSS, 1)])
 def test_a_header_wrong_in_chain_data_is_challenged_and_rejected(to_result, k, value):
     deployer, net, r, own = to_result
@@ -47,12 +57,7 @@ def test_a_header_wrong_in_chain_data_is_challenged_and_rejected(to_result, k, v
     post_signed(deployer, net, r, header)  # every validator signed the wrong header
     post = posted_row(deployer, r)
     assert wrong_chain_data_words(own, post) == [{H_N: "n", H_LOSS: "heldout_loss"}[k]]
-    challenger = net.miners[0].client
-    before = challenger.token_balance(challenger.account.address)
-    challenge_header_words(challenger, own, post)
-    assert deployer.call("results", "pending", r) == b"\x00" * 32
-    assert deployer.call("results", "rejected_count", r) == 1
-    assert challenger.token_balance(challenger.account.address) == before  # the bond came back
+    rejected_with_the_bond_back(deployer, net.miners[0].client, r, lambda c: challenge_header_words(c, own, post))
     with pytest.raises(ContractRevert, match="not the pending attempt"):
         challenge_header_words(net.miners[1].client, own, post)  # a second challenger is too late
 
@@ -77,10 +82,5 @@ def test_a_wrong_minted_under_the_right_tree_is_challenged_with_its_own_root(to_
     post_signed(deployer, net, r, header)
     post = posted_row(deployer, r)
     assert wrong_chain_data_words(own, post) == [] and minted_wrong_in_own_tree(own, post)
-    challenger = net.miners[0].client
-    before = challenger.token_balance(challenger.account.address)
-    challenge_minted_word(challenger, own, post)
-    assert deployer.call("results", "pending", r) == b"\x00" * 32
-    assert deployer.call("results", "rejected_count", r) == 1
-    assert challenger.token_balance(challenger.account.address) == before  # the bond came back
+    rejected_with_the_bond_back(deployer, net.miners[0].client, r, lambda c: challenge_minted_word(c, own, post))
 
