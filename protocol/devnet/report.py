@@ -15,7 +15,7 @@ from protocol.chain.events import read_many
 from protocol.chain.settlement_history import SettlementHistory
 from protocol.config.run_config import TOKEN_UNIT
 from protocol.config.run_setup import resolve
-from protocol.core.settlement.committees import in_force
+from protocol.core.settlement.committees import drawn_seats, in_force
 from protocol.core.settlement.fraud import FraudKind
 from protocol.core.settlement.loss_scale import LOSS_SCALE
 from protocol.core.settlement.result_inputs import RoundInputs
@@ -61,6 +61,9 @@ def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any],
                 if settled and column is not None else None,
                 # check committees: the validators whose seats decided its column, and how many each held
                 "committee": _committee(settled.inputs, column) if settled and column is not None else None,
+                # and the 2C seats drawn for it in seat order (committee, then backups): a seat whose
+                # validator was silent or caught passes to the next
+                "drawn": _drawn(settled.inputs, column) if settled and column is not None else None,
                 # verified: its proof held (no report against it was confirmed); null: nothing committed
                 "verified": (not confirmed) if committed else None,
                 "score": res.consensus[column] / SCORE_SCALE if res and column is not None else 0.0,
@@ -100,6 +103,15 @@ def _committee(inputs: RoundInputs, column: int) -> dict[str, int] | None:
         return None
     weights = inputs.column_weights(column).weights
     return {v: w for v, w in zip(inputs.validators, weights, strict=True) if w}
+
+
+def _drawn(inputs: RoundInputs, column: int) -> list[str] | None:
+    """The validators holding the column's drawn seats, in seat order; None when no committee decides it."""
+    eligible = [w if d else 0 for w, d in zip(inputs.weights, inputs.deciders(column), strict=True)]
+    if not in_force(inputs.committee_size, eligible):
+        return None
+    seats = drawn_seats(inputs.seed, bytes.fromhex(inputs.miners[column][2:]), eligible, inputs.committee_size)
+    return [inputs.validators[v] for v in seats]
 
 
 def _reports(reports: list[dict[str, Any]], resolved: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
