@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import random
 
 import pytest
 import torch
+from aggregation_cases import (
+    Case,
+    N,
+    build,
+    cases,
+    fixed_cases,
+    fixed_inputs,
+    hashes_under,
+    weighted_cases,
+)
 from fixtures_training import MICRO, SMALL_CFG
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from protocol.config.run_config import RunConfig
 from protocol.config.run_setup import Setup, training_spec
@@ -26,58 +34,21 @@ from protocol.core.aggregation.reference import DecodedUpdate, reference_next, r
 from protocol.core.aggregation.state import (
     GlobalState,
     aggregate,
-    decode_state,
     decode_updates,
-    encode_state,
     genesis_state,
     global_state_hash,
 )
-from protocol.core.crypto.hashing import content_hash
 from protocol.core.errors import ConfigError
 from protocol.core.hardware.replay_profile import ProfileMismatch, ReplayProfile
-from protocol.core.model.gpt import flatten, num_params, unflatten
+from protocol.core.model.gpt import flatten, unflatten
 from protocol.core.train.compress import compress, decompress, encode_update, unpack_codes
 from protocol.core.train.compute_config import ComputeConfig
 from protocol.node.worker_pool import ProfileWorker
 
-N = num_params(MICRO)
 EPS32 = float(torch.finfo(torch.float32).eps)  # 2^-23
 # exact-v1 vs float32-v1, per coordinate: at most this many float32 epsilons of the magnitudes
 # involved, |θ| + |θ'| + max_g |u_g| (float32-v1 rounds each decoded value, partial sum and step)
 F32_BOUND_EPS = 4  # measured worst on these fixtures: 2.3
-
-
-@dataclasses.dataclass(frozen=True)
-class Case:
-    seed: int
-    g: int  # updates
-    bits: int
-    chunk_topk: tuple[int, int]
-    momentum: float
-    nesterov: bool
-    trim_fraction: float
-    clip_multiplier: float
-    magnitudes: tuple[float, ...]  # per update; 0.0 gives an all-zero update
-    steps: tuple[int, ...] | None = None  # per update: the inner steps it trained (None: equal weights)
-
-    def cfg(self, rule: str = "exact-v1") -> ComputeConfig:
-        chunk, topk = self.chunk_topk
-        return dataclasses.replace(SMALL_CFG, bits=self.bits, chunk=chunk, topk=topk, aggregation=rule,
-                                   outer_momentum=self.momentum, nesterov=self.nesterov,
-                                   outer_lr=0.7 if self.momentum else 1.0, trim_fraction=self.trim_fraction,
-                                   clip_multiplier=self.clip_multiplier)
-
-
-def build(case: Case) -> tuple[GlobalState, list[bytes]]:
-    """A state with non-zero momentum (when used) and the case's update blobs."""
-    cfg = case.cfg()
-    gen = torch.Generator().manual_seed(case.seed)
-    state = genesis_state(MICRO, cfg, seed=case.seed % 7)
-    if state.momentum is not None:
-        state = GlobalState(state.params, torch.randn(N, generator=gen) * 1e-3)
-    blobs = [encode_update(compress(torch.randn(N, generator=gen) * m, cfg.chunk, cfg.topk, cfg.bits))
-             for m in case.magnitudes]
-    return state, blobs
 
 
 def reference_hash(case: Case) -> bytes:
@@ -103,23 +74,6 @@ def exact_hash(case: Case, device: str = "cpu") -> bytes:
     shapes = {k: tuple(v.shape) for k, v in state.params.items()}
     step_norm = step_norm_exact(decode_exact(updates, device)[0], case.steps or [cfg.inner_steps] * case.g)
     return global_state_hash(GlobalState(unflatten(theta, shapes), mom, step_norm), MICRO)
-
-
-cases = st.builds(
-    Case,
-    seed=st.integers(0, 2**31 - 1),
-    g=st.just(0),  # replaced by len(magnitudes)
-    bits=st.sampled_from([2, 8]),
-    chunk_topk=st.sampled_from([(64, 16), (256, 32), (4096, 192)]),
-    momentum=st.sampled_from([0.0, 0.9]),
-    nesterov=st.booleans(),
-    trim_fraction=st.floats(0.0, 0.45),
-    clip_multiplier=st.floats(0.25, 4.0),
-    magnitudes=st.lists(st.sampled_from([0.0, 1e-4, 1e-2, 1.0]), min_size=1, max_size=6).map(tuple),
-).map(lambda c: dataclasses.replace(c, g=len(c.magnitudes)))
-# capacity-scaled work: each update weighted by its steps, a multiple of k = 3 up to H = 30
-weighted_cases = st.tuples(cases, st.lists(st.sampled_from(range(3, 31, 3)), min_size=6, max_size=6)).map(
-    lambda cw: dataclasses.replace(cw[0], steps=tuple(cw[1][: cw[0].g])))
 
 
 def assert_three_agree(case: Case) -> None:
@@ -166,35 +120,6 @@ def test_a_step_count_per_update_is_required() -> None:
     state, blobs = build(case)
     with pytest.raises(ValueError, match="step counts"):
         aggregate(state, blobs, MICRO, case.cfg(), [30])
-
-
-def fixed_cases() -> list[Case]:
-    rng = random.Random(2024)
-    out = []
-    for i in range(6):
-        mags = tuple(rng.choice([1e-4, 1e-2, 1.0]) for _ in range(rng.randint(1, 6)))
-        out.append(Case(seed=i, g=len(mags), bits=(2, 8)[i % 2], chunk_topk=((64, 16), (4096, 192))[i % 2],
-                        momentum=(0.0, 0.9, 0.9)[i % 3], nesterov=i % 3 == 2,
-                        trim_fraction=rng.uniform(0, 0.45), clip_multiplier=rng.uniform(0.25, 4.0),
-                        magnitudes=mags))
-    return out
-
-
-def fixed_inputs() -> list[tuple[Case, bytes, list[bytes]]]:
-    """(case, encoded state, update blobs), built in this process: compress and init are not
-    exact-v1 (they run under the replay profile), so the workers get the same inputs as bytes."""
-    return [(c, encode_state(s, MICRO), blobs) for c in fixed_cases() for s, blobs in [build(c)]]
-
-
-def hashes_under(inputs: list[tuple[Case, bytes, list[bytes]]], threads: int) -> list[str]:
-    """Run in profile workers (module level, so a spawned process can import it)."""
-    saved = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        states = [(c, decode_state(blob, MICRO, content_hash(blob)), blobs) for c, blob, blobs in inputs]
-        return [global_state_hash(aggregate(s, blobs, MICRO, c.cfg()), MICRO).hex() for c, s, blobs in states]
-    finally:
-        torch.set_num_threads(saved)
 
 
 @pytest.mark.parametrize("isa", ["avx2", "default", "avx512"])

@@ -1,7 +1,9 @@
 """Robust aggregation and the outer step over the global state (docs/PROTOCOL.md §13). Pure.
 
 `aggregate` dispatches on `cfg.aggregation`: "float32-v1" is the rule below, "exact-v1"
-(`protocol.core.aggregation.exact_v1`, the default) the same rule with bits fixed on every device.
+(`protocol.core.aggregation.exact_v1`, the default) the same rule with bits fixed on every device,
+"exact-sum-v1" (`exact_sum_v1`) a clipped step-weighted integer sum whose bits do not depend on
+how the updates are grouped either (an aggregation tree's partial sums add up to the flat sum).
 
 next = outer_step(state, trimmed_mean(clip(decompress(u_i))))
   - clip: each update's L2 norm is capped at `clip_multiplier` x the median norm per step x
@@ -24,6 +26,7 @@ import safetensors.torch
 import torch
 from torch import Tensor
 
+from protocol.core.aggregation.exact_sum_v1 import exact_sum_next
 from protocol.core.aggregation.exact_v1 import (
     decode_exact,
     next_from_decoded,
@@ -201,6 +204,11 @@ def aggregate(state: GlobalState, blobs: Sequence[bytes], model: ModelConfig,
         raise ValueError(f"{len(steps)} step counts for {len(blobs)} updates")
     dense64, mask64 = decode_exact(decode_updates(blobs, model, cfg))  # (G, N) float64, (G, N)
     step_norm = step_norm_exact(dense64, steps or [cfg.inner_steps] * len(blobs))
+    if cfg.aggregation == "exact-sum-v1":
+        theta, momentum = exact_sum_next(flatten(state.params), state.momentum, decode_updates(blobs, model, cfg),
+                                         steps or [cfg.inner_steps] * len(blobs), state.step_norm, cfg)
+        return GlobalState(unflatten(theta, {k: tuple(v.shape) for k, v in state.params.items()}), momentum,
+                           step_norm)
     if cfg.aggregation == "exact-v1":
         theta, momentum = next_from_decoded(flatten(state.params), state.momentum, dense64, mask64, cfg, steps)
         return GlobalState(unflatten(theta, {k: tuple(v.shape) for k, v in state.params.items()}), momentum,

@@ -11,8 +11,11 @@ import dataclasses
 from dataclasses import dataclass
 
 from protocol.core.errors import ConfigError
+from protocol.core.settlement.result_inputs import MAX_MINERS
 
-AGGREGATION_RULES = ("float32-v1", "exact-v1")  # float32-v1: bits depend on threads, ISA, device
+# float32-v1: bits depend on threads, ISA, device; exact-v1: on neither; exact-sum-v1: nor on grouping
+AGGREGATION_RULES = ("float32-v1", "exact-v1", "exact-sum-v1")
+INT64_LIMIT = 1 << 63  # exact-sum-v1's integer sums stay below it
 
 
 class StepCountError(ConfigError):
@@ -61,6 +64,11 @@ class ComputeConfig:
     outer_momentum: float = 0.0  # 0.0 = no momentum; DiLoCo uses 0.9 with lr 0.7
     nesterov: bool = False  # Nesterov outer momentum (used when outer_momentum > 0)
     aggregation: str = "exact-v1"  # rule version (AGGREGATION_RULES); exact-v1 is device-independent
+    # exact-sum-v1 (protocol/core/aggregation/exact_sum_v1.py): fixed point with f fraction bits, each
+    # coordinate clamped to ±2^b; MAX_MINERS · H · 2^(b+f) < 2^63 keeps every integer sum exact
+    sum_fraction_bits: int = 30  # f: a resolution of 9.3e-10
+    sum_bound_bits: int = 4  # b: |coordinate| <= 16 (a pseudo-gradient coordinate is far below)
+    first_step_norm: float = 0.0  # the norm per step the clip uses at genesis (0: no norm clip until a round sets one)
     # --- set by with_steps only, never by a run ---
     round_steps: int = 0  # H of the run when this is one miner's shortened round; 0: inner_steps is H
 
@@ -87,6 +95,16 @@ class ComputeConfig:
             raise ConfigError("round_steps (set by with_steps) must be at least inner_steps")
         if self.aggregation not in AGGREGATION_RULES:
             raise ConfigError(f"aggregation {self.aggregation!r} is not one of {', '.join(AGGREGATION_RULES)}")
+        if self.aggregation == "exact-sum-v1":
+            self._check_fixed_point()
+
+    def _check_fixed_point(self) -> None:
+        if self.sum_fraction_bits < 0 or self.sum_bound_bits < -self.sum_fraction_bits or not self.first_step_norm >= 0:
+            raise ConfigError("need sum_fraction_bits >= 0, sum_bound_bits >= -sum_fraction_bits, first_step_norm >= 0")
+        largest = MAX_MINERS * self.full_steps << (self.sum_bound_bits + self.sum_fraction_bits)
+        if largest >= INT64_LIMIT:
+            raise ConfigError(f"exact-sum-v1 could overflow: {MAX_MINERS} miners x {self.full_steps} steps x "
+                              f"2^(sum_bound_bits + sum_fraction_bits) = 2^{largest.bit_length() - 1} is not below 2^63")
 
     @property
     def n_segments(self) -> int:
