@@ -12,6 +12,7 @@ from rich.console import Console
 from protocol.config.run_config import ChainParams
 from protocol.core.errors import ConfigError
 from protocol.core.model.config import PRESETS
+from protocol.core.train.compute_config import AGGREGATION_RULES
 
 console = Console()
 err_console = Console(stderr=True)
@@ -60,6 +61,8 @@ def devnet(
                                                                "(default: the run's 30)")] = None,
     checkpoint_every: Annotated[int | None, typer.Option(min=1, help="k: inner steps per replayed segment "
                                                                     "(default: the run's 3)")] = None,
+    aggregation: Annotated[str | None, typer.Option(help=f"Aggregation rule: {', '.join(AGGREGATION_RULES)} "
+                                                         "(default: the run's)")] = None,
     preset: Annotated[str, typer.Option(help=f"Model preset: micro (fastest), tiny (default), small; all: {PRESET_NAMES}")] = "tiny",
     genesis: Annotated[Path | None, typer.Option(help="Start from this Hugging Face Llama checkpoint folder "
                                                       "(its config replaces the preset's)")] = None,
@@ -73,6 +76,8 @@ def devnet(
 
     _check_counts(miners, validators, lazy_validators, silent_validators, throttled, lying_validators)  # before anything starts
     _check_preset(preset, genesis)
+    if aggregation is not None and aggregation not in AGGREGATION_RULES:
+        raise typer.BadParameter(f"{aggregation!r} is not one of {', '.join(AGGREGATION_RULES)}", param_hint="--aggregation")
     opts = DevnetOptions(miners=miners, validators=validators, rounds=rounds, cheaters=parse_cheaters(cheaters),
                          lazy_validators=lazy_validators, silent_validators=silent_validators,
                          lying_validators=lying_validators, throttled=throttled,
@@ -80,7 +85,8 @@ def devnet(
                          miner_classes=_labels(miner_classes), validator_classes=_labels(validator_classes),
                          timeout_s=timeout, chain={"commit_duration": commit_window, "absence_rounds": absence_rounds,
                                                    **({} if committee is None else {"committee": committee})},
-                         training={**_compute_overrides(inner_steps=inner_steps, checkpoint_every=checkpoint_every),
+                         training={**_compute_overrides(inner_steps=inner_steps, checkpoint_every=checkpoint_every,
+                                                        aggregation=aggregation),
                                    **_corpus_tables(dataset, genesis)})
     config = {"miners": miners, "validators": validators, "lazy_validators": lazy_validators,
               "lying_validators": lying_validators,
@@ -88,7 +94,7 @@ def devnet(
               "throttled": throttled, "commit_window": commit_window, "absence_rounds": absence_rounds,
               "committee": ChainParams().committee if committee is None else committee,
               "miner_classes": miner_classes, "validator_classes": validator_classes,
-              "cheaters": cheaters, "preset": preset}
+              "cheaters": cheaters, "preset": preset, "aggregation": aggregation}
     _run(opts, config)
 
 
@@ -177,7 +183,7 @@ def _labels(text: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in text.split(",") if item.strip())
 
 
-def _compute_overrides(**values: int | None) -> dict[str, Any]:
+def _compute_overrides(**values: int | str | None) -> dict[str, Any]:
     """`[training.compute]` keys for the values given (None: the run's default)."""
     given = {k: v for k, v in values.items() if v is not None}
     return {"compute": given} if given else {}

@@ -89,7 +89,7 @@ def reference_theta(c: SumCase) -> tuple[torch.Tensor, torch.Tensor | None]:
 def test_every_grouping_gives_the_flat_sum_and_the_numpy_reference_bit_for_bit(c: SumCase) -> None:
     cfg = c.cfg()
     state, blobs = inputs(c)
-    leaves = [leaf(u, s, c.step_norm, cfg) for u, s in zip(decode_updates(blobs, MICRO, cfg), c.steps, strict=True)]
+    leaves = [leaf(u, s, c.step_norm, cfg)[0] for u, s in zip(decode_updates(blobs, MICRO, cfg), c.steps, strict=True)]
     flat, tree = merge(leaves), grouped(leaves, random.Random(c.grouping_seed))
     assert torch.equal(flat.sums, tree.sums) and torch.equal(flat.weights, tree.weights)
     theta, mom = next_from_root(flatten(state.params), state.momentum, tree, cfg)

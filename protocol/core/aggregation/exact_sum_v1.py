@@ -28,7 +28,13 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from protocol.core.aggregation.exact_v1 import F64, exact_values, outer_step_exact, row_norms
+from protocol.core.aggregation.exact_v1 import (
+    F64,
+    exact_values,
+    lower_median,
+    outer_step_exact,
+    row_norms,
+)
 from protocol.core.train.compress import Compressed, scatter_chunks
 from protocol.core.train.compute_config import ComputeConfig
 
@@ -50,11 +56,11 @@ def norm_cap(step_norm: float | None, steps: int, cfg: ComputeConfig) -> float:
     return cfg.clip_multiplier * reference * steps
 
 
-def fixed_point(values: Tensor, cap: float, cfg: ComputeConfig) -> Tensor:
+def fixed_point(values: Tensor, cap: float, cfg: ComputeConfig, norm: float | None = None) -> Tensor:
     """One update's float64 values (N,) clipped to norm `cap` (0: unclipped), clamped to ±2^b
-    and rounded to integers of 2^-f: int64 (N,)."""
+    and rounded to integers of 2^-f: int64 (N,). `norm`: the values' norm, when known."""
     if cap > 0:
-        norm = float(row_norms(values.unsqueeze(0))[0])
+        norm = float(row_norms(values.unsqueeze(0))[0]) if norm is None else norm
         if norm > cap:  # the scale rounds once, the product once, as exact-v1's clip
             values = values * torch.tensor(cap / norm, dtype=F64, device=values.device)
     bound = math.ldexp(1.0, cfg.sum_bound_bits)
@@ -63,12 +69,14 @@ def fixed_point(values: Tensor, cap: float, cfg: ComputeConfig) -> Tensor:
 
 
 def leaf(update: Compressed, steps: int, step_norm: float | None, cfg: ComputeConfig,
-         device: torch.device | str = "cpu") -> PartialSum:
-    """The partial sum of one verified update of `steps` inner steps."""
+         device: torch.device | str = "cpu") -> tuple[PartialSum, float]:
+    """The partial sum of one verified update of `steps` inner steps, and the update's norm
+    (before the clip: the next round's reference is the lower median of norm / steps)."""
     dense, mask = scatter_chunks(update, exact_values(update, device))  # (N,) float64, (N,) bool
-    q = fixed_point(dense, norm_cap(step_norm, steps, cfg), cfg)  # (N,) int64
+    norm = float(row_norms(dense.unsqueeze(0))[0])
+    q = fixed_point(dense, norm_cap(step_norm, steps, cfg), cfg, norm)  # (N,) int64
     weight = mask.to(torch.int64) * steps  # (N,)
-    return PartialSum(q * steps, weight)
+    return PartialSum(q * steps, weight), norm
 
 
 def merge(parts: Sequence[PartialSum]) -> PartialSum:
@@ -100,8 +108,17 @@ def next_from_root(theta: Tensor, momentum: Tensor | None, root: PartialSum,
 
 def exact_sum_next(theta: Tensor, momentum: Tensor | None, updates: Sequence[Compressed], steps: Sequence[int],
                    step_norm: float | None, cfg: ComputeConfig,
-                   device: torch.device | str = "cpu") -> tuple[Tensor, Tensor | None]:
-    """The next flat θ and momentum from verified updates (G >= 1), each of `steps` inner steps,
-    as one flat sum: the bits every grouping of the same leaves gives."""
-    leaves = [leaf(u, s, step_norm, cfg, device) for u, s in zip(updates, steps, strict=True)]
-    return next_from_root(theta, momentum, merge(leaves), cfg)
+                   device: torch.device | str = "cpu") -> tuple[Tensor, Tensor | None, float]:
+    """The next flat θ, momentum and norm per step from verified updates (G >= 1), each of
+    `steps` inner steps, as one flat sum (the bits every grouping of the same leaves gives).
+    One update is dense at a time: memory O(N), whatever G."""
+    root: PartialSum | None = None
+    per_step = []
+    for update, s in zip(updates, steps, strict=True):
+        part, norm = leaf(update, s, step_norm, cfg, device)
+        root = part if root is None else root + part
+        per_step.append(norm / s)  # one IEEE division, as step_norm_exact's
+    if root is None:
+        raise ValueError("no updates to aggregate")
+    theta, momentum = next_from_root(theta, momentum, root, cfg)
+    return theta, momentum, float(lower_median(torch.tensor(per_step, dtype=F64)))

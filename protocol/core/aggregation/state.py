@@ -202,17 +202,17 @@ def aggregate(state: GlobalState, blobs: Sequence[bytes], model: ModelConfig,
         return state
     if steps is not None and len(steps) != len(blobs):
         raise ValueError(f"{len(steps)} step counts for {len(blobs)} updates")
+    shapes = {k: tuple(v.shape) for k, v in state.params.items()}
+    if cfg.aggregation == "exact-sum-v1":  # streamed: one dense update at a time
+        theta, momentum, step_norm = exact_sum_next(flatten(state.params), state.momentum,
+                                                    decode_updates(blobs, model, cfg),
+                                                    steps or [cfg.inner_steps] * len(blobs), state.step_norm, cfg)
+        return GlobalState(unflatten(theta, shapes), momentum, step_norm)
     dense64, mask64 = decode_exact(decode_updates(blobs, model, cfg))  # (G, N) float64, (G, N)
     step_norm = step_norm_exact(dense64, steps or [cfg.inner_steps] * len(blobs))
-    if cfg.aggregation == "exact-sum-v1":
-        theta, momentum = exact_sum_next(flatten(state.params), state.momentum, decode_updates(blobs, model, cfg),
-                                         steps or [cfg.inner_steps] * len(blobs), state.step_norm, cfg)
-        return GlobalState(unflatten(theta, {k: tuple(v.shape) for k, v in state.params.items()}), momentum,
-                           step_norm)
     if cfg.aggregation == "exact-v1":
         theta, momentum = next_from_decoded(flatten(state.params), state.momentum, dense64, mask64, cfg, steps)
-        return GlobalState(unflatten(theta, {k: tuple(v.shape) for k, v in state.params.items()}), momentum,
-                           step_norm)
+        return GlobalState(unflatten(theta, shapes), momentum, step_norm)
     dense, mask = decode_all(blobs, model, cfg)  # (G, N), (G, N)
     clipped = clip_updates(dense, cfg.clip_multiplier, steps)  # (G, N)
     nxt = outer_step(state, sparse_trimmed_mean(clipped, mask, cfg.trim_fraction, steps), cfg)

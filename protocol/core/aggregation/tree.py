@@ -1,0 +1,100 @@
+"""The aggregation tree (PROTOCOL.md §13.3): its shape, and who computes and rechecks each node.
+
+The selected updates, in address order, are the leaves (level 0). Level L + 1 has one node per
+`fan_in` consecutive nodes of level L (the last may have fewer), up to a single root; with
+`fan_in` >= the leaf count the root sums every leaf, today's flat shape. exact-sum-v1's integer
+sums make every node's partial sum the same bits whoever computes it, so any node is evidence.
+
+Node (L, i) is computed by its **aggregator** and recomputed by its **checker**, both drawn by
+stake unit from the round's validators with the round's seed, as committee seats are
+(`committees.py`): keccak256(DOMAIN ‖ seed ‖ L ‖ i ‖ draw) mod W. The checker is the first draw
+from 1 on whose holder is not the aggregator, so a validator never checks itself, and neither a
+miner nor a validator can choose where the draws fall (the seed exists only after the commits
+and the validator snapshot are fixed).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from protocol.core.aggregation.exact_sum_v1 import PartialSum, merge
+from protocol.core.crypto.keccak import keccak256
+from protocol.core.errors import ConfigError
+
+DOMAIN = b"veritrain/aggregator/v1"
+MAX_DRAWS = 64  # checker draws before giving up: a validator holding all but 2^-64 of the stake
+
+
+@dataclass(frozen=True)
+class TreeNode:
+    level: int  # 1 .. depth; level 0 are the leaves
+    index: int  # position within its level, left to right
+    children: range  # indices into level - 1
+
+
+def level_sizes(leaves: int, fan_in: int) -> list[int]:
+    """Nodes per level, leaves first, the root's level (1 node) last."""
+    if fan_in < 2:
+        raise ConfigError(f"an aggregation tree needs a fan-in of at least 2, not {fan_in}")
+    if leaves < 1:
+        raise ConfigError("an aggregation tree needs at least one leaf")
+    sizes = [leaves]
+    while sizes[-1] > 1 or len(sizes) == 1:
+        sizes.append(-(-sizes[-1] // fan_in))
+    return sizes
+
+
+def tree_nodes(leaves: int, fan_in: int) -> list[TreeNode]:
+    """Every inner node, bottom level first, left to right: children before parents."""
+    sizes = level_sizes(leaves, fan_in)
+    return [TreeNode(level, i, range(i * fan_in, min((i + 1) * fan_in, sizes[level - 1])))
+            for level in range(1, len(sizes)) for i in range(sizes[level])]
+
+
+def depth(leaves: int, fan_in: int) -> int:
+    """Levels of inner nodes: 1 when one root sums every leaf."""
+    return len(level_sizes(leaves, fan_in)) - 1
+
+
+def _holder(seed: bytes, node: TreeNode, draw: int, cumulative: Sequence[int]) -> int:
+    digest = keccak256(DOMAIN + seed + node.level.to_bytes(32, "big") + node.index.to_bytes(32, "big")
+                       + draw.to_bytes(32, "big"))
+    return bisect.bisect_right(cumulative, int.from_bytes(digest, "big") % cumulative[-1])
+
+
+def _cumulative(weights: Sequence[int]) -> list[int]:
+    cumulative = list(itertools.accumulate(weights))
+    if not cumulative or cumulative[-1] <= 0:
+        raise ConfigError("an aggregation tree needs validators with weight")
+    return cumulative
+
+
+def aggregator(seed: bytes, node: TreeNode, weights: Sequence[int]) -> int:
+    """The index of the validator that computes `node` (draw 0)."""
+    return _holder(seed, node, 0, _cumulative(weights))
+
+
+def checker(seed: bytes, node: TreeNode, weights: Sequence[int]) -> int:
+    """The index of the validator, other than its aggregator, that recomputes `node`."""
+    cumulative = _cumulative(weights)
+    if sum(1 for w in weights if w > 0) < 2:
+        raise ConfigError("a node's checker must differ from its aggregator: need two validators with weight")
+    first = _holder(seed, node, 0, cumulative)
+    for draw in range(1, MAX_DRAWS + 1):
+        if (holder := _holder(seed, node, draw, cumulative)) != first:
+            return holder
+    raise ConfigError(f"no checker other than validator {first} in {MAX_DRAWS} draws")
+
+
+def node_sums(leaves: Sequence[PartialSum], fan_in: int) -> dict[tuple[int, int], PartialSum]:
+    """Every inner node's partial sum, keyed (level, index), computed bottom-up; the root is
+    at (depth, 0)."""
+    out: dict[tuple[int, int], PartialSum] = {}
+    below = list(leaves)
+    for level, size in enumerate(level_sizes(len(leaves), fan_in)[1:], start=1):
+        below = [merge(below[i * fan_in : (i + 1) * fan_in]) for i in range(size)]
+        out.update({(level, i): part for i, part in enumerate(below)})
+    return out

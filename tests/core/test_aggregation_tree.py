@@ -1,0 +1,139 @@
+"""The aggregation tree: its shape, its root equal to the flat sum bit for bit at every fan-in,
+draws nobody chooses, and partial sums served in exactly one encoding."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+import pytest
+import torch
+from aggregation_cases import Case, build
+from fixtures_training import MICRO
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol.core.aggregation.exact_sum_v1 import PartialSum, leaf, merge
+from protocol.core.aggregation.partial_blob import (
+    DENSE_ENTRY_BYTES,
+    PartialFormatError,
+    decode_partial,
+    encode_partial,
+    is_sparse,
+    partial_hash,
+)
+from protocol.core.aggregation.state import decode_updates
+from protocol.core.aggregation.tree import (
+    TreeNode,
+    aggregator,
+    checker,
+    depth,
+    level_sizes,
+    node_sums,
+    tree_nodes,
+)
+from protocol.core.errors import ConfigError
+
+
+def test_levels_shrink_by_the_fan_in_up_to_one_root() -> None:
+    assert level_sizes(10, 4) == [10, 3, 1] and depth(10, 4) == 2
+    assert level_sizes(16, 4) == [16, 4, 1]
+    assert level_sizes(5, 16) == [5, 1] and depth(5, 16) == 1  # fan-in over the leaves: today's flat shape
+    assert level_sizes(1, 2) == [1, 1]
+    nodes = tree_nodes(10, 4)
+    assert [(n.level, n.index, list(n.children)) for n in nodes] == [
+        (1, 0, [0, 1, 2, 3]), (1, 1, [4, 5, 6, 7]), (1, 2, [8, 9]), (2, 0, [0, 1, 2])]
+    with pytest.raises(ConfigError, match="fan-in"):
+        level_sizes(10, 1)
+    with pytest.raises(ConfigError, match="leaf"):
+        level_sizes(0, 4)
+
+
+def random_leaves(n: int, numel: int, gen: torch.Generator) -> list[PartialSum]:
+    """n leaves, each selecting a random quarter of the coordinates with large signed sums."""
+    out = []
+    for _ in range(n):
+        mask = torch.rand(numel, generator=gen) < 0.25
+        steps = int(torch.randint(1, 31, (1,), generator=gen))
+        sums = torch.randint(-(1 << 34), 1 << 34, (numel,), generator=gen) * mask * steps
+        out.append(PartialSum(sums, mask.to(torch.int64) * steps))
+    return out
+
+
+@settings(max_examples=40, deadline=None, database=None, derandomize=True)
+@given(st.integers(1, 80), st.integers(2, 9), st.integers(0, 2**31 - 1))
+def test_the_root_is_the_flat_sum_at_every_fan_in(n: int, fan_in: int, seed: int) -> None:
+    leaves = random_leaves(n, 64, torch.Generator().manual_seed(seed))
+    sums = node_sums(leaves, fan_in)
+    root = sums[(depth(n, fan_in), 0)]
+    flat = merge(leaves)
+    assert torch.equal(root.sums, flat.sums) and torch.equal(root.weights, flat.weights)
+    assert len(sums) == len(tree_nodes(n, fan_in))
+
+
+def test_real_updates_through_a_tree_give_the_flat_bits() -> None:
+    case = Case(seed=5, g=6, bits=2, chunk_topk=(64, 16), momentum=0.0, nesterov=False, trim_fraction=0.0,
+                clip_multiplier=1.0, magnitudes=(1e-2, 1.0, 1e-4, 1e-2, 1e-2, 1.0))
+    cfg = case.cfg("exact-sum-v1")
+    _, blobs = build(case)
+    leaves = [leaf(u, s, 1e-3, cfg)[0] for u, s in zip(decode_updates(blobs, MICRO, cfg), (3, 6, 9, 30, 30, 12),
+                                                       strict=True)]
+    for fan_in in (2, 3, 6):
+        root = node_sums(leaves, fan_in)[(depth(6, fan_in), 0)]
+        assert encode_partial(root) == encode_partial(merge(leaves))
+
+
+def test_draws_follow_stake_and_a_checker_is_never_its_aggregator() -> None:
+    weights = [1, 3, 0, 4]
+    nodes = [TreeNode(1, i, range(0)) for i in range(4000)]
+    seed = bytes(range(32))
+    counts = Counter(aggregator(seed, n, weights) for n in nodes)
+    assert counts[2] == 0
+    for v, w in enumerate(weights):  # 4000 draws: a share within 3 sigma of its stake
+        p = w / 8
+        assert abs(counts[v] - 4000 * p) <= 3 * (4000 * p * (1 - p)) ** 0.5 + 1, counts
+    assert all(checker(seed, n, weights) not in (aggregator(seed, n, weights), 2) for n in nodes[:500])
+    assert aggregator(bytes(32), nodes[7], weights) == aggregator(bytes(32), nodes[7], weights)
+    with pytest.raises(ConfigError, match="two validators"):
+        checker(seed, nodes[0], [0, 5, 0])
+
+
+def test_a_partial_sum_round_trips_sparse_while_sparse_and_dense_after() -> None:
+    gen = torch.Generator().manual_seed(1)
+    sparse, = random_leaves(1, 1000, gen)
+    dense = merge(random_leaves(8, 1000, gen))  # 1 - 0.75^8: 90 % selected
+    for part, form in ((sparse, "sparse"), (dense, "dense")):
+        blob = encode_partial(part)
+        back = decode_partial(blob, 1000)
+        assert torch.equal(back.sums, part.sums) and torch.equal(back.weights, part.weights)
+        assert is_sparse(int((part.weights > 0).sum()), 1000) == (form == "sparse")
+        assert partial_hash(blob) == partial_hash(encode_partial(back))
+    assert len(encode_partial(dense)) >= 1000 * DENSE_ENTRY_BYTES
+
+
+def _forged(tensors: dict[str, torch.Tensor], numel: int = 1000) -> bytes:
+    import safetensors.torch
+    return safetensors.torch.save(tensors, metadata={"veritrain-partial-sum": str(numel)})
+
+
+def test_a_partial_sum_in_any_other_form_is_refused() -> None:
+    gen = torch.Generator().manual_seed(2)
+    part, = random_leaves(1, 1000, gen)
+    idx = torch.nonzero(part.weights, as_tuple=True)[0]
+    with pytest.raises(PartialFormatError, match="served sparse"):  # a sparse sum sent dense: a second hash
+        decode_partial(_forged({"sums": part.sums, "weights": part.weights}), 1000)
+    with pytest.raises(PartialFormatError, match="ascending"):
+        decode_partial(_forged({"idx": idx.flip(0).to(torch.int32), "sums": part.sums[idx], "weights": part.weights[idx]}), 1000)
+    with pytest.raises(PartialFormatError, match="selected"):
+        decode_partial(_forged({"idx": idx.to(torch.int32), "sums": part.sums[idx], "weights": part.weights[idx] * 0}), 1000)
+    with pytest.raises(PartialFormatError, match="coordinates"):
+        decode_partial(encode_partial(part), 999)
+    dense = merge(random_leaves(8, 1000, gen))
+    smuggled = dense.sums.clone()
+    smuggled[dense.weights == 0] = 7
+    with pytest.raises(PartialFormatError, match="unselected"):
+        decode_partial(_forged({"sums": smuggled, "weights": dense.weights}), 1000)
+    with pytest.raises(PartialFormatError, match="bad partial-sum blob"):
+        decode_partial(os.urandom(64), 1000)
+    with pytest.raises(PartialFormatError, match="sums"):
+        decode_partial(_forged({"sums": dense.sums.to(torch.int32), "weights": dense.weights}), 1000)
