@@ -20,7 +20,12 @@ settlement gas per miner and the most expensive function of the round; its valid
 reveal only the miners of their drawn seats, as nodes do. A size beyond the bounds (16,384 miners,
 256 validators) is reported as null, not estimated.
 
-    python -m benchmarks network-scale [--quick] [--gas 1024x64,4096x256] [--json PATH]
+The aggregation tree (issue 31, `benchmarks/aggregation_tree.py`) at fan-in `--fan-in` (4): the
+tree's depth, whether its root equals the flat sum and the numpy reference bit for bit, and per role
+the bytes downloaded to form θ_{r+1} with every verified update counted, beside the flat shape's
+(every validator downloads every update).
+
+    python -m benchmarks network-scale [--quick] [--gas 1024x64,4096x256] [--fan-in 4] [--json PATH]
 """
 
 from __future__ import annotations
@@ -29,11 +34,14 @@ import argparse
 import json
 import statistics
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.aggregation_tree import role_bytes, tree_equals_flat
 from protocol.config.run_config import ChainParams
+from protocol.core.aggregation.tree import depth
 from protocol.core.model.config import preset
 from protocol.core.proof.auditor_draw import expected_auditors
 from protocol.core.proof.witness_bundle import ENTRY_BYTES
@@ -78,7 +86,7 @@ def audit_bytes(name: str, miners: int, per_check: int, auditors: int, checked: 
     return round(audited * (sample * bytes_per_check(name, per_check) + checked * ENTRY_BYTES))
 
 
-def round_gas(sizes: list[str]) -> dict[str, dict[str, int | None]]:
+def round_gas(sizes: list[str]) -> dict[str, dict[str, Any]]:
     """Per size (MINERSxVALIDATORS): the round's settlement gas per miner and its most expensive
     function, measured on the embedded chain; None beyond the contracts' bounds."""
     from benchmarks.gas import figures_of, measure  # the chain stack: only when gas is asked for
@@ -99,10 +107,39 @@ def round_gas(sizes: list[str]) -> dict[str, dict[str, int | None]]:
     return {"round_gas_per_miner": per_miner, "max_function_gas": most, "max_function": which}
 
 
+def tree_figures(sizes: tuple[int, ...], fan_in: int) -> dict[str, dict[str, Any]]:
+    """Per miner count: the tree's depth, whether it equals the flat sum and the reference, and
+    each role's bytes by preset (printed as a table)."""
+    cfg = ComputeConfig(aggregation="exact-sum-v1")
+    out: dict[str, dict[str, Any]] = {"bytes": {}, "equal": {}, "depth": {}}
+    table = Table(title=f"aggregation tree, fan-in {fan_in}, every verified update counted: MB downloaded per round to "
+                        "form θ_{r+1} (tiny / llama-small)")
+    for column in ("miners", "depth", "tree = flat = reference", "miner", "validator (median)", "validator (busiest)",
+                   "largest node", "validator, flat"):
+        table.add_column(column, justify="right")
+    for n in sizes:
+        v = validators_for(n)
+        roles = {name: role_bytes(n, v, fan_in, name, cfg) for name in PRESETS}
+        out["bytes"][str(n)] = {"miner": {name: roles[name]["miner"] for name in PRESETS},
+                                "aggregator": {name: roles[name]["aggregator_most"] for name in PRESETS},
+                                "validator_tree": {name: {"median": roles[name]["validator_tree_median"],
+                                                          "most": roles[name]["validator_tree_most"],
+                                                          "flat": roles[name]["validator_flat"]} for name in PRESETS}}
+        out["equal"][str(n)] = tree_equals_flat(n, fan_in)
+        out["depth"][str(n)] = depth(n, fan_in)
+        table.add_row(f"{n:,}", str(out["depth"][str(n)]), "yes" if out["equal"][str(n)] else "NO",
+                      *(" / ".join(f"{roles[name][key] / 1e6:,.1f}" for name in PRESETS)
+                        for key in ("miner", "validator_tree_median", "validator_tree_most", "aggregator_most",
+                                    "validator_flat")))
+    Console(width=160).print(table)
+    return out
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks network-scale", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="up to 1,024 miners")
     parser.add_argument("--gas", default="1024x64,4096x256", help="sizes whose round gas is measured (not with --quick)")
+    parser.add_argument("--fan-in", type=int, default=4, help="the aggregation tree's fan-in")
     parser.add_argument("--json", type=Path, default=Path("out/bench/network_scale.json"))
     args = parser.parse_args(argv)
     sizes = MINERS[:3] if args.quick else MINERS
@@ -129,6 +166,9 @@ def main(argv: list[str]) -> int:
         table.add_row(f"{n:,}", str(c["validators"]), f"{c['today']:,}", f"{c['committee_median']:.0f} / {c['committee_max']}",
                       *mb)
     Console(width=160).print(table)
+    tree = tree_figures(sizes, args.fan_in)
+    for n in sizes:
+        bytes_per_node[str(n)].update(tree["bytes"][str(n)])
     gas = {} if args.quick else round_gas(args.gas.split(","))
     if gas:
         table = Table(title=f"settlement gas of one round (bounds: {MAX_MINERS:,} miners, {MAX_VALIDATORS} validators)")
@@ -141,5 +181,6 @@ def main(argv: list[str]) -> int:
         Console(width=160).print(table)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"committee_size": SIZE, "per_check": q, "figures": {
-        "checks_per_validator": checks_per_validator, "bytes_per_node": bytes_per_node, **gas}}, indent=2) + "\n")
+        "checks_per_validator": checks_per_validator, "bytes_per_node": bytes_per_node,
+        "tree_equals_flat": tree["equal"], "tree_depth": tree["depth"], "fan_in": args.fan_in, **gas}}, indent=2) + "\n")
     return 0

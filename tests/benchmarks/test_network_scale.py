@@ -21,6 +21,16 @@ def test_checks_per_validator_stay_flat_with_committees(tmp_path: Path) -> None:
     tiny = {n: figures["bytes_per_node"][n]["validator"]["tiny"] for n in ("100", "1024")}
     assert tiny["1024"]["today"] > 9 * tiny["100"]["today"]  # today: linear in the miners
     assert tiny["1024"]["committee"] <= 1.5 * tiny["100"]["committee"]
+    # the aggregation tree (fan-in 4): its root is the flat sum and the reference's at every size,
+    # a typical validator's and the largest node's bytes stay flat while the flat shape's grow
+    assert figures["tree_equals_flat"] == {"16": True, "100": True, "1024": True}
+    assert figures["tree_depth"] == {"16": 2, "100": 4, "1024": 5}
+    roles = {n: figures["bytes_per_node"][n] for n in ("100", "1024")}
+    for name in ("tiny", "llama-small"):
+        tree = {n: roles[n]["validator_tree"][name] for n in roles}
+        assert tree["1024"]["median"] <= 1.5 * tree["100"]["median"] and tree["1024"]["flat"] > 7 * tree["100"]["flat"]
+        assert roles["1024"]["aggregator"][name] <= 1.5 * roles["100"]["aggregator"][name]
+        assert roles["1024"]["miner"][name] == roles["100"]["miner"][name]
 
 
 def test_round_gas_is_measured_within_the_contracts_bounds_and_null_beyond(tmp_path: Path) -> None:

@@ -121,19 +121,21 @@ def test_a_partial_sum_in_any_other_form_is_refused() -> None:
     part, = random_leaves(1, 1000, gen)
     idx = torch.nonzero(part.weights, as_tuple=True)[0]
     with pytest.raises(PartialFormatError, match="served sparse"):  # a sparse sum sent dense: a second hash
-        decode_partial(_forged({"sums": part.sums, "weights": part.weights}), 1000)
+        decode_partial(_forged({"sums": part.sums, "weights": part.weights.to(torch.int32)}), 1000)
     with pytest.raises(PartialFormatError, match="ascending"):
-        decode_partial(_forged({"idx": idx.flip(0).to(torch.int32), "sums": part.sums[idx], "weights": part.weights[idx]}), 1000)
+        decode_partial(_forged({"idx": idx.flip(0).to(torch.int32), "sums": part.sums[idx], "weights": part.weights[idx].to(torch.int32)}), 1000)
     with pytest.raises(PartialFormatError, match="selected"):
-        decode_partial(_forged({"idx": idx.to(torch.int32), "sums": part.sums[idx], "weights": part.weights[idx] * 0}), 1000)
+        decode_partial(_forged({"idx": idx.to(torch.int32), "sums": part.sums[idx], "weights": part.weights[idx].to(torch.int32) * 0}), 1000)
     with pytest.raises(PartialFormatError, match="coordinates"):
         decode_partial(encode_partial(part), 999)
     dense = merge(random_leaves(8, 1000, gen))
     smuggled = dense.sums.clone()
     smuggled[dense.weights == 0] = 7
     with pytest.raises(PartialFormatError, match="unselected"):
-        decode_partial(_forged({"sums": smuggled, "weights": dense.weights}), 1000)
+        decode_partial(_forged({"sums": smuggled, "weights": dense.weights.to(torch.int32)}), 1000)
     with pytest.raises(PartialFormatError, match="bad partial-sum blob"):
         decode_partial(os.urandom(64), 1000)
     with pytest.raises(PartialFormatError, match="sums"):
-        decode_partial(_forged({"sums": dense.sums.to(torch.int32), "weights": dense.weights}), 1000)
+        decode_partial(_forged({"sums": dense.sums.to(torch.int32), "weights": dense.weights.to(torch.int32)}), 1000)
+    with pytest.raises(PartialFormatError, match="weights"):  # int64 weights: another encoding, refused
+        decode_partial(_forged({"sums": dense.sums, "weights": dense.weights}), 1000)

@@ -136,8 +136,10 @@ def test_the_largest_sums_a_run_allows_do_not_overflow_at_the_contract_bounds() 
 
 def test_the_rule_is_refused_where_its_sums_could_overflow_and_other_rules_are_not_bound() -> None:
     with pytest.raises(ConfigError, match="could overflow"):
-        ComputeConfig(aggregation=RULE, inner_steps=3 << 20, checkpoint_every=3)
+        ComputeConfig(aggregation=RULE, inner_steps=3 << 14, checkpoint_every=3)  # 2^14 · 49,152 · 2^34 >= 2^63
     ComputeConfig(aggregation="exact-v1", inner_steps=3 << 20, checkpoint_every=3)
+    with pytest.raises(ConfigError, match="past 2"):  # weights travel as int32
+        ComputeConfig(aggregation=RULE, inner_steps=3 << 17, checkpoint_every=3, sum_fraction_bits=10)
     with pytest.raises(ConfigError, match="first_step_norm"):
         ComputeConfig(aggregation=RULE, first_step_norm=-1.0)
 

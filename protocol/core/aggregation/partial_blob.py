@@ -1,7 +1,8 @@
 """A partial sum as served bytes (PROTOCOL.md §13.3): sparse while sparse, dense after.
 
-Sparse holds the selected coordinates only (`idx` int32 ascending, `sums` and `weights` int64:
-20 bytes each); dense holds every coordinate (`sums`, `weights` int64: 16 bytes each). The
+Sparse holds the selected coordinates only (`idx` int32 ascending, `sums` int64, `weights`
+int32: 16 bytes each); dense holds every coordinate (`sums` int64, `weights` int32: 12 bytes
+each; a weight is at most MAX_MINERS · H < 2^31, which the run config checks). The
 smaller form is the only valid one, so a partial sum has exactly one encoding and its content
 hash names it: a served blob in the other form, or with an unselected coordinate carrying a sum,
 is refused. Decoding reads a size-capped safetensors blob (never a pickle).
@@ -19,8 +20,8 @@ from protocol.core.checkpoint.header import BlobFormatError
 from protocol.core.crypto.hashing import Digest, content_hash
 from protocol.core.errors import VeritrainError
 
-SPARSE_ENTRY_BYTES = 4 + 8 + 8  # index, sum, weight
-DENSE_ENTRY_BYTES = 8 + 8  # sum, weight
+SPARSE_ENTRY_BYTES = 4 + 8 + 4  # index, sum, weight
+DENSE_ENTRY_BYTES = 8 + 4  # sum, weight
 _META_KEY = "veritrain-partial-sum"  # the one metadata entry: the number of coordinates
 
 
@@ -46,9 +47,10 @@ def encode_partial(part: PartialSum) -> bytes:
     numel = part.weights.shape[0]
     idx = torch.nonzero(part.weights, as_tuple=True)[0]  # ascending
     if is_sparse(idx.shape[0], numel):
-        tensors = {"idx": idx.to(torch.int32), "sums": part.sums[idx].contiguous(), "weights": part.weights[idx].contiguous()}
+        tensors = {"idx": idx.to(torch.int32), "sums": part.sums[idx].contiguous(),
+                   "weights": part.weights[idx].to(torch.int32)}
     else:
-        tensors = {"sums": part.sums.contiguous(), "weights": part.weights.contiguous()}
+        tensors = {"sums": part.sums.contiguous(), "weights": part.weights.to(torch.int32)}
     return safetensors.torch.save(tensors, metadata={_META_KEY: str(numel)})
 
 
@@ -82,7 +84,7 @@ def _vector(tensors: dict[str, Tensor], key: str, length: int, dtype: torch.dtyp
 def _sparse(tensors: dict[str, Tensor], numel: int) -> PartialSum:
     count = tensors["idx"].shape[0] if tensors["idx"].dim() == 1 else -1
     idx = _vector(tensors, "idx", count, torch.int32).long()
-    sums, weights = _vector(tensors, "sums", count, torch.int64), _vector(tensors, "weights", count, torch.int64)
+    sums, weights = _vector(tensors, "sums", count, torch.int64), _vector(tensors, "weights", count, torch.int32).long()
     if not is_sparse(count, numel):
         raise PartialFormatError(f"{count} of {numel} coordinates must be served dense")
     if count and (int(idx[0]) < 0 or int(idx[-1]) >= numel or not bool((idx[1:] > idx[:-1]).all())):
@@ -95,9 +97,9 @@ def _sparse(tensors: dict[str, Tensor], numel: int) -> PartialSum:
 
 
 def _dense(tensors: dict[str, Tensor], numel: int) -> PartialSum:
-    sums, weights = _vector(tensors, "sums", numel, torch.int64), _vector(tensors, "weights", numel, torch.int64)
+    sums, weights = _vector(tensors, "sums", numel, torch.int64), _vector(tensors, "weights", numel, torch.int32).long()
     if bool((weights < 0).any()) or bool((sums[weights == 0] != 0).any()):
         raise PartialFormatError("weights must be non-negative and an unselected coordinate sums to 0")
     if is_sparse(int((weights > 0).sum()), numel):
         raise PartialFormatError("a partial sum this sparse must be served sparse")
-    return PartialSum(sums.clone(), weights.clone())
+    return PartialSum(sums.clone(), weights)

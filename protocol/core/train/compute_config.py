@@ -16,6 +16,7 @@ from protocol.core.settlement.result_inputs import MAX_MINERS
 # float32-v1: bits depend on threads, ISA, device; exact-v1: on neither; exact-sum-v1: nor on grouping
 AGGREGATION_RULES = ("float32-v1", "exact-v1", "exact-sum-v1")
 INT64_LIMIT = 1 << 63  # exact-sum-v1's integer sums stay below it
+INT32_LIMIT = 1 << 31  # ... and its per-coordinate weights below this
 
 
 class StepCountError(ConfigError):
@@ -101,6 +102,9 @@ class ComputeConfig:
     def _check_fixed_point(self) -> None:
         if self.sum_fraction_bits < 0 or self.sum_bound_bits < -self.sum_fraction_bits or not self.first_step_norm >= 0:
             raise ConfigError("need sum_fraction_bits >= 0, sum_bound_bits >= -sum_fraction_bits, first_step_norm >= 0")
+        if MAX_MINERS * self.full_steps >= INT32_LIMIT:  # a coordinate's weight travels as int32
+            raise ConfigError(f"exact-sum-v1 weighs a coordinate by at most {MAX_MINERS} x H steps: H "
+                              f"{self.full_steps} takes it past 2^31")
         largest = MAX_MINERS * self.full_steps << (self.sum_bound_bits + self.sum_fraction_bits)
         if largest >= INT64_LIMIT:
             raise ConfigError(f"exact-sum-v1 could overflow: {MAX_MINERS} miners x {self.full_steps} steps x "
