@@ -63,6 +63,8 @@ def devnet(
                                                                     "(default: the run's 3)")] = None,
     aggregation: Annotated[str | None, typer.Option(help=f"Aggregation rule: {', '.join(AGGREGATION_RULES)} "
                                                          "(default: the run's)")] = None,
+    top_g: Annotated[int | None, typer.Option(min=1, help="Updates aggregated per round at most, by consensus "
+                                                          "(default: the run's)")] = None,
     preset: Annotated[str, typer.Option(help=f"Model preset: micro (fastest), tiny (default), small; all: {PRESET_NAMES}")] = "tiny",
     genesis: Annotated[Path | None, typer.Option(help="Start from this Hugging Face Llama checkpoint folder "
                                                       "(its config replaces the preset's)")] = None,
@@ -87,14 +89,14 @@ def devnet(
                                                    **({} if committee is None else {"committee": committee})},
                          training={**_compute_overrides(inner_steps=inner_steps, checkpoint_every=checkpoint_every,
                                                         aggregation=aggregation),
-                                   **_corpus_tables(dataset, genesis)})
+                                   **({} if top_g is None else {"top_g": top_g}), **_corpus_tables(dataset, genesis)})
     config = {"miners": miners, "validators": validators, "lazy_validators": lazy_validators,
               "lying_validators": lying_validators,
               "silent_validators": silent_validators, "probe_demands": probe_demands, "rounds": rounds,
               "throttled": throttled, "commit_window": commit_window, "absence_rounds": absence_rounds,
               "committee": ChainParams().committee if committee is None else committee,
               "miner_classes": miner_classes, "validator_classes": validator_classes,
-              "cheaters": cheaters, "preset": preset, "aggregation": aggregation}
+              "cheaters": cheaters, "preset": preset, "aggregation": aggregation, "top_g": top_g}
     _run(opts, config)
 
 

@@ -1,4 +1,4 @@
-"""A pure numpy reference of the exact-sum-v1 rule (PROTOCOL.md §13.2), written for clarity.
+"""A pure numpy reference of the exact-sum-v1 rule (PROTOCOL.md §13.4), written for clarity.
 
 It reproduces `protocol.core.aggregation.exact_sum_v1` bit for bit without torch: each update is
 clipped to the public norm cap, clamped to ±2^b, rounded half to even to integers of 2^-f,

@@ -1,5 +1,5 @@
 """The exact-sum-v1 aggregation rule: integer sums, so the bits depend neither on the machine nor
-on how the updates are grouped (PROTOCOL.md §13.2).
+on how the updates are grouped (PROTOCOL.md §13.4).
 
 Each selected update, decoded exactly (`exact_v1.exact_values`, float64), is
   1. clipped to a public norm cap fixed before the round: `clip_multiplier` x the norm per step

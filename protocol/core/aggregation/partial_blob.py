@@ -1,4 +1,4 @@
-"""A partial sum as served bytes (PROTOCOL.md §13.3): sparse while sparse, dense after.
+"""A partial sum as served bytes (PROTOCOL.md §13.9): sparse while sparse, dense after.
 
 Sparse holds the selected coordinates only (`idx` int32 ascending, `sums` int64, `weights`
 int32: 16 bytes each); dense holds every coordinate (`sums` int64, `weights` int32: 12 bytes

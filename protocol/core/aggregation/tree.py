@@ -1,4 +1,4 @@
-"""The aggregation tree (PROTOCOL.md §13.3): its shape, and who computes and rechecks each node.
+"""The aggregation tree (PROTOCOL.md §13.9): its shape, and who computes and rechecks each node.
 
 The selected updates, in address order, are the leaves (level 0). Level L + 1 has one node per
 `fan_in` consecutive nodes of level L (the last may have fewer), up to a single root; with
