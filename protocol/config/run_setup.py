@@ -28,6 +28,7 @@ from protocol.core.errors import ConfigError
 from protocol.core.hardware.hardware_class import MAX_CLASSES, class_id, default_classes, label
 from protocol.core.hardware.replay_profile import ReplayProfile
 from protocol.core.model.config import ModelConfig, preset
+from protocol.core.settlement.result_inputs import MAX_MINERS
 from protocol.core.train.compute_config import ComputeConfig
 
 _PROFILE = TypeAdapter(ReplayProfile)
@@ -74,7 +75,9 @@ class TrainingSpec(_Strict):
     compute: dict[str, float | int | bool | str] = Field(default_factory=dict)  # ComputeConfig overrides
     # consensus: which updates form θ_{r+1} (a name in SELECTION_RULES) and how many at most
     selection: str = "top-consensus-v1"  # top_g by positive consensus, ties by the lower address
-    top_g: int = Field(16, gt=0)  # updates aggregated per round at most
+    # updates aggregated per round at most; the default admits every verified update (a round's
+    # bound): exact-sum-v1 holds one update at a time, exact-v1 all of them (pair it with a top_g)
+    top_g: int = Field(MAX_MINERS, gt=0, le=MAX_MINERS)
     heldout_batches: int = Field(8, gt=0)  # batches in the attested held-out loss validators reveal
     # pinned by `veritrain deploy`; nodes must reproduce them
     model_config_hash: str | None = None

@@ -92,7 +92,7 @@ def test_each_consensus_parameter_is_in_the_run_config_hash(tmp_path, monkeypatc
 
     monkeypatch.setitem(SELECTION_RULES, "top-consensus-test", top_consensus_v1)  # a second known rule
     path = tmp_path / "run.toml"
-    path.write_text('[training]\npreset = "micro"\nselection = "top-consensus-v1"\ntop_g = 16\nheldout_batches = 8\n')
+    path.write_text('[training]\npreset = "micro"\nselection = "top-consensus-v1"\ntop_g = 16384\nheldout_batches = 8\n')
     base = load_run_config(path)
     assert training_spec(base) == training_spec(RunConfig(training={"preset": "micro"}))  # the defaults
     changed = base.model_copy(update={"training": {**base.training, key: value}})
@@ -100,12 +100,13 @@ def test_each_consensus_parameter_is_in_the_run_config_hash(tmp_path, monkeypatc
     assert changed.config_hash() != base.config_hash()
     # deploy writes the whole spec, so a deployed run pins them even where run.toml omits them
     deployed = training_spec(RunConfig(training={"preset": "micro"})).model_dump(mode="json")
-    assert (deployed["selection"], deployed["top_g"], deployed["heldout_batches"]) == ("top-consensus-v1", 16, 8)
+    assert (deployed["selection"], deployed["top_g"], deployed["heldout_batches"]) == ("top-consensus-v1", 16_384, 8)
 
 
 @pytest.mark.parametrize("text, needle", [
     ('[training]\nselection = "top-stake-v1"\n', "selection"),
     ("[training]\ntop_g = 0\n", "top_g"),
+    ("[training]\ntop_g = 16385\n", "top_g"),
     ("[training]\nheldout_batches = 0\n", "heldout_batches"),
 ])
 def test_bad_consensus_parameters_are_refused(tmp_path, text, needle):

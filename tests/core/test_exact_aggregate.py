@@ -182,9 +182,9 @@ def test_pairwise_sum_and_lower_median() -> None:
     assert float(lower_median(torch.tensor([4.0, 1.0, 3.0, 2.0], dtype=torch.float64))) == 2.0
 
 
-def test_default_rule_is_exact_and_unknown_rule_is_refused() -> None:
-    assert ComputeConfig().aggregation == "exact-v1"
-    with pytest.raises(ConfigError, match="float32-v1, exact-v1"):
+def test_default_rule_is_exact_sum_and_unknown_rule_is_refused() -> None:
+    assert ComputeConfig().aggregation == "exact-sum-v1"
+    with pytest.raises(ConfigError, match="float32-v1, exact-v1, exact-sum-v1"):
         ComputeConfig(aggregation="exact-v2")
     config = RunConfig.model_validate({"training": {"compute": {"aggregation": "fast"}}})
     with pytest.raises(ConfigError, match="'fast' is not one of float32-v1, exact-v1"):

@@ -48,7 +48,8 @@ class SumCase:
     grouping_seed: int
 
     def cfg(self) -> ComputeConfig:
-        return dataclasses.replace(self.case.cfg(RULE), first_step_norm=self.first_step_norm)
+        return dataclasses.replace(self.case.cfg(RULE), first_step_norm=self.first_step_norm,
+                                   sum_clip_multiplier=self.case.clip_multiplier)
 
 
 sum_cases = st.builds(
@@ -101,7 +102,7 @@ def test_every_grouping_gives_the_flat_sum_and_the_numpy_reference_bit_for_bit(c
 
 
 def test_an_update_over_the_public_cap_is_scaled_to_it_and_one_under_it_is_kept() -> None:
-    cfg = dataclasses.replace(SMALL_CFG, aggregation=RULE, clip_multiplier=2.0)
+    cfg = dataclasses.replace(SMALL_CFG, aggregation=RULE)
     x = torch.tensor([3.0, -4.0], dtype=torch.float64)  # norm 5
     scale = math.ldexp(1.0, cfg.sum_fraction_bits)
     assert fixed_point(x, 2.0 * 0.5 * 10, cfg).tolist() == [3 * scale, -4 * scale]  # cap 10: kept
@@ -142,6 +143,8 @@ def test_the_rule_is_refused_where_its_sums_could_overflow_and_other_rules_are_n
         ComputeConfig(aggregation=RULE, inner_steps=3 << 17, checkpoint_every=3, sum_fraction_bits=10)
     with pytest.raises(ConfigError, match="first_step_norm"):
         ComputeConfig(aggregation=RULE, first_step_norm=-1.0)
+    with pytest.raises(ConfigError, match="sum_clip_multiplier"):
+        ComputeConfig(aggregation=RULE, sum_clip_multiplier=0.0)
 
 
 def test_an_update_of_twice_the_steps_counts_as_two_and_the_state_carries_the_next_reference() -> None:

@@ -5,6 +5,7 @@ rule and `top_g` pick from it."""
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from protocol.config.run_setup import TrainingSpec
 from protocol.core.aggregation.selection import UnknownSelectionRule
@@ -37,7 +38,16 @@ def test_top_g_by_consensus_then_address_returned_in_address_order():
     assert select_updates(TrainingSpec(top_g=2), got) == [B, C]  # B best; C beats D on the address tie-break
     assert select_updates(TrainingSpec(top_g=3), got) == [B, C, D]
     assert select_updates(TrainingSpec(top_g=3), dict(reversed(got.items()))) == [B, C, D]  # order does not matter
-    assert select_updates(TrainingSpec(), got) == [A, B, C, D]  # the default top_g (16) takes all four
+    assert select_updates(TrainingSpec(), got) == [A, B, C, D]  # the default top_g takes all four
+
+
+def test_by_default_every_update_with_positive_consensus_counts_not_only_the_top_16():
+    many = {f"0x{i:040x}": (i % 5) * 100 for i in range(1, 41)}  # 40 miners, 8 of them at consensus 0
+    chosen = select_updates(TrainingSpec(), many)
+    assert chosen == sorted((m for m, c in many.items() if c > 0), key=lambda m: int(m, 16)) and len(chosen) == 32
+    assert len(select_updates(TrainingSpec(top_g=16), many)) == 16  # a run may still cap it
+    with pytest.raises(ValidationError):
+        TrainingSpec(top_g=16_385)  # beyond a round's bound of miners
 
 
 def test_a_rule_this_build_does_not_know_is_refused():

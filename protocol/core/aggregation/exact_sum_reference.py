@@ -36,12 +36,14 @@ class SumConfig(RuleConfig, Protocol):
     def sum_bound_bits(self) -> int: ...
     @property
     def first_step_norm(self) -> float: ...
+    @property
+    def sum_clip_multiplier(self) -> float: ...
 
 
 def reference_leaf(values: F64, mask: NDArray[np.bool_], steps: int, step_norm: float | None,
                    cfg: SumConfig) -> tuple[I64, I64]:
     """One update's (Σ s·q, Σ s) per coordinate."""
-    cap = cfg.clip_multiplier * (cfg.first_step_norm if step_norm is None else step_norm) * steps
+    cap = cfg.sum_clip_multiplier * (cfg.first_step_norm if step_norm is None else step_norm) * steps
     norm = math.sqrt(float(pairwise_sum(values * values)))
     if cap > 0 and norm > cap:
         values = values * (cap / norm)

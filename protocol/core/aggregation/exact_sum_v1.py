@@ -2,7 +2,7 @@
 on how the updates are grouped (PROTOCOL.md §13.4).
 
 Each selected update, decoded exactly (`exact_v1.exact_values`, float64), is
-  1. clipped to a public norm cap fixed before the round: `clip_multiplier` x the norm per step
+  1. clipped to a public norm cap fixed before the round: `sum_clip_multiplier` (2) x the norm per step
      carried in θ_r's certified state (`GlobalState.step_norm`; at genesis the run config's
      `first_step_norm`, 0: no norm cap) x its verified steps, by exact-v1's float64 ops;
   2. clamped to ±2^b per coordinate (`sum_bound_bits`) and converted to fixed point with f
@@ -53,7 +53,7 @@ class PartialSum:
 def norm_cap(step_norm: float | None, steps: int, cfg: ComputeConfig) -> float:
     """The public norm cap of an update of `steps` steps: 0 (none) when no reference exists yet."""
     reference = cfg.first_step_norm if step_norm is None else step_norm
-    return cfg.clip_multiplier * reference * steps
+    return cfg.sum_clip_multiplier * reference * steps
 
 
 def fixed_point(values: Tensor, cap: float, cfg: ComputeConfig, norm: float | None = None) -> Tensor:

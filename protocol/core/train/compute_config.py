@@ -64,11 +64,17 @@ class ComputeConfig:
     outer_lr: float = 1.0  # outer SGD learning rate (plain averaging: calibration favoured it)
     outer_momentum: float = 0.0  # 0.0 = no momentum; DiLoCo uses 0.9 with lr 0.7
     nesterov: bool = False  # Nesterov outer momentum (used when outer_momentum > 0)
-    aggregation: str = "exact-v1"  # rule version (AGGREGATION_RULES); exact-v1 is device-independent
+    # rule version (AGGREGATION_RULES): exact-sum-v1's bits depend neither on the device nor on grouping,
+    # and it holds one dense update at a time, so every verified update can count (exact-v1 holds all)
+    aggregation: str = "exact-sum-v1"
     # exact-sum-v1 (protocol/core/aggregation/exact_sum_v1.py): fixed point with f fraction bits, each
     # coordinate clamped to ±2^b; MAX_MINERS · H · 2^(b+f) < 2^63 keeps every integer sum exact
     sum_fraction_bits: int = 30  # f: a resolution of 9.3e-10
     sum_bound_bits: int = 4  # b: |coordinate| <= 16 (a pseudo-gradient coordinate is far below)
+    # exact-sum-v1's public clip: an update's norm to this x the state's norm per step x its steps. The
+    # reference is the previous round's median, and norms per step grow while a model starts to learn:
+    # at 1.0 most updates were clipped and micro's held-out loss after 6 rounds was 3.15 for 3.05 (2.0)
+    sum_clip_multiplier: float = 2.0
     first_step_norm: float = 0.0  # the norm per step the clip uses at genesis (0: no norm clip until a round sets one)
     # --- set by with_steps only, never by a run ---
     round_steps: int = 0  # H of the run when this is one miner's shortened round; 0: inner_steps is H
@@ -100,8 +106,10 @@ class ComputeConfig:
             self._check_fixed_point()
 
     def _check_fixed_point(self) -> None:
-        if self.sum_fraction_bits < 0 or self.sum_bound_bits < -self.sum_fraction_bits or not self.first_step_norm >= 0:
-            raise ConfigError("need sum_fraction_bits >= 0, sum_bound_bits >= -sum_fraction_bits, first_step_norm >= 0")
+        if (self.sum_fraction_bits < 0 or self.sum_bound_bits < -self.sum_fraction_bits or not self.first_step_norm >= 0
+                or not self.sum_clip_multiplier > 0):
+            raise ConfigError("need sum_fraction_bits >= 0, sum_bound_bits >= -sum_fraction_bits, first_step_norm >= 0 "
+                              "and sum_clip_multiplier > 0")
         if MAX_MINERS * self.full_steps >= INT32_LIMIT:  # a coordinate's weight travels as int32
             raise ConfigError(f"exact-sum-v1 weighs a coordinate by at most {MAX_MINERS} x H steps: H "
                               f"{self.full_steps} takes it past 2^31")
