@@ -6,7 +6,12 @@ every verified update (the cap alone). Each run is a fresh `veritrain devnet` pr
 use the same run config but for the arm, so the genesis model and data are the same, while the
 updates differ with the model they trained from.
 
-    python -m benchmarks aggregation-loss [--miners 32] [--validators 3] [--rounds 5] [--json PATH]
+With `--sim` the arms run in one process instead (`benchmarks/diloco_sim.py`: the miners' real
+training, update derivation and `aggregate`, no chain nor p2p; 12 miners, every update counted):
+exact-v1, and exact-sum-v1 with its public clip at 1× and at 2× (the default) the previous
+round's norm per step.
+
+    python -m benchmarks aggregation-loss [--sim] [--miners 32] [--validators 3] [--rounds 5] [--json PATH]
 """
 
 from __future__ import annotations
@@ -42,15 +47,39 @@ def run_arm(rule: str, top_g: int, miners: int, validators: int, rounds: int) ->
     return [r["heldout_loss"] for r in report["rounds"][1:]]
 
 
+SIM_ARMS: dict[str, dict[str, object]] = {"exact-v1": {"aggregation": "exact-v1"},
+            "exact-sum-v1, clip 1x": {"aggregation": "exact-sum-v1", "sum_clip_multiplier": 1.0},
+            "exact-sum-v1, clip 2x (default)": {"aggregation": "exact-sum-v1", "sum_clip_multiplier": 2.0}}
+
+
+def sim_arm(overrides: dict[str, object], miners: int, rounds: int) -> list[float | None]:
+    """The held-out loss of θ_1 .. θ_rounds, every miner's update aggregated, in one process."""
+    from benchmarks.ddp_baseline import Spec
+    from benchmarks.diloco_sim import Arm, VtRun, advance
+    from protocol.core.train.compute_config import ComputeConfig
+
+    base = ComputeConfig(**overrides)  # type: ignore[arg-type]
+    run = advance(Spec(preset="micro", workers=miners, base=base), VtRun(Arm.of(base)), base.inner_steps * rounds)
+    return list(run.curve.loss[1:])
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks aggregation-loss", description=__doc__.split("\n")[0])
-    parser.add_argument("--miners", type=int, default=32)
+    parser.add_argument("--sim", action="store_true", help="in one process, 12 miners: the rule and its clip")
+    parser.add_argument("--miners", type=int, default=None, help="32 (devnet) or 12 (--sim)")
     parser.add_argument("--validators", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=5, help="models after genesis whose loss is compared")
     parser.add_argument("--json", type=Path, default=Path("out/bench/aggregation_loss.json"))
     args = parser.parse_args(argv)
-    losses = {arm: run_arm(rule, top_g, args.miners, args.validators, args.rounds) for arm, (rule, top_g) in ARMS.items()}
-    table = Table(title=f"held-out loss (nats) of θ_r, devnet of {args.miners} miners and {args.validators} validators, micro")
+    if args.sim:
+        args.miners = args.miners or 12
+        losses = {arm: sim_arm(o, args.miners, args.rounds) for arm, o in SIM_ARMS.items()}
+        title = f"held-out loss (nats) of θ_r, {args.miners} miners in one process, micro, every update"
+    else:
+        args.miners = args.miners or 32
+        losses = {arm: run_arm(rule, top_g, args.miners, args.validators, args.rounds) for arm, (rule, top_g) in ARMS.items()}
+        title = f"held-out loss (nats) of θ_r, devnet of {args.miners} miners and {args.validators} validators, micro"
+    table = Table(title=title)
     table.add_column("arm")
     for r in range(1, args.rounds + 1):
         table.add_column(f"θ_{r}", justify="right")
@@ -59,6 +88,7 @@ def main(argv: list[str]) -> int:
     Console(width=160).print(table)
     last = {arm: values[-1] for arm, values in losses.items()}
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"miners": args.miners, "validators": args.validators, "preset": "micro",
+    args.json.write_text(json.dumps({"miners": args.miners, "validators": None if args.sim else args.validators,
+                                     "mode": "sim" if args.sim else "devnet", "preset": "micro",
                                      "figures": {"heldout_loss": losses, "final_heldout_loss": last}}, indent=2) + "\n")
     return 0
