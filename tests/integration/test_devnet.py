@@ -36,13 +36,16 @@ def test_report_files_and_schema(devnet_report):
     for r in report["rounds"]:
         assert r["model_hash"].startswith("0x") and len(r["model_hash"]) == 66
         for m in r["miners"]:
-            assert set(m) == {"address", "kind", "committed", "steps", "class", "check", "committee", "verified",
-                              "score", "reward", "slashed"}
+            assert set(m) == {"address", "kind", "committed", "steps", "class", "check", "committee", "drawn",
+                              "verified", "score", "reward", "slashed"}
             # four validators and the default committee of three seats: in round 0 the seats decide
             # each column; once the lazy validator lost its permit, three decide everything
             validators = {f["address"] for f in report["final"] if f["role"] == "validator"}
             if m["committee"] is not None:
                 assert 0 < sum(m["committee"].values()) <= 3 and set(m["committee"]) <= validators, m
+                assert len(m["drawn"]) == 6 and set(m["committee"]) <= set(m["drawn"]) <= validators, m
+            else:
+                assert m["drawn"] is None, m
             assert m["committee"] is not None or r["round"] > 0 or not m["committed"]
             assert m["steps"] == 30 if m["committed"] else m["steps"] is None  # every miner fits H here
             # one class, held by every validator: each committed miner is checked bit for bit
