@@ -4,7 +4,8 @@ loss the validators attested for each round's model, read from each run's report
 exact-v1 with today's top 16, exact-sum-v1 with the top 16 (the rule alone), exact-sum-v1 with
 every verified update (the cap alone). Each run is a fresh `veritrain devnet` process; the runs
 use the same run config but for the arm, so the genesis model and data are the same, while the
-updates differ with the model they trained from.
+updates differ with the model they trained from. At 32 miners an arm takes about 25 minutes and
+10 GB on 2 cores (arms run one after another: two at once ran out of 24 GB).
 
 With `--sim` the arms run in one process instead (`benchmarks/diloco_sim.py`: the miners' real
 training, update derivation and `aggregate`, no chain nor p2p; 12 miners, every update counted):
