@@ -8,7 +8,9 @@ update); a node of level L >= 2 downloads its children's partial sums, each sele
 overlaps more) and served sparse while that is smaller (`partial_blob.partial_bytes`). Who
 aggregates and who rechecks each node is the real draw (`tree.aggregator`, `tree.checker`,
 equal stakes, validators at 1/16 of the miners); a validator's tree bytes are the inputs of the
-nodes it computes or rechecks, plus θ_{r+1}. Flat: every validator downloads every update.
+nodes it computes or rechecks, the expected inputs of its ⌈A · N / V⌉ audited nodes (A =
+`tree_audits`, N nodes: the mean node's inputs each), plus θ_{r+1}. Flat: every validator
+downloads every update.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import statistics
 import numpy as np
 import torch
 
+from protocol.config.run_config import ChainParams
 from protocol.core.aggregation.exact_sum_reference import reference_leaf
 from protocol.core.aggregation.exact_sum_v1 import leaf, merge
 from protocol.core.aggregation.partial_blob import partial_bytes
@@ -50,7 +53,7 @@ def leaves_under(leaves: int, fan_in: int) -> list[list[int]]:
 
 def partial_size(leaves: int, numel: int, cfg: ComputeConfig) -> int:
     selected = round(numel * (1 - (1 - cfg.topk / cfg.chunk) ** leaves))
-    return partial_bytes(selected, numel) + PARTIAL_HEADER_BYTES
+    return partial_bytes(selected, numel) + 8 * leaves + PARTIAL_HEADER_BYTES  # and a norm per leaf
 
 
 def node_inputs(miners: int, fan_in: int, name: str, cfg: ComputeConfig) -> dict[tuple[int, int], int]:
@@ -71,7 +74,8 @@ def role_bytes(miners: int, validators: int, fan_in: int, name: str, cfg: Comput
     caps = blob_caps(preset(name), cfg)
     inputs = node_inputs(miners, fan_in, name, cfg)
     weights, seed = [1] * validators, miners.to_bytes(32, "big")
-    per_validator = [caps.state] * validators
+    audited = -(-ChainParams().tree_audits * len(inputs) // validators) * statistics.fmean(inputs.values())
+    per_validator = [caps.state + round(audited)] * validators
     for node in tree_nodes(miners, fan_in):
         for v in (aggregator(seed, node, weights), checker(seed, node, weights)):
             per_validator[v] += inputs[(node.level, node.index)]

@@ -138,7 +138,7 @@ def tree_figures(sizes: tuple[int, ...], fan_in: int) -> dict[str, dict[str, Any
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks network-scale", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="up to 1,024 miners")
-    parser.add_argument("--gas", default="1024x64,4096x256", help="sizes whose round gas is measured (not with --quick)")
+    parser.add_argument("--gas", default="1024x64,4096x256", help="sizes whose round gas is measured (not with --quick; none: no gas)")
     parser.add_argument("--fan-in", type=int, default=4, help="the aggregation tree's fan-in")
     parser.add_argument("--json", type=Path, default=Path("out/bench/network_scale.json"))
     args = parser.parse_args(argv)
@@ -169,7 +169,7 @@ def main(argv: list[str]) -> int:
     tree = tree_figures(sizes, args.fan_in)
     for n in sizes:
         bytes_per_node[str(n)].update(tree["bytes"][str(n)])
-    gas = {} if args.quick else round_gas(args.gas.split(","))
+    gas = {} if args.quick or args.gas == "none" else round_gas(args.gas.split(","))
     if gas:
         table = Table(title=f"settlement gas of one round (bounds: {MAX_MINERS:,} miners, {MAX_VALIDATORS} validators)")
         for column in ("miners x validators", "round gas per miner (target <= 20,000)", "most expensive function (<= 15M)"):

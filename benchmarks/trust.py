@@ -396,6 +396,12 @@ def committee_rows(validators: int | None, miners: int | None) -> list[Row]:
     return rows(default_params(validators or COMMITTEE_VALIDATORS, miners or COMMITTEE_MINERS))
 
 
+def aggregation_rows(p: Params) -> list[Row]:
+    from benchmarks.trust_aggregation import aggregation_rows as rows  # it imports this module
+
+    return rows(p)
+
+
 def absence_rows(p: Params) -> list[Row]:
     from benchmarks.trust_absence import absence_rows as measured  # it imports this module
 
@@ -566,7 +572,8 @@ def run(quick: bool, validators: int | None = None, miners: int | None = None,
     p = default_params(validators, miners)
     trials = trials or (3 if quick else 100)
     reports, on_chain = report_rows(p)
-    rows = exact_rows(p) + reports + split_rows(measure_splits(p)) + absence_rows(p) + committee_rows(validators, miners)
+    rows = (exact_rows(p) + reports + split_rows(measure_splits(p)) + absence_rows(p) + committee_rows(validators, miners)
+            + aggregation_rows(p))
     for rates, n in ((measure(p, trials), trials), (measure_audits(p, trials * 10), trials * 10),
                      ({SPOOF: measure_spoofing(p, trials * 100)}, trials * 100)):  # verdicts cached per challenge
         for attack, rate in rates.items():

@@ -9,7 +9,9 @@
         another validator that revealed (its replay witness or challenge signature
         for one miner fails the audit) or a `wrong_score` one (its revealed score
         of one miner, or its held-out loss, is not what it recomputes to), until the round's audit phase is over,
-        posting a bond (one report per round, accused and reporter). The report is
+        or an `aggregate` one against a validator that signed a wrong partial sum of the round's
+        aggregation tree, in the round's aggregate phase (from the audit deadline for `aggregate_window`
+        seconds: the result never waits for it, the slash does not change it), posting a bond (one report per round, accused and reporter). The report is
         the reporter's confirming vote; the round's other validators (never the
         accused) vote `confirm`, `reject` or `served`. After the challenge window
         (or once every validator who may vote did) anyone resolves it; `finalize`
@@ -41,6 +43,7 @@ KIND_DERIVATION: constant(uint8) = 2
 KIND_UNAVAILABLE: constant(uint8) = 3
 KIND_LAZY_VALIDATOR: constant(uint8) = 4
 KIND_WRONG_SCORE: constant(uint8) = 5
+KIND_AGGREGATE: constant(uint8) = 6
 VOTE_CONFIRM: constant(uint8) = 1
 VOTE_REJECT: constant(uint8) = 2
 VOTE_SERVED: constant(uint8) = 3
@@ -81,6 +84,8 @@ rewards: public(immutable(IRewards))
 report_bond: public(immutable(uint256))
 # tokens (wei) burned from an accused whose unavailable checkpoint was served only after the report
 late_serve_fee: public(immutable(uint256))
+# seconds after a round's audit deadline during which `aggregate` reports may be filed
+aggregate_window: public(immutable(uint256))
 challenge_window: public(immutable(uint256))
 slash_bps: public(immutable(uint256))
 reporter_share_bps: public(immutable(uint256))
@@ -136,7 +141,7 @@ event FraudResolved:
 def __init__(
     token_: IERC20, staking_: IStaking, rounds_: IRounds, rewards_: IRewards, report_bond_: uint256,
     challenge_window_: uint256, slash_bps_: uint256, reporter_share_bps_: uint256, absence_rounds_: uint256,
-    max_reports_: uint256, late_serve_fee_: uint256,
+    max_reports_: uint256, late_serve_fee_: uint256, aggregate_window_: uint256,
 ):
     """
     @notice Fixes the dispute parameters. The staking contract's unbonding delay
@@ -156,13 +161,16 @@ def __init__(
     @param max_reports_ Reports one validator may file per round.
     @param late_serve_fee_ Tokens (wei) burned from the stake of an accused whose report is
            void because the voters were served its checkpoint only late.
+    @param aggregate_window_ Seconds after a round's audit deadline that `aggregate` reports
+           may be filed (the run's result duration): counted in the unbonding delay.
     """
     assert max_reports_ > 0, "disputes: zero report cap"
     assert slash_bps_ <= BPS and reporter_share_bps_ <= BPS, "disputes: bad fraction"
     assert absence_rounds_ <= MAX_ABSENCE_ROUNDS, "disputes: absence rounds above 16"
     assert challenge_window_ > 0, "disputes: zero challenge window"
     phases: uint256 = staticcall rounds_.commit_duration() + staticcall rounds_.score_duration() + staticcall rounds_.reveal_duration() + staticcall rounds_.audit_duration()
-    assert staticcall staking_.unbonding_delay() > phases + challenge_window_, "disputes: unbonding delay too short"
+    assert aggregate_window_ > 0, "disputes: zero aggregate window"
+    assert staticcall staking_.unbonding_delay() > phases + aggregate_window_ + challenge_window_, "disputes: unbonding delay too short"
     token = token_
     staking = staking_
     rounds = rounds_
@@ -174,6 +182,7 @@ def __init__(
     absence_rounds = absence_rounds_
     max_reports = max_reports_
     late_serve_fee = late_serve_fee_
+    aggregate_window = aggregate_window_
 
 
 @external
@@ -214,22 +223,31 @@ def report_fraud(
             bond, no new report, so its voters re-check that segment once.
     @param round The round of the reported update or reveal.
     @param miner The accused: the miner (kinds 1-3) or the validator (kinds 4, 5).
-    @param kind 1 replay, 2 derivation, 3 unavailable, 4 lazy_validator, 5 wrong_score.
+    @param kind 1 replay, 2 derivation, 3 unavailable, 4 lazy_validator, 5 wrong_score, 6 aggregate.
     @param segment Kinds 1-3: one of the reporter's challenged segments (voters
            check it); kinds 4, 5: the audited miner's index in `miners_of(round)`
-           (kind 5: the commit count for the accused's held-out loss).
+           (kind 5: the commit count for the accused's held-out loss); kind 6: the
+           node's position in the tree, bottom level first, left to right.
     @param evidence_hash Hash of the off-chain evidence.
     @param challenge_sig Kinds 1-3: the reporter's challenge signature; kinds 4, 5:
-           the accused's revealed signature for the audited miner.
+           the accused's revealed signature for the audited miner; kind 6: the accused's
+           node-key signature of its claim that the node's partial sum hashes to `evidence_hash`.
     @return The report id.
     """
-    assert kind >= KIND_REPLAY and kind <= KIND_WRONG_SCORE, "disputes: unknown kind"
+    assert kind >= KIND_REPLAY and kind <= KIND_AGGREGATE, "disputes: unknown kind"
     weight: uint256 = staticcall rounds.validator_weight(round, msg.sender)
     assert weight > 0, "disputes: not a permitted validator"
     voter_weight: uint256 = 0
     voter_count: uint256 = 0
     class_bound: bool = False
-    if kind == KIND_LAZY_VALIDATOR or kind == KIND_WRONG_SCORE:
+    if kind == KIND_AGGREGATE:
+        # a tree node's servers are drawn from the validators that revealed (PROTOCOL.md §13.9)
+        assert miner != msg.sender, "disputes: cannot report self"
+        assert staticcall IScores(staticcall rounds.scores()).revealed(round, miner), "disputes: accused did not reveal"
+        assert self._aggregate_open(round), "disputes: aggregate reporting closed"
+        voter_weight = staticcall rounds.total_weight(round) - staticcall rounds.validator_weight(round, miner)
+        voter_count = staticcall rounds.validator_count(round) - 1
+    elif kind == KIND_LAZY_VALIDATOR or kind == KIND_WRONG_SCORE:
         self._check_lazy_accused(round, miner, segment, kind == KIND_WRONG_SCORE)
         # the accused validator may not vote: the quorum counts the others only
         voter_weight = staticcall rounds.total_weight(round) - staticcall rounds.validator_weight(round, miner)
@@ -243,7 +261,7 @@ def report_fraud(
             # nobody holds the class with enough stake: replays were tolerance checks, which are
             # no evidence; a derivation fault is the same on every class
             assert kind == KIND_DERIVATION, "disputes: only derivation reports without exact checkers"
-    assert staticcall rounds.reporting_open(round), "disputes: reporting closed"
+    assert kind == KIND_AGGREGATE or staticcall rounds.reporting_open(round), "disputes: reporting closed"
     assert self.report_of[round][miner][msg.sender] == 0, "disputes: already reported"
     key: bytes32 = keccak256(abi_encode(round, miner, kind, segment))
     joined: uint256 = self.open_report[key]
@@ -272,9 +290,10 @@ def report_fraud(
     self.report_of[round][miner][msg.sender] = rid
     self.open_report[key] = rid
     self.vote_of[rid][msg.sender] = VOTE_CONFIRM
-    extcall rounds.record_report(round, True)  # the round's result waits for it
+    if kind != KIND_AGGREGATE:  # the round's result waits for it (an aggregate report changes no result)
+        extcall rounds.record_report(round, True)
+        extcall rewards.report_opened(round, miner)
     extcall staking.report_opened(miner)
-    extcall rewards.report_opened(round, miner)
     log FraudReported(
         report_id=rid, round=round, miner=miner, reporter=msg.sender, kind=kind, segment=segment,
         evidence_hash=evidence_hash, challenge_sig=challenge_sig, deadline=deadline,
@@ -364,11 +383,27 @@ def resolve_fraud(report_id: uint256) -> uint8:
             extcall IToken(token.address).burn(bond)
         else:
             assert extcall token.transfer(r.reporter, bond, default_return_value=True), "disputes: bond transfer failed"
-    extcall rounds.record_report(r.round, False)
     extcall staking.report_closed(r.miner)
-    extcall rewards.report_resolved(r.round, r.miner, status == STATUS_CONFIRMED)
+    if r.kind != KIND_AGGREGATE:
+        extcall rounds.record_report(r.round, False)
+        extcall rewards.report_resolved(r.round, r.miner, status == STATUS_CONFIRMED)
     log FraudResolved(report_id=report_id, round=r.round, miner=r.miner, status=status, slashed=slashed, bond_burned=burned)
     return status
+
+
+@view
+@internal
+def _aggregate_open(round: uint256) -> bool:
+    """
+    @dev Whether `round`'s aggregate phase is on: its audits closed (the selection is chain
+         data once its reports resolve) and its audit deadline is less than `aggregate_window` ago.
+    """
+    ended: bool = False
+    closed: bool = False
+    audit_deadline: uint256 = 0
+    open_reports: uint256 = 0
+    ended, closed, audit_deadline, open_reports = staticcall rounds.result_gate(round)
+    return closed and block.timestamp < audit_deadline + aggregate_window
 
 
 @pure

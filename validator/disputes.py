@@ -7,7 +7,8 @@ that the named segment is one that σ challenged, and re-runs the whole check on
 peer; while something is not served it asks again until shortly before the vote deadline, so a
 miner restarting after a crash is not slashed. Any failure confirms; a clean check rejects a
 `replay`/`derivation` report and votes `served` on an `unavailable` one. For `lazy_validator` it
-runs the audit the report names (validator/audits.py). Checkpoints come through
+runs the audit the report names (validator/audits.py); for `aggregate` it recomputes the tree node
+the report names (validator/tree_reports.py). Checkpoints come through
 `checks.fetch_leaf`, so every served Merkle proof is checked against the committed trace root.
 """
 
@@ -29,6 +30,8 @@ from validator.audits import Claim, audit_claim, unserved_evidence
 from validator.challenges import verified_challenge
 from validator.checks import check_one
 from validator.score_audits import audit_score, comparable_loss
+from validator.tree_aggregation import TreeAggregation
+from validator.tree_reports import judge_aggregate
 
 if TYPE_CHECKING:
     from protocol.node.context import NodeContext
@@ -39,8 +42,9 @@ RETRY_UNSERVED_S = 2.0
 
 
 class Disputes:
-    def __init__(self, ctx: NodeContext, votes: bool = True) -> None:
+    def __init__(self, ctx: NodeContext, votes: bool = True, tree: TreeAggregation | None = None) -> None:
         self.ctx = ctx
+        self.tree = tree  # the validator's aggregation trees: `aggregate` reports are judged on them
         self.votes = votes  # False only for a devnet/test validator that sits settlement out; it still resolves
         self._handled: set[int] = set()
         self._voting: set[int] = set()  # votes in progress or cast
@@ -116,6 +120,8 @@ class Disputes:
             vote, found = await self._judge_audit(rep, seed, vote_by)
         elif rep["kind"] == FraudKind.WRONG_SCORE:
             vote, found = await self._judge_score(rep, seed)
+        elif rep["kind"] == FraudKind.AGGREGATE:
+            vote, found = (None, "holds no aggregation tree") if self.tree is None else await judge_aggregate(self.tree, rep, sig)
         else:
             vote, found = await self._judge_check(rep, seed, sig, vote_by)
         if vote is None:

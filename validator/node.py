@@ -12,6 +12,7 @@ restarted validator reveals what it committed; the chain says which transactions
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -42,18 +43,23 @@ from validator.result_flow import ResultFlow
 from validator.score_audits import comparable_loss, cross_check, loss_evidence, score_evidence
 from validator.scoring import Usefulness, class_adjusted, score_seed
 from validator.silence import Duty, ValidatorSilence
+from validator.tree_aggregation import TreeAggregation, TreeUnavailable
+from validator.tree_reports import file_wrong_partials
 from validator.work import ScoreJob, scored_miners, usefulness_by_miner
 
 
 class ValidatorNode(NodeContext):
     def __init__(self, *args: Any, cheat: ValidatorCheat | None = None, silence: ValidatorSilence | None = None,
-                 probe: bool = False, **kwargs: Any) -> None:
+                 probe: bool = False, tamper: Callable[[bytes], Awaitable[bytes]] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.cheat = cheat  # devnet and tests only; None for every production validator
         self.silence = silence  # devnet and tests only; None for every production validator
         if self.keys.bls is None:
             raise ConfigError("a validator needs a BLS key: create one with `veritrain keys new`")
         self.results = ResultFlow(self, self.keys.bls, probe)  # probe: devnet and tests only
+        # a devnet/test-only `tamper` makes it serve wrong partial sums (protocol/devnet/lying_aggregator.py)
+        self.tree = TreeAggregation(self, audits=self.client.deployment.run_config.chain.tree_audits, tamper=tamper)
 
     def skips(self, duty: Duty) -> bool:
         """Whether this node leaves `duty` undone (only ever under a devnet/test `silence`)."""
@@ -62,9 +68,27 @@ class ValidatorNode(NodeContext):
     def on_gossip(self, message: SignedGossip) -> None:
         if not self.skips("settle"):  # a node that never settles never aggregates shares: keep none
             self.results.on_share(message)
+            self.tree.on_announce(message)
+
+    async def compute_next(self, round_: int) -> tuple[bytes, bytes]:
+        """θ_{round+1}: through the aggregation tree under `[training] fan_in` while the round is
+        open (`tree_aggregation.py`), reporting servers caught lying; else as every node computes
+        it (`GlobalState`)."""
+        if not self.setup.spec.fan_in or await self.port(self.port.read.rounds.finalized, round_):
+            return await super().compute_next(round_)
+        tree = await self.tree.tree_for(round_)
+        if tree is None:  # nothing to sum, or nobody to check a node: flat
+            return await super().compute_next(round_)
+        try:
+            out = await self.tree.next_state(tree)
+        except TreeUnavailable as exc:
+            raise StateMismatch(str(exc)) from exc
+        if not self.skips("report"):
+            await file_wrong_partials(self, self.tree, round_)
+        return out
 
     async def main(self, nursery: trio.Nursery) -> None:
-        disputes = Disputes(self, votes=not self.skips("vote"))
+        disputes = Disputes(self, votes=not self.skips("vote"), tree=self.tree)
         nursery.start_soon(disputes.run_forever)
         await self._rounds()
         window = self.client.deployment.run_config.chain.challenge_window
@@ -220,6 +244,7 @@ class ValidatorNode(NodeContext):
         only wait until the others ended the round."""
         if not self.skips("settle"):
             await self.results.settle(r)
+            self.tree.forget_before(r + 1)
             await retire_absent(self, r)
             return
         self.log.info("not signing the result: waiting for the round to end %s", kv(round=r))

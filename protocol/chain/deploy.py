@@ -58,7 +58,7 @@ def deploy(handle: ChainHandle, deployer: LocalAccount, config: RunConfig,
     claims_challenges = new("ClaimsChallenges", token, rounds, scores, rewards, results, bond)
     disputes = new("Disputes", token, staking, rounds, rewards, chain.report_bond * TOKEN_UNIT,
                    chain.challenge_window, chain.slash_bps, chain.reporter_share_bps, chain.absence_rounds,
-                   chain.max_reports_per_round, chain.late_serve_fee * TOKEN_UNIT)
+                   chain.max_reports_per_round, chain.late_serve_fee * TOKEN_UNIT, chain.result_duration)
     progress("wiring contracts and renouncing ownership")
     contract = lambda name, addr: w3.eth.contract(address=addr, abi=artifacts[name].abi)  # noqa: E731
     sender.send(contract("Staking", staking).functions.wire(disputes, results, keys), deployer)

@@ -39,6 +39,9 @@ def devnet(
                                                          "reveal a wrong score for every miner they pass: one unit "
                                                          "off, or 0 without a report (score audits catch them; "
                                                          "testing only)")] = 0,
+    lazy_aggregators: Annotated[int, typer.Option(min=0, help="Of the validators, how many serve a wrong partial "
+                                                         "sum on every aggregation-tree node they are drawn for "
+                                                         "(needs --fan-in; testing only)")] = 0,
     probe_demands: Annotated[bool, typer.Option(help="The first honest validator also demands one part of every "
                                                      "posted result it agrees with, for the others to answer "
                                                      "(shows the data-availability loop; costs it the bond)")] = False,
@@ -65,6 +68,10 @@ def devnet(
                                                          "(default: the run's)")] = None,
     top_g: Annotated[int | None, typer.Option(min=1, help="Updates aggregated per round at most, by consensus "
                                                           "(default: the run's)")] = None,
+    fan_in: Annotated[int | None, typer.Option(min=0, help="Fan-in of the aggregation tree: drawn validators sum "
+                                                           "F updates or partial sums each (exact-sum-v1; 0: "
+                                                           "flat, every validator sums every update; default: "
+                                                           "the run's)")] = None,
     preset: Annotated[str, typer.Option(help=f"Model preset: micro (fastest), tiny (default), small; all: {PRESET_NAMES}")] = "tiny",
     genesis: Annotated[Path | None, typer.Option(help="Start from this Hugging Face Llama checkpoint folder "
                                                       "(its config replaces the preset's)")] = None,
@@ -76,22 +83,27 @@ def devnet(
     """Run a whole network locally: embedded chain, real libp2p hosts, training in worker processes."""
     from protocol.devnet.network import DevnetOptions, parse_cheaters
 
-    _check_counts(miners, validators, lazy_validators, silent_validators, throttled, lying_validators)  # before anything starts
+    _check_counts(miners, validators, lazy_validators, silent_validators, throttled,  # before anything starts
+                  lying_validators + lazy_aggregators)
+    if lazy_aggregators and not fan_in:
+        raise typer.BadParameter("a lazy aggregator needs an aggregation tree: give --fan-in 2 or more",
+                                 param_hint="--lazy-aggregators")
     _check_preset(preset, genesis)
     if aggregation is not None and aggregation not in AGGREGATION_RULES:
         raise typer.BadParameter(f"{aggregation!r} is not one of {', '.join(AGGREGATION_RULES)}", param_hint="--aggregation")
     opts = DevnetOptions(miners=miners, validators=validators, rounds=rounds, cheaters=parse_cheaters(cheaters),
                          lazy_validators=lazy_validators, silent_validators=silent_validators,
-                         lying_validators=lying_validators, throttled=throttled,
+                         lying_validators=lying_validators, lazy_aggregators=lazy_aggregators, throttled=throttled,
                          probe_demands=probe_demands, preset=preset, out=out,
                          miner_classes=_labels(miner_classes), validator_classes=_labels(validator_classes),
                          timeout_s=timeout, chain={"commit_duration": commit_window, "absence_rounds": absence_rounds,
                                                    **({} if committee is None else {"committee": committee})},
                          training={**_compute_overrides(inner_steps=inner_steps, checkpoint_every=checkpoint_every,
                                                         aggregation=aggregation),
-                                   **({} if top_g is None else {"top_g": top_g}), **_corpus_tables(dataset, genesis)})
+                                   **({} if top_g is None else {"top_g": top_g}),
+                                   **({} if fan_in is None else {"fan_in": fan_in}), **_corpus_tables(dataset, genesis)})
     config = {"miners": miners, "validators": validators, "lazy_validators": lazy_validators,
-              "lying_validators": lying_validators,
+              "lying_validators": lying_validators, "lazy_aggregators": lazy_aggregators, "fan_in": fan_in,
               "silent_validators": silent_validators, "probe_demands": probe_demands, "rounds": rounds,
               "throttled": throttled, "commit_window": commit_window, "absence_rounds": absence_rounds,
               "committee": ChainParams().committee if committee is None else committee,
@@ -143,7 +155,8 @@ def _check_counts(miners: int, validators: int, lazy: int, silent: int, throttle
     """Refuse counts the devnet cannot make up: no honest validator left, or more throttled than honest
     miners."""
     if lazy + lying >= validators:
-        raise ConfigError(f"--lazy-validators ({lazy}) and --lying-validators ({lying}) must leave at least one "
+        raise ConfigError(f"--lazy-validators ({lazy}) and --lying-validators with --lazy-aggregators ({lying}) "
+                          "must leave at least one "
                           f"honest validator of the {validators}")
     if lazy >= validators:
         raise ConfigError(f"--lazy-validators ({lazy}) must leave at least one honest validator of the {validators}")

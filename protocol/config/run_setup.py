@@ -78,6 +78,10 @@ class TrainingSpec(_Strict):
     # updates aggregated per round at most; the default admits every verified update (a round's
     # bound): exact-sum-v1 holds one update at a time, exact-v1 all of them (pair it with a top_g)
     top_g: int = Field(MAX_MINERS, gt=0, le=MAX_MINERS)
+    # the aggregation tree's fan-in (PROTOCOL.md §13.9): 0 = flat, every validator sums every
+    # selected update itself; f >= 2 = a tree of fan-in f whose nodes drawn validators compute and
+    # serve (exact-sum-v1 only: its bits do not depend on the grouping). It pays above ~200 miners
+    fan_in: int = Field(0, ge=0, le=MAX_MINERS)
     heldout_batches: int = Field(8, gt=0)  # batches in the attested held-out loss validators reveal
     # pinned by `veritrain deploy`; nodes must reproduce them
     model_config_hash: str | None = None
@@ -102,6 +106,16 @@ class TrainingSpec(_Strict):
             check_rule(self.selection)
         except UnknownSelectionRule as exc:
             raise UnknownSelectionRule(f"[training] selection: {exc}") from exc
+        return self
+
+    @model_validator(mode="after")
+    def _tree_is_exact(self) -> TrainingSpec:
+        if self.fan_in == 1:
+            raise ConfigError("[training] fan_in: 0 (flat) or at least 2")
+        rule = self.compute.get("aggregation", ComputeConfig.aggregation)
+        if self.fan_in and rule != "exact-sum-v1":
+            raise ConfigError(f"[training] fan_in needs aggregation = \"exact-sum-v1\" (its sums do not depend "
+                              f"on the grouping), not {rule!r}")
         return self
 
     @model_validator(mode="after")

@@ -39,6 +39,8 @@ from protocol.core.hardware.replay_profile import ReplayProfile
 from protocol.core.settlement.committee_odds import committee_per_check
 from protocol.core.train.compute_config import ComputeConfig
 from protocol.devnet.cheats import CHEATS, MinerCheat
+from protocol.devnet.lazy_aggregator import NAME as LAZY_AGGREGATOR
+from protocol.devnet.lazy_aggregator import tamper_of
 from protocol.devnet.lazy_validator import LazyValidator
 from protocol.devnet.lying_validator import LyingValidator
 from protocol.devnet.progress import phase_line
@@ -78,6 +80,8 @@ class DevnetOptions:
     lazy_validators: int = 0  # of `validators`, how many never replay (they are audited and slashed)
     silent_validators: int = 0  # of `validators`, how many commit but never reveal nor sign (they earn nothing)
     lying_validators: int = 0  # of `validators`, how many reveal a wrong score for every miner they check (audited, slashed)
+    # of `validators`, how many serve a wrong partial sum on every aggregation-tree node they are drawn for
+    lazy_aggregators: int = 0
     probe_demands: bool = False  # the first honest validator demands a part of each agreed result (validator/probe.py)
     throttled: int = 0  # of the honest `miners`, how many train at a third of the speed (capacity-scaled work)
     # hardware classes (labels or ids), cycled over the miners and over the validators; empty: the run's profile
@@ -210,9 +214,10 @@ def setup_network(opts: DevnetOptions, progress: Progress,
                for kind, a in zip(kinds, accounts[:n_miners], strict=True)]
     for member, p in zip(members, profiles, strict=False):
         member.profile = p
-    honest = opts.validators - opts.lazy_validators - opts.silent_validators - opts.lying_validators
+    honest = (opts.validators - opts.lazy_validators - opts.silent_validators - opts.lying_validators
+              - opts.lazy_aggregators)
     v_kinds = (["honest"] * honest + [LAZY] * opts.lazy_validators + [SILENT] * opts.silent_validators
-               + [LYING] * opts.lying_validators)
+               + [LYING] * opts.lying_validators + [LAZY_AGGREGATOR] * opts.lazy_aggregators)
     members += [Member(Role.VALIDATOR, kind, NodeKeys(a, NodeIdentity.generate(), bls_keygen(os.urandom(32))),
                        admin.with_account(a))
                 for kind, a in zip(v_kinds, accounts[n_miners:], strict=True)]
@@ -267,6 +272,8 @@ def build_nodes(opts: DevnetOptions, members: list[Member], data_root: Path, wor
             m.node = ValidatorNode(m.client, m.keys, cfg, log, cheat=_cheat_of(m.kind),
                                    silence=SilentValidator() if m.kind == SILENT else None,
                                    probe=opts.probe_demands and m is first_honest)
+            if m.kind == LAZY_AGGREGATOR:
+                m.node.tree.tamper = tamper_of(m.node)
         m.node.prestarted_worker = workers[i]
 
 

@@ -74,6 +74,8 @@ class NodeContext(GlobalState):
         recorded = self.client.deployment.blob_caps
         if recorded is None:
             return implied
+        if recorded.partial is None:  # written before the aggregation tree: the implied cap
+            recorded = recorded.model_copy(update={"partial": implied.partial})
         if short := recorded.below(implied):
             self.log.warning("deployment caps are below what this run's blobs may weigh %s",
                              kv(kinds=",".join(short)))

@@ -37,6 +37,7 @@ from protocol.core.wire.messages import (
     FraudReported,
     MalformedMessage,
     MessageRejected,
+    PartialAnnounced,
     ResultSigned,
     SignedGossip,
     UpdateAnnounced,
@@ -82,7 +83,7 @@ def claimed_account(body: Body) -> str:
     """The account a message claims to come from."""
     if isinstance(body, UpdateAnnounced):
         return body.miner
-    if isinstance(body, ResultSigned):
+    if isinstance(body, ResultSigned | PartialAnnounced):
         return body.validator
     assert isinstance(body, FraudReported)
     return body.reporter

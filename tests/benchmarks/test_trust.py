@@ -18,7 +18,8 @@ FIELDS = {"attack", "p_detect", "p_detect_measured", "slash", "gain", "expected_
 HARMLESS = {"witness bought from an honest miner"}
 BLOCKED_AT_ZERO = {"late sybil miners closing the commit phase", "validator-set squatting",
                    "unadmitted peers (no stake)", "copying a peer's bytes before the close",
-                   "registering a class nobody else runs (honest miners in it)"}
+                   "registering a class nobody else runs (honest miners in it)",
+                   "aggregator withholds its partial sum"}  # unpaid work withheld: nothing gained or lost
 FIEF = "rare-class fief: its only holder (at min_class_stake) + 3 untrained identities"
 # a colluder's reject ties the honest confirm among 2 validators: no majority, no report
 NEED_THREE_VALIDATORS = {"decoy report by a colluding validator", "witness bought from a cheating miner (lazy 1/10)"}
@@ -197,3 +198,22 @@ def test_a_zero_without_a_report_is_priced_as_a_caught_lie_and_a_false_report_lo
     small = trust.default_params(validators=3, miners=4)
     row = next(r for r in committee_rows(small) if r.attack.startswith("committee captured (c = 3, coalition 33%): zeroes"))
     assert row.expected_profit > 0 and row.note is not None and "report_bond" in row.note
+
+
+def test_aggregation_rows_never_pay_at_the_devnet_nor_at_the_bounds() -> None:
+    """A lone liar is blocked by its co-server; a colluding pair is caught by the honest validators'
+    tree audits with p = 1 - (1 - a)^(V - k), and loses at every scale the table prices; with no
+    audits it would profit, which is what the audits are for."""
+    from fractions import Fraction
+
+    from benchmarks.trust_aggregation import aggregation_rows, capture, caught
+
+    rows = aggregation_rows(trust.default_params())
+    assert all(r.expected_profit <= 0 for r in rows), [(r.attack, r.expected_profit) for r in rows]
+    pair = next(r for r in rows if r.attack.startswith("aggregator and checker collude (1024 validators")
+                and "33%" in r.attack)
+    k = round(Fraction(1, 3) * 1024)
+    assert pair.p_detect == caught(1024, k, 5461, 4) and pair.expected_profit == capture(1024, k) * (
+        (1 - pair.p_detect) * pair.gain - pair.p_detect * pair.slash)
+    unaudited = aggregation_rows(trust.default_params(), audits=0)
+    assert any(r.expected_profit > 0 and r.note is not None for r in unaudited)

@@ -83,7 +83,8 @@ def test_the_profile_section_is_the_replay_profile_type(tmp_path):
         training_spec(load_run_config(path))
 
 
-@pytest.mark.parametrize("key, value", [("top_g", 8), ("heldout_batches", 4), ("selection", "top-consensus-test")])
+@pytest.mark.parametrize("key, value", [("top_g", 8), ("heldout_batches", 4), ("selection", "top-consensus-test"),
+                                        ("fan_in", 4)])
 def test_each_consensus_parameter_is_in_the_run_config_hash(tmp_path, monkeypatch, key, value):
     """top_g, heldout_batches and the selection rule change θ_{r+1} or a result root, so they are
     in `[training]` and its hash; written out at their defaults they keep a written config's hash."""
@@ -108,6 +109,8 @@ def test_each_consensus_parameter_is_in_the_run_config_hash(tmp_path, monkeypatc
     ("[training]\ntop_g = 0\n", "top_g"),
     ("[training]\ntop_g = 16385\n", "top_g"),
     ("[training]\nheldout_batches = 0\n", "heldout_batches"),
+    ("[training]\nfan_in = 1\n", "fan_in"),
+    ('[training]\nfan_in = 4\ncompute = { aggregation = "exact-v1" }\n', "fan_in needs aggregation"),
 ])
 def test_bad_consensus_parameters_are_refused(tmp_path, text, needle):
     from protocol.config.run_setup import training_spec
@@ -126,9 +129,9 @@ def test_the_example_run_config_writes_the_consensus_parameters_at_their_default
     example = Path(__file__).resolve().parents[2] / "examples" / "run.toml"
     spec = training_spec(load_run_config(example))
     default = training_spec(RunConfig())
-    assert "top_g" in load_run_config(example).training  # written, so it is in the example's hash
-    assert (spec.selection, spec.top_g, spec.heldout_batches) == (default.selection, default.top_g,
-                                                                 default.heldout_batches)
+    assert {"top_g", "fan_in"} <= set(load_run_config(example).training)  # written, so in the example's hash
+    assert (spec.selection, spec.top_g, spec.heldout_batches, spec.fan_in) == (default.selection, default.top_g,
+                                                                               default.heldout_batches, default.fan_in)
 
 
 def test_a_run_cannot_set_round_steps():

@@ -198,7 +198,7 @@ def deploy_stack(params: Params = Params(), holders: list[str] | None = None, am
     claims = partial("ClaimsChallenges").deploy(*challenge_args)
     disputes = partial("Disputes").deploy(token.address, staking.address, rounds.address, rewards.address,
                                           p.report_bond, p.challenge_window, p.slash_bps, p.reporter_share_bps,
-                                          p.absence_rounds, p.max_reports, p.late_serve_fee)
+                                          p.absence_rounds, p.max_reports, p.late_serve_fee, p.result_duration)
     staking.wire(disputes.address, results.address, keys.address)
     keys.wire(rounds.address)
     rounds.wire(scores.address, rewards.address, results.address, keys.address)

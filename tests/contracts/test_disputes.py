@@ -51,20 +51,22 @@ def test_constructor_reverts_and_unbonding_bound():
     w = make_world(start=False)
     t, st, r, rw = w.t.address, w.st.address, w.stack.rounds.address, w.stack.rewards.address
     with boa.reverts("disputes: bad fraction"):
-        partial("Disputes").deploy(t, st, r, rw, 1, 60, BPS + 1, 0, 3, 16, 0)
+        partial("Disputes").deploy(t, st, r, rw, 1, 60, BPS + 1, 0, 3, 16, 0, 100)
     with boa.reverts("disputes: bad fraction"):
-        partial("Disputes").deploy(t, st, r, rw, 1, 60, 0, BPS + 1, 3, 16, 0)
+        partial("Disputes").deploy(t, st, r, rw, 1, 60, 0, BPS + 1, 3, 16, 0, 100)
     with boa.reverts("disputes: absence rounds above 16"):
-        partial("Disputes").deploy(t, st, r, rw, 1, 60, 0, 0, 17, 16, 0)
+        partial("Disputes").deploy(t, st, r, rw, 1, 60, 0, 0, 17, 16, 0, 100)
     with boa.reverts("disputes: zero report cap"):
-        partial("Disputes").deploy(t, st, r, rw, 1, 60, 0, 0, 3, 0, 0)
+        partial("Disputes").deploy(t, st, r, rw, 1, 60, 0, 0, 3, 0, 0, 100)
     with boa.reverts("disputes: zero challenge window"):
-        partial("Disputes").deploy(t, st, r, rw, 1, 0, 0, 0, 3, 16, 0)
-    # delay 600 must exceed 4 x 60 phases (commit, score, reveal, audit) + window
+        partial("Disputes").deploy(t, st, r, rw, 1, 0, 0, 0, 3, 16, 0, 100)
+    with boa.reverts("disputes: zero aggregate window"):
+        partial("Disputes").deploy(t, st, r, rw, 1, 60, 0, 0, 3, 16, 0, 0)
+    # delay 600 must exceed 4 x 60 phases (commit, score, reveal, audit) + the aggregate phase + window
     with boa.reverts("disputes: unbonding delay too short"):
-        partial("Disputes").deploy(t, st, r, rw, 1, 360, 0, 0, 3, 16, 0)
-    d = partial("Disputes").deploy(t, st, r, rw, 1, 359, BPS, BPS, 16, 1, 0)
-    assert (d.challenge_window(), d.slash_bps(), d.reporter_share_bps()) == (359, BPS, BPS)
+        partial("Disputes").deploy(t, st, r, rw, 1, 260, 0, 0, 3, 16, 0, 100)
+    d = partial("Disputes").deploy(t, st, r, rw, 1, 259, BPS, BPS, 16, 1, 0, 100)
+    assert (d.challenge_window(), d.slash_bps(), d.reporter_share_bps(), d.aggregate_window()) == (259, BPS, BPS, 100)
 
 
 # -- report ---------------------------------------------------------------------------------------
@@ -188,7 +190,7 @@ def test_report_reverts():
     with boa.reverts("disputes: reporting closed"):  # commit phase still open
         report(w, m0, v0)
     w.to_scoring(0, [m1])
-    for kind in (0, 6):  # 1-5: replay, derivation, unavailable, lazy_validator, wrong_score
+    for kind in (0, 7):  # 1-6: replay, derivation, unavailable, lazy_validator, wrong_score, aggregate
         with boa.reverts("disputes: unknown kind"):
             report(w, m0, v0, kind=kind)
     for who in (v2, m1, boa.env.generate_address()):

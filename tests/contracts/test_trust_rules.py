@@ -386,7 +386,7 @@ def test_a_wrong_score_report_names_a_revealed_number_and_a_confirmed_one_slashe
     with boa.reverts("disputes: miner index out of range"):  # a lazy_validator report has no loss index
         w.d.report_fraud(0, liar, KIND_LAZY, 3, EVIDENCE, SIG, sender=v0)
     with boa.reverts("disputes: unknown kind"):
-        w.d.report_fraud(0, liar, 6, 0, EVIDENCE, SIG, sender=v0)
+        w.d.report_fraud(0, liar, 7, 0, EVIDENCE, SIG, sender=v0)
     rid = w.d.report_fraud(0, liar, KIND_WRONG_SCORE, 3, EVIDENCE, SIG, sender=v0)  # its held-out loss
     staked = w.st.staked(liar)
     w.d.vote_fraud(rid, VOTE_CONFIRM, sender=v1)

@@ -56,7 +56,8 @@ def random_leaves(n: int, numel: int, gen: torch.Generator) -> list[PartialSum]:
         mask = torch.rand(numel, generator=gen) < 0.25
         steps = int(torch.randint(1, 31, (1,), generator=gen))
         sums = torch.randint(-(1 << 34), 1 << 34, (numel,), generator=gen) * mask * steps
-        out.append(PartialSum(sums, mask.to(torch.int64) * steps))
+        norm = torch.rand(1, generator=gen, dtype=torch.float64)
+        out.append(PartialSum(sums, mask.to(torch.int64) * steps, norm))
     return out
 
 
@@ -68,6 +69,7 @@ def test_the_root_is_the_flat_sum_at_every_fan_in(n: int, fan_in: int, seed: int
     root = sums[(depth(n, fan_in), 0)]
     flat = merge(leaves)
     assert torch.equal(root.sums, flat.sums) and torch.equal(root.weights, flat.weights)
+    assert torch.equal(root.step_norms, flat.step_norms)  # leaf order, whatever the fan-in
     assert len(sums) == len(tree_nodes(n, fan_in))
 
 
@@ -106,14 +108,16 @@ def test_a_partial_sum_round_trips_sparse_while_sparse_and_dense_after() -> None
         blob = encode_partial(part)
         back = decode_partial(blob, 1000)
         assert torch.equal(back.sums, part.sums) and torch.equal(back.weights, part.weights)
+        assert torch.equal(back.step_norms, part.step_norms)
         assert is_sparse(int((part.weights > 0).sum()), 1000) == (form == "sparse")
         assert partial_hash(blob) == partial_hash(encode_partial(back))
     assert len(encode_partial(dense)) >= 1000 * DENSE_ENTRY_BYTES
 
 
-def _forged(tensors: dict[str, torch.Tensor], numel: int = 1000) -> bytes:
+def _forged(tensors: dict[str, torch.Tensor], numel: int = 1000, norms: torch.Tensor | None = None) -> bytes:
     import safetensors.torch
-    return safetensors.torch.save(tensors, metadata={"veritrain-partial-sum": str(numel)})
+    norms = torch.ones(1, dtype=torch.float64) if norms is None else norms
+    return safetensors.torch.save({**tensors, "norms": norms}, metadata={"veritrain-partial-sum": str(numel)})
 
 
 def test_a_partial_sum_in_any_other_form_is_refused() -> None:
@@ -139,3 +143,8 @@ def test_a_partial_sum_in_any_other_form_is_refused() -> None:
         decode_partial(_forged({"sums": dense.sums.to(torch.int32), "weights": dense.weights.to(torch.int32)}), 1000)
     with pytest.raises(PartialFormatError, match="weights"):  # int64 weights: another encoding, refused
         decode_partial(_forged({"sums": dense.sums, "weights": dense.weights}), 1000)
+    right = {"sums": dense.sums, "weights": dense.weights.to(torch.int32)}
+    for norms in (torch.tensor([float("nan")], dtype=torch.float64), torch.tensor([-1.0], dtype=torch.float64),
+                  torch.ones(1, dtype=torch.float32), torch.zeros(0, dtype=torch.float64)):
+        with pytest.raises(PartialFormatError, match="norms"):  # the clip reference cannot be poisoned
+            decode_partial(_forged(right, norms=norms), 1000)

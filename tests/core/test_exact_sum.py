@@ -21,6 +21,7 @@ from protocol.core.aggregation.exact_sum_v1 import (
     leaf,
     merge,
     next_from_root,
+    step_norm_of,
 )
 from protocol.core.aggregation.reference import DecodedUpdate, reference_step_norm
 from protocol.core.aggregation.state import (
@@ -99,6 +100,7 @@ def test_every_grouping_gives_the_flat_sum_and_the_numpy_reference_bit_for_bit(c
     assert mom is None or torch.equal(mom, ref_mom)
     dispatched = aggregate(state, blobs, MICRO, cfg, c.steps)  # what a node runs
     assert torch.equal(flatten(dispatched.params), theta)
+    assert step_norm_of(tree) == dispatched.step_norm  # the clip reference survives the grouping
 
 
 def test_an_update_over_the_public_cap_is_scaled_to_it_and_one_under_it_is_kept() -> None:

@@ -15,7 +15,9 @@ from protocol.core.wire.messages import (
     GossipPayload,
     MalformedMessage,
     MessageRejected,
+    PartialAnnounced,
     ResultSigned,
+    SignedGossip,
     decode_gossip,
     encode_gossip,
     make_gossip,
@@ -179,3 +181,25 @@ def test_gossip_rules_round_window_and_replayed_nonce():
         rules.check(signed, origin, b"id-1")  # round 5 is outside 6..8
     with pytest.raises(MessageRejected):
         rules.check(signed, peer_id_of(identity(1).public_key), b"id-1")
+
+
+def test_a_partial_sum_announcement_speaks_only_for_its_signers_account():
+    """`partial_announced` is evidence against the validator it names: gossip admits it only
+    from the node key bound to that validator's account (INTEROP.md §4 rule 6)."""
+    reg = RegistryView(CHAIN_ID, CONTRACT)
+    reg.upsert(entry_for(0))
+    reg.upsert(entry_for(1))
+    rules = GossipRules(p2p_config(), reg, PeerLimiter(), RoundClock(5))
+
+    def announced(by: int, named: int) -> SignedGossip:
+        body = PartialAnnounced(validator=to_hex(account(named)), level=1, index=3, partial_hash="0x" + "ab" * 32,
+                                claim_sig="0x" + "cd" * 64)
+        return decode_gossip(make_gossip(identity(by), CHAIN_ID, CONTRACT, 5, body))
+
+    own = announced(0, 0)
+    rules.check(own, peer_id_of(identity(0).public_key), b"id-own")
+    with pytest.raises(MessageRejected, match="different node key"):  # node 0 cannot frame validator 1
+        rules.check(announced(0, 1), peer_id_of(identity(0).public_key), b"id-framed")
+    with pytest.raises(ValidationError):  # strict: a level 0 node is a leaf, never announced
+        PartialAnnounced(validator=to_hex(account(0)), level=0, index=0, partial_hash="0x" + "ab" * 32,
+                         claim_sig="0x" + "cd" * 64)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -41,13 +41,17 @@ from protocol.core.train.compute_config import ComputeConfig
 
 @dataclass(frozen=True)
 class PartialSum:
-    """A node of the aggregation tree: per coordinate, Σ s·q and Σ s over the updates below it."""
+    """A node of the aggregation tree: per coordinate, Σ s·q and Σ s over the updates below it,
+    and each of those updates' norm per step in leaf order (the next round's clip reference is
+    their lower median, so the root must carry them up)."""
 
     sums: Tensor  # (N,) int64
     weights: Tensor  # (N,) int64
+    step_norms: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=F64))  # (leaves,) float64
 
     def __add__(self, other: PartialSum) -> PartialSum:
-        return PartialSum(self.sums + other.sums, self.weights + other.weights)
+        return PartialSum(self.sums + other.sums, self.weights + other.weights,
+                          torch.cat([self.step_norms, other.step_norms]))
 
 
 def norm_cap(step_norm: float | None, steps: int, cfg: ComputeConfig) -> float:
@@ -76,7 +80,7 @@ def leaf(update: Compressed, steps: int, step_norm: float | None, cfg: ComputeCo
     norm = float(row_norms(dense.unsqueeze(0))[0])
     q = fixed_point(dense, norm_cap(step_norm, steps, cfg), cfg, norm)  # (N,) int64
     weight = mask.to(torch.int64) * steps  # (N,)
-    return PartialSum(q * steps, weight), norm
+    return PartialSum(q * steps, weight, torch.tensor([norm / steps], dtype=F64)), norm  # one IEEE division
 
 
 def merge(parts: Sequence[PartialSum]) -> PartialSum:
@@ -97,6 +101,11 @@ def delta_of(root: PartialSum, cfg: ComputeConfig) -> Tensor:
                        torch.zeros_like(denominator))
 
 
+def step_norm_of(root: PartialSum) -> float:
+    """The norm per step θ_{r+1} carries: the lower median over the root's leaves."""
+    return float(lower_median(root.step_norms))
+
+
 def next_from_root(theta: Tensor, momentum: Tensor | None, root: PartialSum,
                    cfg: ComputeConfig) -> tuple[Tensor, Tensor | None]:
     """The next flat θ (N,) and momentum (N,), float32 on CPU, from the tree's root."""
@@ -113,12 +122,10 @@ def exact_sum_next(theta: Tensor, momentum: Tensor | None, updates: Sequence[Com
     `steps` inner steps, as one flat sum (the bits every grouping of the same leaves gives).
     One update is dense at a time: memory O(N), whatever G."""
     root: PartialSum | None = None
-    per_step = []
     for update, s in zip(updates, steps, strict=True):
-        part, norm = leaf(update, s, step_norm, cfg, device)
+        part, _ = leaf(update, s, step_norm, cfg, device)
         root = part if root is None else root + part
-        per_step.append(norm / s)  # one IEEE division, as step_norm_exact's
     if root is None:
         raise ValueError("no updates to aggregate")
     theta, momentum = next_from_root(theta, momentum, root, cfg)
-    return theta, momentum, float(lower_median(torch.tensor(per_step, dtype=F64)))
+    return theta, momentum, step_norm_of(root)

@@ -2,7 +2,8 @@
 
 Sparse holds the selected coordinates only (`idx` int32 ascending, `sums` int64, `weights`
 int32: 16 bytes each); dense holds every coordinate (`sums` int64, `weights` int32: 12 bytes
-each; a weight is at most MAX_MINERS · H < 2^31, which the run config checks). The
+each; a weight is at most MAX_MINERS · H < 2^31, which the run config checks); both carry
+`norms`, the norm per step of each update below the node in leaf order (float64, finite, >= 0). The
 smaller form is the only valid one, so a partial sum has exactly one encoding and its content
 hash names it: a served blob in the other form, or with an unselected coordinate carrying a sum,
 is refused. Decoding reads a size-capped safetensors blob (never a pickle).
@@ -19,6 +20,7 @@ from protocol.core.checkpoint.format import MAX_HEADER_BYTES, read_safetensors
 from protocol.core.checkpoint.header import BlobFormatError
 from protocol.core.crypto.hashing import Digest, content_hash
 from protocol.core.errors import VeritrainError
+from protocol.core.settlement.result_inputs import MAX_MINERS
 
 SPARSE_ENTRY_BYTES = 4 + 8 + 4  # index, sum, weight
 DENSE_ENTRY_BYTES = 8 + 4  # sum, weight
@@ -39,8 +41,8 @@ def partial_bytes(selected: int, numel: int) -> int:
     return selected * SPARSE_ENTRY_BYTES if is_sparse(selected, numel) else numel * DENSE_ENTRY_BYTES
 
 
-def max_partial_bytes(numel: int) -> int:
-    return numel * DENSE_ENTRY_BYTES + MAX_HEADER_BYTES
+def max_partial_bytes(numel: int, leaves: int = MAX_MINERS) -> int:
+    return numel * DENSE_ENTRY_BYTES + 8 * leaves + MAX_HEADER_BYTES
 
 
 def encode_partial(part: PartialSum) -> bytes:
@@ -51,6 +53,7 @@ def encode_partial(part: PartialSum) -> bytes:
                    "weights": part.weights[idx].to(torch.int32)}
     else:
         tensors = {"sums": part.sums.contiguous(), "weights": part.weights.to(torch.int32)}
+    tensors["norms"] = part.step_norms.to(torch.float64).contiguous()
     return safetensors.torch.save(tensors, metadata={_META_KEY: str(numel)})
 
 
@@ -67,11 +70,22 @@ def decode_partial(blob: bytes, numel: int) -> PartialSum:
         raise PartialFormatError(f"bad partial-sum blob: {exc}") from exc
     if meta != {_META_KEY: str(numel)}:
         raise PartialFormatError(f"partial sum is not one of {numel} coordinates")
+    norms = _norms(tensors.pop("norms", None))
     if set(tensors) == {"idx", "sums", "weights"}:
-        return _sparse(tensors, numel)
-    if set(tensors) == {"sums", "weights"}:
-        return _dense(tensors, numel)
-    raise PartialFormatError(f"unexpected tensors {sorted(tensors)}")
+        part = _sparse(tensors, numel)
+    elif set(tensors) == {"sums", "weights"}:
+        part = _dense(tensors, numel)
+    else:
+        raise PartialFormatError(f"unexpected tensors {sorted(tensors)}")
+    return PartialSum(part.sums, part.weights, norms)
+
+
+def _norms(t: Tensor | None) -> Tensor:
+    if t is None or t.dtype != torch.float64 or t.dim() != 1 or not 0 < t.shape[0] <= MAX_MINERS:
+        raise PartialFormatError("norms: want float64 (leaves,), 1 <= leaves <= MAX_MINERS")
+    if not (bool(torch.isfinite(t).all()) and bool((t >= 0).all())):
+        raise PartialFormatError("norms must be finite and non-negative")
+    return t.clone()
 
 
 def _vector(tensors: dict[str, Tensor], key: str, length: int, dtype: torch.dtype) -> Tensor:

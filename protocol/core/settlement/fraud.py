@@ -15,6 +15,7 @@ class FraudKind(IntEnum):
     UNAVAILABLE = 3  # a committed trace or checkpoint was not served
     LAZY_VALIDATOR = 4  # a validator's revealed replay witness (or its checkpoints) fails an audit
     WRONG_SCORE = 5  # a validator's revealed score of a miner (or its held-out loss) is not what it recomputes to
+    AGGREGATE = 6  # a validator signed a wrong partial sum for a node of the aggregation tree it serves
 
     @property
     def label(self) -> str:

@@ -38,6 +38,7 @@ class BlobKind(StrEnum):
     CARRY = "carry"  # what a miner carries between rounds (proof.encode_carry; kept locally today)
     STATE = "state"  # the global state θ (+ outer momentum), addressed by the model hash (aggregate.py)
     WITNESS_BUNDLE = "witness_bundle"  # a validator's witnesses, 100 bytes per column it checked (witness_bundle.py)
+    PARTIAL = "partial"  # a node of the aggregation tree: an exact-sum-v1 partial sum (partial_blob.py)
 
 
 class BlobCaps(BaseModel):
@@ -49,9 +50,10 @@ class BlobCaps(BaseModel):
     carry: PositiveInt
     state: PositiveInt
     witness_bundle: PositiveInt
+    partial: PositiveInt | None = None  # deployment files older than the aggregation tree lack it
 
     def of(self, kind: BlobKind) -> int:
-        return int(getattr(self, kind.value))
+        return int(getattr(self, kind.value) or 0)  # an unrecorded cap admits nothing
 
     def below(self, other: BlobCaps) -> list[BlobKind]:
         """The kinds whose cap here is smaller than in `other`."""
@@ -128,4 +130,11 @@ def blob_caps(model: ModelConfig, compute: ComputeConfig) -> BlobCaps:
         carry=with_margin(carry_bound(shapes, n)),
         state=with_margin(state_bound(shapes, n, compute.outer_momentum > 0)),
         witness_bundle=MAX_MINERS * ENTRY_BYTES,  # exact: an entry for each column, at most
+        partial=with_margin(partial_bound(n, MAX_MINERS)),
     )
+
+
+def partial_bound(n: int, leaves: int) -> int:
+    """A partial sum served dense (the larger form): int64 sums, int32 weights, a float64 norm
+    per step for each update below it (partial_blob.py)."""
+    return safetensors_bound([("sums", 8 * n, 1), ("weights", 4 * n, 1), ("norms", 8 * leaves, 1)], metadata=True)

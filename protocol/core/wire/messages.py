@@ -96,7 +96,20 @@ class FraudReported(_Strict):
     sigma: SigHex  # the challenge-seed signature, so voters can re-derive the seed
 
 
-Body = Annotated[UpdateAnnounced | ResultSigned | FraudReported, Field(discriminator="kind")]
+class PartialAnnounced(_Strict):
+    """A validator drawn for a node of the round's aggregation tree (PROTOCOL.md §13.9) computed
+    its partial sum and serves it by this hash. Signed by its node key, so two validators'
+    differing hashes for one node are evidence: whoever recomputes it knows who lied."""
+
+    kind: Literal["partial_announced"] = "partial_announced"
+    validator: Address
+    level: int = Field(ge=1, lt=64)  # 1 .. the tree's depth
+    index: int = Field(ge=0, lt=2**14)  # within its level; a level has fewer nodes than MAX_MINERS
+    partial_hash: Hex32  # blake3 content hash of the encoded partial sum
+    claim_sig: SigHex  # the node key's signature of the fixed-width claim (partial_claim.py): on-chain evidence
+
+
+Body = Annotated[UpdateAnnounced | ResultSigned | FraudReported | PartialAnnounced, Field(discriminator="kind")]
 
 
 class GossipPayload(_Strict):

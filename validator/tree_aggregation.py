@@ -1,0 +1,228 @@
+"""The aggregation tree at run time (docs/PROTOCOL.md §13.9): θ_{r+1} from the partial sums that
+drawn validators compute, serve and announce, so that no validator fetches every update.
+
+With `[training] fan_in` f >= 2 the selected updates, in address order, are the leaves of a tree
+of fan-in f. Each inner node has two **servers** drawn from the validators that revealed in the
+round (`tree.aggregator`, `tree.checker`): both compute its partial sum from its children, store
+it as a content-addressed blob and gossip a signed `PartialAnnounced`. A validator needing a node
+it does not serve (the root, for everyone) waits for both announcements:
+- the two agree: it fetches the blob by that hash (exact sums: one right value has one hash);
+- they differ, or one stays silent past its patience: it recomputes the node itself from its
+  children (each resolved the same way) and keeps a differing signed claim as evidence, which
+  `tree_reports.py` files as an `aggregate` report.
+So a wrong or withheld partial sum never enters θ_{r+1} while one server of its node is honest,
+and a silent server costs the round a recomputation, not the round. Two colluding servers of one
+node agree on a wrong sum that no waiter recomputes; against them each validator first **audits**
+⌈`tree_audits` · nodes / validators⌉ nodes it does not serve (each node is audited `tree_audits`
+times on average), drawn with its own private randomness (the pair cannot know which): it sums them itself, and where one differs from what its servers agreed on it reports both
+and sums every node above it itself, so its own θ_{r+1} stays right. Trees and announcements are
+kept for the last two rounds (votes on reports need them).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from protocol.core.errors import SignatureError, VeritrainError
+from protocol.core.wire.blob_caps import BlobKind
+from protocol.core.wire.messages import PartialAnnounced, SignedGossip
+from protocol.core.wire.partial_claim import sign_partial, verify_partial
+from protocol.node.global_model import leaf_sum, merge_sums, select_updates, state_from_root
+from protocol.node.logs import kv
+from validator.tree_round import Key, RoundTree, WrongPartial, name
+
+PATIENCE_S = 30.0  # per level: how long a node's announcements are awaited before recomputing it
+KEEP_ROUNDS = 2  # rounds whose trees stay in memory for votes
+
+
+class TreeUnavailable(VeritrainError):
+    """Raised when a node's children cannot be had: a leaf's update is served by nobody."""
+
+
+class TreeAggregation:
+    """One validator's part in each round's tree: serve its nodes, resolve the root, keep evidence."""
+
+    def __init__(self, ctx: Any, patience_s: float = PATIENCE_S, audits: int = 0,
+                 tamper: Callable[[bytes], Awaitable[bytes]] | None = None) -> None:
+        self.ctx = ctx
+        self.patience_s = patience_s
+        self.audits = audits  # audits of each node on average, across the validators (`tree_audits`)
+        self.tamper = tamper  # devnet and tests only: a lying aggregator's perturbation of what it serves
+        self.trees: dict[int, RoundTree] = {}
+        self._heard: dict[tuple[int, Key], dict[str, tuple[bytes, bytes]]] = {}  # -> validator -> (hash, claim sig)
+        self._news = trio.Event()  # set on every new announcement, then replaced
+        self.wrong: dict[tuple[int, Key, str], WrongPartial] = {}
+
+    def on_announce(self, message: SignedGossip) -> None:
+        """Keep a server's first claim of a node (gossip admitted it only from the node key bound to
+        `validator`); one whose claim signature fails would be no evidence, so it is dropped."""
+        body = message.payload.body
+        if not isinstance(body, PartialAnnounced):
+            return
+        r, got, sig = message.payload.round, bytes.fromhex(body.partial_hash[2:]), bytes.fromhex(body.claim_sig[2:])
+        try:
+            verify_partial(bytes.fromhex(message.payload.sender[2:]), sig, *self.deployment(), r, body.level, body.index,
+                           got)
+        except SignatureError:
+            self.ctx.log.info("partial claim dropped: bad signature %s", kv(round=r, validator=body.validator))
+            return
+        self._heard.setdefault((r, (body.level, body.index)), {}).setdefault(body.validator, (got, sig))
+        self._news.set()
+        self._news = trio.Event()
+
+    def forget_before(self, round_: int) -> None:
+        keep = round_ - KEEP_ROUNDS + 1
+        self.trees = {r: t for r, t in self.trees.items() if r >= keep}
+        self._heard = {k: v for k, v in self._heard.items() if k[0] >= keep}
+        self.wrong = {k: w for k, w in self.wrong.items() if w.round >= keep}
+
+    def deployment(self) -> tuple[int, bytes]:
+        """(chain id, staking contract): what a partial claim is bound to, as gossip is."""
+        client = self.ctx.client
+        return client.handle.chain_id, bytes.fromhex(client.staking.address[2:])
+
+    async def tree_for(self, r: int) -> RoundTree | None:
+        """Round `r`'s tree from chain data, or None where the round is summed flat: no quorum or
+        no update selected, or fewer than two revealed validators to serve a node."""
+        if r in self.trees:
+            return self.trees[r]
+        ctx = self.ctx
+        consensus = await ctx.consensus(r)
+        chosen = [] if consensus is None else select_updates(ctx.setup.spec, consensus)
+        inputs = await ctx.port(ctx.history.inputs, r)
+        drawn = [(v.lower(), w) for v, w in zip(inputs.validators, inputs.weights, strict=True)
+                 if v in inputs.reveals and w > 0]
+        if not chosen or len(drawn) < 2:
+            return None
+        leaves = sorted(chosen, key=lambda a: int(a, 16))
+        self.trees[r] = RoundTree.draw(r, ctx.setup.spec.fan_in, leaves, inputs.seed, [v for v, _ in drawn],
+                                       [w for _, w in drawn], await ctx.state_for(r))
+        return self.trees[r]
+
+    async def next_state(self, t: RoundTree) -> tuple[bytes, bytes]:
+        """(θ_{r+1}, its hash) from the tree's root, serving this validator's nodes meanwhile."""
+        me = self.ctx.address.lower()
+        async with trio.open_nursery() as nursery:
+            for key in t.served_by(me):  # bottom-up order: children are started first
+                nursery.start_soon(self.value, t, key)
+            await self._audit(t)  # before the root: a wrong node found makes the path above it distrusted
+            root = await self.value(t, (t.depth, 0))
+        for key, right in t.values.items():  # a co-server may have announced after this one computed
+            self._note_liars(t, key, right)
+        ctx = self.ctx
+        ctx.log.info("tree summed %s", kv(round=t.round, leaves=len(t.leaves), depth=t.depth,
+                                          served=len(t.served_by(me)), resolved=len(t.values),
+                                          recomputed=len(t.recomputed)))
+        return await ctx._work(state_from_root, ctx.setup.spec, ctx.setup.run_seed, t.state_blob,  # type: ignore[no-any-return]
+                               t.state_hash, root)
+
+    async def value(self, t: RoundTree, key: Key) -> bytes:
+        """Node `key`'s partial-sum blob: computed and announced where this validator serves it,
+        else fetched by the hash both servers announced, else recomputed (and its liar noted)."""
+        async with t.locks.setdefault(key, trio.Lock()):
+            if key in t.values:
+                return self.ctx.data.blobs.read(t.values[key])  # type: ignore[no-any-return]
+            if self.ctx.address.lower() in t.servers[key]:
+                blob = await self._compute(t, key)
+                await self._announce(t, key, blob)
+            elif key in t.distrusted:
+                t.recomputed.add(key)
+                blob = await self._compute(t, key)
+            elif (agreed := await self._agreed(t, key)) is not None:
+                blob = agreed
+            else:
+                t.recomputed.add(key)
+                blob = await self._compute(t, key)
+            t.values[key] = await self.ctx.put_blob(blob)  # kept in the store, served to peers
+            self._note_liars(t, key, t.values[key])
+            return blob
+
+    async def _audit(self, t: RoundTree) -> None:
+        """Sum ⌈audits · nodes / validators⌉ random nodes this validator does not serve; where one's
+        servers agreed on another hash, distrust every node above it (summed from the wrong one)."""
+        me = self.ctx.address.lower()
+        others = [k for k, pair in t.servers.items() if me not in pair]
+        count = min(-(-self.audits * len(t.servers) // t.validators), len(others))
+        drawn = random.SystemRandom().sample(others, count)  # private randomness: unpredictable to a pair
+        t.distrusted.update(drawn)
+        async with trio.open_nursery() as nursery:
+            for key in drawn:
+                nursery.start_soon(self.value, t, key)
+        for key in drawn:  # their servers' claims, once heard (or their patience passed)
+            claims = {h for v, (h, _) in (await self._await_servers(t, key)).items() if v in t.servers[key]}
+            if claims - {t.values[key]}:
+                t.distrusted.update(t.ancestors(key))
+                self.ctx.log.warning("audited tree node differs %s", kv(round=t.round, tree_node=name(key)))
+
+    async def _agreed(self, t: RoundTree, key: Key) -> bytes | None:
+        """The blob both servers announced, if they did within the patience and it is served."""
+        heard = await self._await_servers(t, key)
+        hashes = {heard[v][0] for v in t.servers[key] if v in heard}
+        if len(hashes) != 1 or not all(v in heard for v in t.servers[key]):
+            self.ctx.log.info("recomputing a tree node %s", kv(round=t.round, tree_node=name(key), announced=len(heard),
+                                                               differ=len(hashes) > 1))
+            return None
+        return await self.ctx.fetch_blob(hashes.pop(), BlobKind.PARTIAL, first=t.servers[key][0])  # type: ignore[no-any-return]
+
+    async def _await_servers(self, t: RoundTree, key: Key) -> dict[str, tuple[bytes, bytes]]:
+        # a node's servers first resolve its children, each level within one patience
+        deadline = t.started + self.patience_s * key[0]
+        while True:
+            heard = dict(self._heard.get((t.round, key), {}))
+            if all(v in heard for v in t.servers[key]) or trio.current_time() >= deadline:
+                return heard
+            with trio.move_on_at(deadline):
+                await self._news.wait()
+
+    async def _compute(self, t: RoundTree, key: Key) -> bytes:
+        ctx, node = self.ctx, t.node(key)
+        spec, seed = ctx.setup.spec, ctx.setup.run_seed
+        if node.level == 1:
+            commits = await ctx.commits(t.round)
+            envelopes = []
+            for miner in (t.leaves[i] for i in node.children):
+                blob = await ctx.fetch_blob(commits[miner].update_hash, BlobKind.UPDATE, first=miner)
+                if blob is None:
+                    raise TreeUnavailable(f"round {t.round}: the update of {miner} is unavailable from every peer")
+                envelopes.append(blob)
+            return await ctx._work(leaf_sum, spec, seed, t.state_blob, t.state_hash, envelopes,  # type: ignore[no-any-return]
+                                   ctx.caps.update)
+        children: dict[int, bytes] = {}
+
+        async def resolve(i: int) -> None:
+            children[i] = await self.value(t, (node.level - 1, i))
+
+        async with trio.open_nursery() as nursery:  # silent servers below cost one patience, not f
+            for i in node.children:
+                nursery.start_soon(resolve, i)
+        return await ctx._work(merge_sums, spec, seed, [children[i] for i in node.children])  # type: ignore[no-any-return]
+
+    async def _announce(self, t: RoundTree, key: Key, blob: bytes) -> None:
+        ctx = self.ctx
+        served = blob if self.tamper is None else await self.tamper(blob)
+        partial_hash = await ctx.put_blob(served)
+        claim = sign_partial(ctx.keys.identity, *self.deployment(), t.round, key[0], key[1], partial_hash)
+        await ctx.p2p.publish(t.round, PartialAnnounced(
+            validator=ctx.address.lower(), level=key[0], index=key[1], partial_hash="0x" + partial_hash.hex(),
+            claim_sig="0x" + claim.hex()))
+        if self.tamper is not None:
+            ctx.log.info("served a tampered partial sum %s", kv(round=t.round, tree_node=name(key)))
+
+    def _note_liars(self, t: RoundTree, key: Key, right: bytes) -> None:
+        for validator, (announced, sig) in self._heard.get((t.round, key), {}).items():
+            seen = (t.round, key, validator)
+            if validator in t.servers[key] and announced != right and validator != self.ctx.address.lower() \
+                    and seen not in self.wrong:
+                self.wrong[seen] = WrongPartial(t.round, key, t.position(key), validator, announced, right, sig)
+                self.ctx.log.warning("wrong partial sum announced %s", kv(round=t.round, tree_node=name(key),
+                                                                        validator=validator))
+
+    async def right_hash(self, t: RoundTree, key: Key) -> bytes:
+        """The node's right hash, resolving it if this validator has not yet."""
+        if key not in t.values:
+            await self.value(t, key)
+        return t.values[key]

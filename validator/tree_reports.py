@@ -1,0 +1,57 @@
+"""`aggregate` reports (docs/PROTOCOL.md §12, §13.9): a validator that signed a wrong partial sum
+for a node of the aggregation tree it serves is reported with its own signed claim, and voters
+decide by recomputing the node.
+
+The report names the accused, the node's position in the tree (bottom level first) as its
+`segment`, the claimed hash as its `evidence_hash` and the accused's claim signature as its
+`challenge_sig`. Every voter rebuilds the round's tree from chain data and confirms only if the
+accused is one of the node's two drawn servers, the signature is the accused's node key's claim of
+that hash, and the node recomputes to another hash; anything else is rejected (the reporter's
+bond burns). Reports are filed in the round's aggregate phase, from its audit deadline for
+`result_duration` seconds, and never hold up its result: the slash changes no payout of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.chain.client import Vote
+from protocol.core.errors import SignatureError
+from protocol.core.settlement.fraud import FraudKind
+from protocol.core.wire.partial_claim import verify_partial
+from validator.tree_aggregation import TreeAggregation
+
+
+async def file_wrong_partials(node: Any, tree: TreeAggregation, r: int) -> None:
+    """File one `aggregate` report per server caught in round `r` (one report per accused and
+    reporter a round; a second wrong node of the same server adds nothing)."""
+    filed: set[str] = set()
+    for wrong in list(tree.wrong.values()):
+        if wrong.round != r or wrong.validator in filed:
+            continue
+        filed.add(wrong.validator)
+        accused = next(v for v in (await node.port(node.history.inputs, r)).validators if v.lower() == wrong.validator)
+        await node._file(r, accused, FraudKind.AGGREGATE, wrong.position, wrong.announced, wrong.claim_sig)
+
+
+async def judge_aggregate(tree: TreeAggregation, rep: dict, sig: bytes) -> tuple[Vote, str]:
+    """A voter's verdict on an `aggregate` report: confirm only a signed wrong claim of a node the
+    accused serves."""
+    r, accused, claimed = rep["round"], rep["miner"].lower(), bytes(rep["evidence_hash"])
+    t = await tree.tree_for(r)
+    if t is None:
+        return Vote.REJECT, "the round was summed flat"
+    key = t.at(rep["segment"])
+    if key is None:
+        return Vote.REJECT, f"the tree has no node {rep['segment']}"
+    if accused not in t.servers[key]:
+        return Vote.REJECT, "the accused does not serve that node"
+    node_key = tree.ctx.node_key_of(rep["miner"])
+    try:
+        if node_key is None:
+            raise SignatureError("the accused has no node key")
+        verify_partial(node_key, sig, *tree.deployment(), r, key[0], key[1], claimed)
+    except SignatureError as exc:
+        return Vote.REJECT, f"not the accused's claim: {exc}"
+    right = await tree.right_hash(t, key)
+    return (Vote.CONFIRM, "the node recomputes to another sum") if right != claimed else (Vote.REJECT, "the claim is right")
