@@ -43,7 +43,7 @@ class ChainParams(_Strict):
     # ceil(tree_audits · nodes / validators) nodes it does not serve, drawn by its own private
     # randomness (off-chain only): they catch a node whose two drawn servers collude, which no
     # waiter would recompute (PROTOCOL.md §13.9)
-    tree_audits: int = Field(4, ge=0, le=64)
+    tree_audits: int = Field(3, ge=0, le=64)
     challenge_window: int = Field(300, gt=0)  # seconds other validators have to vote on a report
     result_duration: int = Field(420, gt=0)  # seconds after the audit deadline to post a round's result
     result_challenge_window: int = Field(120, gt=0)  # seconds a posted result may be challenged

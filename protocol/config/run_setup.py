@@ -80,7 +80,7 @@ class TrainingSpec(_Strict):
     top_g: int = Field(MAX_MINERS, gt=0, le=MAX_MINERS)
     # the aggregation tree's fan-in (PROTOCOL.md §13.9): 0 = flat, every validator sums every
     # selected update itself; f >= 2 = a tree of fan-in f whose nodes drawn validators compute and
-    # serve (exact-sum-v1 only: its bits do not depend on the grouping). It pays above ~200 miners
+    # serve (exact-sum-v1 only: its bits do not depend on the grouping). With its audits it pays above ~700 miners
     fan_in: int = Field(0, ge=0, le=MAX_MINERS)
     heldout_batches: int = Field(8, gt=0)  # batches in the attested held-out loss validators reveal
     # pinned by `veritrain deploy`; nodes must reproduce them

@@ -207,13 +207,14 @@ def test_aggregation_rows_never_pay_at_the_devnet_nor_at_the_bounds() -> None:
     from fractions import Fraction
 
     from benchmarks.trust_aggregation import aggregation_rows, capture, caught
+    from protocol.config.run_config import ChainParams
 
     rows = aggregation_rows(trust.default_params())
     assert all(r.expected_profit <= 0 for r in rows), [(r.attack, r.expected_profit) for r in rows]
     pair = next(r for r in rows if r.attack.startswith("aggregator and checker collude (1024 validators")
                 and "33%" in r.attack)
     k = round(Fraction(1, 3) * 1024)
-    assert pair.p_detect == caught(1024, k, 5461, 4) and pair.expected_profit == capture(1024, k) * (
+    assert pair.p_detect == caught(1024, k, 5461, ChainParams().tree_audits) and pair.expected_profit == capture(1024, k) * (
         (1 - pair.p_detect) * pair.gain - pair.p_detect * pair.slash)
     unaudited = aggregation_rows(trust.default_params(), audits=0)
     assert any(r.expected_profit > 0 and r.note is not None for r in unaudited)
