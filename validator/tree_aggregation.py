@@ -27,6 +27,7 @@ from typing import Any
 
 import trio
 
+from protocol.core.crypto.hashing import content_hash
 from protocol.core.errors import SignatureError, VeritrainError
 from protocol.core.wire.blob_caps import BlobKind
 from protocol.core.wire.messages import PartialAnnounced, SignedGossip
@@ -226,3 +227,25 @@ class TreeAggregation:
         if key not in t.values:
             await self.value(t, key)
         return t.values[key]
+
+    async def faulty(self, t: RoundTree, key: Key, claimed: bytes) -> bool:
+        """Whether a server's claim of `key` is its own fault: neither the right sum nor the sum of
+        its children as both of each child's servers claimed them (an honest server that fetched an
+        agreed wrong child sums a wrong node too, and the fault is the child's servers', so a pair
+        below cannot frame it)."""
+        if claimed == await self.right_hash(t, key):
+            return False
+        node = t.node(key)
+        if node.level == 1:  # its children are the committed updates themselves
+            return True
+        children = []
+        for i in node.children:
+            child = (node.level - 1, i)
+            heard = self._heard.get((t.round, child), {})
+            claims = {heard[v][0] for v in t.servers[child] if v in heard}
+            agreed = claims.pop() if len(claims) == 1 and all(v in heard for v in t.servers[child]) else None
+            blob = None if agreed is None else await self.ctx.fetch_blob(agreed, BlobKind.PARTIAL)
+            children.append(blob if blob is not None else await self.value(t, child))
+        ctx = self.ctx
+        derived = await ctx._work(merge_sums, ctx.setup.spec, ctx.setup.run_seed, children)
+        return claimed != content_hash(derived)

@@ -6,8 +6,10 @@ The report names the accused, the node's position in the tree (bottom level firs
 `segment`, the claimed hash as its `evidence_hash` and the accused's claim signature as its
 `challenge_sig`. Every voter rebuilds the round's tree from chain data and confirms only if the
 accused is one of the node's two drawn servers, the signature is the accused's node key's claim of
-that hash, and the node recomputes to another hash; anything else is rejected (the reporter's
-bond burns). Reports are filed in the round's aggregate phase, from its audit deadline for
+that hash, and the claim is the accused's own fault (`TreeAggregation.faulty`): neither the node's
+right sum nor the sum of its children as their servers agreed on them, so a colluding pair below
+cannot frame the honest servers above it that summed its agreed wrong node. Anything else is
+rejected (the reporter's bond burns); a reporter files only what it would confirm. Reports are filed in the round's aggregate phase, from its audit deadline for
 `result_duration` seconds, and never hold up its result: the slash changes no payout of it.
 """
 
@@ -26,8 +28,10 @@ async def file_wrong_partials(node: Any, tree: TreeAggregation, r: int) -> None:
     """File one `aggregate` report per server caught in round `r` (one report per accused and
     reporter a round; a second wrong node of the same server adds nothing)."""
     filed: set[str] = set()
+    t = tree.trees.get(r)
     for wrong in list(tree.wrong.values()):
-        if wrong.round != r or wrong.validator in filed:
+        if wrong.round != r or wrong.validator in filed or t is None or not await tree.faulty(t, wrong.node,
+                                                                                             wrong.announced):
             continue
         filed.add(wrong.validator)
         accused = next(v for v in (await node.port(node.history.inputs, r)).validators if v.lower() == wrong.validator)
@@ -53,5 +57,6 @@ async def judge_aggregate(tree: TreeAggregation, rep: dict, sig: bytes) -> tuple
         verify_partial(node_key, sig, *tree.deployment(), r, key[0], key[1], claimed)
     except SignatureError as exc:
         return Vote.REJECT, f"not the accused's claim: {exc}"
-    right = await tree.right_hash(t, key)
-    return (Vote.CONFIRM, "the node recomputes to another sum") if right != claimed else (Vote.REJECT, "the claim is right")
+    if await tree.faulty(t, key, claimed):
+        return Vote.CONFIRM, "the node recomputes to another sum, nor is it its agreed children's"
+    return Vote.REJECT, "the claim is right, or the sum of what its children's servers agreed on"
