@@ -14,9 +14,11 @@ So a wrong or withheld partial sum never enters θ_{r+1} while one server of its
 and a silent server costs the round a recomputation, not the round. Two colluding servers of one
 node agree on a wrong sum that no waiter recomputes; against them each validator first **audits**
 ⌈`tree_audits` · nodes / validators⌉ nodes it does not serve (each node is audited `tree_audits`
-times on average), drawn with its own private randomness (the pair cannot know which): it sums them itself, and where one differs from what its servers agreed on it reports both
-and sums every node above it itself, so its own θ_{r+1} stays right. Trees and announcements are
-kept for the last two rounds (votes on reports need them).
+times on average), drawn with its own private randomness (the pair cannot know which): it sums them itself, and where one differs from what its servers agreed on it reports both, sums
+every node above it itself and gossips its own claim of the node (a **dissent**). Before computing
+θ_{r+1} every validator waits `grace_s` for dissents and recomputes any node it fetched that one
+disputes, with the path above it, so one auditor's finding corrects every honest validator's θ.
+Trees and announcements are kept for the last two rounds (votes on reports need them).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from protocol.node.logs import kv
 from validator.tree_round import Key, RoundTree, WrongPartial, name
 
 PATIENCE_S = 30.0  # per level: how long a node's announcements are awaited before recomputing it
+GRACE_S = 5.0  # after the root: how long auditors' dissents are awaited before θ_{r+1} is computed
 KEEP_ROUNDS = 2  # rounds whose trees stay in memory for votes
 
 
@@ -48,9 +51,9 @@ class TreeAggregation:
     """One validator's part in each round's tree: serve its nodes, resolve the root, keep evidence."""
 
     def __init__(self, ctx: Any, patience_s: float = PATIENCE_S, audits: int = 0,
-                 tamper: Callable[[bytes], Awaitable[bytes]] | None = None) -> None:
+                 tamper: Callable[[bytes], Awaitable[bytes]] | None = None, grace_s: float = GRACE_S) -> None:
         self.ctx = ctx
-        self.patience_s = patience_s
+        self.patience_s, self.grace_s = patience_s, grace_s
         self.audits = audits  # audits of each node on average, across the validators (`tree_audits`)
         self.tamper = tamper  # devnet and tests only: a lying aggregator's perturbation of what it serves
         self.trees: dict[int, RoundTree] = {}
@@ -111,7 +114,7 @@ class TreeAggregation:
             for key in t.served_by(me):  # bottom-up order: children are started first
                 nursery.start_soon(self.value, t, key)
             await self._audit(t)  # before the root: a wrong node found makes the path above it distrusted
-            root = await self.value(t, (t.depth, 0))
+            root = await self._heed_dissent(t, await self.value(t, (t.depth, 0)))
         for key, right in t.values.items():  # a co-server may have announced after this one computed
             self._note_liars(t, key, right)
         ctx = self.ctx
@@ -127,13 +130,16 @@ class TreeAggregation:
         async with t.locks.setdefault(key, trio.Lock()):
             if key in t.values:
                 return self.ctx.data.blobs.read(t.values[key])  # type: ignore[no-any-return]
-            if self.ctx.address.lower() in t.servers[key]:
+            served = self.ctx.address.lower() in t.servers[key]
+            if served and key not in t.announced:
                 blob = await self._compute(t, key)
                 await self._announce(t, key, blob)
-            elif key in t.distrusted:
+                t.announced.add(key)
+            elif served or key in t.distrusted:  # a served node again: its first claim binds it
                 t.recomputed.add(key)
                 blob = await self._compute(t, key)
             elif (agreed := await self._agreed(t, key)) is not None:
+                t.fetched.add(key)
                 blob = agreed
             else:
                 t.recomputed.add(key)
@@ -158,6 +164,33 @@ class TreeAggregation:
             if claims - {t.values[key]}:
                 t.distrusted.update(t.ancestors(key))
                 self.ctx.log.warning("audited tree node differs %s", kv(round=t.round, tree_node=name(key)))
+                await self._claim(t, key, t.values[key])  # the dissent: others recompute what they fetched
+
+    async def _heed_dissent(self, t: RoundTree, root: bytes) -> bytes:
+        """The root once no dissent of a node this validator fetched stands: wait `grace_s`, and
+        recompute each disputed node and every node above it (a false dissent costs a recomputation
+        and is itself a wrong signed claim)."""
+        deadline, checked = trio.current_time() + self.grace_s, set[Key]()
+        while True:
+            disputed = [k for k in t.fetched - checked
+                        if any(h != t.values[k] for v, (h, _) in self._heard.get((t.round, k), {}).items()
+                               if v not in t.servers[k])]
+            for key in disputed:
+                checked.add(key)
+                for above in (key, *t.ancestors(key)):
+                    t.values.pop(above, None)
+                    t.fetched.discard(above)
+                    t.distrusted.add(above)
+                self.ctx.log.warning("dissent heeded: recomputing %s", kv(round=t.round, tree_node=name(key)))
+            if disputed:
+                root = await self.value(t, (t.depth, 0))
+                for key in disputed:
+                    self._note_liars(t, key, t.values[key], dissenters=True)
+                continue
+            if trio.current_time() >= deadline:
+                return root
+            with trio.move_on_at(deadline):
+                await self._news.wait()
 
     async def _agreed(self, t: RoundTree, key: Key) -> bytes | None:
         """The blob both servers announced, if they did within the patience and it is served."""
@@ -203,21 +236,26 @@ class TreeAggregation:
         return await ctx._work(merge_sums, spec, seed, [children[i] for i in node.children])  # type: ignore[no-any-return]
 
     async def _announce(self, t: RoundTree, key: Key, blob: bytes) -> None:
-        ctx = self.ctx
         served = blob if self.tamper is None else await self.tamper(blob)
-        partial_hash = await ctx.put_blob(served)
+        await self._claim(t, key, await self.ctx.put_blob(served))
+        if self.tamper is not None:
+            self.ctx.log.info("served a tampered partial sum %s", kv(round=t.round, tree_node=name(key)))
+
+    async def _claim(self, t: RoundTree, key: Key, partial_hash: bytes) -> None:
+        """Gossip this validator's signed claim that `key` sums to `partial_hash` (served from its store)."""
+        ctx = self.ctx
         claim = sign_partial(ctx.keys.identity, *self.deployment(), t.round, key[0], key[1], partial_hash)
         await ctx.p2p.publish(t.round, PartialAnnounced(
             validator=ctx.address.lower(), level=key[0], index=key[1], partial_hash="0x" + partial_hash.hex(),
             claim_sig="0x" + claim.hex()))
-        if self.tamper is not None:
-            ctx.log.info("served a tampered partial sum %s", kv(round=t.round, tree_node=name(key)))
 
-    def _note_liars(self, t: RoundTree, key: Key, right: bytes) -> None:
+    def _note_liars(self, t: RoundTree, key: Key, right: bytes, dissenters: bool = False) -> None:
+        """Keep as evidence each server's (and, once checked, each dissenter's) claim of `key` that
+        differs from its right hash."""
         for validator, (announced, sig) in self._heard.get((t.round, key), {}).items():
             seen = (t.round, key, validator)
-            if validator in t.servers[key] and announced != right and validator != self.ctx.address.lower() \
-                    and seen not in self.wrong:
+            if (validator in t.servers[key] or dissenters) and announced != right \
+                    and validator != self.ctx.address.lower() and seen not in self.wrong:
                 self.wrong[seen] = WrongPartial(t.round, key, t.position(key), validator, announced, right, sig)
                 self.ctx.log.warning("wrong partial sum announced %s", kv(round=t.round, tree_node=name(key),
                                                                         validator=validator))
@@ -228,7 +266,7 @@ class TreeAggregation:
             await self.value(t, key)
         return t.values[key]
 
-    async def faulty(self, t: RoundTree, key: Key, claimed: bytes) -> bool:
+    async def faulty(self, t: RoundTree, key: Key, claimed: bytes, server: bool = True) -> bool:
         """Whether a server's claim of `key` is its own fault: neither the right sum nor the sum of
         its children as both of each child's servers claimed them (an honest server that fetched an
         agreed wrong child sums a wrong node too, and the fault is the child's servers', so a pair
@@ -236,7 +274,7 @@ class TreeAggregation:
         if claimed == await self.right_hash(t, key):
             return False
         node = t.node(key)
-        if node.level == 1:  # its children are the committed updates themselves
+        if node.level == 1 or not server:  # leaves are committed updates; a dissenter claims to have recomputed
             return True
         children = []
         for i in node.children:

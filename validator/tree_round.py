@@ -43,6 +43,8 @@ class RoundTree:
     locks: dict[Key, trio.Lock] = field(default_factory=dict)
     recomputed: set[Key] = field(default_factory=set)  # nodes this validator does not serve but summed
     distrusted: set[Key] = field(default_factory=set)  # nodes it sums itself, whatever their servers agree on
+    fetched: set[Key] = field(default_factory=set)  # nodes it took on its servers' agreement
+    announced: set[Key] = field(default_factory=set)  # nodes it served and claimed (its first claim binds)
 
     @classmethod
     def draw(cls, r: int, fan_in: int, leaves: list[str], seed: bytes, validators: list[str], weights: list[int],

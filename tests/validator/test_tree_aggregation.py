@@ -30,7 +30,8 @@ from protocol.core.proof.envelope import encode_envelope
 from protocol.core.proof.submission import honest
 from protocol.core.train.training import RoundTask
 from protocol.core.wire.blob_caps import BlobKind, blob_caps
-from protocol.core.wire.messages import Body, decode_gossip, make_gossip
+from protocol.core.wire.messages import Body, PartialAnnounced, decode_gossip, make_gossip
+from protocol.core.wire.partial_claim import sign_partial
 from protocol.devnet.lazy_aggregator import perturb_partial
 from protocol.node.global_model import genesis_blob, next_state
 from validator.tree_aggregation import TreeAggregation
@@ -126,22 +127,25 @@ def tampering(node: Validator) -> Callable[[bytes], Awaitable[bytes]]:
     return tamper
 
 
-def network(world, liars=(), withholders=(), audits: int = 3, seed: bytes = b"s" * 32):
+def network(world, liars=(), withholders=(), audits: int | dict[int, int] = 3, seed: bytes = b"s" * 32):
     net = Network(world.envelopes)
     nodes = [Validator(net, world, i, withholds=i in withholders) for i in range(VALIDATORS)]
-    trees = [TreeAggregation(v, patience_s=5.0, audits=audits, tamper=tampering(v) if i in liars else None)
+    each = audits if isinstance(audits, dict) else dict.fromkeys(range(VALIDATORS), audits)
+    trees = [TreeAggregation(v, patience_s=5.0, audits=each[i], tamper=tampering(v) if i in liars else None)
              for i, v in enumerate(nodes)]
     net.trees = trees
     return nodes, trees, seed
 
 
-def run_round(world, nodes, trees, seed) -> tuple[dict[int, bytes], list[RoundTree]]:
-    """Every validator's θ_1 hash, and its tree."""
+def run_round(world, nodes, trees, seed, before=None) -> tuple[dict[int, bytes], list[RoundTree]]:
+    """Every validator's θ_1 hash, and its tree (`before`: a coroutine run first, in the same run)."""
     hashes: dict[int, bytes] = {}
     drawn: list[RoundTree] = []
 
     async def main() -> None:
         validators = [v.address for v in nodes]
+        if before is not None:
+            await before()
         async with trio.open_nursery() as nursery:
             for i, tree in enumerate(trees):
                 t = RoundTree.draw(0, FAN_IN, world.miners, seed, validators, [1] * VALIDATORS, world.state)
@@ -234,9 +238,40 @@ def test_a_voter_confirms_only_a_signed_wrong_claim_of_a_node_the_accused_serves
     honest_key = next(k for k, pair in t.servers.items() if nodes[0].address not in pair)
     server = next(i for i, v in enumerate(nodes) if v.address == t.servers[honest_key][0])
     right = t.values.get(honest_key) or trio.run(voter.right_hash, t, honest_key)
-    from protocol.core.wire.partial_claim import sign_partial
     sig = sign_partial(nodes[server].keys.identity, CHAIN, CONTRACT, 0, *honest_key, right)
     vote, why = trio.run(judge, rep(nodes[server].address, right, t.position(honest_key)), sig)
     assert vote is Vote.REJECT and "right" in why  # an honest claim: the reporter's bond burns
     outsider = next(v for v in nodes if v.address not in t.servers[wrong.node])
     assert trio.run(judge, rep(outsider.address, wrong.announced, wrong.position), wrong.claim_sig)[0] is Vote.REJECT
+
+
+def test_one_auditors_dissent_corrects_every_honest_validator(world) -> None:
+    """Validator 2 audits, validator 3 does not: 2 finds the pair's node, gossips its own claim, and
+    3 recomputes what it fetched before computing θ, so both end on the flat bits."""
+    nodes, trees, _ = network(world, liars=(0, 1), audits={0: 0, 1: 0, 2: 3, 3: 0})
+    hashes, drawn = run_round(world, nodes, trees, pair_seed(nodes[0].address, nodes[1].address))
+    assert hashes[2] == hashes[3] == world.flat_hash
+    assert drawn[3].recomputed  # it heeded the dissent
+
+
+def test_a_false_dissent_costs_a_recomputation_and_is_confirmed_against_its_signer(world) -> None:
+    nodes, trees, seed = network(world)
+    root = None
+
+    async def dissent() -> None:  # validator 3 claims a root it never summed
+        nonlocal root
+        t = RoundTree.draw(0, FAN_IN, world.miners, seed, [v.address for v in nodes], [1] * VALIDATORS, world.state)
+        root = (t.depth, 0)
+        assert nodes[3].address not in t.servers[root], "pick a seed whose root validator 3 does not serve"
+        fake = b"\x07" * 32
+        sig = sign_partial(nodes[3].keys.identity, CHAIN, CONTRACT, 0, *root, fake)
+        await nodes[3].net.publish(nodes[3].keys.identity, 0, PartialAnnounced(
+            validator=nodes[3].address, level=root[0], index=root[1], partial_hash="0x" + fake.hex(),
+            claim_sig="0x" + sig.hex()))
+
+    hashes, drawn = run_round(world, nodes, trees, seed, before=dissent)
+    assert set(hashes.values()) == {world.flat_hash}
+    t = drawn[0]
+    report = {"round": 0, "miner": nodes[3].address, "segment": t.position(root), "evidence_hash": b"\x07" * 32}
+    sig = sign_partial(nodes[3].keys.identity, CHAIN, CONTRACT, 0, *root, b"\x07" * 32)
+    assert trio.run(judge_aggregate, trees[0], report, sig)[0] is Vote.CONFIRM
