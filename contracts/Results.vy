@@ -90,6 +90,7 @@ event ResultFinal:
     model_hash: bytes32
     minted: uint256
     heldout_loss: uint256
+    aggregation_root: bytes32
 
 event RoundFellBack:
     round: indexed(uint256)
@@ -173,7 +174,7 @@ def post_result(
             the signers more than 2/3 of the permitted stake. Allowed once the
             round's audits closed and its reports resolved, before its result
             deadline, while no other root of the round is pending.
-    @param header The 14 header words (`result_root_of` names them).
+    @param header The 15 header words (`result_root_of` names them).
     @param signature The aggregate signature (EIP-2537 G2 encoding) of the result root.
     @param non_signers Permitted validators of the round that did not sign, ascending.
     @param non_signer_keys Their registered BLS keys (empty for one whose key the round's aggregate lacks).
@@ -225,7 +226,8 @@ def finalize_result(header: bytes32[HEADER_WORDS], non_signers_hash: bytes32, po
     self.heldout_loss[round] = loss
     minted: uint256 = convert(header[constants.H_MINTED], uint256)
     extcall rewards.pay_round(round, minted, header[constants.H_CLAIMS_ROOT])
-    log ResultFinal(round=round, result_root=root, model_hash=header[constants.H_MODEL], minted=minted, heldout_loss=loss)
+    log ResultFinal(round=round, result_root=root, model_hash=header[constants.H_MODEL], minted=minted, heldout_loss=loss,
+                    aggregation_root=header[constants.H_AGGREGATION])
     extcall rounds.end_round(round, header[constants.H_MODEL], False)
 
 

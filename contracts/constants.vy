@@ -32,7 +32,7 @@ ED25519_SIG_BYTES: constant(uint256) = 64
 BLS_G1_BYTES: constant(uint256) = 128
 BLS_G2_BYTES: constant(uint256) = 256
 # header words of a round's result, by position (docs/PROTOCOL.md §11, "Header and result root")
-HEADER_WORDS: constant(uint256) = 14
+HEADER_WORDS: constant(uint256) = 15
 H_TAG: constant(uint256) = 0
 H_CHAIN_ID: constant(uint256) = 1
 H_RESULTS: constant(uint256) = 2
@@ -47,6 +47,7 @@ H_N: constant(uint256) = 10
 H_MINTED: constant(uint256) = 11
 H_LOSS: constant(uint256) = 12
 H_QUORUM: constant(uint256) = 13
+H_AGGREGATION: constant(uint256) = 14  # the aggregation tree's node hashes (0: summed flat)
 # domain tags of a result root and a score vector root (docs/PROTOCOL.md §3)
 RESULT_TAG: constant(bytes32) = keccak256("veritrain/result/v1")
 VECTOR_TAG: constant(bytes32) = keccak256("veritrain/vector/v1")

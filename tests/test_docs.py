@@ -73,7 +73,8 @@ def test_every_relative_link_and_anchor_resolves() -> None:
 
 EVENT = re.compile(r"^event (\w+):\n((?:[ \t]+\S.*\n)+)", re.M)
 FIELD = re.compile(r"^\s+(\w+): (.+?)\s*(?:#.*)?$")
-HEADER_WORDS = 14  # contracts/constants.vy
+HEADER_WORDS = int(re.search(r"^HEADER_WORDS: constant\(uint256\) = (\d+)$",
+                             (REPO / "contracts" / "constants.vy").read_text(), re.M)[1])
 
 
 def abi_type(vyper: str) -> str:

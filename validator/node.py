@@ -18,6 +18,7 @@ from typing import Any
 import trio
 
 from protocol.chain.client import Phase
+from protocol.core.aggregation.tree import NO_TREE
 from protocol.core.crypto.hashing import blake3_hash
 from protocol.core.errors import ConfigError, ContractRevert
 from protocol.core.proof.witness import make_audit_seed
@@ -57,7 +58,8 @@ class ValidatorNode(NodeContext):
         self.silence = silence  # devnet and tests only; None for every production validator
         if self.keys.bls is None:
             raise ConfigError("a validator needs a BLS key: create one with `veritrain keys new`")
-        self.results = ResultFlow(self, self.keys.bls, probe)  # probe: devnet and tests only
+        self.results = ResultFlow(self, self.keys.bls, probe,  # probe: devnet and tests only
+                                  aggregation_root=self.aggregation_root_of)
         # a devnet/test-only `tamper` makes it serve wrong partial sums (protocol/devnet/lying_aggregator.py)
         self.tree = TreeAggregation(self, audits=self.client.deployment.run_config.chain.tree_audits, tamper=tamper)
 
@@ -86,6 +88,11 @@ class ValidatorNode(NodeContext):
         if not self.skips("report"):
             await file_wrong_partials(self, self.tree, round_)
         return out
+
+    def aggregation_root_of(self, round_: int) -> bytes:
+        """The header word committing to round `round_`'s tree nodes (0 where it was summed flat)."""
+        tree = self.tree.trees.get(round_) if self.setup.spec.fan_in else None
+        return NO_TREE if tree is None else self.tree.aggregation_root(tree)
 
     async def main(self, nursery: trio.Nursery) -> None:
         disputes = Disputes(self, votes=not self.skips("vote"), tree=self.tree)

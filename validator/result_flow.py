@@ -15,6 +15,7 @@ result deadline anyone ends the round with the fallback.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import trio
@@ -71,8 +72,10 @@ class Shares:
 
 
 class ResultFlow:
-    def __init__(self, ctx: NodeContext, bls_secret: int, probe: bool = False) -> None:
+    def __init__(self, ctx: NodeContext, bls_secret: int, probe: bool = False,
+                 aggregation_root: Callable[[int], bytes] = lambda r: bytes(32)) -> None:
         self.ctx, self.secret = ctx, bls_secret
+        self.aggregation_root = aggregation_root  # the round's tree nodes for the header (0: flat)
         self.probe = probe  # devnet and tests only (validator/probe.py): demand a part of each agreed attempt
         self.shares = Shares()
         self.posts = EventLog(ctx.client, "results", "ResultPosted")
@@ -174,7 +177,7 @@ class ResultFlow:
             ctx.log.warning("cannot compute the next model, not signing %s", kv(round=r, reason=exc))
             return None
         await ctx._keep_state(r + 1, model_hash, blob)  # served to peers by its hash from now on
-        settled = await ctx.port(ctx.history.settle, r, model_hash)
+        settled = await ctx.port(ctx.history.settle, r, model_hash, self.aggregation_root(r))
         ctx.log.info("result computed %s", kv(round=r, root=settled.header.result_root().hex()[:12],
                                               minted=settled.result.minted, quorum=settled.result.quorum,
                                               model=model_hash.hex()[:12]))

@@ -29,6 +29,7 @@ from typing import Any
 
 import trio
 
+from protocol.core.aggregation.tree import aggregation_root
 from protocol.core.crypto.hashing import content_hash
 from protocol.core.errors import SignatureError, VeritrainError
 from protocol.core.wire.blob_caps import BlobKind
@@ -114,7 +115,9 @@ class TreeAggregation:
             for key in t.served_by(me):  # bottom-up order: children are started first
                 nursery.start_soon(self.value, t, key)
             await self._audit(t)  # before the root: a wrong node found makes the path above it distrusted
-            root = await self._heed_dissent(t, await self.value(t, (t.depth, 0)))
+            root = await self.value(t, (t.depth, 0))
+            await self._take_claims(t)
+            root = await self._heed_dissent(t, root)
         for key, right in t.values.items():  # a co-server may have announced after this one computed
             self._note_liars(t, key, right)
         ctx = self.ctx
@@ -166,6 +169,27 @@ class TreeAggregation:
                 self.ctx.log.warning("audited tree node differs %s", kv(round=t.round, tree_node=name(key)))
                 await self._claim(t, key, t.values[key])  # the dissent: others recompute what they fetched
 
+    async def _take_claims(self, t: RoundTree) -> None:
+        """Every node's hash for the header's aggregation root: what both servers claimed for a node
+        this validator did not resolve, or, where they differ or one is silent, its recomputation."""
+        async def take(key: Key) -> None:
+            heard = await self._await_servers(t, key)
+            claims = {heard[v][0] for v in t.servers[key] if v in heard}
+            if len(claims) == 1 and all(v in heard for v in t.servers[key]):
+                t.claimed[key] = claims.pop()
+                t.fetched.add(key)  # taken on agreement: a dissent makes it recomputed
+            else:
+                await self.value(t, key)
+
+        async with trio.open_nursery() as nursery:
+            for key in t.servers:
+                if key not in t.values:
+                    nursery.start_soon(take, key)
+
+    def aggregation_root(self, t: RoundTree) -> bytes:
+        """The result header's commitment to every node of `t` (`tree.aggregation_root`)."""
+        return aggregation_root({k: t.values.get(k) or t.claimed[k] for k in t.servers})
+
     async def _heed_dissent(self, t: RoundTree, root: bytes) -> bytes:
         """The root once no dissent of a node this validator fetched stands: wait `grace_s`, and
         recompute each disputed node and every node above it (a false dissent costs a recomputation
@@ -173,18 +197,20 @@ class TreeAggregation:
         deadline, checked = trio.current_time() + self.grace_s, set[Key]()
         while True:
             disputed = [k for k in t.fetched - checked
-                        if any(h != t.values[k] for v, (h, _) in self._heard.get((t.round, k), {}).items()
-                               if v not in t.servers[k])]
+                        if any(h != (t.values.get(k) or t.claimed[k]) for v, (h, _) in
+                               self._heard.get((t.round, k), {}).items() if v not in t.servers[k])]
             for key in disputed:
                 checked.add(key)
                 for above in (key, *t.ancestors(key)):
                     t.values.pop(above, None)
+                    t.claimed.pop(above, None)
                     t.fetched.discard(above)
                     t.distrusted.add(above)
                 self.ctx.log.warning("dissent heeded: recomputing %s", kv(round=t.round, tree_node=name(key)))
             if disputed:
                 root = await self.value(t, (t.depth, 0))
                 for key in disputed:
+                    await self.value(t, key)  # a disputed node off the root's path too
                     self._note_liars(t, key, t.values[key], dissenters=True)
                 continue
             if trio.current_time() >= deadline:

@@ -44,6 +44,7 @@ class RoundTree:
     recomputed: set[Key] = field(default_factory=set)  # nodes this validator does not serve but summed
     distrusted: set[Key] = field(default_factory=set)  # nodes it sums itself, whatever their servers agree on
     fetched: set[Key] = field(default_factory=set)  # nodes it took on its servers' agreement
+    claimed: dict[Key, bytes] = field(default_factory=dict)  # agreed hashes of nodes it did not fetch
     announced: set[Key] = field(default_factory=set)  # nodes it served and claimed (its first claim binds)
 
     @classmethod

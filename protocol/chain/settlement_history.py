@@ -43,9 +43,10 @@ class SettlementHistory:
             self._replay(round_ - 1)
             return self._inputs(round_, self._latest)
 
-    def settle(self, round_: int, model_hash: bytes) -> SettledRound:
-        """The result of `round_` with `model_hash` as the next model: what a validator signs."""
-        return self.settle_from(self.inputs(round_), model_hash)
+    def settle(self, round_: int, model_hash: bytes, aggregation_root: bytes = bytes(32)) -> SettledRound:
+        """The result of `round_` with `model_hash` as the next model, summed through the tree whose
+        nodes `aggregation_root` commits to (0: flat): what a validator signs."""
+        return self.settle_from(self.inputs(round_), model_hash, aggregation_root)
 
     def final(self, round_: int) -> SettledRound | None:
         """The settled result of final round `round_` (None if it is not final)."""
@@ -75,7 +76,8 @@ class SettlementHistory:
                     return  # not ended yet: later rounds cannot be final either
                 self._replayed_to = q  # fell back: no entries
                 continue
-            settled = self.settle_from(self._inputs(q, self._latest), bytes(row["model_hash"]))
+            settled = self.settle_from(self._inputs(q, self._latest), bytes(row["model_hash"]),
+                                       bytes(row["aggregation_root"]))
             if settled.header.result_root() != bytes(row["result_root"]):
                 raise ChainError(f"round {q}: the final result root {bytes(row['result_root']).hex()} differs "
                                  f"from the one rebuilt from chain data {settled.header.result_root().hex()}")
@@ -86,10 +88,10 @@ class SettlementHistory:
                 self._latest[account] = entry
             self._replayed_to = q
 
-    def settle_from(self, inputs: RoundInputs, model_hash: bytes) -> SettledRound:
+    def settle_from(self, inputs: RoundInputs, model_hash: bytes, aggregation_root: bytes = bytes(32)) -> SettledRound:
         d = self.client.deployment
         return build_result(inputs, d.chain_id, Web3.to_checksum_address(d.contracts.results),
-                            bytes.fromhex(d.run_config_hash.removeprefix("0x")), model_hash)
+                            bytes.fromhex(d.run_config_hash.removeprefix("0x")), model_hash, aggregation_root)
 
     def _ended(self, round_: int) -> bool:
         return self.client.read.rounds.finalized(round_)

@@ -41,7 +41,7 @@ class Posted:
     tree: ColumnTree
     entries: list[tuple]  # validator entries' fields: (j, account, credit, cumulative, prev, prev_index)
     claims: list[bytes]
-    header: list[bytes]  # the 14 header words
+    header: list[bytes]  # the 15 header words
     model: bytes = field(default=ZERO)
 
     @property

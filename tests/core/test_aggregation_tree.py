@@ -148,3 +148,20 @@ def test_a_partial_sum_in_any_other_form_is_refused() -> None:
                   torch.ones(1, dtype=torch.float32), torch.zeros(0, dtype=torch.float64)):
         with pytest.raises(PartialFormatError, match="norms"):  # the clip reference cannot be poisoned
             decode_partial(_forged(right, norms=norms), 1000)
+
+
+def test_the_aggregation_root_binds_each_node_to_its_place_and_proves_one_with_log_n_siblings() -> None:
+    from protocol.core.aggregation.tree import NO_TREE, aggregation_root, node_leaf
+    from protocol.core.settlement.claims_tree import claim_proof, hash_pair
+
+    hashes = {(n.level, n.index): bytes([i + 1]) * 32 for i, n in enumerate(tree_nodes(10, 4))}
+    root = aggregation_root(hashes)
+    assert aggregation_root({}) == NO_TREE and root != NO_TREE
+    swapped = dict(hashes)
+    swapped[(1, 0)], swapped[(1, 1)] = hashes[(1, 1)], hashes[(1, 0)]
+    assert aggregation_root(swapped) != root  # a hash moved to another node is another root
+    leaves = [node_leaf(level, index, h) for (level, index), h in hashes.items()]
+    acc = leaves[2]
+    for sibling in claim_proof(leaves, 2):  # OpenZeppelin MerkleProof: sorted pairs
+        acc = hash_pair(acc, sibling)
+    assert acc == root

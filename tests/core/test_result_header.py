@@ -59,10 +59,10 @@ def test_build_result_header_claims_and_entries(inp: RoundInputs) -> None:
     h, res = settled.header, settled.result
     assert h.result_root() == keccak256(encode(
         ["bytes32", "uint256", "address", "bytes32", "uint256", "bytes32", "bytes32", "bytes32", "bytes32", "bytes32",
-         "uint256", "uint256", "uint256", "uint256"],
+         "uint256", "uint256", "uint256", "uint256", "bytes32"],
         [tag("veritrain/result/v1"), CHAIN, RESULTS, CONFIG, inp.round, MODEL, h.tree_root, h.validators_hash,
-         h.claims_root, h.claims_list_hash, inp.n, res.minted, res.heldout_loss, int(res.quorum)]))
-    assert len(h.words()) == 14 and h.tree_root == settled.tree.tree_root()
+         h.claims_root, h.claims_list_hash, inp.n, res.minted, res.heldout_loss, int(res.quorum), bytes(32)]))
+    assert len(h.words()) == 15 and h.tree_root == settled.tree.tree_root()
     for account, cum in zip(inp.miners + inp.validators, res.cumulative + res.validator_cumulative, strict=True):
         claim = settled.claim_of(account)
         assert claim.amount == cum and verify_claim(list(claim.proof), h.claims_root, claim.leaf)

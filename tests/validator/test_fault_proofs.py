@@ -63,7 +63,7 @@ def test_a_wrong_cumulative_after_an_earlier_entry_is_a_history_challenge():
 
 def test_a_pointer_to_a_round_that_is_not_final_is_a_history_challenge_without_evidence():
     proof = leaf_proof(SECOND, posted(2, prev=3), ROOT, finals)  # names round 2 itself: not earlier, not final
-    assert proof is not None and proof.function == "challenge_miner_history" and proof.args[3] == [b"\x00" * 32] * 14
+    assert proof is not None and proof.function == "challenge_miner_history" and proof.args[3] == [b"\x00" * 32] * 15
 
 
 def test_a_leaf_that_forgets_its_earlier_entry_is_a_stale_pointer_challenge():

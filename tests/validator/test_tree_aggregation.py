@@ -179,6 +179,8 @@ def test_honest_validators_sum_the_flat_bits_through_the_tree(world) -> None:
     assert set(hashes.values()) == {world.flat_hash}
     assert all(not tree.wrong for tree in trees)
     assert drawn[0].depth == 3 and len(drawn[0].servers) == 6
+    roots = {tree.aggregation_root(t) for tree, t in zip(trees, drawn, strict=True)}
+    assert len(roots) == 1 and roots != {bytes(32)}  # every validator commits to the same node hashes
 
 
 def test_a_lone_liar_is_outvoted_by_its_co_server_and_named(world) -> None:
@@ -189,6 +191,8 @@ def test_a_lone_liar_is_outvoted_by_its_co_server_and_named(world) -> None:
     assert all(hashes[i] == world.flat_hash for i in (1, 2, 3))
     named = {w.validator for tree in trees[1:] for w in tree.wrong.values()}
     assert named == {liar}
+    honest_roots = {trees[i].aggregation_root(drawn[i]) for i in (1, 2, 3)}
+    assert len(honest_roots) == 1  # the liar's node enters the header as recomputed, by everyone alike
 
 
 def test_a_withheld_sum_costs_a_recomputation_not_the_round(world) -> None:

@@ -23,8 +23,11 @@ from dataclasses import dataclass
 from protocol.core.aggregation.exact_sum_v1 import PartialSum, merge
 from protocol.core.crypto.keccak import keccak256
 from protocol.core.errors import ConfigError
+from protocol.core.settlement.claims_tree import claims_root
 
 DOMAIN = b"veritrain/aggregator/v1"
+NODE_DOMAIN = b"veritrain/tree-node/v1"
+NO_TREE = bytes(32)  # the header's aggregation root of a round summed flat
 MAX_DRAWS = 64  # checker draws before giving up: a validator holding all but 2^-64 of the stake
 
 
@@ -98,3 +101,17 @@ def node_sums(leaves: Sequence[PartialSum], fan_in: int) -> dict[tuple[int, int]
         below = [merge(below[i * fan_in : (i + 1) * fan_in]) for i in range(size)]
         out.update({(level, i): part for i, part in enumerate(below)})
     return out
+
+
+def node_leaf(level: int, index: int, partial_hash: bytes) -> bytes:
+    """A node's leaf in the aggregation root: keccak256(NODE_DOMAIN ‖ level ‖ index ‖ hash)."""
+    return keccak256(NODE_DOMAIN + level.to_bytes(32, "big") + index.to_bytes(32, "big") + partial_hash)
+
+
+def aggregation_root(node_hashes: dict[tuple[int, int], bytes]) -> bytes:
+    """The result header's commitment to every node's partial-sum hash: a sorted-pair keccak Merkle
+    root (the claims tree's, OpenZeppelin's `MerkleProof`) over `node_leaf` of each node, so one
+    node's certified hash can be proven with log N siblings."""
+    if not node_hashes:
+        return NO_TREE
+    return claims_root([node_leaf(level, index, h) for (level, index), h in node_hashes.items()])

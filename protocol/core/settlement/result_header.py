@@ -40,13 +40,15 @@ class ResultHeader:
     minted: int
     heldout_loss: int
     quorum: bool
+    # every aggregation-tree node's partial-sum hash (`tree.aggregation_root`); 0 when summed flat
+    aggregation_root: bytes = bytes(32)
 
     def words(self) -> tuple[bytes, ...]:
-        """The header as the 14 words Challenges take as calldata, in spec order."""
+        """The header as the 15 words Challenges take as calldata, in spec order."""
         return tuple(word(v) for v in (
             RESULT_DOMAIN, self.chain_id, self.results_contract, self.run_config_hash, self.round,
             self.model_hash, self.tree_root, self.validators_hash, self.claims_root, self.claims_list_hash,
-            self.n, self.minted, self.heldout_loss, int(self.quorum)))
+            self.n, self.minted, self.heldout_loss, int(self.quorum), self.aggregation_root))
 
     def result_root(self) -> bytes:
         """H(enc(header words)): what validators sign and Results stores per attempt."""
@@ -57,7 +59,7 @@ class ResultHeader:
 # only without quorum: it is then the round's own)
 HEADER_WORD_NAMES = ("domain", "chain_id", "results_contract", "run_config_hash", "round", "model_hash",
                      "tree_root", "validators_hash", "claims_root", "claims_list_hash", "n", "minted",
-                     "heldout_loss", "quorum")
+                     "heldout_loss", "quorum", "aggregation_root")
 CHAIN_DATA_WORDS = ("domain", "chain_id", "results_contract", "run_config_hash", "round", "n", "heldout_loss",
                     "quorum")
 
@@ -113,7 +115,7 @@ def round_claim_leaves(inputs: RoundInputs, result: RoundResult) -> tuple[bytes,
 
 
 def build_result(inputs: RoundInputs, chain_id: int, results_contract: str, run_config_hash: bytes,
-                 model_hash: bytes) -> SettledRound:
+                 model_hash: bytes, aggregation_root: bytes = bytes(32)) -> SettledRound:
     """The whole settled round: computed, laid out as trees and summed up in its header."""
     result = compute_result(inputs)
     tree = ColumnTree.build(inputs, result)
@@ -124,5 +126,5 @@ def build_result(inputs: RoundInputs, chain_id: int, results_contract: str, run_
         round=inputs.round, model_hash=model_hash, tree_root=tree.tree_root(),
         validators_hash=validators_hash(entries), claims_root=claims_root(leaves),
         claims_list_hash=claims_list_hash(leaves), n=result.n, minted=result.minted,
-        heldout_loss=result.heldout_loss, quorum=result.quorum)
+        heldout_loss=result.heldout_loss, quorum=result.quorum, aggregation_root=aggregation_root)
     return SettledRound(inputs, result, tree, entries, leaves, header)
