@@ -80,7 +80,14 @@ class TreeAggregation:
         self._news = trio.Event()
 
     def forget_before(self, round_: int) -> None:
+        """Drop the trees, claims and evidence of rounds before the last KEEP_ROUNDS, and delete
+        their partial sums from the store (dense ones weigh three times the model each)."""
         keep = round_ - KEEP_ROUNDS + 1
+        for t in (t for r, t in self.trees.items() if r < keep):
+            for blob_hash in {*t.values.values(), *t.served}:
+                path = self.ctx.data.blobs.get(blob_hash)
+                if path is not None:
+                    path.unlink(missing_ok=True)
         self.trees = {r: t for r, t in self.trees.items() if r >= keep}
         self._heard = {k: v for k, v in self._heard.items() if k[0] >= keep}
         self.wrong = {k: w for k, w in self.wrong.items() if w.round >= keep}
@@ -263,7 +270,9 @@ class TreeAggregation:
 
     async def _announce(self, t: RoundTree, key: Key, blob: bytes) -> None:
         served = blob if self.tamper is None else await self.tamper(blob)
-        await self._claim(t, key, await self.ctx.put_blob(served))
+        served_hash = await self.ctx.put_blob(served)
+        t.served.add(served_hash)
+        await self._claim(t, key, served_hash)
         if self.tamper is not None:
             self.ctx.log.info("served a tampered partial sum %s", kv(round=t.round, tree_node=name(key)))
 

@@ -46,6 +46,7 @@ class RoundTree:
     fetched: set[Key] = field(default_factory=set)  # nodes it took on its servers' agreement
     claimed: dict[Key, bytes] = field(default_factory=dict)  # agreed hashes of nodes it did not fetch
     announced: set[Key] = field(default_factory=set)  # nodes it served and claimed (its first claim binds)
+    served: set[bytes] = field(default_factory=set)  # hashes of the blobs it served (a tampered one too)
 
     @classmethod
     def draw(cls, r: int, fan_in: int, leaves: list[str], seed: bytes, validators: list[str], weights: list[int],

@@ -13,7 +13,9 @@ pair cannot frame the honest servers above its node, who summed what its servers
 from __future__ import annotations
 
 import logging
+import tempfile
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -34,7 +36,7 @@ from protocol.core.wire.messages import Body, PartialAnnounced, decode_gossip, m
 from protocol.core.wire.partial_claim import sign_partial
 from protocol.devnet.lazy_aggregator import perturb_partial
 from protocol.node.global_model import genesis_blob, next_state
-from validator.tree_aggregation import TreeAggregation
+from validator.tree_aggregation import KEEP_ROUNDS, TreeAggregation
 from validator.tree_reports import judge_aggregate
 from validator.tree_round import RoundTree
 
@@ -92,7 +94,8 @@ class Validator:
         self.setup, self.caps = world.setup, SimpleNamespace(update=world.cap)
         self.world, self.net = world, net
         self.store: dict[bytes, bytes] = {}
-        self.data = SimpleNamespace(blobs=SimpleNamespace(read=lambda h: self.store[h]))
+        self.folder = Path(tempfile.mkdtemp(prefix="tree-test-"))
+        self.data = SimpleNamespace(blobs=SimpleNamespace(read=lambda h: self.store[h], get=self._path))
         silent = withholds
 
         async def publish(round_: int, body: Body) -> None:
@@ -105,8 +108,14 @@ class Validator:
         net.keys[self.address] = self.keys.identity.public_key
 
     async def put_blob(self, blob: bytes) -> bytes:
-        self.store[bytes(content_hash(blob))] = blob
-        return bytes(content_hash(blob))
+        h = bytes(content_hash(blob))
+        self.store[h] = blob
+        (self.folder / h.hex()).write_bytes(blob)  # as the node's store keeps it: a file a blob
+        return h
+
+    def _path(self, blob_hash: bytes) -> Path | None:
+        path = self.folder / blob_hash.hex()
+        return path if path.exists() else None
 
     async def fetch_blob(self, blob_hash: bytes, kind: BlobKind, first: str | None = None) -> bytes | None:
         return self.store.get(blob_hash) or self.net.find(blob_hash)
@@ -181,6 +190,10 @@ def test_honest_validators_sum_the_flat_bits_through_the_tree(world) -> None:
     assert drawn[0].depth == 3 and len(drawn[0].servers) == 6
     roots = {tree.aggregation_root(t) for tree, t in zip(trees, drawn, strict=True)}
     assert len(roots) == 1 and roots != {bytes(32)}  # every validator commits to the same node hashes
+    assert all(any(v.folder.iterdir()) for v in nodes)
+    for tree in trees:  # two rounds later the round's partial sums leave every store
+        tree.forget_before(0 + KEEP_ROUNDS)
+    assert not any(any(v.folder.iterdir()) for v in nodes) and not trees[0].trees
 
 
 def test_a_lone_liar_is_outvoted_by_its_co_server_and_named(world) -> None:
