@@ -152,12 +152,18 @@ class MinerNode(NodeContext):
 
     async def _next_state_early(self, r: int) -> None:
         """Aggregate θ_{r+1} as soon as round r's result is final, so the next round's training
-        starts at once. It is checked against the certified hash then (`state_for`), and
-        fetched from peers if it differs."""
+        starts at once (under the aggregation tree: fetch it by its certified hash). It is checked
+        against the certified hash then (`state_for`), and fetched from peers if it differs."""
         while not await self.port(self.port.read.rounds.finalized, r):
             if await self.port(self.client.current_round) > r:  # someone else was faster
                 return
             await trio.sleep(self.config.poll_s)
+        if self.setup.spec.fan_in:  # the tree: fetch the certified θ_{r+1}, never re-sum every update
+            try:
+                await self.state_for(r + 1)
+            except StateMismatch as exc:
+                self.log.info("next model not fetched ahead %s", kv(round=r + 1, reason=exc))
+            return
         try:
             blob, got = await self.compute_next(r)
         except StateMismatch as exc:  # an update is unavailable: state_for fetches θ_{r+1}

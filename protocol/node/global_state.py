@@ -44,6 +44,7 @@ class GlobalState(RoundReads):
         if self.setup.spec.fan_in and round_ > 0 and (fetched := await self.fetch_blob(want, BlobKind.STATE)) is not None:
             # under the aggregation tree a certified state is fetched by its hash, never re-summed
             # from every update (what the tree spares); recomputing stays the fallback
+            self.log.info("global state fetched from peers %s", kv(round=round_, model=want.hex()[:12]))
             return await self._keep_state(round_, want, fetched), want
         # without the previous state, recomputing means replaying history: ask peers first
         can_compute = round_ == 0 or self._holds_state(round_ - 1)
