@@ -68,11 +68,11 @@ def test_every_verified_update_enters_the_model_through_the_tree(run):
 
 def test_miners_fetch_the_certified_model_and_never_sum_every_update(run):
     data, log = run
-    miners = {f["address"].lower() for f in data["final"] if f["role"] == "miner"}
+    honest = {f["address"].lower() for f in data["final"] if f["role"] == "miner" and f["kind"] == "honest"}
     models = {r["round"] + 1: r["model_hash"][2:14] for r in data["rounds"]}
     fetched = {e["node"] for e in log if e["event"] == "global state fetched from peers" and e["round"] == 1
                and e["model"] == models[1]}
-    assert fetched == miners  # θ_1 by its certified hash: no miner downloads the round's updates
+    assert honest <= fetched  # θ_1 by its certified hash: no honest miner downloads the round's updates
 
 
 def test_every_validator_certifies_the_model_its_tree_gave(run):
