@@ -180,10 +180,9 @@ class TreeAggregation:
         """Every node's hash for the header's aggregation root: what both servers claimed for a node
         this validator did not resolve, or, where they differ or one is silent, its recomputation."""
         async def take(key: Key) -> None:
-            heard = await self._await_servers(t, key)
-            claims = {heard[v][0] for v in t.servers[key] if v in heard}
-            if len(claims) == 1 and all(v in heard for v in t.servers[key]):
-                t.claimed[key] = claims.pop()
+            agreed = agreement(t, key, await self._await_servers(t, key))
+            if agreed is not None:
+                t.claimed[key] = agreed
                 t.fetched.add(key)  # taken on agreement: a dissent makes it recomputed
             else:
                 await self.value(t, key)
@@ -228,12 +227,11 @@ class TreeAggregation:
     async def _agreed(self, t: RoundTree, key: Key) -> bytes | None:
         """The blob both servers announced, if they did within the patience and it is served."""
         heard = await self._await_servers(t, key)
-        hashes = {heard[v][0] for v in t.servers[key] if v in heard}
-        if len(hashes) != 1 or not all(v in heard for v in t.servers[key]):
-            self.ctx.log.info("recomputing a tree node %s", kv(round=t.round, tree_node=name(key), announced=len(heard),
-                                                               differ=len(hashes) > 1))
+        agreed = agreement(t, key, heard)
+        if agreed is None:
+            self.ctx.log.info("recomputing a tree node %s", kv(round=t.round, tree_node=name(key), announced=len(heard)))
             return None
-        return await self.ctx.fetch_blob(hashes.pop(), BlobKind.PARTIAL, first=t.servers[key][0])  # type: ignore[no-any-return]
+        return await self.ctx.fetch_blob(agreed, BlobKind.PARTIAL, first=t.servers[key][0])  # type: ignore[no-any-return]
 
     async def _await_servers(self, t: RoundTree, key: Key) -> dict[str, tuple[bytes, bytes]]:
         # a node's servers first resolve its children, each level within one patience
@@ -314,11 +312,16 @@ class TreeAggregation:
         children = []
         for i in node.children:
             child = (node.level - 1, i)
-            heard = self._heard.get((t.round, child), {})
-            claims = {heard[v][0] for v in t.servers[child] if v in heard}
-            agreed = claims.pop() if len(claims) == 1 and all(v in heard for v in t.servers[child]) else None
+            agreed = agreement(t, child, self._heard.get((t.round, child), {}))
             blob = None if agreed is None else await self.ctx.fetch_blob(agreed, BlobKind.PARTIAL)
             children.append(blob if blob is not None else await self.value(t, child))
         ctx = self.ctx
         derived = await ctx._work(merge_sums, ctx.setup.spec, ctx.setup.run_seed, children)
         return claimed != content_hash(derived)
+
+
+def agreement(t: RoundTree, key: Key, heard: dict[str, tuple[bytes, bytes]]) -> bytes | None:
+    """The hash both of `key`'s servers claimed, if both did and they agree (`heard`: validator ->
+    (claimed hash, claim signature))."""
+    claims = {heard[v][0] for v in t.servers[key] if v in heard}
+    return claims.pop() if len(claims) == 1 and all(v in heard for v in t.servers[key]) else None
