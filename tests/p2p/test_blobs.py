@@ -20,6 +20,8 @@ from protocol.p2p.errors import (
     BlobNotFound,
     FrameTooLarge,
     MalformedMessage,
+    P2PError,
+    RemoteError,
     TruncatedStream,
 )
 
@@ -67,7 +69,7 @@ def _ok_head(n: int, h: bytes) -> bytes:
     return framing.encode_ok_head(n, h, b"")
 
 
-def _evil_responses(data: bytes, h: bytes) -> dict[str, tuple[bytes, type[Exception]]]:
+def _evil_responses(data: bytes, h: bytes) -> dict[str, tuple[bytes, type[P2PError]]]:
     chunk = framing.encode_chunk_header(len(data)) + data
     return {
         "chunk over 1 MiB": (
@@ -76,9 +78,13 @@ def _evil_responses(data: bytes, h: bytes) -> dict[str, tuple[bytes, type[Except
         ),
         "blob over max size": (_ok_head(1 << 40, h), FrameTooLarge),
         "announces another hash": (_ok_head(len(data), b"\x02" * 32) + chunk, BlobHashMismatch),
-        "bytes do not match hash": (_ok_head(len(data), h) + chunk[:-1] + b"!", BlobHashMismatch),
+        # flip a bit of the last byte: replacing it with a constant matched 1 run in 256
+        "bytes do not match hash": (
+            _ok_head(len(data), h) + chunk[:-1] + bytes([chunk[-1] ^ 1]),
+            BlobHashMismatch,
+        ),
         "garbage": (b"\x00" + os.urandom(3), TruncatedStream),
-        "garbage status": (b"\x63\x00\x05hello", Exception),
+        "garbage status": (b"\x63\x00\x05hello", RemoteError),
         "truncated": (_ok_head(len(data), h) + chunk[: len(chunk) // 2], TruncatedStream),
         "chunk overruns length": (
             _ok_head(10, h) + framing.encode_chunk_header(20) + b"y" * 20,
@@ -111,7 +117,7 @@ async def test_client_rejects_hostile_servers_and_stores_nothing(tmp_path):
                     await client.fetch_blob(evil.identity.public_key, h, store=c.stores[1])
                 assert c.stores[1].get(h) is None, name
                 _no_partials(c.stores[1])
-                if err is Exception:  # an unknown status must still be a typed error
+                if err is RemoteError:  # an unknown status is still a typed error
                     assert "remote answered" in str(info.value)
             # the client node is fine and fetches the real blob from an honest peer
             got = await client.fetch_blob_any(
