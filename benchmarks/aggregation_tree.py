@@ -6,7 +6,7 @@ Bytes: the leaves are the round's updates at their blob cap (an envelope: trace 
 update); a node of level L >= 2 downloads its children's partial sums, each selecting
 1 - (1 - topk/chunk)^leaves of the coordinates (independent top-k sets: an upper bound, real text
 overlaps more) and served sparse while that is smaller (`partial_blob.partial_bytes`). Who
-aggregates and who rechecks each node is the real draw (`tree.aggregator`, `tree.checker`,
+aggregates and who rechecks each node is the real draw (`tree_servers.servers`,
 equal stakes, validators at 1/16 of the miners); a validator's tree bytes are the inputs of the
 nodes it computes or rechecks, the expected inputs of its ⌈A · N / V⌉ audited nodes (A =
 `tree_audits`, N nodes: the mean node's inputs each), plus θ_{r+1}. Flat: every validator
@@ -25,14 +25,8 @@ from protocol.core.aggregation.exact_sum_reference import reference_leaf
 from protocol.core.aggregation.exact_sum_v1 import leaf, merge
 from protocol.core.aggregation.partial_blob import partial_bytes
 from protocol.core.aggregation.reference import DecodedUpdate, densify
-from protocol.core.aggregation.tree import (
-    aggregator,
-    checker,
-    depth,
-    level_sizes,
-    node_sums,
-    tree_nodes,
-)
+from protocol.core.aggregation.tree import depth, level_sizes, node_sums, tree_nodes
+from protocol.core.aggregation.tree_servers import InputSize, servers
 from protocol.core.model.config import layout_size, preset
 from protocol.core.train.compress import compress, unpack_codes
 from protocol.core.train.compute_config import ComputeConfig
@@ -76,9 +70,9 @@ def role_bytes(miners: int, validators: int, fan_in: int, name: str, cfg: Comput
     weights, seed = [1] * validators, miners.to_bytes(32, "big")
     audited = -(-ChainParams().tree_audits * len(inputs) // validators) * statistics.fmean(inputs.values())
     per_validator = [caps.state + round(audited)] * validators
-    for node in tree_nodes(miners, fan_in):
-        for v in (aggregator(seed, node, weights), checker(seed, node, weights)):
-            per_validator[v] += inputs[(node.level, node.index)]
+    for key, pair in servers(seed, miners, fan_in, weights, InputSize(cfg.topk, cfg.chunk)).items():
+        for v in pair:
+            per_validator[v] += inputs[key]
     return {"miner": caps.state, "validator_tree_median": round(statistics.median(per_validator)),
             "validator_tree_most": max(per_validator), "aggregator_most": max(inputs.values()),
             "validator_flat": miners * caps.update + caps.state}

@@ -3,7 +3,7 @@ drawn validators compute, serve and announce, so that no validator fetches every
 
 With `[training] fan_in` f >= 2 the selected updates, in address order, are the leaves of a tree
 of fan-in f. Each inner node has two **servers** drawn from the validators that revealed in the
-round (`tree.aggregator`, `tree.checker`): both compute its partial sum from its children, store
+round (`tree_servers.servers`): both compute its partial sum from its children, store
 it as a content-addressed blob and gossip a signed `PartialAnnounced`. A validator needing a node
 it does not serve (the root, for everyone) waits for both announcements:
 - the two agree: it fetches the blob by that hash (exact sums: one right value has one hash);
@@ -30,6 +30,7 @@ from typing import Any
 import trio
 
 from protocol.core.aggregation.tree import aggregation_root
+from protocol.core.aggregation.tree_servers import InputSize
 from protocol.core.crypto.hashing import content_hash
 from protocol.core.errors import SignatureError, VeritrainError
 from protocol.core.wire.blob_caps import BlobKind
@@ -111,8 +112,10 @@ class TreeAggregation:
         if not chosen or len(drawn) < 2:
             return None
         leaves = sorted(chosen, key=lambda a: int(a, 16))
+        compute = ctx.setup.compute
         self.trees[r] = RoundTree.draw(r, ctx.setup.spec.fan_in, leaves, inputs.seed, [v for v, _ in drawn],
-                                       [w for _, w in drawn], await ctx.state_for(r))
+                                       [w for _, w in drawn], await ctx.state_for(r),
+                                       InputSize(compute.topk, compute.chunk))
         return self.trees[r]
 
     async def next_state(self, t: RoundTree) -> tuple[bytes, bytes]:

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 import trio
 
-from protocol.core.aggregation.tree import TreeNode, aggregator, checker, depth, tree_nodes
+from protocol.core.aggregation.tree import TreeNode, depth
+from protocol.core.aggregation.tree_servers import InputSize, servers
 
 Key = tuple[int, int]  # (level, index) of an inner node
 
@@ -50,11 +51,11 @@ class RoundTree:
 
     @classmethod
     def draw(cls, r: int, fan_in: int, leaves: list[str], seed: bytes, validators: list[str], weights: list[int],
-             state: tuple[bytes, bytes]) -> RoundTree:
+             state: tuple[bytes, bytes], size: InputSize) -> RoundTree:
         """The tree of `leaves` whose servers are drawn from `validators` (lowercase) by `weights`."""
-        servers = {(n.level, n.index): (validators[aggregator(seed, n, weights)], validators[checker(seed, n, weights)])
-                   for n in tree_nodes(len(leaves), fan_in)}
-        return cls(r, fan_in, leaves, servers, depth(len(leaves), fan_in), *state, len(validators), trio.current_time())
+        pairs = {key: (validators[a], validators[c])
+                 for key, (a, c) in servers(seed, len(leaves), fan_in, weights, size).items()}
+        return cls(r, fan_in, leaves, pairs, depth(len(leaves), fan_in), *state, len(validators), trio.current_time())
 
     def node(self, key: Key) -> TreeNode:
         level, index = key

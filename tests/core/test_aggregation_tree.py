@@ -23,15 +23,8 @@ from protocol.core.aggregation.partial_blob import (
     partial_hash,
 )
 from protocol.core.aggregation.state import decode_updates
-from protocol.core.aggregation.tree import (
-    TreeNode,
-    aggregator,
-    checker,
-    depth,
-    level_sizes,
-    node_sums,
-    tree_nodes,
-)
+from protocol.core.aggregation.tree import depth, level_sizes, node_sums, tree_nodes
+from protocol.core.aggregation.tree_servers import InputSize, node_loads, servers
 from protocol.core.errors import ConfigError
 
 
@@ -85,19 +78,56 @@ def test_real_updates_through_a_tree_give_the_flat_bits() -> None:
         assert encode_partial(root) == encode_partial(merge(leaves))
 
 
-def test_draws_follow_stake_and_a_checker_is_never_its_aggregator() -> None:
-    weights = [1, 3, 0, 4]
-    nodes = [TreeNode(1, i, range(0)) for i in range(4000)]
-    seed = bytes(range(32))
-    counts = Counter(aggregator(seed, n, weights) for n in nodes)
-    assert counts[2] == 0
-    for v, w in enumerate(weights):  # 4000 draws: a share within 3 sigma of its stake
-        p = w / 8
-        assert abs(counts[v] - 4000 * p) <= 3 * (4000 * p * (1 - p)) ** 0.5 + 1, counts
-    assert all(checker(seed, n, weights) not in (aggregator(seed, n, weights), 2) for n in nodes[:500])
-    assert aggregator(bytes(32), nodes[7], weights) == aggregator(bytes(32), nodes[7], weights)
+SIZE = InputSize(topk=192, chunk=4096)
+
+
+def test_a_node_loads_what_its_inputs_hold_until_they_are_dense() -> None:
+    loads = node_loads(100, 4, SIZE)  # 100 -> 25 -> 7 -> 2 -> 1
+    assert loads[(1, 0)] == 4 * 192 and loads[(2, 0)] == 4 * (4 * 192)
+    assert loads[(3, 0)] == 4 * (16 * 192)  # 16 leaves below each child: not yet dense
+    assert loads[(4, 0)] == 4096 + 4096  # 64 and 36 leaves below its children: both dense
+
+
+def test_draws_follow_stake_within_budgets_and_a_checker_is_never_its_aggregator() -> None:
+    weights = [1, 3, 0, 4, 2, 2, 3]  # the largest holds 4 / 15
+    drawn = servers(bytes(range(32)), 4000, 4, weights, SIZE)
+    loads = node_loads(4000, 4, SIZE)
+    carried: Counter[int] = Counter()
+    for key, (a, c) in drawn.items():
+        assert a != c and 2 not in (a, c)
+        carried[a] += loads[key]
+        carried[c] += loads[key]
+    total, biggest = sum(loads.values()), max(loads.values())
+    for v, w in enumerate(weights):  # each within its budget, and the budgets are all but full
+        assert carried[v] <= -(-2 * total * w // 15) + biggest, (v, carried)
+        assert carried[v] >= 0.9 * 2 * total * w / 15, (v, carried)
+    assert servers(bytes(range(32)), 4000, 4, weights, SIZE) == drawn  # a function of the seed
+    assert servers(bytes(32), 4000, 4, weights, SIZE) != drawn
     with pytest.raises(ConfigError, match="two validators"):
-        checker(seed, nodes[0], [0, 5, 0])
+        servers(bytes(32), 10, 4, [0, 5, 0], SIZE)
+
+
+def test_no_validator_serves_much_more_than_its_share_at_any_size() -> None:
+    """Equal stakes, validators at 1/16 of the leaves: the busiest validator's load stays within
+    its share and one node (drawing by stake alone, one of 625 took several of the dense nodes)."""
+    for leaves in (100, 1024, 10_000):
+        validators = leaves // 16
+        loads = node_loads(leaves, 4, SIZE)
+        carried: Counter[int] = Counter()
+        for key, pair in servers(leaves.to_bytes(32, "big"), leaves, 4, [1] * validators, SIZE).items():
+            for v in pair:
+                carried[v] += loads[key]
+        share = 2 * sum(loads.values()) / validators
+        assert max(carried.values()) <= share + max(loads.values()), leaves
+
+
+def test_a_validator_with_most_of_the_stake_serves_each_node_once_and_the_others_take_the_rest() -> None:
+    drawn = servers(bytes(32), 50, 4, [10**12, 1, 1], SIZE)
+    assert all(a != c for a, c in drawn.values())
+    assert all(0 in pair for pair in drawn.values())  # the others' budgets run out at once
+    loads = node_loads(50, 4, SIZE)
+    carried: Counter[int] = Counter(v for key, pair in drawn.items() for v in pair for _ in range(loads[key]))
+    assert abs(carried[1] - carried[2]) <= max(loads.values())  # the rest, least overflowing first
 
 
 def test_a_partial_sum_round_trips_sparse_while_sparse_and_dense_after() -> None:

@@ -26,6 +26,7 @@ from protocol.chain.client import Vote
 from protocol.config.run_setup import Setup, TrainingSpec
 from protocol.config.run_state import load_dataset
 from protocol.core.aggregation.state import decode_state
+from protocol.core.aggregation.tree_servers import InputSize
 from protocol.core.crypto.hashing import content_hash
 from protocol.core.crypto.signing import NodeIdentity
 from protocol.core.proof.envelope import encode_envelope
@@ -44,6 +45,7 @@ CHAIN, CONTRACT = 31337, bytes(range(1, 21))
 MINERS, VALIDATORS, FAN_IN = 6, 4, 2  # 6 leaves -> 3 -> 2 -> 1: six nodes, depth 3
 SPEC = TrainingSpec(preset="micro", fan_in=FAN_IN)
 SEED = b"tree-seed"
+SIZE = InputSize(Setup(SPEC, SEED).compute.topk, Setup(SPEC, SEED).compute.chunk)
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +159,7 @@ def run_round(world, nodes, trees, seed, before=None) -> tuple[dict[int, bytes],
             await before()
         async with trio.open_nursery() as nursery:
             for i, tree in enumerate(trees):
-                t = RoundTree.draw(0, FAN_IN, world.miners, seed, validators, [1] * VALIDATORS, world.state)
+                t = RoundTree.draw(0, FAN_IN, world.miners, seed, validators, [1] * VALIDATORS, world.state, SIZE)
                 tree.trees[0] = t
                 drawn.append(t)
 
@@ -175,7 +177,7 @@ def pair_seed(a: str, b: str) -> bytes:
         for k in range(10_000):
             seed = k.to_bytes(32, "big")
             t = RoundTree.draw(0, FAN_IN, [f"0x{i:040x}" for i in range(MINERS)], seed,
-                               [f"0x{0xA0 + i:040x}" for i in range(VALIDATORS)], [1] * VALIDATORS, (b"", b""))
+                               [f"0x{0xA0 + i:040x}" for i in range(VALIDATORS)], [1] * VALIDATORS, (b"", b""), SIZE)
             if any(set(pair) == {a, b} for pair in t.servers.values()):
                 return seed
         raise AssertionError("no seed pairs them")
@@ -277,7 +279,7 @@ def test_a_false_dissent_costs_a_recomputation_and_is_confirmed_against_its_sign
 
     async def dissent() -> None:  # validator 3 claims a root it never summed
         nonlocal root
-        t = RoundTree.draw(0, FAN_IN, world.miners, seed, [v.address for v in nodes], [1] * VALIDATORS, world.state)
+        t = RoundTree.draw(0, FAN_IN, world.miners, seed, [v.address for v in nodes], [1] * VALIDATORS, world.state, SIZE)
         root = (t.depth, 0)
         assert nodes[3].address not in t.servers[root], "pick a seed whose root validator 3 does not serve"
         fake = b"\x07" * 32

@@ -5,18 +5,12 @@ The selected updates, in address order, are the leaves (level 0). Level L + 1 ha
 `fan_in` >= the leaf count the root sums every leaf, today's flat shape. exact-sum-v1's integer
 sums make every node's partial sum the same bits whoever computes it, so any node is evidence.
 
-Node (L, i) is computed by its **aggregator** and recomputed by its **checker**, both drawn by
-stake unit from the round's validators with the round's seed, as committee seats are
-(`committees.py`): keccak256(DOMAIN ‖ seed ‖ L ‖ i ‖ draw) mod W. The checker is the first draw
-from 1 on whose holder is not the aggregator, so a validator never checks itself, and neither a
-miner nor a validator can choose where the draws fall (the seed exists only after the commits
-and the validator snapshot are fixed).
+Node (L, i) is computed by its **aggregator** and recomputed by its **checker**, two validators
+drawn by stake within budgets (`tree_servers.py`).
 """
 
 from __future__ import annotations
 
-import bisect
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,10 +19,8 @@ from protocol.core.crypto.keccak import keccak256
 from protocol.core.errors import ConfigError
 from protocol.core.settlement.claims_tree import claims_root
 
-DOMAIN = b"veritrain/aggregator/v1"
 NODE_DOMAIN = b"veritrain/tree-node/v1"
 NO_TREE = bytes(32)  # the header's aggregation root of a round summed flat
-MAX_DRAWS = 64  # checker draws before giving up: a validator holding all but 2^-64 of the stake
 
 
 @dataclass(frozen=True)
@@ -60,36 +52,6 @@ def tree_nodes(leaves: int, fan_in: int) -> list[TreeNode]:
 def depth(leaves: int, fan_in: int) -> int:
     """Levels of inner nodes: 1 when one root sums every leaf."""
     return len(level_sizes(leaves, fan_in)) - 1
-
-
-def _holder(seed: bytes, node: TreeNode, draw: int, cumulative: Sequence[int]) -> int:
-    digest = keccak256(DOMAIN + seed + node.level.to_bytes(32, "big") + node.index.to_bytes(32, "big")
-                       + draw.to_bytes(32, "big"))
-    return bisect.bisect_right(cumulative, int.from_bytes(digest, "big") % cumulative[-1])
-
-
-def _cumulative(weights: Sequence[int]) -> list[int]:
-    cumulative = list(itertools.accumulate(weights))
-    if not cumulative or cumulative[-1] <= 0:
-        raise ConfigError("an aggregation tree needs validators with weight")
-    return cumulative
-
-
-def aggregator(seed: bytes, node: TreeNode, weights: Sequence[int]) -> int:
-    """The index of the validator that computes `node` (draw 0)."""
-    return _holder(seed, node, 0, _cumulative(weights))
-
-
-def checker(seed: bytes, node: TreeNode, weights: Sequence[int]) -> int:
-    """The index of the validator, other than its aggregator, that recomputes `node`."""
-    cumulative = _cumulative(weights)
-    if sum(1 for w in weights if w > 0) < 2:
-        raise ConfigError("a node's checker must differ from its aggregator: need two validators with weight")
-    first = _holder(seed, node, 0, cumulative)
-    for draw in range(1, MAX_DRAWS + 1):
-        if (holder := _holder(seed, node, draw, cumulative)) != first:
-            return holder
-    raise ConfigError(f"no checker other than validator {first} in {MAX_DRAWS} draws")
 
 
 def node_sums(leaves: Sequence[PartialSum], fan_in: int) -> dict[tuple[int, int], PartialSum]:
