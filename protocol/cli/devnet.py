@@ -40,8 +40,9 @@ def devnet(
                                                          "off, or 0 without a report (score audits catch them; "
                                                          "testing only)")] = 0,
     lazy_aggregators: Annotated[int, typer.Option(min=0, help="Of the validators, how many serve a wrong partial "
-                                                         "sum on every aggregation-tree node they are drawn for "
-                                                         "(needs --fan-in; testing only)")] = 0,
+                                                         "sum on every aggregation-tree node they are drawn for; "
+                                                         "the run goes on past --rounds (8 rounds at most) until "
+                                                         "each has been drawn (needs --fan-in; testing only)")] = 0,
     probe_demands: Annotated[bool, typer.Option(help="The first honest validator also demands one part of every "
                                                      "posted result it agrees with, for the others to answer "
                                                      "(shows the data-availability loop; costs it the bond)")] = False,
@@ -132,11 +133,11 @@ def _run(opts: Any, config: dict[str, Any]) -> None:
         log.info(line)
 
     progress(expected_line(run_config_for(opts, []), opts.preset, opts.rounds))
-    admin, members, crashed = run_devnet(opts, progress)
+    admin, members, crashed, rounds = run_devnet(opts, progress)
     progress("reading the settlement for the report")
     config = {**config, "chain_id": admin.deployment.chain_id, "contracts": admin.deployment.contracts.model_dump(),
               "crashed": crashed}
-    report = build_report(admin, members, config, opts.rounds)
+    report = build_report(admin, members, config, rounds)
     render_settlement(console, report)
     for path in write_report(report, opts.out):
         console.print(f"wrote {path}")

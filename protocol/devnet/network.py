@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import trio
 
@@ -45,6 +46,7 @@ from protocol.devnet.lazy_validator import LazyValidator
 from protocol.devnet.lying_validator import LyingValidator
 from protocol.devnet.progress import phase_line
 from protocol.devnet.silent_validator import SilentValidator
+from protocol.devnet.until_drawn import RoundPlan
 from protocol.node.hardware_choice import choose_class
 from protocol.node.keys import LocalAccount, NodeKeys
 from protocol.node.node_config import NodeConfig
@@ -282,9 +284,9 @@ def _cheat_of(kind: str) -> ValidatorCheat | None:
     return None if make is None else make()
 
 
-async def run_nodes(admin: ChainClient, members: list[Member], rounds: int, progress: Progress,
+async def run_nodes(admin: ChainClient, members: list[Member], plan: RoundPlan, progress: Progress,
                     timeout_s: float) -> dict[str, str]:
-    """Run every node until `rounds` rounds have settled: {node name: error} for nodes that crashed."""
+    """Run every node until `plan.rounds` rounds have settled: {node name: error} for nodes that crashed."""
     crashed: dict[str, str] = {}
     with trio.fail_after(timeout_s):
         async with trio.open_nursery() as nursery:
@@ -295,9 +297,9 @@ async def run_nodes(admin: ChainClient, members: list[Member], rounds: int, prog
             await trio.to_thread.run_sync(admin.start)
             last = ""
             accounts = {role: [m.client.address for m in members if m.role == role] for role in Role}
-            while (r := await trio.to_thread.run_sync(admin.current_round)) < rounds:
+            while (r := await trio.to_thread.run_sync(admin.current_round)) < plan.rounds:
                 _check_quorum(members, crashed)
-                line = await trio.to_thread.run_sync(phase_line, admin, accounts, r, rounds)
+                line = await trio.to_thread.run_sync(phase_line, admin, accounts, r, plan.rounds)
                 if line != last:
                     progress(line)
                     last = line
@@ -306,7 +308,7 @@ async def run_nodes(admin: ChainClient, members: list[Member], rounds: int, prog
             while await trio.to_thread.run_sync(_open_reports, admin):
                 _check_quorum(members, crashed)
                 await trio.sleep(1.0)
-            await _validators_through(members, crashed, rounds - 1)
+            await _validators_through(members, crashed, plan.rounds - 1)
             nursery.cancel_scope.cancel()
     return crashed
 
@@ -346,8 +348,15 @@ def _open_reports(admin: ChainClient) -> int:
     return sum(1 for rid in range(1, count + 1) if admin.report(rid)["status"] == 1)
 
 
-def run_devnet(opts: DevnetOptions, progress: Progress) -> tuple[ChainClient, list[Member], dict[str, str]]:
-    """Set up and run the network: (admin client, members, {node: error} for crashed nodes)."""
+class DevnetRun(NamedTuple):
+    admin: ChainClient
+    members: list[Member]
+    crashed: dict[str, str]  # {node: error} for the nodes that crashed
+    rounds: int  # as run: more than asked while a lazy aggregator was undrawn (`until_drawn.py`)
+
+
+def run_devnet(opts: DevnetOptions, progress: Progress) -> DevnetRun:
+    """Set up and run the network."""
     workers: list[ProfileWorker] = []
     try:
         chain, admin, members = setup_network(opts, progress, workers)
@@ -357,14 +366,15 @@ def run_devnet(opts: DevnetOptions, progress: Progress) -> tuple[ChainClient, li
     try:
         with tempfile.TemporaryDirectory(prefix="veritrain-devnet-") as tmp:
             build_nodes(opts, members, opts.data_root or Path(tmp), workers)
+            plan = RoundPlan(opts.rounds, members, [m for m in members if m.kind == LAZY_AGGREGATOR], progress)
             try:
-                crashed = trio.run(run_nodes, admin, members, opts.rounds, progress, opts.timeout_s)
+                crashed = trio.run(run_nodes, admin, members, plan, progress, opts.timeout_s)
             except trio.TooSlowError as exc:
-                raise DevnetIncomplete(f"the devnet did not finish {opts.rounds} rounds in {opts.timeout_s:.0f}s") from exc
+                raise DevnetIncomplete(f"the devnet did not finish {plan.rounds} rounds in {opts.timeout_s:.0f}s") from exc
             progress("claiming rewards")
             history = SettlementHistory(admin)  # one replay of the chain serves every claim
             _in_parallel([functools.partial(claim_owed, m.client, history) for m in members if m.name not in crashed])
     finally:
         chain.stop()
         _in_parallel([w.close for w in workers])  # nodes close theirs; these are the ones that never ran
-    return admin, members, crashed
+    return DevnetRun(admin, members, crashed, plan.rounds)

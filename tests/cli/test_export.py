@@ -106,7 +106,7 @@ def test_a_devnet_started_from_a_checkpoint_exports_its_trained_model(tmp_path):
                          timeout_s=300, chain={"commit_duration": 60, "challenge_window": 20},
                          training={"compute": {"inner_steps": 6, "checkpoint_every": 3},
                                    **hf_genesis_tables(tmp_path / "ckpt", {})})
-    admin, _, crashed = run_devnet(opts, lambda line: None)
+    admin, _, crashed, _ = run_devnet(opts, lambda line: None)
     assert not crashed, crashed
     setup = Setup(TrainingSpec.model_validate(admin.deployment.run_config.training), b"")
     model = setup.model

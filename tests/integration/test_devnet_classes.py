@@ -43,7 +43,7 @@ def network(tmp_path_factory):
                          # but under that load the honest one's replay has missed 20 s, and a report nobody
                          # answered in time is void (the liar's bond comes back)
                          chain={"commit_duration": 150, "challenge_window": 60})
-    admin, members, crashed = run_devnet(opts, lambda line: None)
+    admin, members, crashed, _ = run_devnet(opts, lambda line: None)
     assert not crashed, crashed
     return build_report(admin, members, {}, ROUNDS), members
 
