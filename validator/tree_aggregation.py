@@ -132,7 +132,7 @@ class TreeAggregation:
             self._note_liars(t, key, right)
         ctx = self.ctx
         ctx.log.info("tree summed %s", kv(round=t.round, leaves=len(t.leaves), depth=t.depth,
-                                          served=len(t.served_by(me)), resolved=len(t.values),
+                                          served=len(t.served_by(me)), resolved=len(t.values), fetched=len(t.fetched),
                                           recomputed=len(t.recomputed)))
         return await ctx._work(state_from_root, ctx.setup.spec, ctx.setup.run_seed, t.state_blob,  # type: ignore[no-any-return]
                                t.state_hash, root)

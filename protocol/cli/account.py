@@ -63,21 +63,37 @@ def node_client(rpc: str, deployment: Path, keys: Path) -> Any:
     return client, node_keys
 
 
-def new(out: Annotated[Path, typer.Option(help="Folder for keystore.json, node_key and bls_keystore.json")]) -> None:
+def new(out: Annotated[Path, typer.Option(help="Folder for keystore.json, node_key and bls_keystore.json")],
+        account_key: Annotated[Path | None, typer.Option(
+            help="File holding the hex private key of an account you already have: its keystore is "
+                 "written instead of a new account's (the file is only read)")] = None) -> None:
     """Create an encrypted account keystore, an ed25519 node key and an encrypted BLS key
     (validators sign round results with it), all 0600. In a folder made before BLS keys
     existed, only the missing BLS key is added."""
     from protocol.node.bls_keystore import BLS_KEYSTORE_FILE, bls_keystore_public_key, new_bls_key
     from protocol.node.keys import KEYSTORE_FILE, keystore_address, new_keys
 
+    key = None if account_key is None else read_private_key(account_key)
     secret = password(confirm=True)
     if (out / KEYSTORE_FILE).exists() and not (out / BLS_KEYSTORE_FILE).exists():
         bls_key = new_bls_key(out, secret)
         typer.echo(f"account  {keystore_address(out)}\nbls key  {bls_key.hex()}\nadded to {out}")
         return
-    address, node_key = new_keys(out, secret)
+    address, node_key = new_keys(out, secret, account_key=key)
     bls_key = bls_keystore_public_key(out)
     typer.echo(f"account  {address}\nnode key {node_key.hex()}\nbls key  {bls_key.hex()}\nwritten to {out}")
+
+
+def read_private_key(path: Path) -> bytes:
+    """32 bytes from a file of 64 hex digits (0x optional): a typed error, naming the file but never
+    its content, before anything is written."""
+    try:
+        text = path.read_text().strip().removeprefix("0x")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the account key in {path}: {exc}") from None
+    if not re.fullmatch(r"[0-9a-fA-F]{64}", text):
+        raise ConfigError(f"{path} does not hold a private key (64 hex digits)")
+    return bytes.fromhex(text)
 
 
 def show(keys: KeysOpt) -> None:

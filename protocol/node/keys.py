@@ -29,9 +29,11 @@ class NodeKeys:
     bls: int | None = None  # the BLS12-381 secret validators sign results with
 
 
-def new_keys(directory: Path, password: str, kdf_iterations: int = KDF_ITERATIONS) -> tuple[str, bytes]:
-    """Create the account keystore, the node key and the BLS keystore (validators sign round
-    results with it) in `directory`; returns (account address, node public key)."""
+def new_keys(directory: Path, password: str, kdf_iterations: int = KDF_ITERATIONS,
+             account_key: bytes | None = None) -> tuple[str, bytes]:
+    """Create the account keystore (of a new account, or of `account_key`'s), the node key and the
+    BLS keystore (validators sign round results with it) in `directory`; returns (account
+    address, node public key)."""
     from protocol.node.bls_keystore import (  # it builds on this module
         BLS_KEYSTORE_FILE,
         new_bls_key,
@@ -44,7 +46,7 @@ def new_keys(directory: Path, password: str, kdf_iterations: int = KDF_ITERATION
         if (directory / name).exists():
             raise ConfigError(f"{directory / name} already exists; refusing to overwrite a key")
     directory.mkdir(parents=True, exist_ok=True)
-    account = Account.create()
+    account = Account.create() if account_key is None else Account.from_key(account_key)
     identity = NodeIdentity.generate()
     keystore = Account.encrypt(account.key, password, iterations=kdf_iterations)
     _write_private(directory / NODE_KEY_FILE, identity.seed.hex() + "\n")

@@ -35,7 +35,10 @@ def _ip(*args: str) -> str:
 
 def _free_subnet() -> str:
     held = _ip("ip", "-o", "-4", "addr", "show")
-    for n in range(250):
+    # from a place of this process's own: two labs set up at once (pytest-xdist workers) would
+    # otherwise both find the first subnet free and share it
+    start = os.getpid() % 250
+    for n in ((start + k) % 250 for k in range(250)):
         if f" {SUBNET_PREFIX}.{n}." not in held:
             return f"{SUBNET_PREFIX}.{n}"
     raise LabError(f"no free {SUBNET_PREFIX}.N.0/24 subnet")
