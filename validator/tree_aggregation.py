@@ -15,9 +15,11 @@ and a silent server costs the round a recomputation, not the round. Two colludin
 node agree on a wrong sum that no waiter recomputes; against them each validator first **audits**
 ⌈`tree_audits` · nodes / validators⌉ nodes it does not serve (each node is audited `tree_audits`
 times on average), drawn with its own private randomness (the pair cannot know which): it sums them itself, and where one differs from what its servers agreed on it reports both, sums
-every node above it itself and gossips its own claim of the node (a **dissent**). Before computing
-θ_{r+1} every validator waits `grace_s` for dissents and recomputes any node it fetched that one
-disputes, with the path above it, so one auditor's finding corrects every honest validator's θ.
+every node above it itself and gossips its own claim of the node (a **dissent**), then
+`tree_audited` with its dissent count. Before computing θ_{r+1} every validator waits until each
+other validator of the tree is heard done with all its dissents (at most `audit_wait_s` after the
+root) and recomputes any node it fetched that a dissent disputes, with the path above it, so one
+auditor's finding corrects every honest validator's θ however slow its machine.
 Trees and announcements are kept for the last two rounds (votes on reports need them).
 """
 
@@ -34,14 +36,16 @@ from protocol.core.aggregation.tree_servers import InputSize
 from protocol.core.crypto.hashing import content_hash
 from protocol.core.errors import SignatureError, VeritrainError
 from protocol.core.wire.blob_caps import BlobKind
-from protocol.core.wire.messages import PartialAnnounced, SignedGossip
+from protocol.core.wire.messages import PartialAnnounced, SignedGossip, TreeAudited
 from protocol.core.wire.partial_claim import sign_partial, verify_partial
 from protocol.node.global_model import leaf_sum, merge_sums, select_updates, state_from_root
 from protocol.node.logs import kv
 from validator.tree_round import Key, RoundTree, WrongPartial, name
 
 PATIENCE_S = 30.0  # per level: how long a node's announcements are awaited before recomputing it
-GRACE_S = 5.0  # after the root: how long auditors' dissents are awaited before θ_{r+1} is computed
+# after the root: the longest wait for the other validators' audits (each gossips `tree_audited`
+# with its dissent count once done) before θ_{r+1} is computed; a silent validator costs this much
+AUDIT_WAIT_S = 30.0
 KEEP_ROUNDS = 2  # rounds whose trees stay in memory for votes
 
 
@@ -53,23 +57,29 @@ class TreeAggregation:
     """One validator's part in each round's tree: serve its nodes, resolve the root, keep evidence."""
 
     def __init__(self, ctx: Any, patience_s: float = PATIENCE_S, audits: int = 0,
-                 tamper: Callable[[bytes], Awaitable[bytes]] | None = None, grace_s: float = GRACE_S) -> None:
+                 tamper: Callable[[bytes], Awaitable[bytes]] | None = None, audit_wait_s: float = AUDIT_WAIT_S) -> None:
         self.ctx = ctx
-        self.patience_s, self.grace_s = patience_s, grace_s
+        self.patience_s, self.audit_wait_s = patience_s, audit_wait_s
         self.audits = audits  # audits of each node on average, across the validators (`tree_audits`)
         self.tamper = tamper  # devnet and tests only: a lying aggregator's perturbation of what it serves
         self.trees: dict[int, RoundTree] = {}
         self._heard: dict[tuple[int, Key], dict[str, tuple[bytes, bytes]]] = {}  # -> validator -> (hash, claim sig)
+        self._audited: dict[int, dict[str, int]] = {}  # round -> validator done auditing -> its dissents
         self._news = trio.Event()  # set on every new announcement, then replaced
         self.wrong: dict[tuple[int, Key, str], WrongPartial] = {}
 
     def on_announce(self, message: SignedGossip) -> None:
-        """Keep a server's first claim of a node (gossip admitted it only from the node key bound to
-        `validator`); one whose claim signature fails would be no evidence, so it is dropped."""
-        body = message.payload.body
+        """Keep a validator's first claim of a node (gossip admitted it only from the node key bound
+        to `validator`; one whose claim signature fails would be no evidence, so it is dropped), and
+        its notice that it is done auditing."""
+        body, r = message.payload.body, message.payload.round
+        if isinstance(body, TreeAudited):  # gossip admitted it only from the validator's own node key
+            self._audited.setdefault(r, {}).setdefault(body.validator, body.dissents)
+            self._tell()
+            return
         if not isinstance(body, PartialAnnounced):
             return
-        r, got, sig = message.payload.round, bytes.fromhex(body.partial_hash[2:]), bytes.fromhex(body.claim_sig[2:])
+        got, sig = bytes.fromhex(body.partial_hash[2:]), bytes.fromhex(body.claim_sig[2:])
         try:
             verify_partial(bytes.fromhex(message.payload.sender[2:]), sig, *self.deployment(), r, body.level, body.index,
                            got)
@@ -77,6 +87,9 @@ class TreeAggregation:
             self.ctx.log.info("partial claim dropped: bad signature %s", kv(round=r, validator=body.validator))
             return
         self._heard.setdefault((r, (body.level, body.index)), {}).setdefault(body.validator, (got, sig))
+        self._tell()
+
+    def _tell(self) -> None:
         self._news.set()
         self._news = trio.Event()
 
@@ -91,6 +104,7 @@ class TreeAggregation:
                     path.unlink(missing_ok=True)
         self.trees = {r: t for r, t in self.trees.items() if r >= keep}
         self._heard = {k: v for k, v in self._heard.items() if k[0] >= keep}
+        self._audited = {r: v for r, v in self._audited.items() if r >= keep}
         self.wrong = {k: w for k, w in self.wrong.items() if w.round >= keep}
 
     def deployment(self) -> tuple[int, bytes]:
@@ -172,12 +186,15 @@ class TreeAggregation:
         async with trio.open_nursery() as nursery:
             for key in drawn:
                 nursery.start_soon(self.value, t, key)
+        dissents = 0
         for key in drawn:  # their servers' claims, once heard (or their patience passed)
             claims = {h for v, (h, _) in (await self._await_servers(t, key)).items() if v in t.servers[key]}
             if claims - {t.values[key]}:
                 t.distrusted.update(t.ancestors(key))
                 self.ctx.log.warning("audited tree node differs %s", kv(round=t.round, tree_node=name(key)))
                 await self._claim(t, key, t.values[key])  # the dissent: others recompute what they fetched
+                dissents += 1
+        await self.ctx.p2p.publish(t.round, TreeAudited(validator=me, dissents=dissents))
 
     async def _take_claims(self, t: RoundTree) -> None:
         """Every node's hash for the header's aggregation root: what both servers claimed for a node
@@ -200,10 +217,11 @@ class TreeAggregation:
         return aggregation_root({k: t.values.get(k) or t.claimed[k] for k in t.servers})
 
     async def _heed_dissent(self, t: RoundTree, root: bytes) -> bytes:
-        """The root once no dissent of a node this validator fetched stands: wait `grace_s`, and
-        recompute each disputed node and every node above it (a false dissent costs a recomputation
-        and is itself a wrong signed claim)."""
-        deadline, checked = trio.current_time() + self.grace_s, set[Key]()
+        """The root once every other validator of the tree is done auditing (its `tree_audited`
+        and as many of its dissents heard), or `audit_wait_s` passed; each dissent of a node this
+        validator fetched makes it recompute that node and every node above it (a false dissent
+        costs a recomputation and is itself a wrong signed claim)."""
+        deadline, checked = trio.current_time() + self.audit_wait_s, set[Key]()
         while True:
             disputed = [k for k in t.fetched - checked
                         if any(h != (t.values.get(k) or t.claimed[k]) for v, (h, _) in
@@ -222,10 +240,23 @@ class TreeAggregation:
                     await self.value(t, key)  # a disputed node off the root's path too
                     self._note_liars(t, key, t.values[key], dissenters=True)
                 continue
+            waiting = self._auditing(t)
+            if not waiting:
+                return root
             if trio.current_time() >= deadline:
+                self.ctx.log.warning("tree audits not heard %s", kv(round=t.round, validators=",".join(waiting)))
                 return root
             with trio.move_on_at(deadline):
                 await self._news.wait()
+
+    def _auditing(self, t: RoundTree) -> list[str]:
+        """The tree's other validators not yet heard done auditing, with all their dissents."""
+        done, me = self._audited.get(t.round, {}), self.ctx.address.lower()
+
+        def dissents_heard(v: str) -> int:
+            return sum(1 for (r, key), claims in self._heard.items()
+                       if r == t.round and v in claims and v not in t.servers.get(key, ()))
+        return [v for v in t.members if v != me and (v not in done or dissents_heard(v) < done[v])]
 
     async def _agreed(self, t: RoundTree, key: Key) -> bytes | None:
         """The blob both servers announced, if they did within the patience and it is served."""

@@ -48,6 +48,7 @@ class RoundTree:
     claimed: dict[Key, bytes] = field(default_factory=dict)  # agreed hashes of nodes it did not fetch
     announced: set[Key] = field(default_factory=set)  # nodes it served and claimed (its first claim binds)
     served: set[bytes] = field(default_factory=set)  # hashes of the blobs it served (a tampered one too)
+    members: tuple[str, ...] = ()  # the validators the servers were drawn from (lowercase): the auditors
 
     @classmethod
     def draw(cls, r: int, fan_in: int, leaves: list[str], seed: bytes, validators: list[str], weights: list[int],
@@ -55,7 +56,8 @@ class RoundTree:
         """The tree of `leaves` whose servers are drawn from `validators` (lowercase) by `weights`."""
         pairs = {key: (validators[a], validators[c])
                  for key, (a, c) in servers(seed, len(leaves), fan_in, weights, size).items()}
-        return cls(r, fan_in, leaves, pairs, depth(len(leaves), fan_in), *state, len(validators), trio.current_time())
+        return cls(r, fan_in, leaves, pairs, depth(len(leaves), fan_in), *state, len(validators), trio.current_time(),
+                   members=tuple(validators))
 
     def node(self, key: Key) -> TreeNode:
         level, index = key

@@ -40,6 +40,7 @@ from protocol.core.wire.messages import (
     PartialAnnounced,
     ResultSigned,
     SignedGossip,
+    TreeAudited,
     UpdateAnnounced,
     decode_gossip,
     from_hex,
@@ -83,7 +84,7 @@ def claimed_account(body: Body) -> str:
     """The account a message claims to come from."""
     if isinstance(body, UpdateAnnounced):
         return body.miner
-    if isinstance(body, ResultSigned | PartialAnnounced):
+    if isinstance(body, ResultSigned | PartialAnnounced | TreeAudited):
         return body.validator
     assert isinstance(body, FraudReported)
     return body.reporter

@@ -18,6 +18,7 @@ from protocol.core.wire.messages import (
     PartialAnnounced,
     ResultSigned,
     SignedGossip,
+    TreeAudited,
     decode_gossip,
     encode_gossip,
     make_gossip,
@@ -203,3 +204,22 @@ def test_a_partial_sum_announcement_speaks_only_for_its_signers_account():
     with pytest.raises(ValidationError):  # strict: a level 0 node is a leaf, never announced
         PartialAnnounced(validator=to_hex(account(0)), level=0, index=0, partial_hash="0x" + "ab" * 32,
                          claim_sig="0x" + "cd" * 64)
+
+
+def test_a_tree_audited_notice_speaks_only_for_its_signers_account():
+    """`tree_audited` makes the others wait for its dissents: only the validator's own node key may
+    send it, and its dissent count is bounded."""
+    reg = RegistryView(CHAIN_ID, CONTRACT)
+    reg.upsert(entry_for(0))
+    reg.upsert(entry_for(1))
+    rules = GossipRules(p2p_config(), reg, PeerLimiter(), RoundClock(5))
+
+    def audited(by: int, named: int) -> SignedGossip:
+        body = TreeAudited(validator=to_hex(account(named)), dissents=2)
+        return decode_gossip(make_gossip(identity(by), CHAIN_ID, CONTRACT, 5, body))
+
+    rules.check(audited(0, 0), peer_id_of(identity(0).public_key), b"id-own")
+    with pytest.raises(MessageRejected, match="different node key"):
+        rules.check(audited(0, 1), peer_id_of(identity(0).public_key), b"id-framed")
+    with pytest.raises(ValidationError):
+        TreeAudited(validator=to_hex(account(0)), dissents=-1)

@@ -37,7 +37,7 @@ from protocol.core.wire.messages import Body, PartialAnnounced, decode_gossip, m
 from protocol.core.wire.partial_claim import sign_partial
 from protocol.devnet.lazy_aggregator import perturb_partial
 from protocol.node.global_model import genesis_blob, next_state
-from validator.tree_aggregation import KEEP_ROUNDS, TreeAggregation
+from validator.tree_aggregation import AUDIT_WAIT_S, KEEP_ROUNDS, TreeAggregation
 from validator.tree_reports import judge_aggregate
 from validator.tree_round import RoundTree
 
@@ -87,14 +87,15 @@ class Network:
 class Validator:
     """What TreeAggregation reads of its node: keys, store, peers, worker (run inline)."""
 
-    def __init__(self, net: Network, world: SimpleNamespace, index: int, withholds: bool = False) -> None:
+    def __init__(self, net: Network, world: SimpleNamespace, index: int, withholds: bool = False,
+                 slow_s: float = 0.0) -> None:
         self.address = f"0x{0xA0 + index:040x}"
         self.keys = SimpleNamespace(identity=NodeIdentity.generate())
         self.client = SimpleNamespace(handle=SimpleNamespace(chain_id=CHAIN), staking=SimpleNamespace(
             address="0x" + CONTRACT.hex()))
         self.log = logging.getLogger(f"tree-test.v{index}")
         self.setup, self.caps = world.setup, SimpleNamespace(update=world.cap)
-        self.world, self.net = world, net
+        self.world, self.net, self.slow_s = world, net, slow_s  # slow_s: a slow machine's every computation
         self.store: dict[bytes, bytes] = {}
         self.folder = Path(tempfile.mkdtemp(prefix="tree-test-"))
         self.data = SimpleNamespace(blobs=SimpleNamespace(read=lambda h: self.store[h], get=self._path))
@@ -126,6 +127,7 @@ class Validator:
         return {m: SimpleNamespace(update_hash=bytes(content_hash(e))) for m, e in self.world.envelopes.items()}
 
     async def _work(self, fn: Callable[..., object], *args: object) -> object:
+        await trio.sleep(self.slow_s)
         return fn(*args)
 
     def node_key_of(self, account: str) -> bytes | None:
@@ -138,11 +140,14 @@ def tampering(node: Validator) -> Callable[[bytes], Awaitable[bytes]]:
     return tamper
 
 
-def network(world, liars=(), withholders=(), audits: int | dict[int, int] = 3, seed: bytes = b"s" * 32):
+def network(world, liars=(), withholders=(), audits: int | dict[int, int] = 3, seed: bytes = b"s" * 32,
+            slow: dict[int, float] | None = None, audit_wait_s: float = AUDIT_WAIT_S):
     net = Network(world.envelopes)
-    nodes = [Validator(net, world, i, withholds=i in withholders) for i in range(VALIDATORS)]
+    nodes = [Validator(net, world, i, withholds=i in withholders, slow_s=(slow or {}).get(i, 0.0))
+             for i in range(VALIDATORS)]
     each = audits if isinstance(audits, dict) else dict.fromkeys(range(VALIDATORS), audits)
-    trees = [TreeAggregation(v, patience_s=5.0, audits=each[i], tamper=tampering(v) if i in liars else None)
+    trees = [TreeAggregation(v, patience_s=5.0, audits=each[i], tamper=tampering(v) if i in liars else None,
+                             audit_wait_s=audit_wait_s)
              for i, v in enumerate(nodes)]
     net.trees = trees
     return nodes, trees, seed
@@ -294,3 +299,16 @@ def test_a_false_dissent_costs_a_recomputation_and_is_confirmed_against_its_sign
     report = {"round": 0, "miner": nodes[3].address, "segment": t.position(root), "evidence_hash": b"\x07" * 32}
     sig = sign_partial(nodes[3].keys.identity, CHAIN, CONTRACT, 0, *root, b"\x07" * 32)
     assert trio.run(judge_aggregate, trees[0], report, sig)[0] is Vote.CONFIRM
+
+
+@pytest.mark.parametrize("audit_wait_s", [AUDIT_WAIT_S, 5.0])
+def test_a_slow_auditors_dissent_counts_while_the_others_wait_for_its_audits(world, audit_wait_s: float) -> None:
+    """Validator 2, the only auditor, runs on a slow machine (6 s a computation): its dissent comes
+    long after validator 3 resolved the root. Validator 3 waits for 2's `tree_audited` and its
+    dissent, so both end on the flat bits; a wait capped at 5 s after the root (once a fixed grace)
+    would have let the pair's sum into 3's θ."""
+    nodes, trees, _ = network(world, liars=(0, 1), audits={0: 0, 1: 0, 2: 3, 3: 0}, slow={2: 6.0},
+                              audit_wait_s=audit_wait_s)
+    hashes, drawn = run_round(world, nodes, trees, pair_seed(nodes[0].address, nodes[1].address))
+    assert hashes[2] == world.flat_hash
+    assert (hashes[3] == world.flat_hash) == (audit_wait_s == AUDIT_WAIT_S)

@@ -109,7 +109,18 @@ class PartialAnnounced(_Strict):
     claim_sig: SigHex  # the node key's signature of the fixed-width claim (partial_claim.py): on-chain evidence
 
 
-Body = Annotated[UpdateAnnounced | ResultSigned | FraudReported | PartialAnnounced, Field(discriminator="kind")]
+class TreeAudited(_Strict):
+    """A validator of the round's aggregation tree finished its audits (PROTOCOL.md §13.9), having
+    gossiped `dissents` claims of nodes it does not serve. The others wait for it, and for that
+    many of its claims, before computing θ_{r+1}: a slow auditor's dissent still counts."""
+
+    kind: Literal["tree_audited"] = "tree_audited"
+    validator: Address
+    dissents: int = Field(ge=0, lt=2**14)
+
+
+Body = Annotated[UpdateAnnounced | ResultSigned | FraudReported | PartialAnnounced | TreeAudited,
+                 Field(discriminator="kind")]
 
 
 class GossipPayload(_Strict):
