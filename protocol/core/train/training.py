@@ -12,7 +12,7 @@ a segment's steps: `LocalStepper` in this process, or a process group of `world_
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -117,13 +117,18 @@ def fresh_checkpoint(task: RoundTask, theta: Params, carry: Carry | None) -> Che
 
 
 def _adamw(model: LanguageModel, m: Params, v: Params, step: int, cfg: ComputeConfig, warm: bool) -> None:
-    """One decoupled-weight-decay Adam update in place (step is 1-based). A warm second
-    moment needs no bias correction; the first moment then restarts uncorrected, which
-    eases each round in over ~1/(1-beta1) steps."""
+    adamw_update(model.named_parameters(), m, v, step, cfg, warm)
+
+
+def adamw_update(named: Iterable[tuple[str, Tensor]], m: Params, v: Params, step: int, cfg: ComputeConfig,
+                 warm: bool) -> None:
+    """One decoupled-weight-decay Adam update in place of `named` parameters (step is 1-based),
+    the whole model's or one pipeline stage's. A warm second moment needs no bias correction; the
+    first moment then restarts uncorrected, which eases each round in over ~1/(1-beta1) steps."""
     bc1 = 1.0 if warm else 1 - cfg.beta1**step
     bc2_sqrt = 1.0 if warm else math.sqrt(1 - cfg.beta2**step)
     with torch.no_grad():
-        for name, p in model.named_parameters():
+        for name, p in named:
             g = p.grad
             assert g is not None
             if p.dim() >= 2:
