@@ -1,4 +1,4 @@
-"""`python -m benchmarks NAME [args]`: one command per figure (gas, overhead, verify, p2p, vs-ddp, trust, hetero, scale, gpu, bls, first-run, input-errors, committees, network-scale, aggregation-loss)."""
+"""`python -m benchmarks NAME [args]`: one command per figure (gas, overhead, verify, p2p, vs-ddp, trust, hetero, scale, gpu, bls, first-run, input-errors, committees, network-scale, aggregation-loss, pipeline)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: python -m benchmarks NAME [--quick] [--json PATH]\n"
-              "names: gas, overhead, verify, p2p, vs-ddp, trust, hetero, scale, gpu, bls, first-run, input-errors, committees, network-scale, aggregation-loss")
+              "names: gas, overhead, verify, p2p, vs-ddp, trust, hetero, scale, gpu, bls, first-run, input-errors, committees, network-scale, aggregation-loss, pipeline")
         return 0 if argv else 2
     name = argv[0].replace("-", "_")
     try:
