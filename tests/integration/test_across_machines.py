@@ -42,9 +42,10 @@ import requests
 
 from protocol.config.corpus import min_corpus_tokens, read_packed_meta
 from protocol.core.train.data_defaults import DEFAULT_HELDOUT_EVERY, DEFAULT_PAGE_TOKENS
-from tests.conftest import REPO, anvil_binary, missing_tool, stop_process
+from tests.conftest import REPO, missing_tool, stop_process
 from tests.integration.json_log import records
-from tests.integration.netns import Lab, LabError, Machine
+from tests.integration.lab_net import Machines, anvil_on, lab_of
+from tests.integration.netns import Lab
 from tests.integration.netutil import inspect, kill_group, reader
 
 pytestmark = [pytest.mark.anvil, pytest.mark.slow]
@@ -94,13 +95,7 @@ def write_texts(folder: Path, docs: int = 24, words_per_doc: int = 1900, seed: i
 
 
 @dataclass
-class Net:
-    tmp: Path
-    lab: Lab
-    rpc: str = ""
-    anvil: subprocess.Popen | None = None
-    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
-    accounts: dict[str, str] = field(default_factory=dict)
+class Net(Machines):
     pack_out: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     gas: dict[str, dict[str, int]] = field(default_factory=dict)  # account name -> function -> gas used
@@ -108,16 +103,6 @@ class Net:
     @property
     def deployer(self) -> Path:
         return self.tmp / "deployer"
-
-    def machine(self, name: str) -> Machine:
-        return next(m for m in self.lab.machines if m.name == name)
-
-    def home(self, name: str) -> Path:
-        """The machine's own folder: its working directory."""
-        return self.tmp / name
-
-    def log(self, name: str) -> Path:
-        return self.home(name) / f"{name}.log"
 
     def veritrain(self, *args: str, on: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
         """`veritrain ARGS` on the deployer's machine, or inside machine `on`, from its folder."""
@@ -176,33 +161,11 @@ class Net:
 
 
 def _lab(tmp: Path) -> Lab:
-    lab = Lab()
-    try:
-        lab.up()
-        for name in STAKES:
-            lab.add(name)
-    except LabError as exc:
-        lab.close()
-        missing_tool(f"cannot make network namespaces (root, iproute2 and tc needed): {exc}", "VERITRAIN_REQUIRE_NETNS")
-    return lab
+    return lab_of(list(STAKES))
 
 
 def _anvil(net: Net) -> None:
-    binary = anvil_binary()
-    if binary is None:
-        missing_tool("anvil not found: run `npm install @foundry-rs/anvil@1.7.1` (done by .ci/run)",
-                     "VERITRAIN_REQUIRE_ANVIL")
-    net.rpc = f"http://{net.lab.host_address}:{RPC_PORT}"
-    net.anvil = subprocess.Popen([binary, "--host", net.lab.host_address, "--port", str(RPC_PORT), "--silent"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and net.anvil.poll() is None:
-        try:
-            requests.post(net.rpc, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}, timeout=1)
-            return
-        except requests.RequestException:
-            time.sleep(0.2)
-    pytest.fail(f"anvil did not start on {net.rpc}")
+    net.rpc, net.anvil = anvil_on(net.lab, RPC_PORT)
 
 
 def _pack_and_deploy(net: Net) -> None:

@@ -20,20 +20,16 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
-import requests
 
 from protocol.chain.devchain import DevChain
 from protocol.devnet.network import DevnetOptions, run_devnet
-from tests.conftest import anvil_binary, missing_tool, stop_process
+from tests.conftest import stop_process
 from tests.integration.json_log import records
-from tests.integration.netns import Lab, LabError, Machine
-from tests.integration.netutil import kill_group, reader
+from tests.integration.lab_net import Machines, anvil_on, lab_of
+from tests.integration.netutil import reader, stop_all, wait_for
 
 pytestmark = [pytest.mark.anvil, pytest.mark.slow]
 
@@ -60,24 +56,7 @@ def run_toml() -> str:
             f'[training]\npreset = "micro"\nfan_in = 2\n[training.compute]\n{compute}\n')
 
 
-@dataclass
-class Net:
-    tmp: Path
-    lab: Lab
-    rpc: str = ""
-    anvil: subprocess.Popen | None = None
-    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
-    accounts: dict[str, str] = field(default_factory=dict)
-
-    def machine(self, name: str) -> Machine:
-        return next(m for m in self.lab.machines if m.name == name)
-
-    def home(self, name: str) -> Path:
-        return self.tmp / name
-
-    def log(self, name: str) -> Path:
-        return self.home(name) / f"{name}.log"
-
+class Net(Machines):
     def cli(self, *args: str, on: str | None = None, timeout: float = 300) -> str:
         """`veritrain ARGS` in the deployer's folder, or inside machine `on` from its own."""
         cmd, cwd = [sys.executable, "-m", "protocol.cli.app", *args], self.tmp / "deployer"
@@ -100,29 +79,10 @@ class Net:
                 stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
 
     def wait(self, predicate, timeout_s: float, what: str) -> None:  # type: ignore[no-untyped-def]
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if predicate():
-                return
-            dead = {n: p.returncode for n, p in self.procs.items() if p.poll() not in (None, 0)}
-            if dead:
-                pytest.fail(f"node exited {dead} while waiting for {what}:\n{self.tails()}")
-            time.sleep(0.5)
-        pytest.fail(f"timed out waiting for {what}:\n{self.tails()}")
-
-    def tails(self) -> str:
-        return "\n".join(f"--- {n}\n{self.log(n).read_text()[-1500:]}" for n in self.procs if self.log(n).exists())
+        wait_for(predicate, timeout_s, what, list(self.procs.values()), [self.log(n) for n in self.procs])
 
     def close(self) -> list[str]:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                pass
-            kill_group(proc)
+        stop_all(list(self.procs.values()))
         if self.anvil is not None:
             stop_process(self.anvil)
         return self.lab.close()
@@ -136,30 +96,6 @@ def devnet_keys() -> list[bytes]:
     """The devnet's node accounts' private keys, miners first (`setup_network` takes them in order)."""
     chain = DevChain(funded_accounts=MINERS + VALIDATORS)
     return [bytes(a.key) for a in chain.node_accounts()[: MINERS + VALIDATORS]]
-
-
-def _up(net: Net) -> None:
-    try:
-        net.lab.up()
-        for name in names():
-            net.lab.add(name)
-    except LabError as exc:
-        missing_tool(f"cannot make network namespaces (root, iproute2 and tc needed): {exc}", "VERITRAIN_REQUIRE_NETNS")
-    binary = anvil_binary()
-    if binary is None:
-        missing_tool("anvil not found: run `npm install @foundry-rs/anvil@1.7.1` (done by .ci/run)",
-                     "VERITRAIN_REQUIRE_ANVIL")
-    net.rpc = f"http://{net.lab.host_address}:{RPC_PORT}"
-    net.anvil = subprocess.Popen([binary, "--host", net.lab.host_address, "--port", str(RPC_PORT), "--silent"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and net.anvil.poll() is None:
-        try:
-            requests.post(net.rpc, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}, timeout=1)
-            return
-        except requests.RequestException:
-            time.sleep(0.2)
-    pytest.fail(f"anvil did not start on {net.rpc}")
 
 
 def _keys_and_deploy(net: Net) -> None:
@@ -199,9 +135,9 @@ def _run(net: Net) -> None:
 @pytest.fixture(scope="module")
 def machines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Net]:
     tmp = tmp_path_factory.mktemp("tree-machines")
-    net = Net(tmp, Lab())
+    net = Net(tmp, lab_of(names()))
     try:
-        _up(net)
+        net.rpc, net.anvil = anvil_on(net.lab, RPC_PORT)
         _keys_and_deploy(net)
         _run(net)
         yield net
