@@ -6,6 +6,7 @@
   activations: the increment over a fresh process's idle baseline, as `benchmarks scale`
   measures it) of the largest stage ÷ the whole model's, on the same batch (the stage's in M = 4
   microbatches, all held until their backward, as GPipe holds them). Target <= 1/S + 0.15.
+  estimate_over_measured: `stage_memory`'s estimate of that stage ÷ its measured peak.
 - throughput_ratio (by S): tokens/s of the stages run one after another on these cores ÷ the
   whole model's (a pipeline across S machines overlaps them: at most M / (M + S - 1) idle-free).
 - bytes_ratio (by S): bytes the busiest stage sends per round (activations forward and gradients
@@ -33,6 +34,7 @@ from rich.table import Table
 from protocol.core.model.config import preset
 from protocol.core.model.gpt import init_params, load_params
 from protocol.core.pipeline.gpipe import fresh_state, microbatches, pipeline_step, stage_step
+from protocol.core.pipeline.stage_memory import stage_memory
 from protocol.core.pipeline.stage_module import StageModule, stage_params
 from protocol.core.pipeline.stage_split import split_model
 from protocol.core.train.compute_config import ComputeConfig
@@ -109,7 +111,7 @@ def main(argv: list[str]) -> int:
     whole = role(name, "whole", STEPS)
     update = blob_caps(preset(name), ComputeConfig()).update
     figures: dict[str, Any] = {"peak_mem_ratio": {}, "throughput_ratio": {}, "bytes_ratio": {}, "replay_exact": {},
-                               "target_peak_mem_ratio": {}}
+                               "target_peak_mem_ratio": {}, "estimate_over_measured": {}}
     table = Table(title=f"{name} in stages: the largest stage against the whole model (M = {MICROBATCHES} microbatches)")
     for column in ("stages", "peak MB, largest stage / whole", "peak ratio (target)", "tokens/s ratio, stages in turn",
                    "MB sent per round, busiest stage / update", "replay exact"):
@@ -117,6 +119,9 @@ def main(argv: list[str]) -> int:
     for stages in STAGES:
         runs = [role(name, "stage", STEPS, stages, s, MICROBATCHES) for s in range(stages)]
         peak = max(r["peak_bytes"] for r in runs)
+        split = split_model(preset(name), stages)
+        estimates = [stage_memory(preset(name), split, s, ComputeConfig().batch_size).total for s in range(stages)]
+        figures["estimate_over_measured"][str(stages)] = estimates[max(range(stages), key=lambda s: runs[s]["peak_bytes"])] / peak
         ratio, target = peak / whole["peak_bytes"], 1 / stages + 0.15
         speed = whole["s_per_step"] / sum(r["s_per_step"] for r in runs)
         sent = bytes_sent(name, stages)

@@ -91,18 +91,27 @@ def hardware(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with stable keys instead of a table")] = False,
     measure: Annotated[bool, typer.Option("--measure/--no-measure",
                                           help="Time a few training steps in each runnable class")] = True,
+    stages: Annotated[int, typer.Option(min=0, help="Also split the model into this many pipeline stages and "
+                                                    "say which this machine can hold (0: no split)")] = 0,
 ) -> None:
     """Show the hardware classes this machine can run: id, label, why not, permitted, tokens/s."""
     from protocol.cli.app import _progress, console
-    from protocol.node.host_probe import this_host
+    from protocol.cli.hardware_stages import render_stages, stage_rows
+    from protocol.node.host_probe import available_memory, this_host
 
+    spec = _candidates(deployment)[3]
+    available = available_memory()
+    split = stage_rows(spec, stages, available) if stages else None  # a bad count fails before measuring
     preset, rows = class_rows(deployment, measure, _progress)
     if as_json:
         host = vars(this_host())
         print(json.dumps({"deployment": None if deployment is None else str(deployment), "host": host,
-                          "preset": preset, "classes": rows}, indent=2, sort_keys=True))
+                          "preset": preset, "classes": rows, "available_memory": available, "stages": split},
+                         indent=2, sort_keys=True))
         return
     render(console, rows, preset)
+    if split is not None:
+        render_stages(console, split, preset, available)
 
 
 def install(app: typer.Typer, wrap: Any) -> None:

@@ -42,3 +42,15 @@ def usable_cpus() -> int:
 def runnable_here(p: ReplayProfile) -> tuple[bool, str]:
     """Whether this machine can run class `p`, and if not, why."""
     return runnable_on(p, this_host())
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to start new work (Linux `MemAvailable`); None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None

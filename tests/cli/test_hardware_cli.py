@@ -69,3 +69,20 @@ def test_miner_refuses_an_unpermitted_class_before_anything_starts(tmp_path):
         # so the node goes on to its keys (validators replay only miners of their class)
         _one_error(run_cli(*base, "--hardware-class", "cpu/avx2/2t/float32", timeout=60), "VERITRAIN_PASSWORD")
     assert not (tmp_path / "data").exists()
+
+
+def test_stages_of_a_deployments_model_and_whether_each_fits(tmp_path):
+    path = _deployment(tmp_path, {"preset": "llama-small"})
+    result = run_cli("hardware", "--deployment", str(path), "--no-measure", "--stages", "3", "--json", timeout=60)
+    assert result.code == 0, result.stderr
+    data = json.loads(result.stdout)
+    stages = data["stages"]
+    assert [s["blocks"] for s in stages] == [[0, 1], [2, 3], [4, 5]]  # 6 blocks, balanced
+    assert all(s["params"] > 0 and s["bytes"] > s["activation_bytes"] > 0 for s in stages)
+    assert data["available_memory"] > 0 and all(s["fits"] == (s["bytes"] <= data["available_memory"]) for s in stages)
+    shown = run_cli("hardware", "--deployment", str(path), "--no-measure", "--stages", "2", timeout=60)
+    assert shown.code == 0 and "llama-small model in 2 stages" in shown.stdout, shown.stderr
+
+
+def test_more_stages_than_blocks_is_one_error_before_measuring(tmp_path):
+    _one_error(run_cli("hardware", "--stages", "3", timeout=60), "2 to 2 stages")
