@@ -19,6 +19,9 @@ from protocol.node.worker_pool import AsyncWorker
 
 ZERO32 = b"\x00" * 32
 STATE_PATIENCE_S = 60.0  # how long a node whose own state disagrees with the chain keeps asking peers
+# under the aggregation tree: how long a node keeps asking for a certified state before summing every
+# update itself (what the tree spares it); one fetch's 20 s ran out when peers were slow to answer
+TREE_STATE_PATIENCE_S = 40.0
 
 
 class StateMismatch(VeritrainError):
@@ -41,7 +44,7 @@ class GlobalState(RoundReads):
             raise StateMismatch(f"round {round_} has no attested model yet")
         if (held := self._held_state(round_, want)) is not None:
             return held, want
-        if self.setup.spec.fan_in and round_ > 0 and (fetched := await self.fetch_blob(want, BlobKind.STATE)) is not None:
+        if self.setup.spec.fan_in and round_ > 0 and (fetched := await self._fetch_state(want, TREE_STATE_PATIENCE_S)):
             # under the aggregation tree a certified state is fetched by its hash, never re-summed
             # from every update (what the tree spares); recomputing stays the fallback
             self.log.info("global state fetched from peers %s", kv(round=round_, model=want.hex()[:12]))

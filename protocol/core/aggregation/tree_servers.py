@@ -4,11 +4,12 @@ by stake with the round's seed, each within a budget of its stake's share of the
 A node's **load** is what its inputs can hold, in coordinates per top-k chunk: an update holds
 `topk`, a partial sum over k leaves at most min(k · topk, chunk), so the load grows with the leaves
 below a node until its inputs are dense and stays there. A validator of weight w may serve nodes of
-total load up to ⌈2 · L · w / W⌉ + the largest node's load (L the tree's total load, W the weights'
-sum): drawing by stake alone, one validator among hundreds is drawn for several of the few dense
-nodes near the root, and the busiest validator's bytes grew with the network (1.63× from 100 to
-10,000 miners); with budgets, none serves more than its share and one node while no validator
-holds much more than a quarter of the stake. One holding half or more can serve each node only
+total load up to ⌈2 · L · w / W⌉ + the load of the largest bottom node (L the tree's total load, W
+the weights' sum): drawing by stake alone, one validator among hundreds is drawn for several of the
+few dense nodes near the root, and the busiest validator's bytes grew with the network (1.63× from
+100 to 10,000 miners); with budgets, none serves much more than its share while no validator
+holds much more than a quarter of the stake. (A slack of the largest node's load let one of three
+validators serve every node of a small tree.) One holding half or more can serve each node only
 once, under its share; the others then overflow theirs, the least loaded first.
 
 Nodes are drawn root first (the heaviest first, so the small nodes at the bottom fill what is left),
@@ -82,9 +83,10 @@ def servers(seed: bytes, leaves: int, fan_in: int, weights: Sequence[int], size:
     if sum(1 for w in weights if w > 0) < 2:
         raise ConfigError("a node's checker must differ from its aggregator: need two validators with weight")
     loads = node_loads(leaves, fan_in, size)
-    total, biggest, stake = sum(loads.values()), max(loads.values()), sum(weights)
+    total, stake = sum(loads.values()), sum(weights)
+    slack = max(load for (level, _), load in loads.items() if level == 1)  # one bottom node
     budgets = _Budgets(list(itertools.accumulate(weights)),
-                       [-(-2 * total * w // stake) + biggest if w > 0 else 0 for w in weights])
+                       [-(-2 * total * w // stake) + slack if w > 0 else 0 for w in weights])
     drawn: dict[Key, tuple[int, int]] = {}
     for node in reversed(tree_nodes(leaves, fan_in)):
         key = (node.level, node.index)
