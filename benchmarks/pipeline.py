@@ -4,11 +4,12 @@
 
 - peak_mem_ratio (by S): the peak training-state memory (parameters, gradients, AdamW moments,
   activations: the increment over a fresh process's idle baseline, as `benchmarks scale`
-  measures it) of the largest stage ÷ the whole model's, on the same batch (the stage's in M = 4
+  measures it; medians over the trials) of the largest stage ÷ the whole model's, on the same batch (the stage's in M = 4
   microbatches, all held until their backward, as GPipe holds them). Target <= 1/S + 0.15.
   estimate_over_measured: `stage_memory`'s estimate of that stage ÷ its measured peak.
 - throughput_ratio (by S): tokens/s of the stages run one after another on these cores ÷ the
-  whole model's (a pipeline across S machines overlaps them: at most M / (M + S - 1) idle-free).
+  whole model's, the median of `--trials` paired runs (a pipeline across S machines overlaps them:
+  each stage is busy at most M / (M + S - 1) of a step, GPipe's bubble).
 - bytes_ratio (by S): bytes the busiest stage sends per round (activations forward and gradients
   backward, float32, every step and microbatch) ÷ a whole-model update's (its blob cap).
 - replay_exact (by S): every stage of a 2-step pipeline, replayed alone from what it received,
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -105,10 +107,11 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks pipeline", description=__doc__.split("\n")[0])
     parser.add_argument("--preset", default="llama-small")
     parser.add_argument("--quick", action="store_true", help="llama-tiny instead of llama-small")
+    parser.add_argument("--trials", type=int, default=3, help="paired runs of the whole model and the stages")
     parser.add_argument("--json", type=Path, default=Path("out/bench/pipeline.json"))
     args = parser.parse_args(argv)
     name = "llama-tiny" if args.quick else args.preset
-    whole = role(name, "whole", STEPS)
+    trials = 1 if args.quick else args.trials
     update = blob_caps(preset(name), ComputeConfig()).update
     figures: dict[str, Any] = {"peak_mem_ratio": {}, "throughput_ratio": {}, "bytes_ratio": {}, "replay_exact": {},
                                "target_peak_mem_ratio": {}, "estimate_over_measured": {}}
@@ -117,13 +120,16 @@ def main(argv: list[str]) -> int:
                    "MB sent per round, busiest stage / update", "replay exact"):
         table.add_column(column, justify="right")
     for stages in STAGES:
-        runs = [role(name, "stage", STEPS, stages, s, MICROBATCHES) for s in range(stages)]
-        peak = max(r["peak_bytes"] for r in runs)
+        paired = [(role(name, "whole", STEPS), [role(name, "stage", STEPS, stages, s, MICROBATCHES)
+                                                 for s in range(stages)]) for _ in range(trials)]
+        whole = {"peak_bytes": statistics.median(w["peak_bytes"] for w, _ in paired)}
+        peaks = [statistics.median(runs[s]["peak_bytes"] for _, runs in paired) for s in range(stages)]
+        peak = max(peaks)
         split = split_model(preset(name), stages)
         estimates = [stage_memory(preset(name), split, s, ComputeConfig().batch_size).total for s in range(stages)]
-        figures["estimate_over_measured"][str(stages)] = estimates[max(range(stages), key=lambda s: runs[s]["peak_bytes"])] / peak
+        figures["estimate_over_measured"][str(stages)] = estimates[peaks.index(peak)] / peak
         ratio, target = peak / whole["peak_bytes"], 1 / stages + 0.15
-        speed = whole["s_per_step"] / sum(r["s_per_step"] for r in runs)
+        speed = statistics.median(w["s_per_step"] / sum(r["s_per_step"] for r in runs) for w, runs in paired)
         sent = bytes_sent(name, stages)
         exact, _ = replay_run(name, stages, 2)
         figures["peak_mem_ratio"][str(stages)] = ratio
@@ -139,7 +145,7 @@ def main(argv: list[str]) -> int:
     figures["gpipe_busy_bound"] = {str(s): MICROBATCHES / (MICROBATCHES + s - 1) for s in STAGES}
     Console(width=160).print(table)
     print(f"a 1e-6 change to the middle stage before step 3: its replay differs first at step {caught}")
-    print(f"whole-model step {whole['s_per_step']:.2f} s (one run: the stages' speeds are rough on shared cores)")
+    print(f"medians of {trials} paired run(s) in fresh processes, {STEPS} steps each")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"preset": name, "microbatches": MICROBATCHES, "figures": figures}, indent=2) + "\n")
     print(f"wrote {args.json}")
