@@ -64,6 +64,7 @@ class TreeAggregation:
         self.tamper = tamper  # devnet and tests only: a lying aggregator's perturbation of what it serves
         self.trees: dict[int, RoundTree] = {}
         self._heard: dict[tuple[int, Key], dict[str, tuple[bytes, bytes]]] = {}  # -> validator -> (hash, claim sig)
+        self._claims: dict[int, list[tuple[Key, str]]] = {}  # round -> each first claim kept, in arrival order
         self._audited: dict[int, dict[str, int]] = {}  # round -> validator done auditing -> its dissents
         self._news = trio.Event()  # set on every new announcement, then replaced
         self.wrong: dict[tuple[int, Key, str], WrongPartial] = {}
@@ -86,7 +87,10 @@ class TreeAggregation:
         except SignatureError:
             self.ctx.log.info("partial claim dropped: bad signature %s", kv(round=r, validator=body.validator))
             return
-        self._heard.setdefault((r, (body.level, body.index)), {}).setdefault(body.validator, (got, sig))
+        claims = self._heard.setdefault((r, (body.level, body.index)), {})
+        if body.validator not in claims:
+            claims[body.validator] = (got, sig)
+            self._claims.setdefault(r, []).append(((body.level, body.index), body.validator))
         self._tell()
 
     def _tell(self) -> None:
@@ -105,6 +109,7 @@ class TreeAggregation:
         self.trees = {r: t for r, t in self.trees.items() if r >= keep}
         self._heard = {k: v for k, v in self._heard.items() if k[0] >= keep}
         self._audited = {r: v for r, v in self._audited.items() if r >= keep}
+        self._claims = {r: v for r, v in self._claims.items() if r >= keep}
         self.wrong = {k: w for k, w in self.wrong.items() if w.round >= keep}
 
     def deployment(self) -> tuple[int, bytes]:
@@ -252,11 +257,12 @@ class TreeAggregation:
     def _auditing(self, t: RoundTree) -> list[str]:
         """The tree's other validators not yet heard done auditing, with all their dissents."""
         done, me = self._audited.get(t.round, {}), self.ctx.address.lower()
-
-        def dissents_heard(v: str) -> int:
-            return sum(1 for (r, key), claims in self._heard.items()
-                       if r == t.round and v in claims and v not in t.servers.get(key, ()))
-        return [v for v in t.members if v != me and (v not in done or dissents_heard(v) < done[v])]
+        claims = self._claims.get(t.round, [])
+        for key, v in claims[t.claims_counted:]:  # each claim counted once: no rescan per message
+            if v not in t.servers.get(key, ()):
+                t.dissents_heard[v] = t.dissents_heard.get(v, 0) + 1
+        t.claims_counted = len(claims)
+        return [v for v in t.members if v != me and (v not in done or t.dissents_heard.get(v, 0) < done[v])]
 
     async def _agreed(self, t: RoundTree, key: Key) -> bytes | None:
         """The blob both servers announced, if they did within the patience and it is served."""

@@ -49,6 +49,8 @@ class RoundTree:
     announced: set[Key] = field(default_factory=set)  # nodes it served and claimed (its first claim binds)
     served: set[bytes] = field(default_factory=set)  # hashes of the blobs it served (a tampered one too)
     members: tuple[str, ...] = ()  # the validators the servers were drawn from (lowercase): the auditors
+    dissents_heard: dict[str, int] = field(default_factory=dict)  # validator -> claims of nodes it does not serve
+    claims_counted: int = 0  # of the round's claims, how many `dissents_heard` has counted
 
     @classmethod
     def draw(cls, r: int, fan_in: int, leaves: list[str], seed: bytes, validators: list[str], weights: list[int],
