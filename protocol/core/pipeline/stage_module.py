@@ -16,6 +16,7 @@ from torch import Tensor, nn
 
 from protocol.core.model.config import LlamaConfig, ModelConfig
 from protocol.core.model.gpt import Block, Params
+from protocol.core.model.llama import LlamaBlock, RMSNorm, rope_tables
 from protocol.core.pipeline.stage_split import StageSplit
 
 
@@ -25,8 +26,6 @@ class StageModule(nn.Module):
         self.cfg, self.stage = cfg, stage
         self.first, self.last = stage == 0, stage == split.count - 1
         llama = isinstance(cfg, LlamaConfig)
-        if llama:
-            from protocol.core.model.llama import LlamaBlock, RMSNorm
         if self.first:
             if llama:
                 self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.n_embd)
@@ -49,8 +48,6 @@ class StageModule(nn.Module):
     def forward(self, x: Tensor, targets: Tensor | None = None) -> Tensor:
         t = x.shape[1]
         if isinstance(self.cfg, LlamaConfig):
-            from protocol.core.model.llama import rope_tables
-
             cos, sin = rope_tables(self.cfg.n_embd // self.cfg.n_head, t, self.cfg.rope_theta, x.device)
             if self.first:
                 x = self.tok_emb(x)  # (B, T, C)
