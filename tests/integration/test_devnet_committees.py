@@ -54,8 +54,13 @@ def test_every_column_is_decided_by_a_full_committee_whose_members_checked_it(ru
             # liar holds 4 of one miner's with about 1 % odds: then the committee is two, a quorum)
             counted = [v for v in drawn if v in honest or v in seats]
             assert Counter(counted[:SEATS]) == Counter(seats), m
-            assert sum(seats.values()) >= 2, m  # 2/3 of the seats: the column is decided
             assert set(seats) <= checked[(r["round"], m["address"])], (m, checked[(r["round"], m["address"])])
+            if len(counted) < 2:
+                # the liar held 5 or 6 of the 6 drawn seats (about 0.07 % a column, 2 % a run): one
+                # seat of three is no quorum, so the column decides nothing and pays nothing
+                assert m["score"] == 0 and m["reward"] == 0, m
+                continue
+            assert sum(seats.values()) >= 2, m  # 2/3 of the seats: the column is decided
 
 
 def test_a_validator_checks_only_the_miners_it_holds_a_seat_of(run):
