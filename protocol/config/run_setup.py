@@ -22,12 +22,18 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 
 from protocol.config.model_overrides import apply_overrides
 from protocol.config.run_config import RunConfig
+from protocol.config.stage_fields import (
+    DEFAULT_MICROBATCHES,
+    check_microbatches,
+    check_stage_fields,
+)
 from protocol.core.aggregation.selection import UnknownSelectionRule, check_rule
 from protocol.core.crypto.hashing import blake3_hash
 from protocol.core.errors import ConfigError
 from protocol.core.hardware.hardware_class import MAX_CLASSES, class_id, default_classes, label
 from protocol.core.hardware.replay_profile import ReplayProfile
 from protocol.core.model.config import ModelConfig, preset
+from protocol.core.pipeline.stage_split import MAX_STAGES, StageSplit, split_model
 from protocol.core.settlement.result_inputs import MAX_MINERS
 from protocol.core.train.compute_config import ComputeConfig
 
@@ -83,6 +89,12 @@ class TrainingSpec(_Strict):
     # serve (exact-sum-v1 only: its bits do not depend on the grouping). With its audits it pays above ~700 miners
     fan_in: int = Field(0, ge=0, le=MAX_MINERS)
     heldout_batches: int = Field(8, gt=0)  # batches in the attested held-out loss validators reveal
+    # pipeline stages (PROTOCOL.md §16): 0 = every miner trains the whole model; S >= 2 splits it into
+    # S contiguous stages (`pipeline/stage_split.py`), each trained by miners registered for it
+    stages: int = Field(0, ge=0, le=MAX_STAGES)
+    microbatches: int = Field(DEFAULT_MICROBATCHES, gt=0)  # GPipe microbatches per inner step of a staged run
+    # per stage, its permitted hardware classes; empty: every stage permits `classes`
+    stage_classes: list[list[ReplayProfile]] = Field(default_factory=list)
     # pinned by `veritrain deploy`; nodes must reproduce them
     model_config_hash: str | None = None
     dataset_root: str | None = None
@@ -116,6 +128,19 @@ class TrainingSpec(_Strict):
         if self.fan_in and rule != "exact-sum-v1":
             raise ConfigError(f"[training] fan_in needs aggregation = \"exact-sum-v1\" (its sums do not depend "
                               f"on the grouping), not {rule!r}")
+        return self
+
+    @model_validator(mode="after")
+    def _stages_are_whole(self) -> TrainingSpec:
+        check_stage_fields(self.stages, self.microbatches, len(self.stage_classes), self.fan_in)
+        for s, permitted in enumerate(self.stage_classes):
+            ids = [class_id(c) for c in permitted]
+            if not ids or len(set(ids)) != len(ids):
+                raise ConfigError(f"[training.stage_classes] stage {s} lists no hardware class, or one twice")
+            stray = [label(c) for c in permitted if c not in self.classes]
+            if stray:  # the chain registers the run's classes; a stage narrows them
+                raise ConfigError(f"[training.stage_classes] stage {s} permits {', '.join(stray)}, not among "
+                                  f"[training.classes]")
         return self
 
     @model_validator(mode="after")
@@ -155,6 +180,15 @@ class Setup:
         return ComputeConfig(**self.spec.compute)  # type: ignore[arg-type]
 
     @property
+    def stage_split(self) -> StageSplit | None:
+        """The model's stages (None: every miner trains the whole model)."""
+        return split_model(self.model, self.spec.stages) if self.spec.stages else None
+
+    def stage_classes(self, stage: int) -> list[ReplayProfile]:
+        """The hardware classes permitted to train or replay stage `stage`."""
+        return self.spec.stage_classes[stage] if self.spec.stage_classes else self.spec.classes
+
+    @property
     def profile(self) -> ReplayProfile:
         return self.spec.profile
 
@@ -188,6 +222,12 @@ def training_spec(config: RunConfig) -> TrainingSpec:
 def resolve(config: RunConfig) -> Setup:
     setup = Setup(training_spec(config), blake3_hash("run-seed", config.run_seed.to_bytes(8, "big")))
     check_committee_detection(config.chain.committee, setup.compute)
+    try:  # the split refuses a tied Llama, or more stages than blocks
+        staged = setup.stage_split is not None
+    except ConfigError as exc:
+        raise ConfigError(f"[training] stages: {exc}") from exc
+    if staged:
+        check_microbatches(setup.compute.batch_size, setup.spec.microbatches)
     return setup
 
 

@@ -19,6 +19,7 @@ under the replay profile: its reductions depend on threads, ISA and device.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -101,21 +102,32 @@ def encoded_state(s: GlobalState, model: ModelConfig) -> tuple[bytes, Digest]:
     return blob, content_hash(blob)
 
 
-def encode_state(s: GlobalState, model: ModelConfig) -> bytes:
+def state_metadata(model: ModelConfig, stage: tuple[int, int] | None = None) -> dict[str, str]:
+    """The state blob's one metadata entry: the model config's hash, and for stage s of S a
+    `:stage s/S` suffix. One entry, because safetensors writes a map of several in a random order."""
+    suffix = f":stage {stage[0]}/{stage[1]}" if stage is not None else ""
+    return {STATE_FORMAT_KEY: config_hash(model).hex() + suffix}
+
+
+def encode_state(s: GlobalState, model: ModelConfig, metadata: dict[str, str] | None = None) -> bytes:
+    """`metadata`: `state_metadata` of a stage (`pipeline/staged_state.py`); None: the whole model's."""
     # deterministic bytes: safetensors orders tensors by dtype then name, and a one-entry
     # metadata map has a single order (checked across processes in tests/core)
     tensors = {k: v.contiguous() for k, v in _state_tensors(s).items()}
-    return safetensors.torch.save(tensors, metadata={STATE_FORMAT_KEY: config_hash(model).hex()})
+    return safetensors.torch.save(tensors, metadata=metadata if metadata is not None else state_metadata(model))
 
 
-def decode_state(blob: bytes, model: ModelConfig, expected_hash: bytes) -> GlobalState:
-    """Parse served state bytes; they must hash to the attested hash and fit the model."""
+def decode_state(blob: bytes, model: ModelConfig, expected_hash: bytes, shapes: dict[str, tuple[int, ...]] | None = None,
+                 metadata: dict[str, str] | None = None) -> GlobalState:
+    """Parse served state bytes; they must hash to the attested hash and fit the model (or the
+    stage's `shapes` and `metadata`, as `staged_state.decode_stage` passes them)."""
     if content_hash(blob) != expected_hash:
         raise StateFormatError("served global state does not hash to the attested model hash")
-    shapes = param_shapes(model)
-    tensors, meta = read_safetensors(blob, 2 * 4 * num_params(model) + 8 + MAX_HEADER_BYTES)
-    if meta != {STATE_FORMAT_KEY: config_hash(model).hex()}:
-        raise StateFormatError("global state is for another model configuration")
+    shapes = shapes if shapes is not None else param_shapes(model)
+    size = sum(math.prod(s) for s in shapes.values())
+    tensors, meta = read_safetensors(blob, 2 * 4 * size + 8 + MAX_HEADER_BYTES)
+    if meta != (metadata if metadata is not None else state_metadata(model)):
+        raise StateFormatError("global state is for another model configuration or stage")
     keys = {f"p/{k}" for k in shapes}
     if not keys <= set(tensors) or set(tensors) - keys - {"momentum", "step_norm"}:
         raise StateFormatError("global state has unexpected tensor keys")
@@ -123,7 +135,7 @@ def decode_state(blob: bytes, model: ModelConfig, expected_hash: bytes) -> Globa
     if any(tuple(params[k].shape) != s or params[k].dtype != torch.float32 for k, s in shapes.items()):
         raise StateFormatError("global state tensor has the wrong shape or dtype")
     momentum = tensors.get("momentum")
-    if momentum is not None and (momentum.shape != (num_params(model),) or momentum.dtype != torch.float32):
+    if momentum is not None and (momentum.shape != (size,) or momentum.dtype != torch.float32):
         raise StateFormatError("outer momentum has the wrong shape or dtype")
     return GlobalState(params, momentum, _step_norm(tensors.get("step_norm")))
 

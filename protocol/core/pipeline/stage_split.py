@@ -20,6 +20,8 @@ from functools import lru_cache
 from protocol.core.errors import ConfigError
 from protocol.core.model.config import LlamaConfig, ModelConfig, Shapes, layout
 
+# the most stages a run may have: a pipeline's pay is split among its stages on chain, one loop each
+MAX_STAGES = 32
 _BLOCK = re.compile(r"^(?:h|layers)\.(\d+)\.")
 
 
