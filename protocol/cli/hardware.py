@@ -91,17 +91,21 @@ def hardware(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with stable keys instead of a table")] = False,
     measure: Annotated[bool, typer.Option("--measure/--no-measure",
                                           help="Time a few training steps in each runnable class")] = True,
-    stages: Annotated[int, typer.Option(min=0, help="Also split the model into this many pipeline stages and "
-                                                    "say which this machine can hold (0: no split)")] = 0,
+    stages: Annotated[int | None, typer.Option(min=0, help="Split an unstaged run's model into this many "
+                                                           "pipeline stages and say which this machine can hold "
+                                                           "(a staged run shows its own stages)")] = None,
 ) -> None:
     """Show the hardware classes this machine can run: id, label, why not, permitted, tokens/s."""
     from protocol.cli.app import _progress, console
-    from protocol.cli.hardware_stages import render_stages, stage_rows
-    from protocol.node.host_probe import available_memory, this_host
+    from protocol.cli.hardware_stages import render_stages, stage_count, stage_rows
+    from protocol.core.hardware.hardware_class import label
+    from protocol.node.host_probe import available_memory, runnable_here, this_host
 
-    spec = _candidates(deployment)[3]
+    shown, _, _, spec = _candidates(deployment)
     available = available_memory()
-    split = stage_rows(spec, stages, available) if stages else None  # a bad count fails before measuring
+    count = stage_count(spec, stages)
+    runnable = {label(c) for c in shown if runnable_here(c)[0]}
+    split = stage_rows(spec, count, available, runnable) if count else None  # a bad count fails before measuring
     preset, rows = class_rows(deployment, measure, _progress)
     if as_json:
         host = vars(this_host())

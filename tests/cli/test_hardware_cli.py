@@ -86,3 +86,26 @@ def test_stages_of_a_deployments_model_and_whether_each_fits(tmp_path):
 
 def test_more_stages_than_blocks_is_one_error_before_measuring(tmp_path):
     _one_error(run_cli("hardware", "--stages", "3", timeout=60), "2 to 2 stages")
+
+
+def test_a_staged_runs_own_stages_with_their_classes_and_whether_this_machine_holds_each(tmp_path):
+    """A run with `[training] stages` shows its stages without --stages: each stage's permitted
+    classes (stage 1 here permits only a class no machine runs), and which this machine holds."""
+    from dataclasses import asdict, replace
+
+    from protocol.config.run_setup import TrainingSpec
+
+    profile = TrainingSpec(preset="micro").profile
+    foreign = replace(profile, device="cuda", gpu_model="NVIDIA H200", compute_capability="9.0")
+    classes = [asdict(profile), asdict(foreign)]
+    path = _deployment(tmp_path, {"preset": "micro", "stages": 2, "classes": classes,
+                                  "stage_classes": [classes[:1], classes[1:]]})
+    data = json.loads(run_cli("hardware", "--deployment", str(path), "--no-measure", "--json", timeout=60).stdout)
+    first, second = data["stages"]
+    assert first["class_here"] and not second["class_here"] and not second["holds"]
+    assert first["holds"] == first["fits"] is True  # micro fits any test machine
+    assert len(first["classes"]) == len(second["classes"]) == 1 and first["classes"] != second["classes"]
+    shown = run_cli("hardware", "--deployment", str(path), "--no-measure", timeout=60)
+    assert shown.code == 0 and "this machine can hold stage 0" in shown.stdout, shown.stderr
+    _one_error(run_cli("hardware", "--deployment", str(path), "--no-measure", "--stages", "3", timeout=60),
+               "split into 2 stages")
