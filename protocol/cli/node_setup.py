@@ -84,9 +84,11 @@ def check_local_hashes(client: Any, worker: Any) -> None:
     computed in `worker` (of the class the node runs)."""
     from protocol.config.run_setup import check_genesis_present, check_local, resolve
     from protocol.config.run_state import pinned_hashes
+    from protocol.config.stage_fields import check_deployable
 
     config = client.deployment.run_config
     check_genesis_present(resolve(config).spec)  # a missing checkpoint folder: said before the worker starts
+    check_deployable(resolve(config).spec.stages)
     check_local(config, worker.ready().call(pinned_hashes, resolve(config).spec))
 
 

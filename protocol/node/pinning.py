@@ -10,6 +10,7 @@ from __future__ import annotations
 from protocol.config.run_config import RunConfig
 from protocol.config.run_setup import Setup, check_genesis_present, training_spec
 from protocol.config.run_state import pinned_hashes, with_packed_facts
+from protocol.config.stage_fields import check_deployable
 from protocol.node.worker_pool import ProfileWorker
 
 
@@ -21,6 +22,7 @@ def prepare(config: RunConfig, worker: ProfileWorker | None = None) -> RunConfig
     `[training.genesis]` checkpoint gives the genesis model hash of the state loaded from it."""
     spec = with_packed_facts(training_spec(config))  # a packed corpus's tokenizer hash is pinned too
     check_genesis_present(spec)  # before a worker spends seconds importing torch
+    check_deployable(spec.stages)
     profile = Setup(spec, b"").profile
     if worker is not None and worker.profile == profile:
         pinned = worker.ready().call(pinned_hashes, spec)

@@ -18,12 +18,13 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from protocol.core.crypto.hashing import Digest, blake3_hash
+from protocol.core.crypto.hashing import Digest
 from protocol.core.errors import ConfigError
 from protocol.core.model.gpt import Params
 from protocol.core.pipeline.stage_module import StageModule
 from protocol.core.train.compute_config import ComputeConfig
 from protocol.core.train.training import adamw_update
+from protocol.core.wire.boundary_tensor import boundary_hash
 
 
 @dataclass
@@ -47,8 +48,9 @@ class StageTraffic:
 
 
 def tensor_hash(t: Tensor) -> Digest:
-    """blake3 of a boundary tensor's float32 bytes, row-major: what its sender signs."""
-    return blake3_hash("boundary-tensor", t.detach().to(torch.float32).contiguous().numpy().tobytes())
+    """blake3 of a boundary tensor's float32 bytes, row-major: what its sender signs (the wire's
+    `boundary_hash`, which a receiver computes on the bytes without torch)."""
+    return boundary_hash(t.detach().to(torch.float32).contiguous().numpy().tobytes())
 
 
 def fresh_state(module: StageModule) -> StageState:
