@@ -64,32 +64,56 @@ def microbatches(x: Tensor, count: int) -> tuple[Tensor, ...]:
     return tuple(x.chunk(count))
 
 
-@dataclass
-class _Forwarded:
-    inputs: list[Tensor]  # what the stage read, as leaves whose gradients it sends back
-    outputs: list[Tensor]  # activations, or the last stage's microbatch losses
+class StageStepRun:
+    """One stage's step taken one microbatch at a time, as its tensors arrive: `forward` for
+    microbatch 0 .. M-1 (each returns the activation to send on), `backward` for M-1 .. 0 (each
+    returns the input's gradient to send back), then `finish` (the stage's clip and AdamW step).
+    A stage on its own machine sends each tensor as soon as it exists; `stage_step` and
+    `pipeline_step` run the same calls, so every way of taking a step gives the same bits."""
 
+    def __init__(self, module: StageModule, state: StageState, cfg: ComputeConfig, step: int, count: int) -> None:
+        self.module, self.state, self.cfg, self.step, self.count = module, state, cfg, step, count
+        self._inputs: list[Tensor] = []  # what the stage read, as leaves whose gradients it sends back
+        self._outputs: list[Tensor] = []  # activations, or the last stage's microbatch losses
+        self._grads: list[Tensor | None] = [None] * count
+        self._backs = 0  # backward passes taken
+        module.zero_grad(set_to_none=True)
 
-def _forward(module: StageModule, received: Sequence[Tensor], targets: Sequence[Tensor]) -> _Forwarded:
-    """Microbatches 0 .. M-1 through the stage, keeping its graph."""
-    module.zero_grad(set_to_none=True)
-    inputs = [x if module.first else x.detach().requires_grad_(True) for x in received]
-    return _Forwarded(inputs, [module(x, targets[m] if module.last else None) for m, x in enumerate(inputs)])
+    def forward(self, received: Tensor, target: Tensor | None = None) -> Tensor | None:
+        """The next microbatch forward: tokens (first stage) or an activation; the activation to
+        send to the next stage (None from the last, which reads `target`)."""
+        if len(self._outputs) == self.count:
+            raise ConfigError(f"a step has {self.count} microbatches, all forwarded")
+        x = received if self.module.first else received.detach().requires_grad_(True)
+        self._inputs.append(x)
+        self._outputs.append(self.module(x, target if self.module.last else None))
+        return None if self.module.last else self._outputs[-1].detach()
 
-
-def _backward_and_update(module: StageModule, state: StageState, done: _Forwarded, received_grads: Sequence[Tensor],
-                         cfg: ComputeConfig, step: int) -> StageTraffic:
-    """Microbatches M-1 .. 0 backward, the stage's clip and AdamW step; what it sends."""
-    count = len(done.outputs)
-    for m in reversed(range(count)):
-        if module.last:
-            (done.outputs[m] / count).backward()
+    def backward(self, grad: Tensor | None = None) -> Tensor | None:
+        """The next microbatch backward (last first), from its output's gradient (None for the
+        last stage); the gradient of its input to send back (None from the first stage)."""
+        m = self.count - 1 - self._backs
+        if len(self._outputs) != self.count or m < 0:
+            raise ConfigError("backward passes run after every forward, once per microbatch")
+        if self.module.last:
+            (self._outputs[m] / self.count).backward()
         else:
-            done.outputs[m].backward(received_grads[m])
-    torch.nn.utils.clip_grad_norm_(module.parameters(), cfg.grad_clip, foreach=False)
-    adamw_update(module.named_parameters(), state.exp_avg, state.exp_avg_sq, step, cfg, state.warm)
-    return StageTraffic(() if module.last else tuple(o.detach() for o in done.outputs),
-                        () if module.first else tuple(x.grad.detach() for x in done.inputs))  # type: ignore[union-attr]
+            self._outputs[m].backward(grad)
+        self._backs += 1
+        if self.module.first:
+            return None
+        self._grads[m] = self._inputs[m].grad.detach()  # type: ignore[union-attr]
+        return self._grads[m]
+
+    def finish(self) -> StageTraffic:
+        """The stage's clip and AdamW step, after every backward; what it sent in this step."""
+        if self._backs != self.count:
+            raise ConfigError(f"{self._backs} of {self.count} backward passes before the update")
+        torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.cfg.grad_clip, foreach=False)
+        adamw_update(self.module.named_parameters(), self.state.exp_avg, self.state.exp_avg_sq, self.step, self.cfg,
+                     self.state.warm)
+        forward = () if self.module.last else tuple(o.detach() for o in self._outputs)
+        return StageTraffic(forward, () if self.module.first else tuple(g for g in self._grads if g is not None))
 
 
 def stage_step(module: StageModule, state: StageState, received: Sequence[Tensor], received_grads: Sequence[Tensor],
@@ -97,7 +121,12 @@ def stage_step(module: StageModule, state: StageState, received: Sequence[Tensor
     """Stage `module`'s step `step` (1-based) from what it received: its inputs per microbatch
     (tokens for the first stage) and the gradients of its outputs (none for the last stage, which
     reads `targets` instead). Updates the module's parameters and `state` in place."""
-    return _backward_and_update(module, state, _forward(module, received, targets), received_grads, cfg, step)
+    run = StageStepRun(module, state, cfg, step, len(received))
+    for m, x in enumerate(received):
+        run.forward(x, targets[m] if module.last else None)
+    for m in reversed(range(len(received))):
+        run.backward(None if module.last else received_grads[m])
+    return run.finish()
 
 
 @dataclass(frozen=True)
@@ -112,19 +141,21 @@ def pipeline_step(modules: Sequence[StageModule], states: Sequence[StageState], 
                   cfg: ComputeConfig, step: int) -> tuple[list[StageTraffic], list[Received]]:
     """The pipeline's step over batch (x, y), (B, T) each, in `count` microbatches: each stage's
     traffic and what each received. Run here in one process, all forwards stage after stage, then
-    all backwards from the last; across machines each stage runs `stage_step` on what arrives."""
+    all backwards from the last; across machines each stage runs `StageStepRun` as tensors arrive."""
     xs, ys = microbatches(x, count), microbatches(y, count)
-    forwarded, received_inputs = [], []
+    runs = [StageStepRun(module, state, cfg, step, count) for module, state in zip(modules, states, strict=True)]
+    received_inputs: list[tuple[Tensor, ...]] = []
     inputs: Sequence[Tensor] = xs
-    for module in modules:
+    for run in runs:
         received_inputs.append(tuple(inputs))
-        forwarded.append(_forward(module, inputs, ys))
-        inputs = [o.detach() for o in forwarded[-1].outputs]
+        inputs = [run.forward(i, ys[m]) for m, i in enumerate(inputs)]  # type: ignore[misc]
     traffic: list[StageTraffic] = []
     received_grads: list[tuple[Tensor, ...]] = []
     grads: tuple[Tensor, ...] = ()
-    for s in reversed(range(len(modules))):
+    for run in reversed(runs):
         received_grads.insert(0, grads)
-        traffic.insert(0, _backward_and_update(modules[s], states[s], forwarded[s], grads, cfg, step))
+        for m in reversed(range(count)):
+            run.backward(grads[m] if grads else None)
+        traffic.insert(0, run.finish())
         grads = traffic[0].backward
     return traffic, [Received(i, g) for i, g in zip(received_inputs, received_grads, strict=True)]
