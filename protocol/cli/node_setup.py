@@ -193,31 +193,59 @@ def register_classes(client: Any, classes: int) -> None:
     """Register the class set, which the chain fixes at the first stake: a staked account
     running another class is refused here, before the node checks anything wrongly."""
     from protocol.config.run_setup import resolve
-    from protocol.core.hardware.hardware_class import classes_in, label
     from protocol.core.settlement.class_checks import effective_classes
 
     registered = client.read.staking.hardware_classes(client.address)
     if effective_classes(registered) == classes:
         return
     if client.read.staking.classes_fixed(client.address):
-        permitted = resolve(client.deployment.run_config).classes
-        held = ", ".join(label(c) for c in classes_in(permitted, effective_classes(registered)))
+        held = _held_labels(resolve(client.deployment.run_config), effective_classes(registered))
         raise ConfigError(f"account {client.address} is registered for hardware class {held}, fixed since it "
                           f"first staked; run that class (--hardware-class) or use another account")
     client.set_hardware_classes(classes)
 
 
-def node_classes(deployment: Path, wanted: str | None) -> tuple[int, Any]:
+def _held_labels(setup: Any, mask: int) -> str:
+    """The classes an on-chain class set names, by label; a staged run's with their stage."""
+    from protocol.core.hardware.hardware_class import classes_in, label
+
+    if not setup.spec.stages:
+        return ", ".join(label(c) for c in classes_in(setup.classes, mask))
+    from protocol.core.hardware.stage_classes import stage_classes_in
+
+    pairs = stage_classes_in(setup.classes, setup.stage_permitted, mask)
+    return ", ".join(f"{label(c)} on stage {s}" for c, s in pairs)
+
+
+def node_classes(deployment: Path, wanted: str | None, stage: int | None = None) -> tuple[int, Any]:
     """The class set this node registers and the class it runs (`wanted`, else the run's
-    default). Refuses a class the run does not permit or this machine cannot run."""
+    default). Refuses a class the run does not permit or this machine cannot run. In a staged
+    run (PROTOCOL.md §16.1) a miner passes its `stage` and registers its class on that stage
+    alone; a validator passes none and registers its class on every stage that permits it."""
     from protocol.chain.deployment import load_deployment
     from protocol.config.run_setup import training_spec
     from protocol.core.hardware.hardware_class import class_mask
     from protocol.node.hardware_choice import choose_class
 
-    spec = training_spec(load_deployment(deployment).run_config)
+    config = load_deployment(deployment).run_config
+    spec = training_spec(config)
     chosen = choose_class(spec, wanted)
+    if spec.stages or stage is not None:
+        return _stage_mask(config, chosen, stage), chosen
     return class_mask(spec.classes, [chosen]), chosen
+
+
+def _stage_mask(config: Any, chosen: Any, stage: int | None) -> int:
+    # resolve, not the bare spec: it also refuses a run whose (class, stage) pairs overflow the chain's set
+    from protocol.config.run_setup import resolve
+    from protocol.core.hardware.stage_classes import miner_mask, validator_mask
+
+    setup = resolve(config)
+    if not setup.spec.stages:
+        raise ConfigError(f"stage {stage}: this run has no stages ([training] stages = 0)")
+    if stage is None:
+        return validator_mask(setup.classes, setup.stage_permitted, chosen)
+    return miner_mask(setup.classes, setup.stage_permitted, chosen, stage)
 
 
 def discover_server(text: str | None) -> tuple[str, int] | None:

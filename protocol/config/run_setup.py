@@ -32,6 +32,7 @@ from protocol.core.crypto.hashing import blake3_hash
 from protocol.core.errors import ConfigError
 from protocol.core.hardware.hardware_class import MAX_CLASSES, class_id, default_classes, label
 from protocol.core.hardware.replay_profile import ReplayProfile
+from protocol.core.hardware.stage_classes import check_chain_width, stage_class_list
 from protocol.core.model.config import ModelConfig, preset
 from protocol.core.pipeline.stage_split import MAX_STAGES, StageSplit, split_model
 from protocol.core.settlement.result_inputs import MAX_MINERS
@@ -189,6 +190,18 @@ class Setup:
         return self.spec.stage_classes[stage] if self.spec.stage_classes else self.spec.classes
 
     @property
+    def stage_permitted(self) -> list[list[ReplayProfile]]:
+        """Per stage, its permitted classes (empty without stages): what `stage_classes.py` maps to bits."""
+        return [self.stage_classes(s) for s in range(self.spec.stages)]
+
+    @property
+    def chain_classes(self) -> int:
+        """How many entries the chain's class list has: the classes, or a staged run's (class, stage) pairs."""
+        if not self.spec.stages:
+            return len(self.spec.classes)
+        return len(stage_class_list(self.spec.classes, self.stage_permitted))
+
+    @property
     def profile(self) -> ReplayProfile:
         return self.spec.profile
 
@@ -228,6 +241,7 @@ def resolve(config: RunConfig) -> Setup:
         raise ConfigError(f"[training] stages: {exc}") from exc
     if staged:
         check_microbatches(setup.compute.batch_size, setup.spec.microbatches)
+        check_chain_width(setup.classes, setup.stage_permitted)
     return setup
 
 

@@ -12,6 +12,7 @@ from protocol.config.run_config import RunConfig
 from protocol.config.run_setup import resolve, training_spec
 from protocol.core.errors import ConfigError
 from protocol.core.hardware.hardware_class import default_classes
+from protocol.core.hardware.stage_classes import StageClassesOverflow
 from protocol.core.pipeline.stage_split import split_model
 
 
@@ -62,3 +63,12 @@ def test_a_stage_class_outside_the_runs_classes_is_refused():
         _setup(stages=2, stage_classes=[[profile], [stranger]])
     with pytest.raises(ConfigError, match="twice"):
         _setup(stages=2, stage_classes=[[profile, profile], [profile]])
+
+
+def test_a_staged_run_whose_class_stage_pairs_overflow_the_chains_class_set_is_refused():
+    profile = training_spec(RunConfig()).profile
+    nine = [asdict(replace(profile, threads=t)) for t in range(1, 10)]  # the run's profile first
+    assert _setup(classes=nine).chain_classes == 9  # unstaged: one bit per class, as before
+    with pytest.raises(StageClassesOverflow, match="18 .* pairs"):  # 2 stages x 9 classes > 16 bits
+        _setup(stages=2, classes=nine)
+    assert _setup(stages=2, classes=nine, stage_classes=[nine, nine[:7]]).chain_classes == 16
