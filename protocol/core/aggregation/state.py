@@ -193,15 +193,18 @@ def outer_step(state: GlobalState, delta: Tensor, cfg: ComputeConfig) -> GlobalS
     return GlobalState(params, momentum, state.step_norm)
 
 
-def decode_updates(blobs: Sequence[bytes], model: ModelConfig, cfg: ComputeConfig) -> list[Compressed]:
-    """Parse and validate update blobs against the run's header."""
-    want = expected_header(num_params(model), cfg.chunk, cfg.topk, cfg.bits)
+def decode_updates(blobs: Sequence[bytes], model: ModelConfig, cfg: ComputeConfig,
+                   numel: int | None = None) -> list[Compressed]:
+    """Parse and validate update blobs against the run's header (of `numel` values: a pipeline
+    stage's; None: the whole model's)."""
+    want = expected_header(num_params(model) if numel is None else numel, cfg.chunk, cfg.topk, cfg.bits)
     return [decode_update(b, want) for b in blobs]
 
 
-def decode_all(blobs: Sequence[bytes], model: ModelConfig, cfg: ComputeConfig) -> tuple[Tensor, Tensor]:
+def decode_all(blobs: Sequence[bytes], model: ModelConfig, cfg: ComputeConfig,
+               numel: int | None = None) -> tuple[Tensor, Tensor]:
     """Decode validated update blobs into dense (G, N) values and (G, N) selection masks."""
-    pairs = [decompress_sparse(c) for c in decode_updates(blobs, model, cfg)]
+    pairs = [decompress_sparse(c) for c in decode_updates(blobs, model, cfg, numel)]
     return torch.stack([d for d, _ in pairs]), torch.stack([m for _, m in pairs])
 
 
@@ -209,23 +212,25 @@ def aggregate(state: GlobalState, blobs: Sequence[bytes], model: ModelConfig,
               cfg: ComputeConfig, steps: Sequence[int] | None = None) -> GlobalState:
     """The next global state from the accepted updates (in any order: the result is the same),
     each weighted by the inner steps it trained (`steps`, one per blob; None: all H). The new
-    state carries their lower median norm per step, computed exactly whatever the rule."""
+    state carries their lower median norm per step, computed exactly whatever the rule. `state`
+    may be a pipeline stage's slice (`staged_state.stage_part`): its updates then cover its values."""
     if not blobs:
         return state
     if steps is not None and len(steps) != len(blobs):
         raise ValueError(f"{len(steps)} step counts for {len(blobs)} updates")
     shapes = {k: tuple(v.shape) for k, v in state.params.items()}
+    numel = sum(v.numel() for v in state.params.values())
     if cfg.aggregation == "exact-sum-v1":  # streamed: one dense update at a time
         theta, momentum, step_norm = exact_sum_next(flatten(state.params), state.momentum,
-                                                    decode_updates(blobs, model, cfg),
+                                                    decode_updates(blobs, model, cfg, numel),
                                                     steps or [cfg.inner_steps] * len(blobs), state.step_norm, cfg)
         return GlobalState(unflatten(theta, shapes), momentum, step_norm)
-    dense64, mask64 = decode_exact(decode_updates(blobs, model, cfg))  # (G, N) float64, (G, N)
+    dense64, mask64 = decode_exact(decode_updates(blobs, model, cfg, numel))  # (G, N) float64, (G, N)
     step_norm = step_norm_exact(dense64, steps or [cfg.inner_steps] * len(blobs))
     if cfg.aggregation == "exact-v1":
         theta, momentum = next_from_decoded(flatten(state.params), state.momentum, dense64, mask64, cfg, steps)
         return GlobalState(unflatten(theta, shapes), momentum, step_norm)
-    dense, mask = decode_all(blobs, model, cfg)  # (G, N), (G, N)
+    dense, mask = decode_all(blobs, model, cfg, numel)  # (G, N), (G, N)
     clipped = clip_updates(dense, cfg.clip_multiplier, steps)  # (G, N)
     nxt = outer_step(state, sparse_trimmed_mean(clipped, mask, cfg.trim_fraction, steps), cfg)
     return GlobalState(nxt.params, nxt.momentum, step_norm)

@@ -83,16 +83,19 @@ def decode_stage(blob: bytes, model: ModelConfig, split: StageSplit, stage: int,
 
 
 def join_stages(parts: Sequence[GlobalState], model: ModelConfig, split: StageSplit) -> GlobalState:
-    """The whole state from its S stage slices (for a validator that holds the whole model)."""
-    if len(parts) != split.count or len({p.step_norm for p in parts}) != 1:
-        raise StateFormatError("stage slices of different rounds, or not one per stage")
+    """The whole state from its S stage slices (for a validator that holds the whole model). Each
+    stage keeps its own norm per step (its updates' clip reference): the joined state carries
+    it when every stage has the same, else none."""
+    if len(parts) != split.count:
+        raise StateFormatError(f"{len(parts)} stage slices for {split.count} stages")
     with_momentum = [p.momentum is not None for p in parts]
     if any(with_momentum) != all(with_momentum):
         raise StateFormatError("some stage slices carry an outer momentum and some do not")
     merged = {k: v for p in parts for k, v in p.params.items()}
     params = {k: merged[k] for k in param_shapes(model)}  # the whole model's order
     momentum = _joined_momentum(parts, model, split) if all(with_momentum) else None
-    return GlobalState(params, momentum, parts[0].step_norm)
+    norms = {p.step_norm for p in parts}
+    return GlobalState(params, momentum, norms.pop() if len(norms) == 1 else None)
 
 
 def _joined_momentum(parts: Sequence[GlobalState], model: ModelConfig, split: StageSplit) -> torch.Tensor:
