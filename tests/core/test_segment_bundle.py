@@ -1,0 +1,89 @@
+"""A stage's challenged segment served as one blob (PROTOCOL.md §16.5): it decodes to what the
+stage kept and replays exactly; a blob of another stage or segment, with another tensor set or
+shape, or over the cap is refused with BlobFormatError before any replay."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import safetensors.torch
+import torch
+
+from protocol.core.checkpoint.format import BlobFormatError
+from protocol.core.model.config import preset
+from protocol.core.model.gpt import init_params, load_params
+from protocol.core.pipeline.gpipe import fresh_state
+from protocol.core.pipeline.segment_bundle import (
+    META_KEY,
+    decode_segment,
+    encode_segment,
+    max_segment_bytes,
+)
+from protocol.core.pipeline.stage_module import StageModule, stage_params
+from protocol.core.pipeline.stage_record import record_pipeline
+from protocol.core.pipeline.stage_replay import (
+    ServedSegment,
+    StageReplayStatus,
+    StageTask,
+    replay_stage_segment,
+)
+from protocol.core.pipeline.stage_split import split_model
+from protocol.core.train.compute_config import ComputeConfig
+
+MODEL = dataclasses.replace(preset("llama-micro"), n_layer=3)
+SPLIT = split_model(MODEL, 3)
+CFG = ComputeConfig(inner_steps=4, checkpoint_every=2)
+ROWS, COUNT, K = 4, 2, 2
+
+
+def _round():
+    params = init_params(MODEL, 2)
+    modules = [StageModule(MODEL, SPLIT, s) for s in range(3)]
+    for s, m in enumerate(modules):
+        load_params(m, stage_params(params, SPLIT, s))
+    gen = torch.Generator().manual_seed(1)
+    data = [(torch.randint(0, MODEL.vocab_size, (ROWS * COUNT, MODEL.block_size), generator=gen),
+             torch.randint(0, MODEL.vocab_size, (ROWS * COUNT, MODEL.block_size), generator=gen)) for _ in range(4)]
+    return record_pipeline(modules, [fresh_state(m) for m in modules], data, CFG, COUNT, 1, 0), data
+
+
+RECORDS, DATA = _round()
+
+
+def _served(s: int, j: int) -> ServedSegment:
+    steps = RECORDS[s].segment(j)
+    return ServedSegment(RECORDS[s].starts[j], tuple(io.hashes for io in steps), tuple(io.received for io in steps))
+
+
+@pytest.mark.parametrize("s", [0, 1, 2])
+def test_a_served_segment_decodes_to_what_the_stage_kept_and_replays_exactly(s):
+    seat, j = RECORDS[s].seat, 1
+    blob = encode_segment(seat, _served(s, j), COUNT)
+    assert len(blob) <= max_segment_bytes(MODEL, SPLIT, seat, K, COUNT, ROWS)
+    assert encode_segment(seat, _served(s, j), COUNT) == blob  # deterministic bytes
+    served = decode_segment(blob, MODEL, SPLIT, seat, K, COUNT, ROWS, start_step=j * K)
+    assert served.hashes == _served(s, j).hashes
+    result = replay_stage_segment(StageTask(MODEL, SPLIT, CFG, COUNT, seat), RECORDS[s].trace, j, served,
+                                  DATA[j * K:(j + 1) * K])
+    assert result.status is StageReplayStatus.EXACT
+
+
+def test_a_blob_of_another_stage_segment_form_or_size_is_refused():
+    seat = RECORDS[1].seat
+    blob = encode_segment(seat, _served(1, 0), COUNT)
+    with pytest.raises(BlobFormatError, match="another stage or segment"):
+        decode_segment(blob, MODEL, SPLIT, seat, K, COUNT, ROWS, start_step=2)  # segment 0 offered as 1
+    with pytest.raises(BlobFormatError, match="another stage or segment"):
+        decode_segment(blob, MODEL, SPLIT, RECORDS[2].seat, K, COUNT, ROWS, start_step=0)
+    tensors = safetensors.torch.load(blob)
+    extra = safetensors.torch.save({**tensors, "junk": torch.zeros(1)}, metadata={META_KEY: "stage 1/3 step 0 warm 0"})
+    with pytest.raises(BlobFormatError, match="other tensors"):
+        decode_segment(extra, MODEL, SPLIT, seat, K, COUNT, ROWS, start_step=0)
+    narrow = {**tensors, "in/0/0": torch.zeros(ROWS, MODEL.block_size, MODEL.n_embd - 1)}
+    with pytest.raises(BlobFormatError, match="in/0/0"):
+        decode_segment(safetensors.torch.save(narrow, metadata={META_KEY: "stage 1/3 step 0 warm 0"}),
+                       MODEL, SPLIT, seat, K, COUNT, ROWS, start_step=0)
+    with pytest.raises(BlobFormatError, match="exceeds the cap"):
+        decode_segment(blob + b"\0" * max_segment_bytes(MODEL, SPLIT, seat, K, COUNT, ROWS), MODEL, SPLIT, seat, K,
+                       COUNT, ROWS, start_step=0)
