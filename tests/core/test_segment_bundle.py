@@ -1,6 +1,8 @@
 """A stage's challenged segment served as one blob (PROTOCOL.md §16.5): it decodes to what the
-stage kept and replays exactly; a blob of another stage or segment, with another tensor set or
-shape, or over the cap is refused with BlobFormatError before any replay."""
+stage kept and replays exactly, and every received hash is signed by its sender; a blob of another
+stage or segment, with another tensor set or shape, or over the cap is refused with BlobFormatError
+before any replay. A stage that commits a received hash its sender did not sign is named for it
+(PROTOCOL.md §16.6), and its honest neighbours never are."""
 
 from __future__ import annotations
 
@@ -11,11 +13,16 @@ import safetensors.torch
 import torch
 
 from protocol.core.checkpoint.format import BlobFormatError
+from protocol.core.crypto.signing import NodeIdentity
 from protocol.core.model.config import preset
 from protocol.core.model.gpt import init_params, load_params
+from protocol.core.pipeline.attribution import Domain
+from protocol.core.pipeline.boundary import Direction, Slot, sign_boundary
 from protocol.core.pipeline.gpipe import fresh_state
+from protocol.core.pipeline.received_signatures import StepSignatures, misreported_slots
 from protocol.core.pipeline.segment_bundle import (
     META_KEY,
+    ServedBundle,
     decode_segment,
     encode_segment,
     max_segment_bytes,
@@ -28,6 +35,7 @@ from protocol.core.pipeline.stage_replay import (
     StageTask,
     replay_stage_segment,
 )
+from protocol.core.pipeline.stage_slots import receiver_stage
 from protocol.core.pipeline.stage_split import split_model
 from protocol.core.train.compute_config import ComputeConfig
 
@@ -51,19 +59,48 @@ def _round():
 RECORDS, DATA = _round()
 
 
+KEYS = [NodeIdentity.generate() for _ in range(3)]
+DOMAIN = Domain(31337, bytes(range(20)))
+
+
+def _signatures(s: int, j: int) -> tuple[StepSignatures, ...]:
+    """What stage s's link kept: its neighbours' signatures of what they sent it in segment j."""
+    seat, out = RECORDS[s].seat, []
+    for i, io in enumerate(RECORDS[s].segment(j)):
+        step = j * K + i + 1
+
+        def signed(sender: int, direction: Direction, hashes, step: int = step) -> tuple[bytes, ...]:
+            return tuple(sign_boundary(KEYS[sender], DOMAIN.chain_id, DOMAIN.contract,
+                                       Slot(seat.round, seat.pipeline, sender, step, m, direction), h)
+                         for m, h in enumerate(hashes))
+        out.append(StepSignatures(signed(s - 1, Direction.FORWARD, io.hashes.received_inputs),
+                                  signed(s + 1, Direction.BACKWARD, io.hashes.received_grads)))
+    return tuple(out)
+
+
 def _served(s: int, j: int) -> ServedSegment:
     steps = RECORDS[s].segment(j)
     return ServedSegment(RECORDS[s].starts[j], tuple(io.hashes for io in steps), tuple(io.received for io in steps))
 
 
+def _bundle(s: int, j: int) -> ServedBundle:
+    return ServedBundle(_served(s, j), _signatures(s, j))
+
+
+def _neighbours(s: int) -> tuple[bytes | None, bytes | None]:
+    return (KEYS[s - 1].public_key if s > 0 else None, KEYS[s + 1].public_key if s < 2 else None)
+
+
 @pytest.mark.parametrize("s", [0, 1, 2])
 def test_a_served_segment_decodes_to_what_the_stage_kept_and_replays_exactly(s):
     seat, j = RECORDS[s].seat, 1
-    blob = encode_segment(seat, _served(s, j), COUNT)
+    blob = encode_segment(seat, _bundle(s, j), COUNT)
     assert len(blob) <= max_segment_bytes(MODEL, SPLIT, seat, K, COUNT, ROWS)
-    assert encode_segment(seat, _served(s, j), COUNT) == blob  # deterministic bytes
-    served = decode_segment(blob, MODEL, SPLIT, seat, K, COUNT, ROWS, start_step=j * K)
-    assert served.hashes == _served(s, j).hashes
+    assert encode_segment(seat, _bundle(s, j), COUNT) == blob  # deterministic bytes
+    bundle = decode_segment(blob, MODEL, SPLIT, seat, K, COUNT, ROWS, start_step=j * K)
+    served = bundle.segment
+    assert served.hashes == _served(s, j).hashes and bundle.signatures == _signatures(s, j)
+    assert misreported_slots(seat, j * K + 1, served.hashes, bundle.signatures, _neighbours(s), DOMAIN) == []
     result = replay_stage_segment(StageTask(MODEL, SPLIT, CFG, COUNT, seat), RECORDS[s].trace, j, served,
                                   DATA[j * K:(j + 1) * K])
     assert result.status is StageReplayStatus.EXACT
@@ -71,7 +108,7 @@ def test_a_served_segment_decodes_to_what_the_stage_kept_and_replays_exactly(s):
 
 def test_a_blob_of_another_stage_segment_form_or_size_is_refused():
     seat = RECORDS[1].seat
-    blob = encode_segment(seat, _served(1, 0), COUNT)
+    blob = encode_segment(seat, _bundle(1, 0), COUNT)
     with pytest.raises(BlobFormatError, match="another stage or segment"):
         decode_segment(blob, MODEL, SPLIT, seat, K, COUNT, ROWS, start_step=2)  # segment 0 offered as 1
     with pytest.raises(BlobFormatError, match="another stage or segment"):
@@ -87,3 +124,19 @@ def test_a_blob_of_another_stage_segment_form_or_size_is_refused():
     with pytest.raises(BlobFormatError, match="exceeds the cap"):
         decode_segment(blob + b"\0" * max_segment_bytes(MODEL, SPLIT, seat, K, COUNT, ROWS), MODEL, SPLIT, seat, K,
                        COUNT, ROWS, start_step=0)
+
+
+def test_a_received_hash_its_sender_did_not_sign_is_the_receivers_misreport():
+    """Stage 1 commits, for step 2's microbatch 1 from stage 0, a hash stage 0 never signed: only
+    that slot is named, against stage 1 (the receiver); a signature by another key proves nothing."""
+    seat, served, sigs = RECORDS[1].seat, _served(1, 0), list(_signatures(1, 0))
+    lie = bytes(32)
+    h = served.hashes[1]
+    hashes = list(served.hashes)
+    hashes[1] = dataclasses.replace(h, received_inputs=(h.received_inputs[0], lie))
+    named = misreported_slots(seat, 1, hashes, sigs, _neighbours(1), DOMAIN)
+    assert named == [Slot(seat.round, seat.pipeline, 0, 2, 1, Direction.FORWARD)]
+    assert {receiver_stage(slot) for slot in named} == {1}
+    forged = sign_boundary(KEYS[1], DOMAIN.chain_id, DOMAIN.contract, named[0], lie)  # signed by itself
+    sigs[1] = StepSignatures((sigs[1].inputs[0], forged), sigs[1].grads)
+    assert misreported_slots(seat, 1, hashes, sigs, _neighbours(1), DOMAIN) == named
