@@ -402,6 +402,18 @@ def aggregation_rows(p: Params) -> list[Row]:
     return rows(p)
 
 
+def stage_rows(p: Params) -> list[Row]:
+    from benchmarks.trust_stages import stage_rows as rows  # it imports this module
+
+    return rows(p)
+
+
+def measure_stages(p: Params, trials: int) -> dict[str, float]:
+    from benchmarks.trust_stages import measure_stages as measured  # it imports this module
+
+    return measured(p, trials)
+
+
 def absence_rows(p: Params) -> list[Row]:
     from benchmarks.trust_absence import absence_rows as measured  # it imports this module
 
@@ -573,9 +585,10 @@ def run(quick: bool, validators: int | None = None, miners: int | None = None,
     trials = trials or (3 if quick else 100)
     reports, on_chain = report_rows(p)
     rows = (exact_rows(p) + reports + split_rows(measure_splits(p)) + absence_rows(p) + committee_rows(validators, miners)
-            + aggregation_rows(p))
+            + aggregation_rows(p) + stage_rows(p))
     for rates, n in ((measure(p, trials), trials), (measure_audits(p, trials * 10), trials * 10),
-                     ({SPOOF: measure_spoofing(p, trials * 100)}, trials * 100)):  # verdicts cached per challenge
+                     ({SPOOF: measure_spoofing(p, trials * 100)}, trials * 100),  # verdicts cached per challenge
+                     (measure_stages(p, trials * 10), trials * 10)):  # each segment checked once
         for attack, rate in rates.items():
             row = next(r for r in rows if r.attack == attack)
             row.p_detect_measured, row.trials = rate, n

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import trust
+from benchmarks import trust, trust_stages
 from protocol.devnet.cheats import CHEATS
 
 FIELDS = {"attack", "p_detect", "p_detect_measured", "slash", "gain", "expected_profit"}
@@ -19,7 +19,9 @@ HARMLESS = {"witness bought from an honest miner"}
 BLOCKED_AT_ZERO = {"late sybil miners closing the commit phase", "validator-set squatting",
                    "unadmitted peers (no stake)", "copying a peer's bytes before the close",
                    "registering a class nobody else runs (honest miners in it)",
-                   "aggregator withholds its partial sum"}  # unpaid work withheld: nothing gained or lost
+                   "aggregator withholds its partial sum",  # unpaid work withheld: nothing gained or lost
+                   "stage withholds what it received (its sender serves it)",
+                   "stage equivocates (two signed tensors for one slot)"}
 FIEF = "rare-class fief: its only holder (at min_class_stake) + 3 untrained identities"
 # a colluder's reject ties the honest confirm among 2 validators: no majority, no report
 NEED_THREE_VALIDATORS = {"decoy report by a colluding validator", "witness bought from a cheating miner (lazy 1/10)"}
@@ -50,7 +52,8 @@ def test_every_named_cheat_has_a_row(result: dict) -> None:
     assert set(CHEATS) <= names | {"withhold-challenger", "serve-late"}  # serve-late is honest
     measured = [r for r in result["figures"]["rows"] if r["p_detect_measured"] is not None]
     audited = {"never-replaying validator", "half-replaying validator", "validator skipping one miner"}
-    assert {r["attack"] for r in measured} == {a for a, *_ in trust.MINER_CHEATS} | audited | {trust.SPOOF}
+    staged = {trust_stages.LAZY, trust_stages.COLLUDE, trust_stages.LIE}
+    assert {r["attack"] for r in measured} == {a for a, *_ in trust.MINER_CHEATS} | audited | {trust.SPOOF} | staged
 
 
 def test_p_detect_matches_the_hypergeometric_formula(result: dict) -> None:
@@ -218,3 +221,17 @@ def test_aggregation_rows_never_pay_at_the_devnet_nor_at_the_bounds() -> None:
         (1 - pair.p_detect) * pair.gain - pair.p_detect * pair.slash)
     unaudited = aggregation_rows(trust.default_params(), audits=0)
     assert any(r.expected_profit > 0 and r.note is not None for r in unaudited)
+
+
+def test_each_stage_attack_fails_the_real_check_in_exactly_its_segment_and_honest_stages_never(result: dict) -> None:
+    """The measured round: a lazy stage fails its replay only in the segment it skipped, the
+    colluding pair's sender only where it sent the wrong activation (its receiver replays exactly:
+    asserted inside), the lying receiver only where it committed an unsigned hash; every honest
+    stage replays exactly. The stage rows never pay (priced at R/S a stage)."""
+    failing = trust_stages._failing_segments()
+    assert failing == {trust_stages.LAZY: (1, {3}), trust_stages.COLLUDE: (1, {7}), trust_stages.LIE: (2, {6})}
+    by = rows(result)
+    for attack in failing:
+        assert by[attack]["p_detect_exact"] == by[trust_stages.LAZY]["p_detect_exact"]
+        assert by[attack]["expected_profit"] < 0 and by[attack]["trials"] == 30
+    assert by["stage falls silent mid-round"]["expected_profit"] < 0
