@@ -14,6 +14,7 @@ from protocol.p2p.sources import (
     DirectoryBlobSource,
     MemoryCheckpointSource,
 )
+from protocol.p2p.stage_segments import DirectoryStageSegments, StageSegmentSource
 
 __all__ = [
     "CHUNK_SIZE",
@@ -24,6 +25,7 @@ __all__ = [
     "Checkpoint",
     "CheckpointSource",
     "DirectoryBlobSource",
+    "DirectoryStageSegments",
     "MemoryCheckpointSource",
     "P2PConfig",
     "P2PNode",
@@ -32,6 +34,7 @@ __all__ = [
     "RatePolicy",
     "RegistryEntry",
     "RegistryView",
+    "StageSegmentSource",
     "limits_for",
     "message_id",
     "node_key_of",

@@ -1,4 +1,4 @@
-"""Fetching blobs and checkpoints over the blob protocol, reusing open connections.
+"""Fetching blobs, checkpoints and stage segments over the blob protocol, reusing open connections.
 
 Each fetch names the cap of the kind it fetches (protocol/core/wire/blob_caps.py) and a longer
 announced blob is refused (FrameTooLarge) before a byte of it is taken; the blake3 hash is
@@ -21,7 +21,14 @@ from libp2p.abc import IHost, INetStream
 from libp2p.peer.id import ID
 
 from protocol.core.crypto.hashing import content_hasher
-from protocol.core.wire.messages import BlobRequest, CheckpointRequest, PartName, to_hex
+from protocol.core.wire.messages import (
+    BlobProtocolRequest,
+    BlobRequest,
+    CheckpointRequest,
+    PartName,
+    StageSegmentRequest,
+    to_hex,
+)
 from protocol.p2p import framing
 from protocol.p2p.blob_streams import PROTOCOL, close_quietly
 from protocol.p2p.config import P2PConfig
@@ -84,7 +91,7 @@ class BlobClient:
         self,
         peer_id: ID,
         addrs: Sequence[multiaddr.Multiaddr],
-        request: BlobRequest | CheckpointRequest,
+        request: BlobProtocolRequest,
         store: BlobSink | None,
         expect_hash: bytes | None,
         max_bytes: int | None,
@@ -183,6 +190,28 @@ class BlobClient:
         head, path = await self._exchange(peer_id, addrs, request, store, None, max_bytes)
         assert isinstance(path, Path)
         return StoredCheckpoint(path=path, proof=head.proof, blob_hash=head.blob_hash)
+
+    async def fetch_stage_segment(
+        self,
+        peer_id: ID,
+        round_: int,
+        trace_root: bytes,
+        segment: int,
+        max_bytes: int,
+        addrs: Sequence[multiaddr.Multiaddr] = (),
+    ) -> bytes:
+        """The bundle served for `segment` of the stage whose trace root is `trace_root`
+        (PROTOCOL.md §16.5), in memory (spooled through a temp file on the way when large).
+
+        `max_bytes` is the caller's cap (`segment_bundle.max_segment_bytes` of the run's model):
+        a longer bundle is refused with FrameTooLarge before a byte of it is read. BlobNotFound:
+        the peer does not serve it; TransferTimeout: a read or the whole transfer ran past its
+        deadline. Only its transport hash is checked here: whether the bytes are the stage's
+        committed segment is the replay's question (`stage_replay.replay_stage_segment`)."""
+        request = StageSegmentRequest(round=round_, trace_root=to_hex(trace_root), segment=segment)
+        _, data = await self._exchange(peer_id, addrs, request, None, None, max_bytes)
+        assert isinstance(data, bytes)  # no store given: the sink returns the bytes
+        return data
 
     async def fetch_blob_any(
         self,

@@ -1,4 +1,4 @@
-"""Serving blobs and checkpoints (the stream handler of the blob protocol).
+"""Serving blobs, checkpoints and stage segments (the stream handler of the blob protocol).
 
 Only admitted peers (eligible registry entries) are served; each peer has a request bucket, a
 byte bucket (served bytes are paced, not refused) and a concurrent-stream cap; the node has a
@@ -18,7 +18,13 @@ import trio
 from libp2p.abc import INetStream
 
 from protocol.core.crypto.hashing import content_hash, content_hasher
-from protocol.core.wire.messages import BlobRequest, CheckpointRequest, MalformedMessage, from_hex
+from protocol.core.wire.messages import (
+    BlobProtocolRequest,
+    BlobRequest,
+    CheckpointRequest,
+    MalformedMessage,
+    from_hex,
+)
 from protocol.p2p import framing
 from protocol.p2p.blob_streams import PROTOCOL, close_quietly, end_refused
 from protocol.p2p.config import CHUNK_SIZE, P2PConfig
@@ -28,6 +34,7 @@ from protocol.p2p.host import NET_ERRORS
 from protocol.p2p.ratelimit import PeerLimiter
 from protocol.p2p.registry import RegistryEntry, RegistryView
 from protocol.p2p.sources import BlobSource, CheckpointSource, Served, SplicedFile
+from protocol.p2p.stage_segments import StageSegmentSource
 from protocol.p2p.traffic import NO_TRAFFIC, CountedStream, Traffic
 
 log = logging.getLogger(__name__)
@@ -45,12 +52,14 @@ class BlobServer:
         blobs: BlobSource,
         checkpoints: CheckpointSource | None = None,
         traffic: Traffic = NO_TRAFFIC,
+        segments: StageSegmentSource | None = None,
     ) -> None:
         self.config = config
         self.registry = registry
         self.limiter = limiter
         self.blobs = blobs
         self.checkpoints = checkpoints
+        self.segments = segments  # stage segment bundles (PROTOCOL.md §16.5); None: serves none
         self.traffic = traffic  # bytes served and received, and refusals at the stream cap
         self.active = 0
         self.refusals: dict[str, int] = {}  # status name -> count, for tests and metrics
@@ -113,11 +122,25 @@ class BlobServer:
             await self._send(stream, entry, content, proof, known_hash)
 
     def _lookup(
-        self, request: BlobRequest | CheckpointRequest, asker: bytes
+        self, request: BlobProtocolRequest, asker: bytes
     ) -> tuple[Served, bytes, bytes | None] | None:
+        """(content, proof, its hash if the request named it), or None: not held."""
         if isinstance(request, BlobRequest):
             found = self.blobs.get(from_hex(request.hash))
             return None if found is None else (found, b"", from_hex(request.hash))
+        if isinstance(request, CheckpointRequest):
+            return self._lookup_checkpoint(request, asker)
+        if self.segments is None:
+            return None
+        # no proof: the fetcher checks the bundle against the trace root by replaying it
+        segment = self.segments.get_segment(
+            request.round, from_hex(request.trace_root), request.segment, asker
+        )
+        return None if segment is None else (segment, b"", None)
+
+    def _lookup_checkpoint(
+        self, request: CheckpointRequest, asker: bytes
+    ) -> tuple[Served, bytes, bytes | None] | None:
         if self.checkpoints is None:
             return None
         got = self.checkpoints.get_checkpoint(

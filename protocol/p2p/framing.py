@@ -1,6 +1,7 @@
 """Blob protocol framing (see docs/INTEROP.md). All integers are big-endian.
 
-    request  := u32 len (<= MAX_REQUEST_BYTES) || JSON (BlobRequest | CheckpointRequest)
+    request  := u32 len (<= MAX_REQUEST_BYTES) || JSON (BlobRequest | CheckpointRequest
+                                                        | StageSegmentRequest)
     response := u8 status || (status == OK ? ok_body : u16 len || UTF-8 reason)
     ok_body  := u64 blob_len || blake3(blob) (32) || u32 proof_len || proof || chunk*
     chunk    := u32 len (1..CHUNK_SIZE) || bytes        -- chunks add up to exactly blob_len
@@ -24,8 +25,7 @@ from libp2p.stream_muxer.yamux.yamux import HEADER_SIZE as YAMUX_HEADER_SIZE
 
 from protocol.core.wire.messages import (
     REQUEST_ADAPTER,
-    BlobRequest,
-    CheckpointRequest,
+    BlobProtocolRequest,
     MalformedMessage,
 )
 from protocol.p2p.config import CHUNK_SIZE
@@ -93,12 +93,12 @@ class OkHead:
     proof: bytes
 
 
-def encode_request(request: BlobRequest | CheckpointRequest) -> bytes:
+def encode_request(request: BlobProtocolRequest) -> bytes:
     body = request.model_dump_json().encode()
     return struct.pack(">I", len(body)) + body
 
 
-def decode_request(body: bytes) -> BlobRequest | CheckpointRequest:
+def decode_request(body: bytes) -> BlobProtocolRequest:
     try:
         return REQUEST_ADAPTER.validate_json(body)
     except pydantic.ValidationError as exc:
@@ -174,7 +174,7 @@ async def write_within(stream: INetStream, data: bytes, timeout_s: float) -> Non
         raise TransferTimeout(f"peer did not take our bytes within {timeout_s} s")
 
 
-async def read_request(stream: INetStream, timeout_s: float) -> BlobRequest | CheckpointRequest:
+async def read_request(stream: INetStream, timeout_s: float) -> BlobProtocolRequest:
     """The one request a blob stream carries (nothing follows it, so read-ahead is safe)."""
     reader = StreamReader(stream, timeout_s)
     (length,) = struct.unpack(">I", await reader.exactly(4))

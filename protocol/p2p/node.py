@@ -6,6 +6,7 @@
         await node.publish(round_, UpdateAnnounced(...))
         msg = await node.receive()                       # SignedGossip, validated + de-duplicated
         data = await node.fetch_blob(miner_node_key, update_hash, max_bytes=caps.update)
+        bundle = await node.fetch_stage_segment(stage_node_key, r, stage_root, j, max_bytes=cap)
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from protocol.p2p.host import Dialer, build_host, split_multiaddr, wanted_from
 from protocol.p2p.ratelimit import PeerLimiter
 from protocol.p2p.registry import RegistryView, peer_id_of
 from protocol.p2p.sources import BlobSink, BlobSource, CheckpointSource
+from protocol.p2p.stage_segments import StageSegmentSource
 from protocol.p2p.traffic import NO_TRAFFIC, Traffic
 
 log = logging.getLogger(__name__)
@@ -58,9 +60,11 @@ class P2PNode:
         checkpoints: CheckpointSource | None = None,
         current_round: Callable[[], int] = lambda: 0,
         traffic: Traffic = NO_TRAFFIC,
+        segments: StageSegmentSource | None = None,
     ) -> None:
         """`traffic` hears of the bytes each protocol moves and of rate-limit refusals (the
-        node's metrics; the p2p layer imports none of the node)."""
+        node's metrics; the p2p layer imports none of the node). `segments`: the stage segment
+        bundles it serves (PROTOCOL.md §16.5); None serves none (status 1, not found)."""
         self.identity = identity
         self.config = config
         self.registry = registry
@@ -78,7 +82,7 @@ class P2PNode:
         self.gossip = Gossip(
             self.host, identity, config, registry, self.limiter, current_round, traffic
         )
-        self.server = BlobServer(config, registry, self.limiter, blobs, checkpoints, traffic)
+        self.server = BlobServer(config, registry, self.limiter, blobs, checkpoints, traffic, segments)
         self.client = BlobClient(self.host, self.dialer, config, traffic)
         self.host.set_stream_handler(PROTOCOL, self.server.handle)
         self._revoked: set[bytes] = set()
@@ -224,4 +228,14 @@ class P2PNode:
         peer_id, addrs = self._addrs_of(node_key)
         return await self.client.fetch_checkpoint_into(
             peer_id, round_, trace_root, index, store, addrs, max_bytes, part
+        )
+
+    async def fetch_stage_segment(
+        self, node_key: bytes, round_: int, trace_root: bytes, segment: int, max_bytes: int
+    ) -> bytes:
+        """The bundle `node_key` serves for `segment` of the stage with `trace_root` (the stage,
+        or the sender of its tensors); BlobNotFound, FrameTooLarge over `max_bytes`, TransferTimeout."""
+        peer_id, addrs = self._addrs_of(node_key)
+        return await self.client.fetch_stage_segment(
+            peer_id, round_, trace_root, segment, max_bytes, addrs
         )

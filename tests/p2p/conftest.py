@@ -16,6 +16,7 @@ from protocol.core.crypto.signing import NodeIdentity, binding_message
 from protocol.core.wire.messages import UpdateAnnounced, to_hex
 from protocol.p2p import (
     DirectoryBlobSource,
+    DirectoryStageSegments,
     MemoryCheckpointSource,
     P2PConfig,
     P2PNode,
@@ -97,6 +98,7 @@ class Cluster:
     checkpoints: list[MemoryCheckpointSource]
     registries: list[RegistryView]
     clock: RoundClock
+    segments: list[DirectoryStageSegments]
 
     def register_all(self, indices: range | list[int] | None = None, dial: bool = True) -> None:
         """Every node learns the entries of `indices` (default: all nodes); with `dial`, the
@@ -116,15 +118,16 @@ async def cluster(
     regs = [RegistryView(CHAIN_ID, CONTRACT) for _ in range(n)]
     stores = [DirectoryBlobSource(tmp_path / f"store{i}") for i in range(n)]
     ckpts = [MemoryCheckpointSource() for _ in range(n)]
+    segments = [DirectoryStageSegments(tmp_path / f"segments{i}") for i in range(n)]
     cfg = p2p_config(**config)
     nodes = [
-        P2PNode(identity(i), cfg, regs[i], stores[i], ckpts[i], current_round=clock)
+        P2PNode(identity(i), cfg, regs[i], stores[i], ckpts[i], current_round=clock, segments=segments[i])
         for i in range(n)
     ]
     async with AsyncExitStack() as stack:
         for node in nodes:
             await stack.enter_async_context(node.run())
-        c = Cluster(nodes, stores, ckpts, regs, clock)
+        c = Cluster(nodes, stores, ckpts, regs, clock, segments)
         if register:
             c.register_all(dial=dial)
         yield c

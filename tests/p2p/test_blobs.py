@@ -11,7 +11,7 @@ import trio
 from libp2p.exceptions import BaseLibp2pError
 
 from protocol.core.crypto.hashing import content_hash
-from protocol.core.wire.messages import to_hex
+from protocol.core.wire.messages import BlobRequest, to_hex
 from protocol.p2p import framing
 from protocol.p2p.blob_streams import PROTOCOL
 from protocol.p2p.config import CHUNK_SIZE
@@ -169,7 +169,7 @@ async def test_server_survives_hostile_clients(tmp_path):
 
 
 def test_request_codec_is_strict():
-    ok = framing.encode_request(framing.BlobRequest(hash=to_hex(b"\x01" * 32)))
+    ok = framing.encode_request(BlobRequest(hash=to_hex(b"\x01" * 32)))
     assert framing.decode_request(ok[4:]).hash == to_hex(b"\x01" * 32)
     with pytest.raises(MalformedMessage):
         framing.decode_request(b'{"schema_version":2,"kind":"blob","hash":"0x' + b"1" * 64 + b'"}')

@@ -159,10 +159,22 @@ class CheckpointRequest(_Strict):
     part: PartName = "all"
 
 
-BlobRequestAny = Annotated[BlobRequest | CheckpointRequest, Field(discriminator="kind")]
-REQUEST_ADAPTER: pydantic.TypeAdapter[BlobRequest | CheckpointRequest] = pydantic.TypeAdapter(
-    BlobRequestAny
-)
+class StageSegmentRequest(_Strict):
+    """Blob protocol request: what is served for segment `segment` of the stage whose stage trace
+    root is `trace_root` (PROTOCOL.md §16.5). No content hash: the bundle is checked against the
+    trace root by its replay, so the stage or the sender of its tensors may serve it."""
+
+    schema_version: Literal[1] = 1
+    kind: Literal["stage_segment"] = "stage_segment"
+    round: Round
+    trace_root: Hex32  # the stage's own trace root (stage_trace.stage_trace_root)
+    segment: int = Field(ge=0, lt=2**32)
+
+
+# every request of the blob protocol (docs/INTEROP.md §5), told apart by `kind`
+BlobProtocolRequest = BlobRequest | CheckpointRequest | StageSegmentRequest
+BlobRequestAny = Annotated[BlobProtocolRequest, Field(discriminator="kind")]
+REQUEST_ADAPTER: pydantic.TypeAdapter[BlobProtocolRequest] = pydantic.TypeAdapter(BlobRequestAny)
 
 
 @dataclass(frozen=True)
