@@ -2,12 +2,14 @@
 
     python -m benchmarks.pipeline_roles PRESET whole STEPS
     python -m benchmarks.pipeline_roles PRESET stage STEPS S s M
+    python -m benchmarks.pipeline_roles PRESET link STEPS S M
 
 `whole`: the whole model's training (`run_steps`, the miner's loop) for STEPS steps of a full
 batch; `stage`: stage s of S alone (`stage_step`) for STEPS steps of the same batch in M
 microbatches, fed what it would receive (tokens, or activations and output gradients of the
-right shapes). Prints one JSON line: the peak resident memory the work added over the process's
-idle baseline (torch imported), and seconds per step.
+right shapes); `link`: all S stages on S libp2p hosts in this process, over the stage link
+(`benchmarks.pipeline_link`). Prints one JSON line: the peak resident memory the work added over
+the process's idle baseline (torch imported; not for `link`), and seconds per step.
 """
 
 from __future__ import annotations
@@ -71,7 +73,11 @@ def stage(name: str, steps: int, stages: int, s: int, count: int, out: dict) -> 
 def main(argv: list[str]) -> int:
     name, role, steps = argv[0], argv[1], int(argv[2])
     out: dict = {}
-    if role == "whole":
+    if role == "link":
+        from benchmarks.pipeline_link import link  # libp2p loads only in this role
+
+        out = link(name, *_batch(name, ComputeConfig()), steps, int(argv[3]), int(argv[4]), SEED)
+    elif role == "whole":
         out["peak_bytes"] = peak_bytes_of(whole, name, steps, out)
     else:
         out["peak_bytes"] = peak_bytes_of(stage, name, steps, int(argv[3]), int(argv[4]), int(argv[5]), out)
