@@ -50,7 +50,10 @@ ROWS, COUNT, ROUND, PIPELINE = 4, 2, 7, 0
 SHAPE = boundary_shape(MODEL, ROWS)  # a microbatch of ROWS rows
 ONE = TrainingSpec().profile
 CLASSES = (ONE, dataclasses.replace(ONE, threads=2))  # two hardware classes this host runs
-WAIT_S = 30.0  # a tensor's wait in the honest round; the killed round waits less
+WAIT_S = 30.0  # a tensor's wait in the honest round
+# the killed round: long enough that no honest tensor of steps 1-2 misses it on a loaded host, short
+# enough that the wait for the dead stage does not dominate the test
+KILLED_WAIT_S = 10.0
 
 
 def batches() -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -127,7 +130,7 @@ async def test_adjacent_stages_of_two_classes_each_replay_exactly_and_a_killed_s
             # a validator of the stage's own class: a fresh call into a worker of that class
             assert workers[s].call(replay_all, done.outcome.record) == ["exact"] * CFG.n_segments, s
         with trio.fail_after(180):
-            crashed = await run_round(tmp_path / "killed", [workers[0], killed], 3.0, kill_after=2)
+            crashed = await run_round(tmp_path / "killed", [workers[0], killed], KILLED_WAIT_S, kill_after=2)
         first, second = crashed
         assert second is None  # the killed stage has nothing to commit
         assert first is not None and first.steps == CFG.checkpoint_every and first.silent is not None
