@@ -7,7 +7,6 @@ ServedDataMismatch, never a replay mismatch."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 
@@ -16,11 +15,8 @@ import torch
 import trio
 
 from protocol.core.checkpoint.format import BlobFormatError
-from protocol.core.model.config import preset
-from protocol.core.model.gpt import init_params, load_params
 from protocol.core.pipeline.attribution import Domain
 from protocol.core.pipeline.boundary import Direction, Slot, sign_boundary
-from protocol.core.pipeline.gpipe import fresh_state
 from protocol.core.pipeline.received_signatures import StepSignatures, misreported_slots
 from protocol.core.pipeline.segment_bundle import (
     ServedBundle,
@@ -28,8 +24,7 @@ from protocol.core.pipeline.segment_bundle import (
     encode_segment,
     max_segment_bytes,
 )
-from protocol.core.pipeline.stage_module import StageModule, stage_params
-from protocol.core.pipeline.stage_record import StageRecord, record_pipeline
+from protocol.core.pipeline.stage_record import StageRecord
 from protocol.core.pipeline.stage_replay import (
     ServedDataMismatch,
     ServedSegment,
@@ -38,20 +33,24 @@ from protocol.core.pipeline.stage_replay import (
     StageTask,
     replay_stage_segment,
 )
-from protocol.core.pipeline.stage_split import split_model
 from protocol.core.pipeline.stage_trace import stage_trace_root
-from protocol.core.train.compute_config import ComputeConfig
 from protocol.core.wire.messages import MalformedMessage, StageSegmentRequest
 from protocol.p2p import framing
 from protocol.p2p.blob_streams import PROTOCOL
 from protocol.p2p.errors import BlobNotFound, FrameTooLarge, TransferTimeout
+from tests.core.test_segment_bundle import (  # one recorded round
+    CFG,
+    COUNT,
+    DATA,
+    MODEL,
+    RECORDS,
+    ROWS,
+    SPLIT,
+    K,
+)
 
 from .conftest import CHAIN_ID, CONTRACT, cluster, identity
 
-MODEL = dataclasses.replace(preset("llama-micro"), n_layer=3)
-SPLIT = split_model(MODEL, 3)
-CFG = ComputeConfig(inner_steps=4, checkpoint_every=2)
-ROWS, COUNT, K = 4, 2, 2
 STAGE, SEGMENT = 1, 1  # the middle stage receives activations and gradients: every tensor kind
 # node 0 of a cluster is stage 0 (the sender of stage 1's inputs), node 1 stage 1, node 2 the
 # validator; stage 2, which sends stage 1 its gradients, is a key only
@@ -62,16 +61,8 @@ SENDER, STAGE_NODE, VALIDATOR = 0, 1, 2
 
 @functools.cache
 def _round() -> tuple[list[StageRecord], list[tuple[torch.Tensor, torch.Tensor]]]:
-    """An honest 3-stage round of 4 steps, recorded in this process (as in test_segment_bundle)."""
-    params = init_params(MODEL, 2)
-    modules = [StageModule(MODEL, SPLIT, s) for s in range(3)]
-    for s, m in enumerate(modules):
-        load_params(m, stage_params(params, SPLIT, s))
-    gen = torch.Generator().manual_seed(1)
-    shape = (ROWS * COUNT, MODEL.block_size)
-    data = [(torch.randint(0, MODEL.vocab_size, shape, generator=gen),
-             torch.randint(0, MODEL.vocab_size, shape, generator=gen)) for _ in range(4)]
-    return record_pipeline(modules, [fresh_state(m) for m in modules], data, CFG, COUNT, 1, 0), data
+    """An honest 3-stage round of 4 steps, recorded in this process: test_segment_bundle's."""
+    return RECORDS, DATA
 
 
 def _signatures(rec: StageRecord) -> tuple[StepSignatures, ...]:
