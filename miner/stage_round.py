@@ -74,7 +74,6 @@ class _Shuttle:
     def __init__(self, seat: StageSeat, links: StageLinks, compute: Compute, count: int) -> None:
         self.seat, self.links, self.compute, self.count = seat, links, compute, count
         self.first, self.last = seat.stage == 0, seat.stage == seat.stages - 1
-        self.shape: tuple[int, ...] = ()
 
     def slot(self, stage: int, step: int, m: int, direction: Direction) -> Slot:
         return Slot(self.seat.round, self.seat.pipeline, stage, step, m, direction)
@@ -85,7 +84,6 @@ class _Shuttle:
         except P2PError as exc:
             raise _NeighbourSilent(SilentNeighbour(slot.stage, slot, f"{type(exc).__name__}: {exc}")) from exc
         self.links.inbox.release(slot)
-        self.shape = arrived.shape
         return arrived.data
 
     async def send(self, to: int, slot: Slot, data: bytes, shape: tuple[int, ...]) -> None:

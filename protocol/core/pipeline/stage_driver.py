@@ -22,9 +22,8 @@ from protocol.core.errors import ConfigError
 from protocol.core.pipeline.gpipe import Received, StageState, StageStepRun, microbatches
 from protocol.core.pipeline.stage_checkpoint import StageCheckpoint, capture, stage_state_hash
 from protocol.core.pipeline.stage_module import StageModule
-from protocol.core.pipeline.stage_record import StageIO, StageRecord, step_hashes
-from protocol.core.pipeline.stage_slots import StageSeat, segment_boundary_root
-from protocol.core.pipeline.stage_trace import StageTrace
+from protocol.core.pipeline.stage_record import StageIO, StageRecord, record_of, step_hashes
+from protocol.core.pipeline.stage_slots import StageSeat
 from protocol.core.train.compute_config import ComputeConfig
 
 
@@ -99,10 +98,6 @@ class StageDriver:
 
     def outcome(self) -> StageOutcome:
         """The record of the whole segments finished."""
-        k, segments = self.cfg.checkpoint_every, len(self.checkpoints) - 1
-        steps = self.io[: segments * k]
-        roots = tuple(segment_boundary_root(self.seat, j * k + 1, [io.hashes for io in steps[j * k:(j + 1) * k]])
-                      for j in range(segments))
-        hashes = tuple(stage_state_hash(c, self.module.cfg) for c in self.checkpoints)
-        record = StageRecord(self.seat, StageTrace(hashes, roots), tuple(self.checkpoints[:-1]), tuple(steps))
+        hashes = [stage_state_hash(c, self.module.cfg) for c in self.checkpoints]
+        record = record_of(self.seat, self.cfg.checkpoint_every, self.io, hashes, self.checkpoints)
         return StageOutcome(record, self.checkpoints[-1])

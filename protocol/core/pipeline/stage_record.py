@@ -52,6 +52,17 @@ class StageRecord:
         return self.steps[j * k : (j + 1) * k]
 
 
+def record_of(seat: StageSeat, k: int, steps: Sequence[StageIO], hashes: Sequence[Digest],
+              starts: Sequence[StageCheckpoint]) -> StageRecord:
+    """A stage's record of its whole segments: `hashes` its state hash after 0, k, 2k, ... steps,
+    `starts` its state at each segment's start, `steps` at least the segments' steps."""
+    segments = len(hashes) - 1
+    done = list(steps[: segments * k])
+    roots = tuple(segment_boundary_root(seat, j * k + 1, [io.hashes for io in done[j * k:(j + 1) * k]])
+                  for j in range(segments))
+    return StageRecord(seat, StageTrace(tuple(hashes), roots), tuple(starts[:segments]), tuple(done))
+
+
 def step_hashes(seat: StageSeat, received: Received, sent: StageTraffic) -> StepHashes:
     forward, backward = sent.hashes()
     inputs = () if seat.first else tuple(map(tensor_hash, received.inputs))
@@ -98,11 +109,7 @@ class PipelineRecorder:
         return [self._record(s) for s in range(len(self.seats))]
 
     def _record(self, s: int) -> StageRecord:
-        k, steps = self.cfg.checkpoint_every, self._io[s]
-        roots = tuple(segment_boundary_root(self.seats[s], j * k + 1, [io.hashes for io in steps[j * k : (j + 1) * k]])
-                      for j in range(self.cfg.n_segments))
-        trace = StageTrace(tuple(self._hashes[s]), roots)
-        return StageRecord(self.seats[s], trace, tuple(self._starts[s]), tuple(steps))
+        return record_of(self.seats[s], self.cfg.checkpoint_every, self._io[s], self._hashes[s], self._starts[s])
 
 
 def record_pipeline(modules: Sequence[StageModule], states: Sequence[StageState],
