@@ -80,13 +80,9 @@ class MinerNode(NodeContext):
         if not await self._eligible_at_open(r):
             return False
         if work is None:
-            try:
-                out = await self._train(r)
-            except StateMismatch as exc:  # no peer serves θ_r yet: sit this round out
-                self.log.warning("cannot get the round's model, skipping the round %s", kv(round=r, reason=exc))
+            work = await self._new_work(r)
+            if work is None:
                 return False
-            kept: dict[str, Any] = await trio.to_thread.run_sync(self._keep, r, out)  # ~150 MB, fsynced
-            work = kept
         try:
             await self.port(self.client.commit_update, r, bytes.fromhex(work["update_hash"]),
                             bytes.fromhex(work["trace_root"]), int(work.get("steps", 0)))
@@ -99,6 +95,16 @@ class MinerNode(NodeContext):
         self.log.info("committed %s", kv(round=r, update=work["update_hash"][:12], trace_root=work["trace_root"][:12],
                                          steps=work.get("steps", self.setup.compute.inner_steps)))
         return True
+
+    async def _new_work(self, r: int) -> dict[str, Any] | None:
+        """Train round r and keep the work (None: this node sits the round out)."""
+        try:
+            out = await self._train(r)
+        except StateMismatch as exc:  # no peer serves θ_r yet: sit this round out
+            self.log.warning("cannot get the round's model, skipping the round %s", kv(round=r, reason=exc))
+            return None
+        kept: dict[str, Any] = await trio.to_thread.run_sync(self._keep, r, out)  # ~150 MB, fsynced
+        return kept
 
     async def _eligible_at_open(self, r: int) -> bool:
         """Only miners eligible when round r opened may commit into it: a miner that staked

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from protocol.core.pipeline.boundary import Direction, Slot
-from protocol.core.pipeline.stage_driver import StageOutcome
 from protocol.core.pipeline.stage_slots import StageSeat
 from protocol.node.logs import kv
 from protocol.p2p.errors import P2PError
@@ -55,12 +54,14 @@ class SilentNeighbour:
 
 @dataclass(frozen=True)
 class StageRound:
-    outcome: StageOutcome  # the record of the whole segments finished, and the state after them
+    # what compute("outcome") gave: the driver's `StageOutcome` (the record of the whole segments
+    # finished and the state after them), or what a node closes the round into (`stage_work.StageWork`)
+    outcome: Any
     silent: SilentNeighbour | None  # why the round ended early, if it did
 
     @property
     def steps(self) -> int:
-        return self.outcome.steps
+        return int(self.outcome.steps)
 
 
 class _NeighbourSilent(Exception):

@@ -43,6 +43,16 @@ def stage_open(job: StageJob) -> None:
     _DRIVERS[job.seat] = StageDriver(module, fresh_state(module), job.seat, job.cfg, job.count, job.batches)
 
 
+def register_driver(seat: StageSeat, driver: StageDriver) -> None:
+    """Keep `driver` for `seat`'s round in this worker (a node's `open_stage_round`)."""
+    _DRIVERS[seat] = driver
+
+
+def take_driver(seat: StageSeat) -> StageDriver:
+    """The open round's driver, which no later call reaches (`close_stage_round`)."""
+    return _DRIVERS.pop(seat)
+
+
 def stage_call(seat: StageSeat, method: str, *args: Any) -> Any:
     """`StageDriver.<method>(*args)` of the open round `seat`; `outcome` closes it."""
     if method not in DRIVER_CALLS:

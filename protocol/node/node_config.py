@@ -26,4 +26,6 @@ class NodeConfig:
     discover: str | None = None  # a domain whose DNS-AID records add dial hints (None: registry only)
     discover_server: tuple[str, int] | None = None  # name server to ask (None: the system resolver)
     hardware_class: ReplayProfile | None = None  # the permitted class this node runs (None: the run's profile)
+    stage: int | None = None  # a staged run's miner: the stage it trains (PROTOCOL.md §16); None: the whole model
+    stage_wait_s: float = 60.0  # how long a stage miner waits for one boundary tensor before it ends its round
     extra: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,145 @@
+"""A stage miner (docs/PROTOCOL.md §16.4): per round, it finds its seat in the round's pipelines,
+trains its stage over the stage link with its pipeline's other stages, and commits its stage's
+envelope and trace root like any miner's update.
+
+    seat (from chain) → θ_r's slice and the pipeline's batches in the worker → the round over the
+    link (`stage_round.py`) → the envelope kept (embargoed) and the segment bundles put aside
+    → commit → after the commit phase, envelope and bundles served (`stage_segment` requests)
+
+A pipeline commits the steps all of its stages finished: a neighbour silent past `stage_wait_s`
+ends the round at the last whole segment (none finished: the node sits the round out).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from miner.node import MinerNode
+from miner.stage_pipelines import round_pipelines
+from miner.stage_round import StageLinks, run_stage_round
+from miner.stage_work import (
+    StageClosing,
+    StageRoundJob,
+    StageWork,
+    close_stage_round,
+    open_stage_round,
+)
+from miner.stage_worker import stage_call
+from protocol.chain.client import Phase
+from protocol.core.crypto.hashing import content_hash
+from protocol.core.errors import ConfigError
+from protocol.core.pipeline.round_pipelines import Seat, seat_of
+from protocol.core.pipeline.stage_slots import StageSeat
+from protocol.node.global_state import StateMismatch
+from protocol.node.logs import kv
+from protocol.p2p.host import split_multiaddr
+from protocol.p2p.stage_inbox import StageInbox
+from protocol.p2p.stage_link import StageSender
+from protocol.p2p.stage_segments import DirectoryStageSegments
+
+
+class StageMinerNode(MinerNode):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.config.stage is None or self.setup.stage_split is None:
+            raise ConfigError("a stage miner needs a staged run ([training] stages >= 2) and its --stage")
+        if not 0 <= self.config.stage < self.setup.spec.stages:
+            raise ConfigError(f"--stage {self.config.stage}: the run has stages 0 to {self.setup.spec.stages - 1}")
+        self.inbox = StageInbox(self.p2p.config, self.registry, self.p2p.limiter)
+        self.inbox.mount(self.p2p.host)
+        self.sender = StageSender(self.p2p.host, self.p2p.dialer, self.keys.identity, self.p2p.config)
+        self.pending = DirectoryStageSegments(self.data.root / "stage-pending")  # until the commit phase closes
+        self.segments = DirectoryStageSegments(self.data.root / "stage-segments")
+        self.p2p.server.segments = self.segments
+
+    async def main(self, nursery: trio.Nursery) -> None:
+        await self._rounds()  # no capacity-scaled work: a pipeline trains the run's H steps
+
+    async def _new_work(self, r: int) -> dict[str, Any] | None:
+        pipelines = await round_pipelines(self, r)
+        seat = seat_of(pipelines, self.address)
+        if seat is None or seat.stage != self.config.stage:
+            self.log.info("not drawn into a pipeline this round %s", kv(round=r, stage=self.config.stage,
+                                                                       pipelines=len(pipelines)))
+            return None
+        try:
+            state_blob, state_hash = await self.state_for(r)
+        except StateMismatch as exc:
+            self.log.warning("cannot get the round's model, skipping the round %s", kv(round=r, reason=exc))
+            return None
+        stage_seat = StageSeat(r, seat.pipeline, seat.stage, self.setup.spec.stages)
+        self.log.info("training stage %s", kv(round=r, pipeline=seat.pipeline, stage=seat.stage,
+                                              members=",".join(m[:8] for m in seat.members)))
+        work = await self._train_stage(stage_seat, seat, state_blob, state_hash)
+        if work.steps == 0:
+            self.log.warning("no whole segment finished, sitting the round out %s", kv(round=r))
+            return None
+        return await trio.to_thread.run_sync(self._keep_stage, r, work)
+
+    async def _train_stage(self, seat: StageSeat, placed: Seat, state_blob: bytes, state_hash: bytes) -> StageWork:
+        job = StageRoundJob(self.setup.spec, self.setup.run_seed, seat, placed.members, state_blob, state_hash)
+        shape = tuple(await self._work(open_stage_round, job))
+        keys, addrs = self._members(placed.members)
+        cfg, count = self.setup.compute, self.setup.spec.microbatches
+        self.inbox.expect_neighbours(seat.round, seat.pipeline, seat.stage, keys, shape, cfg.inner_steps, count)
+        links = StageLinks(self.inbox, self.sender, keys, addrs, self.config.stage_wait_s)
+
+        async def compute(method: str, *args: Any) -> Any:
+            if method == "outcome":  # the round is over: close it where the driver lives
+                return await self._work(close_stage_round, seat, self._closing(seat))
+            return await self._work(stage_call, seat, method, *args)
+
+        done = await run_stage_round(seat, cfg.inner_steps, count, shape, links, compute)
+        if done.silent is not None:
+            self.log.warning("pipeline stalled %s", kv(round=seat.round, silent_stage=done.silent.stage,
+                                                       steps=done.steps))
+        work: StageWork = done.outcome
+        return work
+
+    def _closing(self, seat: StageSeat) -> StageClosing:
+        """What the worker needs to close the round: the binding and the senders' signatures."""
+        signatures = {slot: signed.signature for slot, (_sender, signed) in self.inbox.evidence.items()
+                      if slot.round == seat.round and slot.pipeline == seat.pipeline}
+        return StageClosing(self.client.handle.chain_id, self.client.rounds.address, self.address, signatures,
+                            str(self.pending.root))
+
+    def _members(self, members: tuple[str, ...]) -> tuple[list[bytes], list[list[Any]]]:
+        keys, addrs = [], []
+        for account in members:
+            entry = self.registry.lookup_by_account(bytes.fromhex(account[2:]))
+            if entry is None:
+                raise ConfigError(f"pipeline member {account} is not in the registry")
+            keys.append(entry.node_key)
+            addrs.append([split_multiaddr(entry.multiaddr)[0]] if entry.multiaddr else [])
+        return keys, addrs
+
+    def _keep_stage(self, r: int, work: StageWork) -> dict[str, Any]:
+        """Keep the envelope (embargoed until the commit phase closes) before committing to it."""
+        self.data.state.embargo(r, [content_hash(work.envelope)])
+        update_hash = self.data.blobs.put(work.envelope)
+        kept = {"update_hash": update_hash.hex(), "trace_root": work.trace_root.hex(), "size": len(work.envelope),
+                "steps": work.steps, "stage": self.config.stage}
+        self.data.state.record(r, "work", kept)
+        return kept
+
+    async def _lift_embargoes(self) -> None:
+        """Serve the envelopes and segment bundles of every round whose commit phase has closed."""
+        await super()._lift_embargoes()
+        for folder in sorted(self.pending.root.iterdir()) if self.pending.root.is_dir() else []:
+            if folder.name.isdigit() and await self.port.phase(int(folder.name)) > Phase.COMMIT:
+                _serve_round(folder, self.segments.root / folder.name)
+
+
+def _serve_round(pending: Path, served: Path) -> None:
+    """Move a round's bundles to where they are served, trace root by trace root (a rename: no
+    bundle is ever half there; a restart mid-move finishes it)."""
+    served.mkdir(parents=True, exist_ok=True)
+    for root in pending.iterdir():
+        if not (served / root.name).exists():
+            os.replace(root, served / root.name)
+    shutil.rmtree(pending, ignore_errors=True)

@@ -1,0 +1,55 @@
+"""The round's pipelines as a stage miner reads them from the chain (docs/PROTOCOL.md §16.3):
+the miners eligible when the round opened, each one's stage from its on-chain class set, its
+verified steps of the last round from the settled result, and the formation seed.
+
+Every node derives the same pipelines from the same chain data (`formation.form_pipelines`);
+a miner whose class set names no single stage is no stage miner and is left out.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from protocol.core.crypto.keccak import checksum_address
+from protocol.core.hardware.stage_classes import NotOneStage, miner_stage
+from protocol.core.pipeline.formation import StageMiner, form_pipelines
+from protocol.core.pipeline.round_pipelines import pipeline_seed
+from protocol.node.context import NodeContext
+
+
+async def round_pipelines(ctx: NodeContext, r: int) -> list[tuple[str, ...]]:
+    """Round r's pipelines, each its miners stage 0 first."""
+    setup = ctx.setup
+    await ctx.sync.refresh()  # registrations up to now; eligibility is read from the chain below
+    opening = await ctx.port(ctx.client.call, "rounds", "opening_clock", r)
+    by_stage: list[list[StageMiner]] = [[] for _ in range(setup.spec.stages)]
+    for entry in list(ctx.registry.entries()):
+        if entry.role != "miner":
+            continue
+        account = checksum_address("0x" + entry.account.hex())
+        since = await ctx.port(ctx.client.call, "staking", "eligible_since", account)
+        if since == 0 or since > opening:
+            continue
+        try:
+            stage = miner_stage(setup.spec.classes, setup.stage_permitted, await ctx.classes.mask(account) or 1)
+        except NotOneStage:
+            continue
+        by_stage[stage].append(StageMiner(account, await verified_steps(ctx, r - 1, account)))
+    previous = (await ctx.port(ctx.client.round_info, r - 1))["seed"] if r > 0 else bytes(32)
+    seed = pipeline_seed(bytes.fromhex(ctx.client.deployment.run_config_hash), r, bytes(previous))
+    return form_pipelines(seed, by_stage)
+
+
+async def verified_steps(ctx: NodeContext, r: int, account: str) -> int:
+    """The steps `account` committed in round r if the final result paid its column, else 0."""
+    if r < 0:
+        return 0
+    settled = await trio.to_thread.run_sync(ctx.history.final, r)
+    if settled is None or account not in settled.inputs.miners:
+        return 0
+    if settled.result.consensus[settled.inputs.miners.index(account)] == 0:
+        return 0
+    commit = (await ctx.commits(r)).get(account)
+    if commit is None:
+        return 0
+    return commit.steps or ctx.setup.compute.inner_steps
