@@ -20,7 +20,7 @@ from typing import Any
 import trio
 
 from miner.node import MinerNode
-from miner.stage_pipelines import round_pipelines
+from miner.stage_cheat import LazyStage
 from miner.stage_round import StageLinks, run_stage_round
 from miner.stage_work import (
     StageClosing,
@@ -29,7 +29,7 @@ from miner.stage_work import (
     close_stage_round,
     open_stage_round,
 )
-from miner.stage_worker import stage_call
+from miner.stage_worker import stage_call, stage_nudge
 from protocol.chain.client import Phase
 from protocol.core.crypto.hashing import content_hash
 from protocol.core.errors import ConfigError
@@ -37,6 +37,7 @@ from protocol.core.pipeline.round_pipelines import Seat, seat_of
 from protocol.core.pipeline.stage_slots import StageSeat
 from protocol.node.global_state import StateMismatch
 from protocol.node.logs import kv
+from protocol.node.stage_pipelines import round_pipelines
 from protocol.p2p.host import split_multiaddr
 from protocol.p2p.stage_inbox import StageInbox
 from protocol.p2p.stage_link import StageSender
@@ -44,8 +45,9 @@ from protocol.p2p.stage_segments import DirectoryStageSegments
 
 
 class StageMinerNode(MinerNode):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, lazy: LazyStage | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.lazy = lazy  # devnet and tests only; None for every production stage miner
         if self.config.stage is None or self.setup.stage_split is None:
             raise ConfigError("a stage miner needs a staged run ([training] stages >= 2) and its --stage")
         if not 0 <= self.config.stage < self.setup.spec.stages:
@@ -92,7 +94,10 @@ class StageMinerNode(MinerNode):
         async def compute(method: str, *args: Any) -> Any:
             if method == "outcome":  # the round is over: close it where the driver lives
                 return await self._work(close_stage_round, seat, self._closing(seat))
-            return await self._work(stage_call, seat, method, *args)
+            out = await self._work(stage_call, seat, method, *args)
+            if method == "finish" and self.lazy is not None and self.lazy.nudges_after(args[0]):
+                await self._work(stage_nudge, seat, self.lazy.scale)
+            return out
 
         done = await run_stage_round(seat, cfg.inner_steps, count, shape, links, compute)
         if done.silent is not None:

@@ -12,22 +12,19 @@ that misreports what it received from one whose neighbour sent it (`received_sig
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch import Tensor
 
 from miner.stage_worker import register_driver, take_driver
 from protocol.config.run_setup import Setup, TrainingSpec
-from protocol.config.run_state import load_dataset
 from protocol.core.aggregation.state import decode_state
 from protocol.core.model.gpt import load_params
 from protocol.core.pipeline.boundary import Direction, Slot
 from protocol.core.pipeline.gpipe import fresh_state
 from protocol.core.pipeline.received_signatures import SIGNATURE_BYTES, StepSignatures
-from protocol.core.pipeline.round_pipelines import pipeline_account
 from protocol.core.pipeline.segment_bundle import ServedBundle, encode_segment
 from protocol.core.pipeline.stage_driver import StageDriver
 from protocol.core.pipeline.stage_envelope import encode_stage_envelope
@@ -37,7 +34,7 @@ from protocol.core.pipeline.stage_replay import ServedSegment
 from protocol.core.pipeline.stage_slots import StageSeat, StepHashes
 from protocol.core.pipeline.stage_trace import stage_trace_root
 from protocol.core.train.compress import compress, encode_update
-from protocol.core.train.training import RoundTask, batch_fn
+from protocol.node.pipeline_batches import pipeline_batches
 from protocol.p2p.stage_segments import DirectoryStageSegments
 
 
@@ -82,13 +79,6 @@ def open_stage_round(job: StageRoundJob) -> tuple[int, ...]:
                          pipeline_batches(setup, job.seat.round, job.members))
     register_driver(job.seat, driver)
     return driver.shape
-
-
-def pipeline_batches(setup: Setup, round_: int, members: Sequence[str]) -> list[tuple[Tensor, Tensor]]:
-    """The (x, y) of each of the round's H steps: the pages of the pipeline's stage-0 miner."""
-    task = RoundTask(setup.run_seed, round_, pipeline_account(members), setup.model, setup.compute)
-    batches = batch_fn(task, load_dataset(setup.spec.dataset))
-    return [batches(i) for i in range(setup.compute.inner_steps)]
 
 
 def close_stage_round(seat: StageSeat, closing: StageClosing) -> StageWork:

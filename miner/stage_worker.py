@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from protocol.core.model.config import ModelConfig
@@ -51,6 +52,13 @@ def register_driver(seat: StageSeat, driver: StageDriver) -> None:
 def take_driver(seat: StageSeat) -> StageDriver:
     """The open round's driver, which no later call reaches (`close_stage_round`)."""
     return _DRIVERS.pop(seat)
+
+
+def stage_nudge(seat: StageSeat, scale: float) -> None:
+    """Add `scale` to every parameter of `seat`'s stage (a lazy stage, devnet and tests only)."""
+    with torch.no_grad():
+        for p in _DRIVERS[seat].module.parameters():
+            p.add_(scale)
 
 
 def stage_call(seat: StageSeat, method: str, *args: Any) -> Any:

@@ -203,7 +203,7 @@ async def fetch_submission(ctx: NodeContext, r: int, miner: str, commit: Commit)
     """(envelope, None) when the miner's submission is served and is what it committed,
     else (None, what is wrong)."""
     update_hash, root = commit.update_hash, commit.trace_root
-    envelope = await _fetch_envelope(ctx, update_hash, miner)
+    envelope = await fetch_envelope(ctx, update_hash, miner)
     if envelope is None:
         return None, "submission not served"
     try:
@@ -216,7 +216,7 @@ async def fetch_submission(ctx: NodeContext, r: int, miner: str, commit: Commit)
     return envelope, None
 
 
-async def _fetch_envelope(ctx: NodeContext, update_hash: bytes, miner: str) -> bytes | None:
+async def fetch_envelope(ctx: NodeContext, update_hash: bytes, miner: str) -> bytes | None:
     """The envelope, asked for again for up to EMBARGO_GRACE_S: a miner serves nothing of a
     round before it sees the commit phase close (docs/PROTOCOL.md §9), which may be a poll
     (or a retried chain read) after this validator did."""

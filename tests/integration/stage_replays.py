@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from miner.stage_work import pipeline_batches
 from protocol.config.run_setup import Setup, TrainingSpec
 from protocol.core.pipeline.segment_bundle import decode_segment
 from protocol.core.pipeline.stage_envelope import decode_stage_envelope
 from protocol.core.pipeline.stage_replay import StageReplayStatus, StageTask, replay_stage_segment
+from protocol.node.pipeline_batches import pipeline_batches
 
 ENVELOPE_CAP = 1 << 24
 

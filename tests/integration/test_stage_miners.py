@@ -13,33 +13,38 @@ closes, nobody is served a bundle."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import pytest
 import trio
 
+from miner.stage_cheat import LazyStage
 from miner.stage_node import StageMinerNode
 from protocol.chain.client import ChainClient, Phase, Role
 from protocol.chain.deploy import deploy
 from protocol.chain.devchain import DevChain
 from protocol.chain.registration import register_node
 from protocol.config.run_config import TOKEN_UNIT, ChainParams, GenesisAllocation, RunConfig
-from protocol.config.run_setup import resolve
+from protocol.config.run_setup import Setup, resolve
 from protocol.core.crypto.hashing import content_hash
 from protocol.core.crypto.signing import NodeIdentity
 from protocol.core.hardware.stage_classes import miner_mask, validator_mask
-from protocol.core.pipeline.attribution import Domain
-from protocol.core.pipeline.received_signatures import misreported_slots
 from protocol.core.pipeline.segment_bundle import decode_segment
 from protocol.core.pipeline.stage_envelope import check_stage_binding, decode_stage_envelope
 from protocol.core.pipeline.stage_replay import StageReplayStatus
 from protocol.core.pipeline.stage_slots import StageSeat
 from protocol.core.pipeline.stage_trace import stage_trace_root
+from protocol.core.settlement.fraud import FraudKind
 from protocol.devnet.network import free_port
+from protocol.node.context import NodeContext
 from protocol.node.keys import NodeKeys
 from protocol.node.node_config import NodeConfig
 from protocol.node.pinning import pin
-from protocol.node.worker_pool import ProfileWorker
+from protocol.node.stage_pipelines import round_pipelines
+from protocol.node.worker_pool import AsyncWorker, ProfileWorker
 from tests.integration.stage_replays import ENVELOPE_CAP, replay_all
+from validator.checks import MinerCheck
+from validator.stage_checks import check_stage_one
 
 pytestmark = pytest.mark.slow
 
@@ -55,92 +60,133 @@ def staged_config(accounts: list) -> RunConfig:
                      genesis=[GenesisAllocation(address=a.address, amount=10_000) for a in accounts])
 
 
-def register(client: ChainClient, role: Role, identity: NodeIdentity, listen: str, mask: int) -> None:
-    params = client.deployment.run_config.chain
-    register_node(client, role, identity, listen)
-    client.set_hardware_classes(mask)
-    minimum = params.min_miner_stake if role == Role.MINER else params.min_validator_stake
-    client.stake((minimum + 100) * TOKEN_UNIT)
-
-
-async def until(condition, what: str) -> None:
+async def until(condition) -> None:
     """Poll the chain or the nodes until `condition()` holds (the test's fail_after bounds it)."""
     while not await trio.to_thread.run_sync(condition):
         await trio.sleep(0.5)
 
 
-@pytest.mark.trio
-async def test_two_stage_miners_train_their_pipeline_over_the_link_and_commit_replayable_stages(tmp_path):
+@dataclass
+class Served:
+    setup: Setup
+    miners: list[str]
+    envelopes: list[bytes]
+    bundles: list[list[bytes]]
+    checks: list[MinerCheck]  # the validator's, stage by stage, every segment challenged
+
+
+async def run_round(tmp_path, worker: ProfileWorker, lazy: LazyStage | None) -> Served:
+    """Round 0 of two stage miners (stage 0 `lazy` when given) and a validator on a fresh chain."""
     dev = DevChain(funded_accounts=3)
     accounts = dev.node_accounts()[:3]
-    setup = resolve(staged_config(accounts))
-    profile = setup.profile
-    worker = ProfileWorker(profile).start()
     try:
         config = pin(staged_config(accounts), worker)
         admin = ChainClient(dev.handle, deploy(dev.handle, dev.deployer, config, progress=lambda m: None),
                             dev.deployer)
         setup = resolve(config)
-        classes, permitted = setup.spec.classes, setup.stage_permitted
+        classes, permitted, profile = setup.spec.classes, setup.stage_permitted, setup.profile
         dev.start()
-        register(admin.with_account(accounts[2]), Role.VALIDATOR, NodeIdentity.generate(), "/ip4/127.0.0.1/tcp/1",
-                 validator_mask(classes, permitted, profile))  # a round opens only with a validator
-        nodes = []
-        for s in range(2):
-            client, identity = admin.with_account(accounts[s]), NodeIdentity.generate()
-            listen = f"/ip4/127.0.0.1/tcp/{free_port()}"
-            register(client, Role.MINER, identity, listen, miner_mask(classes, permitted, profile, s))
-            cfg = NodeConfig(data_dir=tmp_path / f"stage{s}", listen=listen, max_rounds=1, stage=s, stage_wait_s=60)
-            nodes.append(StageMinerNode(client, NodeKeys(accounts[s], identity), cfg, logging.getLogger(f"t.stage{s}")))
+        validator = node_on(admin, accounts[2], tmp_path / "validator", Role.VALIDATOR,
+                            validator_mask(classes, permitted, profile))  # a round opens only with a validator
+        nodes = [node_on(admin, accounts[s], tmp_path / f"stage{s}", Role.MINER,
+                         miner_mask(classes, permitted, profile, s), stage=s, lazy=lazy if s == 0 else None)
+                 for s in range(2)]
         admin.start()
-        miners = [n.address for n in nodes]
-        async with trio.open_nursery() as nursery:
+        validator.worker = AsyncWorker(worker)
+        async with trio.open_nursery() as nursery, validator.p2p.run():
             for node in nodes:
                 nursery.start_soon(node.run)
             with trio.fail_after(300):
-                await until(lambda: all(admin.call("rounds", "has_committed", ROUND, m) for m in miners), "commits")
-                await until(lambda: admin.phase(ROUND) > Phase.COMMIT, "the commit phase closed")
-                await until(lambda: all((n.segments.root / str(ROUND)).is_dir() for n in nodes), "bundles served")
-                commits = await nodes[1].commits(ROUND)
-                envelopes, bundles = [], []
-                for s, node in enumerate(nodes):
-                    commit, other = commits[node.address], nodes[1 - s]
-                    got = await other.p2p.fetch_blob(node.keys.identity.public_key, commit.update_hash,
-                                                     max_bytes=ENVELOPE_CAP)
-                    assert isinstance(got, bytes) and content_hash(got) == commit.update_hash
-                    envelopes.append(got)
-                    env = decode_stage_envelope(got, ENVELOPE_CAP)
-                    check_stage_binding(env, dev.handle.chain_id, admin.rounds.address, ROUND, node.address)
-                    assert env.seat == StageSeat(ROUND, 0, s, 2) and commit.steps == 4
-                    assert bytes(stage_trace_root(env.trace)) == commit.trace_root
-                    bundles.append([await other.p2p.fetch_stage_segment(node.keys.identity.public_key, ROUND,
-                                                                         commit.trace_root, j, 1 << 24)
-                                    for j in range(env.trace.segments)])
+                served = await fetch_and_check(admin, setup, nodes, validator)
             nursery.cancel_scope.cancel()
-        statuses = [worker.call(replay_all, setup.spec, setup.run_seed, miners, envelopes[s], bundles[s])
-                    for s in range(2)]
-        assert statuses == [[StageReplayStatus.EXACT] * 2] * 2
-        # the pipeline trains its stage-0 miner's pages: another pipeline account, other bits
-        other_pages = worker.call(replay_all, setup.spec, setup.run_seed, miners[::-1], envelopes[0], bundles[0][:1])
-        assert other_pages != [StageReplayStatus.EXACT]
-        check_boundaries(setup, nodes, envelopes, bundles, dev.handle.chain_id, bytes.fromhex(admin.staking.address[2:]))
+        return served
     finally:
         dev.stop()
-        worker.close()
 
 
-def check_boundaries(setup, nodes, envelopes, bundles, chain_id: int, contract: bytes) -> None:
+def node_on(admin: ChainClient, account, data_dir, role: Role, mask: int, **extra):
+    client, identity = admin.with_account(account), NodeIdentity.generate()
+    listen = f"/ip4/127.0.0.1/tcp/{free_port()}"
+    params = client.deployment.run_config.chain
+    register_node(client, role, identity, listen)
+    client.set_hardware_classes(mask)
+    client.stake(((params.min_miner_stake if role == Role.MINER else params.min_validator_stake) + 100) * TOKEN_UNIT)
+    keys, log = NodeKeys(account, identity), logging.getLogger(f"t.{data_dir.name}")
+    if role == Role.VALIDATOR:
+        return NodeContext(client, keys, NodeConfig(data_dir=data_dir, listen=listen), log)
+    cfg = NodeConfig(data_dir=data_dir, listen=listen, max_rounds=1, stage=extra["stage"], stage_wait_s=60)
+    return StageMinerNode(client, keys, cfg, log, lazy=extra["lazy"])
+
+
+async def fetch_and_check(admin: ChainClient, setup: Setup, nodes: list[StageMinerNode],
+                          validator: NodeContext) -> Served:
+    miners = [n.address for n in nodes]
+    await until(lambda: all(admin.call("rounds", "has_committed", ROUND, m) for m in miners))
+    await until(lambda: admin.phase(ROUND) > Phase.COMMIT)
+    await until(lambda: all((n.segments.root / str(ROUND)).is_dir() for n in nodes))
+    await validator.sync.refresh()
+    commits = await validator.commits(ROUND)
+    envelopes, bundles = [], []
+    for s, node in enumerate(nodes):
+        commit = commits[node.address]
+        got = await validator.p2p.fetch_blob(node.keys.identity.public_key, commit.update_hash, max_bytes=ENVELOPE_CAP)
+        assert isinstance(got, bytes) and content_hash(got) == commit.update_hash
+        envelopes.append(got)
+        env = decode_stage_envelope(got, ENVELOPE_CAP)
+        check_stage_binding(env, admin.handle.chain_id, admin.rounds.address, ROUND, node.address)
+        assert env.seat == StageSeat(ROUND, 0, s, 2) and commit.steps == 4
+        assert bytes(stage_trace_root(env.trace)) == commit.trace_root
+        bundles.append([await validator.p2p.fetch_stage_segment(node.keys.identity.public_key, ROUND,
+                                                                 commit.trace_root, j, 1 << 24)
+                        for j in range(env.trace.segments)])
+    pipelines = await round_pipelines(validator, ROUND)
+    assert pipelines == [tuple(miners)]
+    state = await validator.state_for(ROUND)
+    seed = (await validator.port(admin.round_info, ROUND))["seed"]
+    checks = [await check_stage_one(validator, ROUND, m, commits[m], bytes(seed), state, pipelines, (0, 1))
+              for m in miners]
+    return Served(setup, miners, envelopes, bundles, checks)
+
+
+@pytest.fixture(scope="module")
+def worker():
+    with ProfileWorker(resolve(staged_config([])).spec.profile) as w:
+        yield w.ready()
+
+
+@pytest.mark.trio
+async def test_two_stage_miners_train_their_pipeline_over_the_link_and_commit_replayable_stages(tmp_path, worker):
+    got = await run_round(tmp_path, worker, lazy=None)
+    setup, miners = got.setup, got.miners
+    statuses = [worker.call(replay_all, setup.spec, setup.run_seed, miners, got.envelopes[s], got.bundles[s])
+                for s in range(2)]
+    assert statuses == [[StageReplayStatus.EXACT] * 2] * 2
+    # the pipeline trains its stage-0 miner's pages: another pipeline account, other bits
+    other_pages = worker.call(replay_all, setup.spec, setup.run_seed, miners[::-1], got.envelopes[0], got.bundles[0][:1])
+    assert other_pages != [StageReplayStatus.EXACT]
+    check_boundaries(got)
+    assert [c.outcome.kind for c in got.checks] == [None, None], [c.outcome.detail for c in got.checks]
+
+
+@pytest.mark.trio
+async def test_a_lazy_stage_fails_its_check_from_the_segment_it_cheated_in_and_its_neighbour_passes(tmp_path, worker):
+    got = await run_round(tmp_path, worker, lazy=LazyStage(from_step=2))
+    lazy, honest = got.checks
+    assert lazy.outcome.kind is FraudKind.REPLAY and lazy.outcome.segment == 1, lazy.outcome
+    assert "step 3" in lazy.outcome.detail
+    assert honest.outcome.kind is None, honest.outcome.detail  # fed the lazy stage's tensors, it replays exactly
+    check_boundaries(got)  # the lazy stage's tensors are what it signed and its neighbour received
+
+
+def check_boundaries(got: Served) -> None:
     """What stage 0 committed as sent is what stage 1 committed as received and back, each
     received hash signed by its sender."""
+    setup, checks = got.setup, got.checks
     k, count, rows = setup.compute.checkpoint_every, setup.spec.microbatches, setup.compute.batch_size // 2
-    split, keys = setup.stage_split, [n.keys.identity.public_key for n in nodes]
-    domain = Domain(chain_id, contract)
+    split = setup.stage_split
     for j in range(2):
-        served = [decode_segment(bundles[s][j], setup.model, split, StageSeat(ROUND, 0, s, 2), k, count, rows, j * k)
-                  for s in range(2)]
+        served = [decode_segment(got.bundles[s][j], setup.model, split, StageSeat(ROUND, 0, s, 2), k, count, rows,
+                                 j * k) for s in range(2)]
         for first, second in zip(served[0].segment.hashes, served[1].segment.hashes, strict=True):
             assert first.sent_forward == second.received_inputs and second.sent_backward == first.received_grads
-        for s in range(2):
-            neighbours = (keys[0] if s == 1 else None, keys[1] if s == 0 else None)
-            assert misreported_slots(StageSeat(ROUND, 0, s, 2), j * k + 1, served[s].segment.hashes,
-                                     served[s].signatures, neighbours, domain) == []
+        assert all(len(s.signatures) == k for s in served) and checks

@@ -26,7 +26,7 @@ class LateMiner:
 @pytest.mark.trio
 async def test_a_miner_that_lifts_its_embargo_a_poll_late_is_still_fetched():
     ctx = LateMiner(serves_from=3)
-    assert await checks._fetch_envelope(ctx, b"\x01" * 32, "0xminer") == b"envelope"  # type: ignore[arg-type]
+    assert await checks.fetch_envelope(ctx, b"\x01" * 32, "0xminer") == b"envelope"  # type: ignore[arg-type]
     assert ctx.calls == 3
 
 
@@ -34,5 +34,5 @@ async def test_a_miner_that_lifts_its_embargo_a_poll_late_is_still_fetched():
 async def test_a_submission_never_served_is_unavailable_after_the_grace(monkeypatch):
     monkeypatch.setattr(checks, "EMBARGO_GRACE_S", 0.05)
     ctx = LateMiner(serves_from=None)
-    assert await checks._fetch_envelope(ctx, b"\x01" * 32, "0xminer") is None  # type: ignore[arg-type]
+    assert await checks.fetch_envelope(ctx, b"\x01" * 32, "0xminer") is None  # type: ignore[arg-type]
     assert ctx.calls >= 2

@@ -12,7 +12,6 @@ Layout: magic (8 bytes) ‖ header length (u32, big-endian) ‖ header JSON ‖ 
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import Literal
 
@@ -22,8 +21,8 @@ from protocol.core.crypto.hashing import Digest
 from protocol.core.pipeline.stage_slots import StageSeat
 from protocol.core.pipeline.stage_split import MAX_STAGES
 from protocol.core.pipeline.stage_trace import StageTrace
-from protocol.core.proof.envelope import EnvelopeError
-from protocol.core.proof.envelope_header import MAX_HEADER_BYTES, Address, Hex32
+from protocol.core.proof.envelope import EnvelopeError, check_header_binding, frame, unframe
+from protocol.core.proof.envelope_header import Address, Hex32
 
 MAGIC = b"VTSTGv1\x00"
 
@@ -66,27 +65,18 @@ def encode_stage_envelope(chain_id: int, contract: str, miner: str, seat: StageS
         chain_id=chain_id, contract=contract, round=seat.round, miner=miner, pipeline=seat.pipeline,
         stage=seat.stage, stages=seat.stages, checkpoint_hashes=[h.hex() for h in trace.checkpoint_hashes],
         boundary_roots=[h.hex() for h in trace.boundary_roots], update_size=len(update))
-    body = header.model_dump_json().encode()
-    return MAGIC + struct.pack(">I", len(body)) + body + update
+    return frame(MAGIC, header.model_dump_json().encode(), update)
 
 
 def decode_stage_envelope(data: bytes, max_bytes: int) -> StageEnvelope:
     """Parse untrusted bytes; every failure is an EnvelopeError."""
-    if len(data) > max_bytes:
-        raise EnvelopeError(f"stage submission of {len(data)} bytes exceeds the cap of {max_bytes}")
-    if len(data) < len(MAGIC) + 4 or data[: len(MAGIC)] != MAGIC:
-        raise EnvelopeError("not a veritrain stage submission (bad magic)")
-    (n,) = struct.unpack(">I", data[len(MAGIC) : len(MAGIC) + 4])
-    start = len(MAGIC) + 4
-    if n > MAX_HEADER_BYTES or start + n > len(data):
-        raise EnvelopeError("stage submission header length out of range")
+    header_json, update = unframe(data, MAGIC, max_bytes, "stage submission")
     try:
-        header = StageEnvelopeHeader.model_validate_json(data[start : start + n])
+        header = StageEnvelopeHeader.model_validate_json(header_json)
     except ValidationError as exc:
         raise EnvelopeError(f"stage submission header invalid: {exc.errors()[0]['msg']}") from exc
     if header.stage >= header.stages:
         raise EnvelopeError(f"stage {header.stage} of a {header.stages}-stage pipeline")
-    update = data[start + n :]
     if len(update) != header.update_size:
         raise EnvelopeError("stage submission update size does not match its header")
     return StageEnvelope(header, update)
@@ -94,10 +84,4 @@ def decode_stage_envelope(data: bytes, max_bytes: int) -> StageEnvelope:
 
 def check_stage_binding(env: StageEnvelope, chain_id: int, contract: str, round_: int, miner: str) -> None:
     """The stage submission must name this chain, contract, round and committing miner."""
-    h = env.header
-    if h.chain_id != chain_id or h.contract.lower() != contract.lower():
-        raise EnvelopeError("stage submission names another chain or contract")
-    if h.round != round_:
-        raise EnvelopeError(f"stage submission is for round {h.round}, not {round_}")
-    if h.miner.lower() != miner.lower():
-        raise EnvelopeError(f"stage submission names miner {h.miner}, not the committer {miner}")
+    check_header_binding(env.header, chain_id, contract, round_, miner, "stage submission")

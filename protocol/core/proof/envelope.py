@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Protocol
 
 from pydantic import ValidationError
 
@@ -51,39 +52,64 @@ def encode_envelope(chain_id: int, contract: str, round_: int, miner: str, trace
         checkpoint_hashes=[h.hex() for h in trace.checkpoint_hashes], losses=[float(x) for x in trace.losses],
         carry_hash=trace.carry_hash.hex(), update_size=len(update),
     )
-    body = header.model_dump_json().encode()
-    return MAGIC + struct.pack(">I", len(body)) + body + update
+    return frame(MAGIC, header.model_dump_json().encode(), update)
+
+
+def frame(magic: bytes, header_json: bytes, update: bytes) -> bytes:
+    """magic ‖ u32 header length ‖ header JSON ‖ update: the layout of every committed envelope."""
+    return magic + struct.pack(">I", len(header_json)) + header_json + update
+
+
+def unframe(data: bytes, magic: bytes, max_bytes: int, what: str) -> tuple[bytes, bytes]:
+    """(header JSON, update) of untrusted `frame` bytes; EnvelopeError names `what` it was meant to be."""
+    if len(data) > max_bytes:
+        raise EnvelopeError(f"{what} of {len(data)} bytes exceeds the cap of {max_bytes}")
+    if len(data) < len(magic) + 4 or data[: len(magic)] != magic:
+        raise EnvelopeError(f"not a veritrain {what} (bad magic)")
+    (n,) = struct.unpack(">I", data[len(magic) : len(magic) + 4])
+    start = len(magic) + 4
+    if n > MAX_HEADER_BYTES or start + n > len(data):
+        raise EnvelopeError(f"{what} header length out of range")
+    return data[start : start + n], data[start + n :]
 
 
 def decode_envelope(data: bytes, max_bytes: int) -> Envelope:
     """Parse untrusted bytes; every failure is a EnvelopeError."""
-    if len(data) > max_bytes:
-        raise EnvelopeError(f"submission of {len(data)} bytes exceeds the cap of {max_bytes}")
-    if len(data) < len(MAGIC) + 4 or data[: len(MAGIC)] != MAGIC:
-        raise EnvelopeError("not a veritrain submission (bad magic)")
-    (n,) = struct.unpack(">I", data[len(MAGIC) : len(MAGIC) + 4])
-    start = len(MAGIC) + 4
-    if n > MAX_HEADER_BYTES or start + n > len(data):
-        raise EnvelopeError("submission header length out of range")
+    header_json, update = unframe(data, MAGIC, max_bytes, "submission")
     try:
-        header = EnvelopeHeader.model_validate_json(data[start : start + n])
+        header = EnvelopeHeader.model_validate_json(header_json)
     except ValidationError as exc:
         raise EnvelopeError(f"submission header invalid: {exc.errors()[0]['msg']}") from exc
-    update = data[start + n :]
     if len(update) != header.update_size:
         raise EnvelopeError("submission update size does not match its header")
     return Envelope(header, update)
 
 
+class BoundHeader(Protocol):
+    """What binds an envelope to its commit: read-only (the headers are frozen models)."""
+
+    @property
+    def chain_id(self) -> int: ...
+    @property
+    def contract(self) -> str: ...
+    @property
+    def round(self) -> int: ...
+    @property
+    def miner(self) -> str: ...
+
+
 def check_binding(env: Envelope, chain_id: int, contract: str, round_: int, miner: str) -> None:
     """The submission must name this chain, contract, round and committing miner."""
-    h = env.header
+    check_header_binding(env.header, chain_id, contract, round_, miner, "submission")
+
+
+def check_header_binding(h: BoundHeader, chain_id: int, contract: str, round_: int, miner: str, what: str) -> None:
     if h.chain_id != chain_id or h.contract.lower() != contract.lower():
-        raise EnvelopeError("submission names another chain or contract")
+        raise EnvelopeError(f"{what} names another chain or contract")
     if h.round != round_:
-        raise EnvelopeError(f"submission is for round {h.round}, not {round_}")
+        raise EnvelopeError(f"{what} is for round {h.round}, not {round_}")
     if h.miner.lower() != miner.lower():
-        raise EnvelopeError(f"submission names miner {h.miner}, not the committer {miner}")
+        raise EnvelopeError(f"{what} names miner {h.miner}, not the committer {miner}")
 
 
 def encode_proof(index: int, size: int, siblings: list[bytes]) -> bytes:

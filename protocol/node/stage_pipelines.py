@@ -1,8 +1,9 @@
-"""The round's pipelines as a stage miner reads them from the chain (docs/PROTOCOL.md §16.3):
-the miners eligible when the round opened, each one's stage from its on-chain class set, its
+"""The round's pipelines as a node reads them from the chain (docs/PROTOCOL.md §16.3): the
+miners eligible when the round opened, each one's stage from its on-chain class set, its
 verified steps of the last round from the settled result, and the formation seed.
 
-Every node derives the same pipelines from the same chain data (`formation.form_pipelines`);
+Stage miners and validators derive the same pipelines from the same chain data
+(`formation.form_pipelines`);
 a miner whose class set names no single stage is no stage miner and is left out.
 """
 

@@ -1,0 +1,84 @@
+"""Fetch what one stage miner committed and check it in the worker (docs/PROTOCOL.md §16.5): its
+envelope by the committed update hash, bound to it and to the committed trace root, its seat the
+one the round's pipelines give it, and each challenged segment's bundle from the stage."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from protocol.core.errors import ConfigError
+from protocol.core.pipeline.attribution import Domain
+from protocol.core.pipeline.round_pipelines import seat_of
+from protocol.core.pipeline.segment_bundle import max_segment_bytes
+from protocol.core.pipeline.stage_envelope import check_stage_binding, decode_stage_envelope
+from protocol.core.pipeline.stage_trace import stage_trace_root
+from protocol.core.proof.challenge import make_challenge
+from protocol.core.proof.commitment import Commit
+from protocol.core.proof.envelope import EnvelopeError
+from protocol.core.settlement.class_checks import CheckMode
+from protocol.core.settlement.fraud import FraudKind
+from protocol.node.context import NodeContext
+from protocol.node.logs import kv
+from protocol.p2p.errors import P2PError
+from validator.checks import MinerCheck, ServedSubmission, fetch_envelope
+from validator.stage_work import StageCheckJob, check_stage_miner
+from validator.work import CheckOutcome
+
+
+async def fetch_stage_submission(ctx: NodeContext, r: int, miner: str, commit: Commit) -> ServedSubmission:
+    """(envelope, None) when the stage miner's envelope is served and is what it committed,
+    else (None, what is wrong)."""
+    envelope = await fetch_envelope(ctx, commit.update_hash, miner)
+    if envelope is None:
+        return None, "submission not served"
+    try:
+        env = decode_stage_envelope(envelope, ctx.caps.update)
+        check_stage_binding(env, ctx.client.handle.chain_id, ctx.client.rounds.address, r, miner)
+    except EnvelopeError as exc:
+        return None, str(exc)
+    if bytes(stage_trace_root(env.trace)) != commit.trace_root:
+        return None, "stage trace does not hash to the committed root"
+    return envelope, None
+
+
+async def check_stage_one(ctx: NodeContext, r: int, miner: str, commit: Commit, seed_block: bytes,
+                          state: tuple[bytes, bytes], pipelines: Sequence[tuple[str, ...]],
+                          segments_override: tuple[int, ...] | None = None) -> MinerCheck:
+    """Check stage miner `miner` of round r, whose pipelines are `pipelines` (`stage_pipelines`)."""
+    cfg = ctx.challenge_compute(commit)
+    challenge = make_challenge(ctx.keys.identity, r, bytes.fromhex(miner[2:]), seed_block, cfg)
+    segments = challenge.segments if segments_override is None else segments_override
+
+    def verdict(outcome: CheckOutcome, envelope: bytes | None = None) -> MinerCheck:
+        ctx.log.info("checked stage %s", kv(round=r, miner=miner, segments=list(segments),
+                                            verdict=outcome.kind or "ok", detail=outcome.detail))
+        return MinerCheck(miner, commit.column, envelope, outcome, challenge, commit.steps, CheckMode.EXACT)
+
+    envelope, problem = await fetch_stage_submission(ctx, r, miner, commit)
+    if envelope is None:
+        return verdict(CheckOutcome(miner, FraudKind.UNAVAILABLE, None, None, problem or "", None, None))
+    env = decode_stage_envelope(envelope, ctx.caps.update)
+    seat = seat_of(pipelines, miner)
+    if seat is None or (seat.pipeline, seat.stage) != (env.seat.pipeline, env.seat.stage):
+        detail = f"committed as stage {env.seat.stage} of pipeline {env.seat.pipeline}, not its seat {seat}"
+        return verdict(CheckOutcome(miner, FraudKind.DERIVATION, None, None, detail, None, None))
+    keys = tuple(ctx.node_key_of(m) or b"" for m in seat.members)
+    split, count = ctx.setup.stage_split, ctx.setup.spec.microbatches
+    if split is None:
+        raise ConfigError("a stage check needs a staged run")
+    k = ctx.setup.compute.checkpoint_every
+    cap = max_segment_bytes(ctx.setup.model, split, env.seat, k, count, ctx.setup.compute.batch_size // count)
+    bundles = {j: await _bundle(ctx, keys[seat.stage], r, commit.trace_root, j, cap) for j in segments}
+    domain = Domain(ctx.client.handle.chain_id, bytes.fromhex(ctx.client.staking.address[2:]))
+    job = StageCheckJob(ctx.setup.spec, ctx.setup.run_seed, miner, seat.members, keys, domain, state[0], state[1],
+                        envelope, ctx.caps.update, bundles)
+    return verdict(await ctx._work(check_stage_miner, job), envelope)
+
+
+async def _bundle(ctx: NodeContext, key: bytes, r: int, root: bytes, segment: int, cap: int) -> bytes | None:
+    """A challenged segment's bundle from the stage, or None when it does not serve it."""
+    try:
+        return await ctx.p2p.fetch_stage_segment(key, r, root, segment, cap)
+    except P2PError as exc:
+        ctx.log.info("stage segment unavailable %s", kv(round=r, segment=segment, reason=exc))
+        return None

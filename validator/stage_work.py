@@ -1,0 +1,106 @@
+"""What a validator's worker runs to check one stage miner (docs/PROTOCOL.md §16.5): the stage's
+start is θ_r's slice, and every challenged segment, from its served bundle, replays exactly with
+every received tensor signed by its sender. The verdict uses the whole-model kinds:
+
+    DERIVATION   the trace's first state is not θ_r's stage slice (fresh moments, step 0)
+    UNAVAILABLE  a challenged segment's bundle not served, malformed, or not the committed data
+    REPLAY       a sent tensor or the end state differs, or a received hash its sender never signed
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from protocol.config.run_setup import Setup, TrainingSpec
+from protocol.core.aggregation.state import decode_state
+from protocol.core.checkpoint.header import BlobFormatError
+from protocol.core.model.gpt import load_params
+from protocol.core.pipeline.attribution import Domain
+from protocol.core.pipeline.gpipe import fresh_state
+from protocol.core.pipeline.received_signatures import misreported_slots
+from protocol.core.pipeline.segment_bundle import decode_segment
+from protocol.core.pipeline.stage_checkpoint import capture, stage_state_hash
+from protocol.core.pipeline.stage_envelope import StageEnvelope, decode_stage_envelope
+from protocol.core.pipeline.stage_module import StageModule, stage_params
+from protocol.core.pipeline.stage_replay import (
+    ServedDataMismatch,
+    StageReplayStatus,
+    StageTask,
+    replay_stage_segment,
+)
+from protocol.core.settlement.fraud import FraudKind
+from protocol.node.pipeline_batches import pipeline_batches
+from validator.work import CheckOutcome
+
+
+@dataclass(frozen=True)
+class StageCheckJob:
+    spec: TrainingSpec
+    run_seed: bytes
+    miner: str
+    members: tuple[str, ...]  # its pipeline's miners, stage 0 first
+    member_keys: tuple[bytes, ...]  # their node keys (who signs what the stage received)
+    domain: Domain
+    state_blob: bytes  # θ_r, whole
+    state_hash: bytes
+    envelope: bytes  # fetched, decoded and bound to the commit already (`stage_checks.fetch_stage_submission`)
+    max_bytes: int
+    bundles: Mapping[int, bytes | None]  # challenged segment -> its served bundle (None: not served)
+
+
+def check_stage_miner(job: StageCheckJob) -> CheckOutcome:
+    setup = Setup(job.spec, job.run_seed)
+    env = decode_stage_envelope(job.envelope, job.max_bytes)
+    start = _start_hash(setup, env, job.state_blob, job.state_hash)
+    if start != env.trace.checkpoint_hashes[0]:
+        return _fails(job, FraudKind.DERIVATION, None, "the stage's first state is not θ_r's slice", 0,
+                      env.trace.checkpoint_hashes[0], start)
+    data = pipeline_batches(setup, env.seat.round, job.members)
+    for j, blob in sorted(job.bundles.items()):
+        outcome = _segment(job, setup, env, j, blob, data)
+        if outcome is not None:
+            return outcome
+    return CheckOutcome(job.miner, None, None, None, "every challenged segment replays exactly", None, None)
+
+
+def _start_hash(setup: Setup, env: StageEnvelope, state_blob: bytes, state_hash: bytes) -> bytes:
+    split = setup.stage_split
+    assert split is not None
+    theta = decode_state(state_blob, setup.model, state_hash).params
+    module = StageModule(setup.model, split, env.seat.stage)
+    load_params(module, stage_params(theta, split, env.seat.stage))
+    return bytes(stage_state_hash(capture(module, fresh_state(module), 0), setup.model))
+
+
+def _segment(job: StageCheckJob, setup: Setup, env: StageEnvelope, j: int, blob: bytes | None,
+             data: Sequence) -> CheckOutcome | None:
+    split, cfg, count, seat = setup.stage_split, setup.compute, job.spec.microbatches, env.seat
+    assert split is not None
+    k = cfg.checkpoint_every
+    if blob is None:
+        return _fails(job, FraudKind.UNAVAILABLE, j, f"segment {j} not served")
+    try:
+        bundle = decode_segment(blob, setup.model, split, seat, k, count, cfg.batch_size // count, j * k)
+        result = replay_stage_segment(StageTask(setup.model, split, cfg, count, seat), env.trace, j, bundle.segment,
+                                      data[j * k:(j + 1) * k])
+    except (BlobFormatError, ServedDataMismatch) as exc:
+        return _fails(job, FraudKind.UNAVAILABLE, j, f"segment {j}: {exc}")
+    if result.status is not StageReplayStatus.EXACT:
+        d = result.divergence
+        assert d is not None
+        return _fails(job, FraudKind.REPLAY, j, f"segment {j}: {d.what.value} differs at step {d.step}",
+                      j, d.committed, d.replayed)
+    keys = job.member_keys
+    neighbours = (keys[seat.stage - 1] if seat.stage > 0 else None,
+                  keys[seat.stage + 1] if seat.stage + 1 < seat.stages else None)
+    lies = misreported_slots(seat, j * k + 1, bundle.segment.hashes, bundle.signatures, neighbours, job.domain)
+    if lies:
+        return _fails(job, FraudKind.REPLAY, j, f"segment {j}: {len(lies)} received hashes its sender never signed")
+    return None
+
+
+def _fails(job: StageCheckJob, kind: FraudKind, segment: int | None, detail: str, leaf: int | None = None,
+           expected: bytes | None = None, actual: bytes | None = None) -> CheckOutcome:
+    return CheckOutcome(job.miner, kind, leaf, segment, detail, None if expected is None else bytes(expected),
+                        None if actual is None else bytes(actual))
