@@ -18,14 +18,19 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import trio
+
 from protocol.core.pipeline.boundary import Direction, Slot
 from protocol.core.pipeline.stage_slots import StageSeat
 from protocol.node.logs import kv
-from protocol.p2p.errors import P2PError
+from protocol.p2p.errors import P2PError, PeerRefused, PeerUnavailable, RateLimited
 from protocol.p2p.stage_inbox import StageInbox
-from protocol.p2p.stage_link import StageSender
+from protocol.p2p.stage_link import NotNeighbour, SlotFilled, StageSender, UnexpectedSlot
 
 log = logging.getLogger("veritrain.stage")
+# refusals of a neighbour that is there but not ready for the slot yet: asked again
+NOT_READY = (UnexpectedSlot, NotNeighbour, PeerRefused, RateLimited, PeerUnavailable)
+RETRY_S = 0.2
 
 # compute(method, *args): runs StageDriver.<method>(*args) where the driver lives, returns its result
 Compute = Callable[..., Awaitable[Any]]
@@ -88,10 +93,22 @@ class _Shuttle:
         return arrived.data
 
     async def send(self, to: int, slot: Slot, data: bytes, shape: tuple[int, ...]) -> None:
-        try:
-            await self.links.sender.send(self.links.members[to], slot, data, shape, self.links.addrs[to])
-        except P2PError as exc:
-            raise _NeighbourSilent(SilentNeighbour(to, slot, f"{type(exc).__name__}: {exc}")) from exc
+        """Deliver one tensor. A neighbour not ready for it yet (its round not open, our registration
+        not yet synced there, its host still starting) is asked again until the wait runs out,
+        as long as a silent one is waited for."""
+        deadline = trio.current_time() + self.links.wait_s
+        while True:
+            try:
+                await self.links.sender.send(self.links.members[to], slot, data, shape, self.links.addrs[to])
+                return
+            except SlotFilled:
+                return  # an earlier try of ours was kept, its answer lost
+            except NOT_READY as exc:
+                if trio.current_time() + RETRY_S >= deadline:
+                    raise _NeighbourSilent(SilentNeighbour(to, slot, f"{type(exc).__name__}: {exc}")) from exc
+                await trio.sleep(RETRY_S)
+            except P2PError as exc:
+                raise _NeighbourSilent(SilentNeighbour(to, slot, f"{type(exc).__name__}: {exc}")) from exc
 
     async def step(self, step: int, shape: tuple[int, ...]) -> None:
         s = self.seat.stage

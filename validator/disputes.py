@@ -22,14 +22,17 @@ from protocol.chain.client import ReportStatus, Vote
 from protocol.chain.events import EventLog
 from protocol.core.errors import ContractRevert, SignatureError
 from protocol.core.proof.challenge import ChallengeError
+from protocol.core.proof.commitment import Commit
 from protocol.core.proof.witness import NO_WITNESS
 from protocol.core.settlement.class_checks import CheckMode, holds_class
 from protocol.core.settlement.fraud import FraudKind
 from protocol.node.logs import kv
+from protocol.node.stage_pipelines import round_pipelines
 from validator.audits import Claim, audit_claim, unserved_evidence
 from validator.challenges import verified_challenge
-from validator.checks import check_one
+from validator.checks import MinerCheck, check_one
 from validator.score_audits import audit_score, comparable_loss
+from validator.stage_checks import check_stage_one
 from validator.tree_aggregation import TreeAggregation
 from validator.tree_reports import judge_aggregate
 
@@ -149,7 +152,7 @@ class Disputes:
         mode = CheckMode.EXACT if rep["class_bound"] else CheckMode.TOLERANCE
         retried = False
         while True:
-            check = await check_one(ctx, r, miner, commit, seed, state, (segment,), mode=mode)
+            check = await self._check_segment(r, miner, commit, seed, state, segment, mode)
             kind = check.outcome.kind
             if kind != FraudKind.UNAVAILABLE or trio.current_time() >= vote_by:
                 break
@@ -160,6 +163,14 @@ class Disputes:
         if kind is not None:
             return Vote.CONFIRM, str(kind)
         return unavailable_vote(rep["kind"], retried)
+
+    async def _check_segment(self, r: int, miner: str, commit: Commit, seed: bytes, state: tuple[bytes, bytes],
+                             segment: int, mode: CheckMode) -> MinerCheck:
+        """The reported segment checked again: a stage miner's as a stage (PROTOCOL.md §16.5)."""
+        if self.ctx.setup.spec.stages:
+            pipelines = await round_pipelines(self.ctx, r)
+            return await check_stage_one(self.ctx, r, miner, commit, seed, state, pipelines, (segment,))
+        return await check_one(self.ctx, r, miner, commit, seed, state, (segment,), mode=mode)
 
     async def _judge_audit(self, rep: dict, seed: bytes, vote_by: float) -> tuple[Vote | None, str]:
         ctx, r = self.ctx, rep["round"]

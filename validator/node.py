@@ -44,6 +44,8 @@ from validator.result_flow import ResultFlow
 from validator.score_audits import comparable_loss, cross_check, loss_evidence, score_evidence
 from validator.scoring import Usefulness, class_adjusted, score_seed
 from validator.silence import Duty, ValidatorSilence
+from validator.stage_round import stage_checks, stage_score_job
+from validator.stage_scoring import scored_stage_miners
 from validator.tree_aggregation import TreeAggregation, TreeUnavailable
 from validator.tree_reports import file_wrong_partials
 from validator.work import ScoreJob, scored_miners, usefulness_by_miner
@@ -137,6 +139,22 @@ class ValidatorNode(NodeContext):
         modes = await self.classes.modes(r, commits, seed_block)
         self.log.info("verifying %s", kv(round=r, miners=len(commits), phase="scoring",
                                          **{mode.value: sum(m is mode for m in modes.values()) for mode in CheckMode}))
+        if self.setup.spec.stages:  # a staged run: stage checks, pipelines scored whole (stage_round.py)
+            checks, useful = await stage_checks(self, r, commits, seed_block, state, modes), None
+        else:
+            checks, useful = await self._checks(r, commits, seed_block, state, modes)
+        await self._report(r, checks)
+        await self._commit_scores(r, checks, state, seed_block, useful)
+        await self._wait_phase(r, Phase.REVEAL)
+        await self._reveal(r)
+        await self._wait_phase(r, Phase.AUDIT)
+        await self._audit(r, seed_block)
+        await self._settle(r)
+        await self._prune(r)
+
+    async def _checks(self, r: int, commits: dict, seed_block: bytes, state: tuple[bytes, bytes],
+                      modes: dict[str, CheckMode]) -> tuple[list[MinerCheck], dict[bytes, Usefulness] | None]:
+        """Every miner checked as `modes` says, with the usefulness computed meanwhile."""
         # only the miners this validator checks: its class, and its seats when the run has committees
         assigned = {m: c for m, c in commits.items() if modes[m].checks}
         submissions = await fetch_submissions(self, r, assigned)
@@ -162,14 +180,7 @@ class ValidatorNode(NodeContext):
                     checks = await recheck_unavailable(self, r, commits, seed_block, state, checks)
             else:
                 checks = await self.cheat.checks(self, r, commits, seed_block)
-        await self._report(r, checks)
-        await self._commit_scores(r, checks, state, seed_block, useful)
-        await self._wait_phase(r, Phase.REVEAL)
-        await self._reveal(r)
-        await self._wait_phase(r, Phase.AUDIT)
-        await self._audit(r, seed_block)
-        await self._settle(r)
-        await self._prune(r)
+        return checks, useful
 
     async def _close_commits(self, r: int) -> bytes:
         while await self.port.phase(r) == Phase.COMMIT:
@@ -217,7 +228,9 @@ class ValidatorNode(NodeContext):
             return  # only validators that revealed audit (and are audited)
         if not await self.port(self.port.read.scores.audited, r, self.address):
             chain = self.client.deployment.run_config.chain
-            sample = 0 if self.cheat else chain.audit_sample
+            # a staged run's witnesses are not yet audited (PROTOCOL.md §16.9): a whole-model audit of
+            # a stage replay would fail an honest validator
+            sample = 0 if self.cheat or self.setup.spec.stages else chain.audit_sample
             for claim, result, kind in await audit_round(self, r, seed_block, sample, chain.auditors):
                 evidence = lazy_evidence(claim, result) if kind is FraudKind.LAZY_VALIDATOR else score_evidence(claim, result)
                 await self._file(r, claim.validator, kind, claim.index, bytes(evidence), claim.sig)
@@ -279,11 +292,8 @@ class ValidatorNode(NodeContext):
                                       for c in checks):
             useful = None  # a submission served only after the usefulness ran ahead: score all again
         if entry is None:
-            job = self._score_job(r, state, seed_block,
-                                  [(c.miner, c.order, c.envelope, c.outcome.kind is None, c.steps)
-                                   for c in checks])
             by_miner = {c.miner: c for c in checks}
-            scored = await self._work(scored_miners, job, useful) if checks else {}
+            scored = await self._scored(r, checks, state, seed_block, useful) if checks else {}
             zeroed = {m: why for m, (score, why) in scored.items() if score == 0}
             if zeroed:
                 self.log.info("miners scored 0 %s", kv(round=r, why=zeroed))
@@ -305,6 +315,20 @@ class ValidatorNode(NodeContext):
                            bytes.fromhex(entry["witness_root"]), entry["loss"])
         if await self.port.try_send(self.client.commit_scores, r, score_commitment(root, bytes.fromhex(entry["salt"]))):
             self.log.info("scores committed %s", kv(round=r, scores=dict(zip(entry["miners"], entry["scores"], strict=True))))
+
+    async def _scored(self, r: int, checks: list[MinerCheck], state: tuple[bytes, bytes], seed_block: bytes,
+                      useful: dict[bytes, Usefulness] | None) -> dict[str, tuple[int, str]]:
+        """Each miner's score and why; in a staged run each pipeline's, split among its stages."""
+        if self.setup.spec.stages:
+            staged_job = await stage_score_job(self, r, await self.commits(r), checks, state,
+                                               bytes(score_seed(seed_block)))
+            staged: dict[str, tuple[int, str]] = await self._work(scored_stage_miners, staged_job)
+            decided = {c.miner for c in checks if c.mode.checks}  # the others' columns are their deciders'
+            return {m: v if m in decided else (0, "not checked") for m, v in staged.items()}
+        job = self._score_job(r, state, seed_block, [(c.miner, c.order, c.envelope, c.outcome.kind is None, c.steps)
+                                                     for c in checks])
+        scored: dict[str, tuple[int, str]] = await self._work(scored_miners, job, useful)
+        return scored
 
     async def _reveal(self, r: int) -> None:
         if self.skips("reveal"):

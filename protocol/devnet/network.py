@@ -9,6 +9,7 @@ and protocol/devnet/silent_validator.py.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -23,6 +24,9 @@ from typing import NamedTuple
 import trio
 
 from miner.node import MinerNode
+from miner.stage_cheat import NAME as STAGE_LAZY
+from miner.stage_cheat import LazyStage
+from miner.stage_node import StageMinerNode
 from protocol.chain.bls_registration import ensure_bls_key
 from protocol.chain.claims import claim_owed
 from protocol.chain.client import ChainClient, Role
@@ -37,6 +41,7 @@ from protocol.core.crypto.signing import NodeIdentity
 from protocol.core.errors import ConfigError, VeritrainError
 from protocol.core.hardware.hardware_class import class_mask, label
 from protocol.core.hardware.replay_profile import ReplayProfile
+from protocol.core.hardware.stage_classes import miner_mask, validator_mask
 from protocol.core.settlement.committee_odds import committee_per_check
 from protocol.core.train.compute_config import ComputeConfig
 from protocol.devnet.cheats import CHEATS, MinerCheat
@@ -50,7 +55,7 @@ from protocol.devnet.until_drawn import RoundPlan
 from protocol.node.hardware_choice import choose_class
 from protocol.node.keys import LocalAccount, NodeKeys
 from protocol.node.node_config import NodeConfig
-from protocol.node.pinning import prepare
+from protocol.node.pinning import pin, prepare
 from protocol.node.round_notes import ROUND_DONE_KEY
 from protocol.node.worker_pool import ProfileWorker
 from validator.cheat import ValidatorCheat
@@ -98,6 +103,13 @@ class DevnetOptions:
     training: dict = field(default_factory=dict)  # extra [training] keys (tests: small H)
     chain: dict = field(default_factory=dict)  # ChainParams overrides
     timeout_s: float = 1800.0  # the run fails (non-zero exit) if the rounds are not done by then
+    stages: int = 0  # a staged run (PROTOCOL.md §16): S stages, `pipelines` stage miners each; 0: whole-model miners
+    pipelines: int = 0
+
+    @property
+    def miner_count(self) -> int:
+        """Every miner, cheaters included: a staged run's cheaters hold stage seats of their own."""
+        return self.stages * self.pipelines if self.stages else self.miners + len(self.cheaters)
 
 
 def parse_cheaters(text: str | None) -> tuple[tuple[str, float | None], ...]:
@@ -105,8 +117,8 @@ def parse_cheaters(text: str | None) -> tuple[tuple[str, float | None], ...]:
     out: list[tuple[str, float | None]] = []
     for item in filter(None, (text or "").split(",")):
         kind, _, frac = item.strip().partition(":")
-        if kind not in CHEATS:
-            raise ConfigError(f"unknown cheater kind {kind!r}; choose from {', '.join(CHEATS)}")
+        if kind not in CHEATS and kind != STAGE_LAZY:
+            raise ConfigError(f"unknown cheater kind {kind!r}; choose from {', '.join((*CHEATS, STAGE_LAZY))}")
         try:
             fraction = float(frac) if frac else None
         except ValueError as exc:
@@ -126,6 +138,7 @@ class Member:
     listen: str = field(default_factory=lambda: f"/ip4/127.0.0.1/tcp/{free_port()}")
     node: MinerNode | ValidatorNode | None = None
     profile: ReplayProfile | None = None  # the hardware class it runs (None: the run's profile)
+    stage: int | None = None  # a stage miner's stage (a staged run)
     claimed: ReplayProfile | None = None  # the class it registers, when not the one it runs (false-class)
 
     @property
@@ -159,7 +172,8 @@ def run_config_for(opts: DevnetOptions, accounts: list[LocalAccount]) -> RunConf
     # that has a validator is checked exactly
     chain.setdefault("min_class_stake", chain.get("min_validator_stake", ChainParams().min_validator_stake) + 100)
     committee = chain.get("committee", ChainParams().committee)
-    training = _with_committee_checks({"preset": opts.preset, **opts.training}, committee)
+    staged = {"stages": opts.stages} if opts.stages else {}
+    training = _with_committee_checks({"preset": opts.preset, **staged, **opts.training}, committee)
     genesis = [GenesisAllocation(address=a.address, amount=10_000) for a in accounts]
     return RunConfig(run_name="devnet", chain=ChainParams(**chain), training=training, genesis=genesis)
 
@@ -179,8 +193,14 @@ def _with_committee_checks(training: dict, committee: int) -> dict:
 def _register(member: Member, stake_tokens: int) -> None:
     client = member.client
     register_node(client, member.role, member.keys.identity, member.listen)
-    spec = resolve(client.deployment.run_config).spec
-    client.set_hardware_classes(class_mask(spec.classes, [member.claimed or member.profile or spec.profile]))
+    setup = resolve(client.deployment.run_config)
+    spec, profile = setup.spec, member.claimed or member.profile or setup.spec.profile
+    if not spec.stages:
+        client.set_hardware_classes(class_mask(spec.classes, [profile]))
+    elif member.stage is not None:
+        client.set_hardware_classes(miner_mask(spec.classes, setup.stage_permitted, profile, member.stage))
+    else:
+        client.set_hardware_classes(validator_mask(spec.classes, setup.stage_permitted, profile))
     if member.keys.bls is not None:
         ensure_bls_key(client, member.keys.bls)
     client.stake(stake_tokens * TOKEN_UNIT)
@@ -197,7 +217,8 @@ def setup_network(opts: DevnetOptions, progress: Progress,
                   workers: list[ProfileWorker]) -> tuple[DevChain, ChainClient, list[Member]]:
     """Chain, contracts and accounts. `workers` receives one started worker per node: they
     import torch while the hashes are pinned (in the first one) and the contracts deploy."""
-    n_miners = opts.miners + len(opts.cheaters)
+    check_staged(opts)
+    n_miners = opts.miner_count
     chain = DevChain(funded_accounts=n_miners + opts.validators)
     accounts = chain.node_accounts()[: n_miners + opts.validators]
     config = run_config_for(opts, accounts)
@@ -207,15 +228,17 @@ def setup_network(opts: DevnetOptions, progress: Progress,
     profiles = [spec.profile if i >= false_from else p for i, p in enumerate(claimed)]
     workers += [ProfileWorker(p).start() for p in profiles]
     progress("pinning model, dataset and replay-profile hashes")
-    config = prepare(config, workers[0])
+    config = pin(config, workers[0]) if opts.stages else prepare(config, workers[0])  # the devnet wires stages
     progress("deploying contracts on the embedded chain")
     deployment = deploy(chain.handle, chain.deployer, config, progress=lambda m: None)
     admin = ChainClient(chain.handle, deployment, chain.deployer)
-    kinds = ["honest"] * (opts.miners - opts.throttled) + [THROTTLED] * opts.throttled + [k for k, _ in opts.cheaters]
+    honest_miners = n_miners - len(opts.cheaters) if opts.stages else opts.miners
+    kinds = ["honest"] * (honest_miners - opts.throttled) + [THROTTLED] * opts.throttled + [k for k, _ in opts.cheaters]
     members = [Member(Role.MINER, kind, NodeKeys(a, NodeIdentity.generate()), admin.with_account(a))
                for kind, a in zip(kinds, accounts[:n_miners], strict=True)]
-    for member, p in zip(members, profiles, strict=False):
+    for i, (member, p) in enumerate(zip(members, profiles, strict=False)):
         member.profile = p
+        member.stage = i % opts.stages if opts.stages else None
     honest = (opts.validators - opts.lazy_validators - opts.silent_validators - opts.lying_validators
               - opts.lazy_aggregators)
     v_kinds = (["honest"] * honest + [LAZY] * opts.lazy_validators + [SILENT] * opts.silent_validators
@@ -267,7 +290,10 @@ def build_nodes(opts: DevnetOptions, members: list[Member], data_root: Path, wor
         log = logging.getLogger(f"veritrain.{m.role.name.lower()}{i}")
         cfg = NodeConfig(data_dir=data_root / f"node{i}", listen=m.listen, max_rounds=opts.rounds,
                          slowdown=THROTTLE if m.kind == THROTTLED else 1.0, hardware_class=m.profile)
-        if m.role == Role.MINER:
+        if m.role == Role.MINER and m.stage is not None:
+            cfg = dataclasses.replace(cfg, stage=m.stage)
+            m.node = StageMinerNode(m.client, m.keys, cfg, log, lazy=LazyStage() if m.kind == STAGE_LAZY else None)
+        elif m.role == Role.MINER:
             cheat = None if m.kind in ("honest", THROTTLED) else MinerCheat(m.kind, fractions.get(m.kind))
             m.node = MinerNode(m.client, m.keys, cfg, log, cheat=cheat)
         else:
@@ -277,6 +303,21 @@ def build_nodes(opts: DevnetOptions, members: list[Member], data_root: Path, wor
             if m.kind == LAZY_AGGREGATOR:
                 m.node.tree.tamper = tamper_of(m.node)
         m.node.prestarted_worker = workers[i]
+
+
+def check_staged(opts: DevnetOptions) -> None:
+    """A staged devnet's counts, before anything starts."""
+    kinds = {k for k, _ in opts.cheaters}
+    if not opts.stages:
+        if STAGE_LAZY in kinds:
+            raise ConfigError(f"{STAGE_LAZY} is a stage miner: give --stages and --pipelines")
+        return
+    if opts.pipelines < 1:
+        raise ConfigError("a staged devnet needs --pipelines 1 or more (stage miners per stage)")
+    if kinds - {STAGE_LAZY}:
+        raise ConfigError(f"a staged devnet's cheaters are {STAGE_LAZY} only, not {', '.join(sorted(kinds - {STAGE_LAZY}))}")
+    if len(opts.cheaters) >= opts.miner_count or opts.throttled or opts.training.get("fan_in"):
+        raise ConfigError("a staged devnet needs an honest stage miner, and takes no --throttled nor --fan-in")
 
 
 def _cheat_of(kind: str) -> ValidatorCheat | None:

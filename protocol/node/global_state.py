@@ -15,6 +15,7 @@ from protocol.core.wire.blob_caps import BlobKind
 from protocol.node.global_model import genesis_blob, next_state, select_updates
 from protocol.node.logs import kv
 from protocol.node.round_reads import RoundReads
+from protocol.node.staged_model import next_staged_state
 from protocol.node.worker_pool import AsyncWorker
 
 ZERO32 = b"\x00" * 32
@@ -133,6 +134,10 @@ class GlobalState(RoundReads):
                 raise StateMismatch(f"round {round_}: update of {miner} is unavailable from every peer")
             envelopes.append(blob)
         spec, seed = self.setup.spec, self.setup.run_seed
+        if spec.stages:
+            staged: tuple[bytes, bytes] = await self._work(next_staged_state, spec, seed, state_blob, state_hash,
+                                                           envelopes, self.caps.update)
+            return staged
         blob, new_hash, _ = await self._work(next_state, spec, seed, state_blob, state_hash, envelopes,
                                              self.caps.update, False)
         return blob, new_hash
