@@ -29,7 +29,12 @@ def devnet(
     rounds: Annotated[int, typer.Option(min=1, max=100, help="Rounds to run")] = 5,
     cheaters: Annotated[str, typer.Option(help="Extra cheating miners: KIND[:FRACTION],... "
                                                 "(lazy, fabricate, wrong-data, copy, stale, scale, sign-flip, nan, noise, withhold, "
-                                                "withhold-challenger)")] = "",
+                                                "withhold-challenger; with --stages: stage-lazy, which takes a stage seat)")] = "",
+    stages: Annotated[int, typer.Option(min=0, max=32, help="Split the model into this many pipeline stages, each "
+                                                           "trained by its own miners over the stage link (0: every "
+                                                           "miner trains the whole model; --miners is then ignored)")] = 0,
+    pipelines: Annotated[int, typer.Option(min=0, max=16, help="With --stages: stage miners per stage, so this many "
+                                                              "pipelines a round")] = 0,
     lazy_validators: Annotated[int, typer.Option(min=0, help="Of the validators, how many never replay "
                                                         "(audits catch them; testing only)")] = 0,
     silent_validators: Annotated[int, typer.Option(min=0, help="Of the validators, how many stay up but never reveal "
@@ -90,6 +95,8 @@ def devnet(
         raise typer.BadParameter("a lazy aggregator needs an aggregation tree: give --fan-in 2 or more",
                                  param_hint="--lazy-aggregators")
     _check_preset(preset, genesis)
+    if bool(stages) != bool(pipelines):
+        raise typer.BadParameter("give --stages and --pipelines together (a staged devnet has both)", param_hint="--stages")
     if aggregation is not None and aggregation not in AGGREGATION_RULES:
         raise typer.BadParameter(f"{aggregation!r} is not one of {', '.join(AGGREGATION_RULES)}", param_hint="--aggregation")
     opts = DevnetOptions(miners=miners, validators=validators, rounds=rounds, cheaters=parse_cheaters(cheaters),
@@ -97,7 +104,7 @@ def devnet(
                          lying_validators=lying_validators, lazy_aggregators=lazy_aggregators, throttled=throttled,
                          probe_demands=probe_demands, preset=preset, out=out,
                          miner_classes=_labels(miner_classes), validator_classes=_labels(validator_classes),
-                         timeout_s=timeout, chain={"commit_duration": commit_window, "absence_rounds": absence_rounds,
+                         timeout_s=timeout, stages=stages, pipelines=pipelines, chain={"commit_duration": commit_window, "absence_rounds": absence_rounds,
                                                    **({} if committee is None else {"committee": committee})},
                          training={**_compute_overrides(inner_steps=inner_steps, checkpoint_every=checkpoint_every,
                                                         aggregation=aggregation),
@@ -109,7 +116,8 @@ def devnet(
               "throttled": throttled, "commit_window": commit_window, "absence_rounds": absence_rounds,
               "committee": ChainParams().committee if committee is None else committee,
               "miner_classes": miner_classes, "validator_classes": validator_classes,
-              "cheaters": cheaters, "preset": preset, "aggregation": aggregation, "top_g": top_g}
+              "cheaters": cheaters, "preset": preset, "aggregation": aggregation, "top_g": top_g,
+              "stages": stages, "pipelines": pipelines}
     _run(opts, config)
 
 

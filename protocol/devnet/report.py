@@ -57,6 +57,7 @@ def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any],
                 # hardware classes: its class, and whether validators of that class checked it bit for bit
                 # ("exact") or nobody held it and every validator checked it within δ ("tolerance", discounted)
                 "class": getattr(m, "class_label", None),
+                "stage": getattr(m, "stage", None),  # a staged run's stage miner: its stage
                 "check": ("exact" if settled.inputs.exact_column(column) else "tolerance")
                 if settled and column is not None else None,
                 # check committees: the validators whose seats decided its column, and how many each held
@@ -84,7 +85,7 @@ def build_report(admin: ChainClient, members: list[Any], config: dict[str, Any],
         earned = entry.cumulative if entry else 0
         claimed = admin.read.rewards.claimed(m.address)
         final.append({
-            "address": m.address, "role": m.role.name.lower(), "kind": m.kind,
+            "address": m.address, "role": m.role.name.lower(), "kind": m.kind, "stage": getattr(m, "stage", None),
             "stake": _tokens(admin.read.staking.stake_of(m.address) + admin.read.staking.unbonding_of(m.address)),
             "reputation": (entry.reputation if entry else 0) / SCORE_SCALE,
             "earned": _tokens(earned),

@@ -1,0 +1,44 @@
+"""`veritrain devnet --stages 2 --pipelines 2 --cheaters stage-lazy` (PROTOCOL.md §16): four stage
+miners in two pipelines (one seat held by a lazy stage that nudges its parameters after step 2)
+and three validators, two rounds on the embedded chain. Every round ends with one attested model;
+the lazy stage is caught replaying its own segments, reported and slashed, and its pipeline's
+update dropped (its honest stage-mate scores 0 for that round and is never slashed); every other
+honest stage miner is verified and paid in every round it trained."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_staged_devnet_catches_a_lazy_stage_and_pays_the_honest_pipeline(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = run_cli("devnet", "--stages", "2", "--pipelines", "2", "--validators", "3", "--cheaters", "stage-lazy",
+                     "--rounds", "2", "--preset", "micro", "--inner-steps", "6", "--checkpoint-every", "3",
+                     "--commit-window", "60", "--out", str(out), "--timeout", "500", timeout=700)
+    assert result.code == 0, (result.stdout[-2000:], result.stderr[-3000:])
+    report = json.loads((out / "report.json").read_text())
+    rounds, final = report["rounds"], report["final"]
+    assert len(rounds) == 2 and all(not r["fallback"] and len(r["model_hash"]) == 66 for r in rounds)
+    assert len({r["model_hash"] for r in rounds}) == 2  # the model moved each round
+    lazy = next(n for n in final if n["kind"] == "stage-lazy")
+    assert lazy["slashed"] > 0
+    assert all(n["slashed"] == 0 for n in final if n["kind"] != "stage-lazy")  # no honest node is slashed
+    assert {r["kind"] for r in report["reports"] if r["status"] == "confirmed"} == {"replay"}
+    assert all(r["accused"] == lazy["address"] for r in report["reports"])  # nobody else is accused
+    for r in rounds:
+        miners = {m["address"]: m for m in r["miners"]}
+        cheat = miners[lazy["address"]]
+        honest = [m for m in r["miners"] if m["kind"] == "honest" and m["committed"]]
+        assert all(m["verified"] for m in honest), honest
+        if cheat["committed"]:  # caught in the round it cheated, its pipeline's update dropped
+            assert cheat["verified"] is False and cheat["reward"] == 0
+            unpaid = [m for m in honest if m["reward"] == 0]
+            assert len(unpaid) == 1 and unpaid[0]["stage"] != cheat["stage"], unpaid  # its stage-mate alone
+        assert sum(m["reward"] > 0 for m in honest) >= 2  # the honest pipeline: both of its stages paid
