@@ -29,6 +29,7 @@ from validator.audit_claims import AuditResult, Claim
 from validator.challenges import verified_challenge
 from validator.checks import MinerCheck, drop_unkept, fetch_leaf, fetch_submission, segment_parts
 from validator.score_audits import audit_score
+from validator.stage_checks import stage_audit_replay
 from validator.work import AuditJob, AuditReplay, replay_for_audit
 
 REPORT_MARGIN_S = 6.0  # an auditor still waiting for a witness reports this long before reporting closes
@@ -107,7 +108,7 @@ async def audit_round(ctx: NodeContext, r: int, seed_block: bytes, sample: int,
         result, kind = AuditResult(False, "a zero has no witness"), FraudKind.LAZY_VALIDATOR
         if claim.score or claim.witness != NO_WITNESS:
             result = await audit_claim(ctx, claim, seed_block, deadline=report_by)
-        if not result.failed:
+        if not result.failed and not ctx.setup.spec.stages:  # a staged score is a pipeline's: not yet audited
             result, kind = await audit_score(ctx, claim, seed_block), FraudKind.WRONG_SCORE
         ctx.log.info("audited %s", kv(round=r, validator=v, miner=m, verdict="failed" if result.failed else "ok",
                                       kind=kind, detail=result.detail))
@@ -184,6 +185,8 @@ async def _audit_once(ctx: NodeContext, c: Claim, seed_block: bytes) -> AuditRes
 
 
 async def _replay(ctx: NodeContext, c: Claim, segments: tuple[int, ...]) -> AuditReplay | None:
+    if ctx.setup.spec.stages:  # a stage miner's segments, from its bundles (PROTOCOL.md §16.5)
+        return await stage_audit_replay(ctx, c.round, c.miner, segments)
     commit = (await ctx.commits(c.round)).get(c.miner)
     if commit is None:
         return None

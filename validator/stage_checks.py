@@ -11,6 +11,7 @@ from protocol.core.pipeline.attribution import Domain
 from protocol.core.pipeline.round_pipelines import seat_of
 from protocol.core.pipeline.segment_bundle import max_segment_bytes
 from protocol.core.pipeline.stage_envelope import check_stage_binding, decode_stage_envelope
+from protocol.core.pipeline.stage_slots import StageSeat
 from protocol.core.pipeline.stage_trace import stage_trace_root
 from protocol.core.proof.challenge import make_challenge
 from protocol.core.proof.commitment import Commit
@@ -19,10 +20,16 @@ from protocol.core.settlement.class_checks import CheckMode
 from protocol.core.settlement.fraud import FraudKind
 from protocol.node.context import NodeContext
 from protocol.node.logs import kv
+from protocol.node.stage_pipelines import round_pipelines
 from protocol.p2p.errors import P2PError
 from validator.checks import MinerCheck, ServedSubmission, fetch_envelope
-from validator.stage_work import StageCheckJob, check_stage_miner
-from validator.work import CheckOutcome
+from validator.stage_work import (
+    StageAuditJob,
+    StageCheckJob,
+    check_stage_miner,
+    replay_stage_for_audit,
+)
+from validator.work import AuditReplay, CheckOutcome
 
 
 async def fetch_stage_submission(ctx: NodeContext, r: int, miner: str, commit: Commit) -> ServedSubmission:
@@ -38,6 +45,8 @@ async def fetch_stage_submission(ctx: NodeContext, r: int, miner: str, commit: C
         return None, str(exc)
     if bytes(stage_trace_root(env.trace)) != commit.trace_root:
         return None, "stage trace does not hash to the committed root"
+    if env.trace.segments * ctx.setup.compute.checkpoint_every != ctx.compute_for(commit).inner_steps:
+        return None, f"a stage trace of {env.trace.segments} segments for {commit.steps} committed steps"
     return envelope, None
 
 
@@ -63,16 +72,36 @@ async def check_stage_one(ctx: NodeContext, r: int, miner: str, commit: Commit, 
         detail = f"committed as stage {env.seat.stage} of pipeline {env.seat.pipeline}, not its seat {seat}"
         return verdict(CheckOutcome(miner, FraudKind.DERIVATION, None, None, detail, None, None))
     keys = tuple(ctx.node_key_of(m) or b"" for m in seat.members)
-    split, count = ctx.setup.stage_split, ctx.setup.spec.microbatches
-    if split is None:
-        raise ConfigError("a stage check needs a staged run")
-    k = ctx.setup.compute.checkpoint_every
-    cap = max_segment_bytes(ctx.setup.model, split, env.seat, k, count, ctx.setup.compute.batch_size // count)
-    bundles = {j: await _bundle(ctx, keys[seat.stage], r, commit.trace_root, j, cap) for j in segments}
+    bundles = await _bundles(ctx, keys[seat.stage], r, commit.trace_root, env.seat, segments)
     domain = Domain(ctx.client.handle.chain_id, bytes.fromhex(ctx.client.staking.address[2:]))
     job = StageCheckJob(ctx.setup.spec, ctx.setup.run_seed, miner, seat.members, keys, domain, state[0], state[1],
                         envelope, ctx.caps.update, bundles)
     return verdict(await ctx._work(check_stage_miner, job), envelope)
+
+
+async def _bundles(ctx: NodeContext, key: bytes, r: int, root: bytes, seat: StageSeat,
+                   segments: Sequence[int]) -> dict[int, bytes | None]:
+    """The challenged segments' bundles from the stage, in the challenge's order."""
+    split, count, cfg = ctx.setup.stage_split, ctx.setup.spec.microbatches, ctx.setup.compute
+    if split is None:
+        raise ConfigError("a stage check needs a staged run")
+    cap = max_segment_bytes(ctx.setup.model, split, seat, cfg.checkpoint_every, count, cfg.batch_size // count)
+    return {j: await _bundle(ctx, key, r, root, j, cap) for j in segments}
+
+
+async def stage_audit_replay(ctx: NodeContext, r: int, miner: str, segments: tuple[int, ...]) -> AuditReplay | None:
+    """An auditor's replay of a stage miner's `segments` (None: its submission is not to be had)."""
+    commit = (await ctx.commits(r)).get(miner)
+    if commit is None:
+        return None
+    envelope, _ = await fetch_stage_submission(ctx, r, miner, commit)
+    seat = seat_of(await round_pipelines(ctx, r), miner)
+    if envelope is None or seat is None:
+        return None
+    env = decode_stage_envelope(envelope, ctx.caps.update)
+    bundles = await _bundles(ctx, ctx.node_key_of(miner) or b"", r, commit.trace_root, env.seat, segments)
+    job = StageAuditJob(ctx.setup.spec, ctx.setup.run_seed, seat.members, envelope, ctx.caps.update, bundles)
+    return await ctx._work(replay_stage_for_audit, job)  # type: ignore[no-any-return]
 
 
 async def _bundle(ctx: NodeContext, key: bytes, r: int, root: bytes, segment: int, cap: int) -> bytes | None:

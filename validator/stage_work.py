@@ -31,7 +31,7 @@ from protocol.core.pipeline.stage_replay import (
 )
 from protocol.core.settlement.fraud import FraudKind
 from protocol.node.pipeline_batches import pipeline_batches
-from validator.work import CheckOutcome
+from validator.work import AuditReplay, CheckOutcome
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class StageCheckJob:
     state_hash: bytes
     envelope: bytes  # fetched, decoded and bound to the commit already (`stage_checks.fetch_stage_submission`)
     max_bytes: int
-    bundles: Mapping[int, bytes | None]  # challenged segment -> its served bundle (None: not served)
+    bundles: Mapping[int, bytes | None]  # challenged segment -> its served bundle (None: not served), in order
 
 
 def check_stage_miner(job: StageCheckJob) -> CheckOutcome:
@@ -57,11 +57,14 @@ def check_stage_miner(job: StageCheckJob) -> CheckOutcome:
         return _fails(job, FraudKind.DERIVATION, None, "the stage's first state is not θ_r's slice", 0,
                       env.trace.checkpoint_hashes[0], start)
     data = pipeline_batches(setup, env.seat.round, job.members)
-    for j, blob in sorted(job.bundles.items()):
+    inner = []
+    for j, blob in job.bundles.items():  # in the challenge's order: the witness covers them so
         outcome = _segment(job, setup, env, j, blob, data)
-        if outcome is not None:
+        if isinstance(outcome, CheckOutcome):
             return outcome
-    return CheckOutcome(job.miner, None, None, None, "every challenged segment replays exactly", None, None)
+        inner.append(tuple(bytes(h) for h in outcome))
+    return CheckOutcome(job.miner, None, None, None, "every challenged segment replays exactly", None, None,
+                        tuple(inner))
 
 
 def _start_hash(setup: Setup, env: StageEnvelope, state_blob: bytes, state_hash: bytes) -> bytes:
@@ -74,7 +77,8 @@ def _start_hash(setup: Setup, env: StageEnvelope, state_blob: bytes, state_hash:
 
 
 def _segment(job: StageCheckJob, setup: Setup, env: StageEnvelope, j: int, blob: bytes | None,
-             data: Sequence) -> CheckOutcome | None:
+             data: Sequence) -> CheckOutcome | tuple[bytes, ...]:
+    """The segment's failed verdict, or its replay's state hashes after each step."""
     split, cfg, count, seat = setup.stage_split, setup.compute, job.spec.microbatches, env.seat
     assert split is not None
     k = cfg.checkpoint_every
@@ -97,10 +101,43 @@ def _segment(job: StageCheckJob, setup: Setup, env: StageEnvelope, j: int, blob:
     lies = misreported_slots(seat, j * k + 1, bundle.segment.hashes, bundle.signatures, neighbours, job.domain)
     if lies:
         return _fails(job, FraudKind.REPLAY, j, f"segment {j}: {len(lies)} received hashes its sender never signed")
-    return None
+    return result.inner_hashes
 
 
 def _fails(job: StageCheckJob, kind: FraudKind, segment: int | None, detail: str, leaf: int | None = None,
            expected: bytes | None = None, actual: bytes | None = None) -> CheckOutcome:
     return CheckOutcome(job.miner, kind, leaf, segment, detail, None if expected is None else bytes(expected),
                         None if actual is None else bytes(actual))
+
+
+@dataclass(frozen=True)
+class StageAuditJob:
+    """Replay the stage segments another validator claims to have replayed (validator/audits.py)."""
+
+    spec: TrainingSpec
+    run_seed: bytes
+    members: tuple[str, ...]
+    envelope: bytes
+    max_bytes: int
+    bundles: Mapping[int, bytes | None]  # in the claimed challenge's order
+
+
+def replay_stage_for_audit(job: StageAuditJob) -> AuditReplay:
+    setup = Setup(job.spec, job.run_seed)
+    env = decode_stage_envelope(job.envelope, job.max_bytes)
+    split, cfg, count, seat = setup.stage_split, setup.compute, job.spec.microbatches, env.seat
+    assert split is not None
+    k, data, inner = cfg.checkpoint_every, pipeline_batches(setup, seat.round, job.members), []
+    task = StageTask(setup.model, split, cfg, count, seat)
+    for j, blob in job.bundles.items():
+        if blob is None:
+            return AuditReplay(False, False, ())
+        try:
+            bundle = decode_segment(blob, setup.model, split, seat, k, count, cfg.batch_size // count, j * k)
+            result = replay_stage_segment(task, env.trace, j, bundle.segment, data[j * k:(j + 1) * k])
+        except (BlobFormatError, ServedDataMismatch):
+            return AuditReplay(False, False, ())
+        if result.status is not StageReplayStatus.EXACT:
+            return AuditReplay(True, False, ())
+        inner += [bytes(h) for h in result.inner_hashes]
+    return AuditReplay(True, True, tuple(inner))

@@ -44,7 +44,8 @@ from protocol.node.stage_pipelines import round_pipelines
 from protocol.node.worker_pool import AsyncWorker, ProfileWorker
 from tests.integration.stage_replays import ENVELOPE_CAP, replay_all
 from validator.checks import MinerCheck
-from validator.stage_checks import check_stage_one
+from validator.stage_checks import check_stage_one, stage_audit_replay
+from validator.work import AuditReplay
 
 pytestmark = pytest.mark.slow
 
@@ -73,6 +74,7 @@ class Served:
     envelopes: list[bytes]
     bundles: list[list[bytes]]
     checks: list[MinerCheck]  # the validator's, stage by stage, every segment challenged
+    audits: list[AuditReplay | None]  # an auditor's replay of the same segments, stage by stage
 
 
 async def run_round(tmp_path, worker: ProfileWorker, lazy: LazyStage | None) -> Served:
@@ -145,7 +147,8 @@ async def fetch_and_check(admin: ChainClient, setup: Setup, nodes: list[StageMin
     seed = (await validator.port(admin.round_info, ROUND))["seed"]
     checks = [await check_stage_one(validator, ROUND, m, commits[m], bytes(seed), state, pipelines, (0, 1))
               for m in miners]
-    return Served(setup, miners, envelopes, bundles, checks)
+    audits = [await stage_audit_replay(validator, ROUND, m, (0, 1)) for m in miners]
+    return Served(setup, miners, envelopes, bundles, checks, audits)
 
 
 @pytest.fixture(scope="module")
@@ -166,6 +169,11 @@ async def test_two_stage_miners_train_their_pipeline_over_the_link_and_commit_re
     assert other_pages != [StageReplayStatus.EXACT]
     check_boundaries(got)
     assert [c.outcome.kind for c in got.checks] == [None, None], [c.outcome.detail for c in got.checks]
+    # an auditor's replay reproduces each check's witness hashes: a validator that did not replay cannot
+    for check, audit in zip(got.checks, got.audits, strict=True):
+        assert audit is not None and audit.served and audit.matches
+        assert audit.inner_hashes == tuple(h for segment in check.outcome.inner_hashes for h in segment)
+        assert len(audit.inner_hashes) == 4 and len(set(audit.inner_hashes)) == 4
 
 
 @pytest.mark.trio
@@ -175,6 +183,9 @@ async def test_a_lazy_stage_fails_its_check_from_the_segment_it_cheated_in_and_i
     assert lazy.outcome.kind is FraudKind.REPLAY and lazy.outcome.segment == 1, lazy.outcome
     assert "step 3" in lazy.outcome.detail
     assert honest.outcome.kind is None, honest.outcome.detail  # fed the lazy stage's tensors, it replays exactly
+    # a validator that passed the lazy stage fails its audit: its segments do not replay
+    assert got.audits[0] is not None and got.audits[0].served and not got.audits[0].matches
+    assert got.audits[1] is not None and got.audits[1].matches
     check_boundaries(got)  # the lazy stage's tensors are what it signed and its neighbour received
 
 

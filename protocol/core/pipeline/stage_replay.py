@@ -86,6 +86,8 @@ class StageReplayResult:
     segment: int
     status: StageReplayStatus
     divergence: Divergence | None  # None when exact
+    # the stage's state hash after each replayed step (what a validator's replay witness covers)
+    inner_hashes: tuple[Digest, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,7 @@ def replay_stage_segment(task: StageTask, trace: StageTrace, segment: int, serve
         raise ConfigError(f"a segment replays {k} steps, not {len(batches)} batches")
     _check_served(task, trace, segment, served)
     module, state = restore(served.start, task.model, task.split)
+    inner: list[Digest] = []
     for i, (x, y) in enumerate(batches):
         step, committed = first_step + i, served.hashes[i]
         received = _received(task, served.received[i], committed, x)
@@ -129,12 +132,13 @@ def replay_stage_segment(task: StageTask, trace: StageTrace, segment: int, serve
         differs = _first_difference(step, committed, sent)
         if differs is not None:
             return StageReplayResult(task.seat.stage, segment, StageReplayStatus.MISMATCH, differs)
-    end = stage_state_hash(capture(module, state, first_step + k - 1), task.model)
+        inner.append(stage_state_hash(capture(module, state, step), task.model))
+    end = inner[-1]
     if end != trace.checkpoint_hashes[segment + 1]:
         differs = Divergence(Differed.END_CHECKPOINT, first_step + k - 1, None, None,
                              trace.checkpoint_hashes[segment + 1], end)
         return StageReplayResult(task.seat.stage, segment, StageReplayStatus.MISMATCH, differs)
-    return StageReplayResult(task.seat.stage, segment, StageReplayStatus.EXACT, None)
+    return StageReplayResult(task.seat.stage, segment, StageReplayStatus.EXACT, None, tuple(inner))
 
 
 def _check_served(task: StageTask, trace: StageTrace, segment: int, served: ServedSegment) -> None:
