@@ -38,6 +38,7 @@ from protocol.core.pipeline.stage_slots import StageSeat
 from protocol.node.global_state import StateMismatch
 from protocol.node.logs import kv
 from protocol.node.stage_pipelines import round_pipelines
+from protocol.node.throughput import throttle_pause
 from protocol.p2p.host import split_multiaddr
 from protocol.p2p.stage_inbox import StageInbox
 from protocol.p2p.stage_link import StageSender
@@ -91,15 +92,24 @@ class StageMinerNode(MinerNode):
         self.inbox.expect_neighbours(seat.round, seat.pipeline, seat.stage, keys, shape, cfg.inner_steps, count)
         links = StageLinks(self.inbox, self.sender, keys, addrs, self.config.stage_wait_s)
 
+        started = [trio.current_time()]
+
         async def compute(method: str, *args: Any) -> Any:
             if method == "outcome":  # the round is over: close it where the driver lives
                 return await self._work(close_stage_round, seat, self._closing(seat))
             out = await self._work(stage_call, seat, method, *args)
             if method == "finish" and self.lazy is not None and self.lazy.nudges_after(args[0]):
                 await self._work(stage_nudge, seat, self.lazy.scale)
+            if method == "finish":  # tests only: a slower machine (`slowdown`)
+                await trio.sleep(throttle_pause(self.config.slowdown, trio.current_time() - started[0]))
+                started[0] = trio.current_time()
             return out
 
-        done = await run_stage_round(seat, cfg.inner_steps, count, shape, links, compute)
+        def on_step(step: int) -> None:
+            if step % cfg.checkpoint_every == 0:
+                self.log.info("stage segment done %s", kv(round=seat.round, stage=seat.stage, step=step))
+
+        done = await run_stage_round(seat, cfg.inner_steps, count, shape, links, compute, on_step)
         if done.silent is not None:
             self.log.warning("pipeline stalled %s", kv(round=seat.round, silent_stage=done.silent.stage,
                                                        steps=done.steps))

@@ -6,8 +6,8 @@ end in model order (a stage that committed nothing adds zeros), then compressed 
 as a whole model's (deterministic at every validator; chunks that straddle a stage boundary are
 re-selected). It is scored with the pipeline's own batches (its stage-0 miner's pages). If any
 committed stage of the pipeline failed its check, every stage scores 0 (the update is dropped);
-a stage that committed nothing (silent, killed) scores 0 and the others share the score by
-their work (`stage_pay`).
+a stage that committed nothing (silent, killed) scores 0, and each other stage its own share of
+the score by work (`stage_pay`): the silent stage's share is lost, not handed to the others.
 """
 
 from __future__ import annotations
@@ -104,9 +104,11 @@ def _combined(setup: Setup, stages: Sequence[StagedEntry | None], max_bytes: int
 
 
 def _split(setup: Setup, stages: Sequence[StagedEntry | None], score: int, why: str) -> dict[str, tuple[int, str]]:
+    """Each committed stage's share by its work over every stage of the pipeline: a stage that
+    committed nothing (silent, killed) loses its own share, and only its own."""
     split = setup.stage_split
     assert split is not None
-    present = [(s, e) for s, e in enumerate(stages) if e is not None]
-    work = [stage_flops_per_token(setup.model, split, s) for s, _ in present]  # equal steps in one pipeline
-    shares = stage_scores(score, work, [True] * len(present))
-    return {e.miner: (share, why if share == 0 else "") for (_, e), share in zip(present, shares, strict=True)}
+    work = [stage_flops_per_token(setup.model, split, s) for s in range(len(stages))]  # equal steps in one pipeline
+    shares = stage_scores(score, work, [True] * len(stages))
+    return {e.miner: (share, why if share == 0 else "") for e, share in zip(stages, shares, strict=True)
+            if e is not None}

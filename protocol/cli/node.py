@@ -75,6 +75,9 @@ class NodeFlags:
     capacity_margin: float = 0.5
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = None
+    stage: int | None = None  # a staged run's miner: its stage
+    stage_wait_s: float = 60.0
+    slowdown: float = 1.0  # tests only: a miner this many times slower
 
 
 def _run(role: str, flags: NodeFlags, log_format: LogFormat) -> None:
@@ -127,7 +130,9 @@ def _start_and_run(role: str, flags: NodeFlags, log: logging.Logger, steps: Any)
         from protocol.node.metrics_server import check_metrics_port
 
         check_metrics_port(flags.metrics_host, flags.metrics_port)  # a port in use
-    classes, chosen = setup.node_classes(flags.deployment, flags.hardware_class)  # the file, the class asked for
+    setup.check_stage_flag(role, flags.deployment, flags.stage)
+    # the file, the class asked for (a stage miner's on its stage)
+    classes, chosen = setup.node_classes(flags.deployment, flags.hardware_class, flags.stage)
     client, node_keys = setup.open_client(flags.rpc, flags.deployment, flags.keys)  # password, then the RPC node
     from protocol.node.data_dir_lock import DataDirLock
 
@@ -171,7 +176,12 @@ def _node(role: str, client: Any, node_keys: Any, flags: NodeFlags, addr: str, r
 
     config = NodeConfig(data_dir=flags.data_dir, listen=addr, registered=registered, bootstrap=flags.bootstrap,
                         max_rounds=flags.max_rounds, discover=flags.discover, discover_server=server,
-                        capacity_margin=flags.capacity_margin, hardware_class=chosen)
+                        capacity_margin=flags.capacity_margin, hardware_class=chosen, stage=flags.stage,
+                        stage_wait_s=flags.stage_wait_s, slowdown=flags.slowdown)
+    if role == "miner" and flags.stage is not None:
+        from miner.stage_node import StageMinerNode
+
+        return StageMinerNode(client, node_keys, config, log, metrics=NodeMetrics())
     if role == "miner":
         from miner.node import MinerNode
 
@@ -210,11 +220,18 @@ def miner(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt, data_dir: DataD
               min=0.05, max=1.0, help="Capacity-scaled work: train as many steps (up to the run's H) as fit in "
                                      "this share of the commit window left when training starts")] = 0.5,
           metrics_port: MetricsPortOpt = None, metrics_host: MetricsHostOpt = "127.0.0.1",
+          stage: Annotated[int | None, typer.Option(min=0, help="A staged run: the stage this miner trains "
+                                                           "(`veritrain hardware` says which fit here)")] = None,
+          stage_wait: Annotated[float, typer.Option(min=1.0, help="A stage miner: seconds it waits for a "
+                                                              "neighbour's tensor before ending the round at "
+                                                              "the last whole segment")] = 60.0,
+          slowdown: Annotated[float, typer.Option(min=1.0, hidden=True,  # tests only: kept out of an operator's help
+                                                  help="Testing only: train this many times slower")] = 1.0,
           log_format: LogFormatOpt = LogFormat.AUTO) -> None:
     """Run a miner: train each round in a worker process, commit, publish, serve."""
     _run("miner", NodeFlags(rpc, deployment, keys, data_dir, listen, announce, tuple(bootstrap or ()), stake,
                             max_rounds, move, cheat, hardware_class, discover, discover_server, capacity_margin,
-                            metrics_host, metrics_port), log_format)
+                            metrics_host, metrics_port, stage, stage_wait, slowdown), log_format)
 
 
 def validator(rpc: RpcOpt, deployment: DeploymentOpt, keys: KeysOpt, data_dir: DataDirOpt, listen: ListenOpt = None,

@@ -84,11 +84,8 @@ def check_local_hashes(client: Any, worker: Any) -> None:
     computed in `worker` (of the class the node runs)."""
     from protocol.config.run_setup import check_genesis_present, check_local, resolve
     from protocol.config.run_state import pinned_hashes
-    from protocol.config.stage_fields import check_deployable
-
     config = client.deployment.run_config
     check_genesis_present(resolve(config).spec)  # a missing checkpoint folder: said before the worker starts
-    check_deployable(resolve(config).spec.stages)
     check_local(config, worker.ready().call(pinned_hashes, resolve(config).spec))
 
 
@@ -246,6 +243,22 @@ def _stage_mask(config: Any, chosen: Any, stage: int | None) -> int:
     if stage is None:
         return validator_mask(setup.classes, setup.stage_permitted, chosen)
     return miner_mask(setup.classes, setup.stage_permitted, chosen, stage)
+
+
+def check_stage_flag(role: str, deployment: Path, stage: int | None) -> None:
+    """A staged run's miner names its stage (`--stage`); nobody else does."""
+    from protocol.chain.deployment import load_deployment
+    from protocol.config.run_setup import training_spec
+
+    stages = training_spec(load_deployment(deployment).run_config).stages
+    if role == "miner" and stages and stage is None:
+        raise ConfigError(f"this run splits the model into {stages} stages: give the stage this miner trains "
+                          f"(--stage 0 to {stages - 1}; `veritrain hardware` says which this machine holds)")
+    if stage is not None and role != "miner":
+        raise ConfigError("--stage is a stage miner's: a validator checks every stage of its class")
+    if stage is not None and not 0 <= stage < max(stages, 1):
+        raise ConfigError(f"--stage {stage}: this run has " + (f"stages 0 to {stages - 1}" if stages else
+                                                               "no stages ([training] stages = 0)"))
 
 
 def discover_server(text: str | None) -> tuple[str, int] | None:

@@ -34,11 +34,3 @@ def check_microbatches(batch_size: int, microbatches: int) -> None:
     if batch_size % microbatches:
         raise ConfigError(f"[training] microbatches = {microbatches} does not divide [training.compute] "
                           f"batch_size = {batch_size}")
-
-
-def check_deployable(stages: int) -> None:
-    """Refuse a staged run at deploy and at node start: the nodes do not train in stages yet
-    (PROTOCOL.md §16.9), and a staged run trained whole would not be the run its config names."""
-    if stages:
-        raise ConfigError(f"[training] stages = {stages}: a staged run is specified (PROTOCOL.md §16) but the "
-                          f"nodes do not train in stages yet (§16.9); deploy it with stages = 0")

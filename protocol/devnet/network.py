@@ -55,7 +55,7 @@ from protocol.devnet.until_drawn import RoundPlan
 from protocol.node.hardware_choice import choose_class
 from protocol.node.keys import LocalAccount, NodeKeys
 from protocol.node.node_config import NodeConfig
-from protocol.node.pinning import pin, prepare
+from protocol.node.pinning import prepare
 from protocol.node.round_notes import ROUND_DONE_KEY
 from protocol.node.worker_pool import ProfileWorker
 from validator.cheat import ValidatorCheat
@@ -228,7 +228,7 @@ def setup_network(opts: DevnetOptions, progress: Progress,
     profiles = [spec.profile if i >= false_from else p for i, p in enumerate(claimed)]
     workers += [ProfileWorker(p).start() for p in profiles]
     progress("pinning model, dataset and replay-profile hashes")
-    config = pin(config, workers[0]) if opts.stages else prepare(config, workers[0])  # the devnet wires stages
+    config = prepare(config, workers[0])
     progress("deploying contracts on the embedded chain")
     deployment = deploy(chain.handle, chain.deployer, config, progress=lambda m: None)
     admin = ChainClient(chain.handle, deployment, chain.deployer)

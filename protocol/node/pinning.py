@@ -10,7 +10,6 @@ from __future__ import annotations
 from protocol.config.run_config import RunConfig
 from protocol.config.run_setup import Setup, check_genesis_present, training_spec
 from protocol.config.run_state import pinned_hashes, with_packed_facts
-from protocol.config.stage_fields import check_deployable
 from protocol.node.worker_pool import ProfileWorker
 
 
@@ -19,14 +18,7 @@ def prepare(config: RunConfig, worker: ProfileWorker | None = None) -> RunConfig
     computed in `worker` if it runs the config's profile, else in a worker of its own.
     The profile's torch version is this machine's unless the config names one; so is each
     permitted class's (omitted classes take the profile's), written out with the spec. A
-    `[training.genesis]` checkpoint gives the genesis model hash of the state loaded from it.
-    Refuses a staged run until validators check stages (PROTOCOL.md §16.9)."""
-    check_deployable(training_spec(config).stages)
-    return pin(config, worker)
-
-
-def pin(config: RunConfig, worker: ProfileWorker | None = None) -> RunConfig:
-    """`prepare` without its refusal of staged runs: the stage miners' tests deploy one."""
+    `[training.genesis]` checkpoint gives the genesis model hash of the state loaded from it."""
     spec = with_packed_facts(training_spec(config))  # a packed corpus's tokenizer hash is pinned too
     check_genesis_present(spec)  # before a worker spends seconds importing torch
     profile = Setup(spec, b"").profile

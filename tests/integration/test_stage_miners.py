@@ -39,7 +39,7 @@ from protocol.devnet.network import free_port
 from protocol.node.context import NodeContext
 from protocol.node.keys import NodeKeys
 from protocol.node.node_config import NodeConfig
-from protocol.node.pinning import pin
+from protocol.node.pinning import prepare
 from protocol.node.stage_pipelines import round_pipelines
 from protocol.node.worker_pool import AsyncWorker, ProfileWorker
 from tests.integration.stage_replays import ENVELOPE_CAP, replay_all
@@ -82,7 +82,7 @@ async def run_round(tmp_path, worker: ProfileWorker, lazy: LazyStage | None) -> 
     dev = DevChain(funded_accounts=3)
     accounts = dev.node_accounts()[:3]
     try:
-        config = pin(staged_config(accounts), worker)
+        config = prepare(staged_config(accounts), worker)
         admin = ChainClient(dev.handle, deploy(dev.handle, dev.deployer, config, progress=lambda m: None),
                             dev.deployer)
         setup = resolve(config)
