@@ -24,7 +24,7 @@ from protocol.core.crypto.hashing import Digest
 from protocol.core.crypto.keccak import checksum_address
 from protocol.core.pipeline.round_pipelines import pipeline_account
 from protocol.core.pipeline.stage_envelope import decode_stage_envelope
-from protocol.core.pipeline.stage_pay import stage_flops_per_token, stage_scores
+from protocol.core.pipeline.stage_pay import present_stage_scores, stage_flops_per_token
 from protocol.core.train.compress import compress, encode_update
 from protocol.core.train.training import RoundTask
 from validator.scoring import RoundEntry, score_round
@@ -109,6 +109,6 @@ def _split(setup: Setup, stages: Sequence[StagedEntry | None], score: int, why: 
     split = setup.stage_split
     assert split is not None
     work = [stage_flops_per_token(setup.model, split, s) for s in range(len(stages))]  # equal steps in one pipeline
-    shares = stage_scores(score, work, [True] * len(stages))
+    shares = present_stage_scores(score, work, [e is not None for e in stages])
     return {e.miner: (share, why if share == 0 else "") for e, share in zip(stages, shares, strict=True)
             if e is not None}

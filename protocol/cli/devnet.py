@@ -63,7 +63,9 @@ def devnet(
                                                     "(see `veritrain hardware`; default: the run's profile)")] = "",
     validator_classes: Annotated[str, typer.Option(help="Hardware classes the validators run, cycled; a class "
                                                         "no validator runs is checked in tolerance mode")] = "",
-    commit_window: Annotated[int, typer.Option(min=10, help="Seconds of each round's commit phase")] = 300,
+    commit_window: Annotated[int | None, typer.Option(min=10, help="Seconds of each round's commit phase (default "
+                                                              "300; 60 with --stages, whose spare stage miners "
+                                                              "make a round wait all of it)")] = None,
     absence_rounds: Annotated[int, typer.Option(min=0, max=16, help="Rounds in a row a validator may leave "
                                                 "unrevealed before the others end its permit (0: never)")] = 3,
     inner_steps: Annotated[int | None, typer.Option(min=1, help="H: the most inner steps a miner trains per round "
@@ -95,6 +97,7 @@ def devnet(
         raise typer.BadParameter("a lazy aggregator needs an aggregation tree: give --fan-in 2 or more",
                                  param_hint="--lazy-aggregators")
     _check_preset(preset, genesis)
+    commit_window = commit_window or (60 if stages else 300)
     if bool(stages) != bool(pipelines):
         raise typer.BadParameter("give --stages and --pipelines together (a staged devnet has both)", param_hint="--stages")
     if aggregation is not None and aggregation not in AGGREGATION_RULES:

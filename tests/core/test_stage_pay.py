@@ -1,6 +1,7 @@
-"""A pipeline's score split among its stages by verified work (PROTOCOL.md §16.9): shares add up
+"""A pipeline's score split among its stages by verified work (PROTOCOL.md §16.8): shares add up
 to the pipeline's score less rounding, a bigger stage earns more, an embedding table earns
-nothing for being large, and one failed stage drops the whole pipeline's update and pay."""
+nothing for being large, one failed stage drops the whole pipeline's update and pay, and a silent stage loses its own
+share alone."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ import pytest
 
 from protocol.core.errors import ConfigError
 from protocol.core.model.config import layout, preset
-from protocol.core.pipeline.stage_pay import stage_flops_per_token, stage_scores, stage_work
+from protocol.core.pipeline.stage_pay import (
+    present_stage_scores,
+    stage_flops_per_token,
+    stage_scores,
+    stage_work,
+)
 from protocol.core.pipeline.stage_split import split_model
 
 SCORE = 1_000_000_007
@@ -55,3 +61,12 @@ def test_one_failed_stage_drops_the_pipelines_pay_and_bad_inputs_are_refused():
         stage_scores(-1, [3, 2], [True, True])
     with pytest.raises(ConfigError):
         stage_work(preset("small"), split_model(preset("small"), 2), [30])
+
+
+def test_a_silent_stage_loses_its_own_share_and_the_others_keep_exactly_theirs():
+    work = [3, 2, 5]
+    whole = stage_scores(SCORE, work, [True] * 3)
+    assert present_stage_scores(SCORE, work, [True, False, True]) == (whole[0], 0, whole[2])  # not handed on
+    assert present_stage_scores(SCORE, work, [True] * 3) == whole
+    with pytest.raises(ConfigError):
+        present_stage_scores(SCORE, work, [True, True])

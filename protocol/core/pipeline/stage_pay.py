@@ -43,6 +43,15 @@ def stage_scores(pipeline_score: int, work: Sequence[int], passed: Sequence[bool
     return tuple(pipeline_score * w // total for w in work)
 
 
+def present_stage_scores(pipeline_score: int, work: Sequence[int], committed: Sequence[bool]) -> tuple[int, ...]:
+    """Each stage's share when some committed nothing (silent, killed): a committed stage keeps its
+    own share by work over every stage; a silent stage's share is lost, not handed to the others."""
+    shares = stage_scores(pipeline_score, work, [True] * len(work))
+    if len(committed) != len(work):
+        raise ConfigError("one commit flag per stage")
+    return tuple(share if done else 0 for share, done in zip(shares, committed, strict=True))
+
+
 def stage_work(cfg: ModelConfig, split: StageSplit, steps: Sequence[int]) -> tuple[int, ...]:
     """Each stage's verified work: its verified steps times its FLOPs per token (tokens per step
     are the pipeline's, the same for every stage)."""
