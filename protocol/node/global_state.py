@@ -4,7 +4,7 @@ that hash. A mixin of `NodeContext`."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import trio
 
@@ -15,8 +15,12 @@ from protocol.core.wire.blob_caps import BlobKind
 from protocol.node.global_model import genesis_blob, next_state, select_updates
 from protocol.node.logs import kv
 from protocol.node.round_reads import RoundReads
+from protocol.node.stage_pipelines import whole_pipelines
 from protocol.node.staged_model import next_staged_state
 from protocol.node.worker_pool import AsyncWorker
+
+if TYPE_CHECKING:
+    from protocol.node.context import NodeContext
 
 ZERO32 = b"\x00" * 32
 STATE_PATIENCE_S = 60.0  # how long a node whose own state disagrees with the chain keeps asking peers
@@ -127,6 +131,8 @@ class GlobalState(RoundReads):
             return state_blob, state_hash
         chosen = select_updates(self.setup.spec, consensus)  # by the run config's rule and top_g
         commits = await self.commits(round_)
+        if self.setup.spec.stages:
+            chosen = await whole_pipelines(cast("NodeContext", self), round_, chosen, commits)
         envelopes = []
         for miner in chosen:
             blob = await self.fetch_blob(commits[miner].update_hash, BlobKind.UPDATE, first=miner)

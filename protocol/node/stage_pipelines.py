@@ -9,13 +9,18 @@ a miner whose class set names no single stage is no stage miner and is left out.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
+
 import trio
 
 from protocol.core.crypto.keccak import checksum_address
 from protocol.core.hardware.stage_classes import NotOneStage, miner_stage
 from protocol.core.pipeline.formation import StageMiner, form_pipelines
 from protocol.core.pipeline.round_pipelines import pipeline_seed
-from protocol.node.context import NodeContext
+
+if TYPE_CHECKING:  # the node context holds the global state, which reads the pipelines
+    from protocol.node.context import NodeContext
 
 
 async def round_pipelines(ctx: NodeContext, r: int) -> list[tuple[str, ...]]:
@@ -54,3 +59,13 @@ async def verified_steps(ctx: NodeContext, r: int, account: str) -> int:
     if commit is None:
         return 0
     return commit.steps or ctx.setup.compute.inner_steps
+
+
+async def whole_pipelines(ctx: NodeContext, r: int, chosen: Sequence[str], committed: Collection[str]) -> list[str]:
+    """The chosen updates of round r less those of every pipeline one of whose committed stages was
+    not chosen (it failed its check, or its column decided 0): a stage's update is kept only with
+    its whole pipeline's (PROTOCOL.md §16.8), even when different validators decided its stages."""
+    picked = set(chosen)
+    dropped = {m for members in await round_pipelines(ctx, r)
+               if any(m in committed and m not in picked for m in members) for m in members}
+    return [m for m in chosen if m not in dropped]
