@@ -142,12 +142,28 @@ class StageMinerNode(MinerNode):
         self.data.state.record(r, "work", kept)
         return kept
 
+    async def _prune(self, current: int) -> None:
+        """Free the segment bundles of past rounds nobody can ask about any more: finalized and
+        with no open report against this miner (voters fetch while one is open)."""
+        await super()._prune(current)
+        for q in _held_rounds(self.segments.root):
+            if q >= current or not await self.port(self.port.read.rounds.finalized, q):
+                continue
+            if await self.port(self.port.read.rewards.open_reports, q, self.address):
+                continue
+            await trio.to_thread.run_sync(self.segments.drop_round, q)
+            self.log.info("pruned stage segments %s", kv(round=q))
+
     async def _lift_embargoes(self) -> None:
         """Serve the envelopes and segment bundles of every round whose commit phase has closed."""
         await super()._lift_embargoes()
-        for folder in sorted(self.pending.root.iterdir()) if self.pending.root.is_dir() else []:
-            if folder.name.isdigit() and await self.port.phase(int(folder.name)) > Phase.COMMIT:
-                _serve_round(folder, self.segments.root / folder.name)
+        for q in _held_rounds(self.pending.root):
+            if await self.port.phase(q) > Phase.COMMIT:
+                _serve_round(self.pending.root / str(q), self.segments.root / str(q))
+
+
+def _held_rounds(folder: Path) -> list[int]:
+    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
 
 
 def _serve_round(pending: Path, served: Path) -> None:

@@ -139,7 +139,9 @@ class ValidatorNode(NodeContext):
         modes = await self.classes.modes(r, commits, seed_block)
         self.log.info("verifying %s", kv(round=r, miners=len(commits), phase="scoring",
                                          **{mode.value: sum(m is mode for m in modes.values()) for mode in CheckMode}))
-        if self.setup.spec.stages:  # a staged run: stage checks, pipelines scored whole (stage_round.py)
+        if self.setup.spec.stages and self.cheat is not None:  # devnet and tests only
+            checks, useful = await self.cheat.checks(self, r, commits, seed_block), None
+        elif self.setup.spec.stages:  # a staged run: stage checks, pipelines scored whole (stage_round.py)
             checks, useful = await stage_checks(self, r, commits, seed_block, state, modes), None
         else:
             checks, useful = await self._checks(r, commits, seed_block, state, modes)

@@ -11,6 +11,7 @@ from protocol.core.crypto.hashing import blake3_hash
 from protocol.core.proof.challenge import make_challenge
 from protocol.core.proof.commitment import Commit
 from validator.checks import MinerCheck, fetch_submission
+from validator.stage_checks import fetch_stage_submission
 from validator.work import CheckOutcome
 
 
@@ -27,7 +28,8 @@ class LazyValidator:
         for miner, commit in sorted(commits.items()):
             challenge = make_challenge(node.keys.identity, r, bytes.fromhex(miner[2:]), seed_block,
                                        node.challenge_compute(commit))
-            envelope, _ = await fetch_submission(node, r, miner, commit)  # needed to score; no checkpoints
+            fetch = fetch_stage_submission if node.setup.spec.stages else fetch_submission
+            envelope, _ = await fetch(node, r, miner, commit)  # needed to score; no checkpoints
             guessed = tuple(bytes(blake3_hash("guessed-state", challenge.signature, bytes([i]))) for i in range(steps))
             outcome = CheckOutcome(miner, None, None, None, "not checked", None, None, (guessed,))
             out.append(MinerCheck(miner, commit.column, envelope, outcome, challenge, commit.steps))

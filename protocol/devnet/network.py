@@ -318,6 +318,9 @@ def check_staged(opts: DevnetOptions) -> None:
         raise ConfigError(f"a staged devnet's cheaters are {STAGE_LAZY} only, not {', '.join(sorted(kinds - {STAGE_LAZY}))}")
     if len(opts.cheaters) >= opts.miner_count or opts.throttled or opts.training.get("fan_in"):
         raise ConfigError("a staged devnet needs an honest stage miner, and takes no --throttled nor --fan-in")
+    if opts.lying_validators or opts.lazy_aggregators:  # score audits and trees: not in staged runs (§16.9)
+        raise ConfigError("a staged devnet takes --lazy-validators and --silent-validators, not --lying-validators "
+                          "nor --lazy-aggregators")
 
 
 def _cheat_of(kind: str) -> ValidatorCheat | None:

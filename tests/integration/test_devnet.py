@@ -36,7 +36,7 @@ def test_report_files_and_schema(devnet_report):
     for r in report["rounds"]:
         assert r["model_hash"].startswith("0x") and len(r["model_hash"]) == 66
         for m in r["miners"]:
-            assert set(m) == {"address", "kind", "committed", "steps", "class", "check", "committee", "drawn",
+            assert set(m) == {"address", "kind", "committed", "steps", "class", "stage", "check", "committee", "drawn",
                               "verified", "score", "reward", "slashed"}
             # four validators and the default committee of three seats: in round 0 the seats decide
             # each column; once the lazy validator lost its permit, three decide everything

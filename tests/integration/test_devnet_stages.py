@@ -1,9 +1,11 @@
-"""`veritrain devnet --stages 2 --pipelines 2 --cheaters stage-lazy` (PROTOCOL.md §16): four stage
-miners in two pipelines (one seat held by a lazy stage that nudges its parameters after step 2)
-and three validators, two rounds on the embedded chain. Every round ends with one attested model;
-the lazy stage is caught replaying its own segments, reported and slashed, and its pipeline's
-update dropped (its honest stage-mate scores 0 for that round and is never slashed); every other
-honest stage miner is verified and paid in every round it trained."""
+"""`veritrain devnet --stages 2 --pipelines 2 --cheaters stage-lazy --lazy-validators 1` (PROTOCOL.md
+§16): four stage miners in two pipelines (one seat held by a lazy stage that nudges its parameters
+after step 2) and four validators, one of which never replays, two rounds on the embedded chain.
+Every round ends with one attested model; the lazy stage is caught replaying its own segments,
+reported and slashed, and its pipeline's update dropped (its honest stage-mate scores 0 for that
+round and is never slashed); the lazy validator's made-up stage witnesses fail their audits and it
+is slashed; every other honest stage miner is verified and paid in every round it trained, and
+each prunes its served segments once a round is final."""
 
 from __future__ import annotations
 
@@ -17,9 +19,10 @@ from tests.conftest import run_cli
 pytestmark = pytest.mark.slow
 
 
-def test_a_staged_devnet_catches_a_lazy_stage_and_pays_the_honest_pipeline(tmp_path: Path) -> None:
+def test_a_staged_devnet_catches_a_lazy_stage_and_a_lazy_validator_and_pays_the_honest_pipeline(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = run_cli("devnet", "--stages", "2", "--pipelines", "2", "--validators", "3", "--cheaters", "stage-lazy",
+    result = run_cli("devnet", "--stages", "2", "--pipelines", "2", "--validators", "4", "--lazy-validators", "1",
+                     "--committee", "0", "--cheaters", "stage-lazy",
                      "--rounds", "2", "--preset", "micro", "--inner-steps", "6", "--checkpoint-every", "3",
                      "--commit-window", "60", "--out", str(out), "--timeout", "500", timeout=700)
     assert result.code == 0, (result.stdout[-2000:], result.stderr[-3000:])
@@ -28,10 +31,14 @@ def test_a_staged_devnet_catches_a_lazy_stage_and_pays_the_honest_pipeline(tmp_p
     assert len(rounds) == 2 and all(not r["fallback"] and len(r["model_hash"]) == 66 for r in rounds)
     assert len({r["model_hash"] for r in rounds}) == 2  # the model moved each round
     lazy = next(n for n in final if n["kind"] == "stage-lazy")
-    assert lazy["slashed"] > 0
-    assert all(n["slashed"] == 0 for n in final if n["kind"] != "stage-lazy")  # no honest node is slashed
-    assert {r["kind"] for r in report["reports"] if r["status"] == "confirmed"} == {"replay"}
-    assert all(r["accused"] == lazy["address"] for r in report["reports"])  # nobody else is accused
+    lazy_validator = next(n for n in final if n["kind"] == "lazy-validator")
+    assert lazy["slashed"] > 0 and lazy_validator["slashed"] > 0
+    assert all(n["slashed"] == 0 for n in final if n["kind"] == "honest")  # no honest node is slashed
+    confirmed = {(r["accused"], r["kind"]) for r in report["reports"] if r["status"] == "confirmed"}
+    assert confirmed == {(lazy["address"], "replay"), (lazy_validator["address"], "lazy_validator")}, confirmed
+    # nobody else is accused
+    assert {r["accused"] for r in report["reports"]} == {lazy["address"], lazy_validator["address"]}
+    assert '"event": "pruned stage segments", "round": 0' in (out / "devnet.log").read_text()
     for r in rounds:
         miners = {m["address"]: m for m in r["miners"]}
         cheat = miners[lazy["address"]]
