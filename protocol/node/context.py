@@ -66,6 +66,8 @@ class NodeContext(GlobalState):
         self.startup: StartupSteps | None = None  # the CLI's start-up report; the devnet has none
         self.commit_log = EventLog(client, "rounds", "UpdateCommitted")
         self.reveal_log = EventLog(client, "scores", "ScoresRevealed")
+        self.opened_log = EventLog(client, "rounds", "RoundOpened")  # a staged run's formation block
+        self.formed: dict[int, list[tuple[str, ...]]] = {}  # a staged run's pipelines, by round
         self._bundles: dict[tuple[int, str], list[tuple[bytes, bytes]]] = {}
 
     def _blob_caps(self) -> BlobCaps:

@@ -24,16 +24,21 @@ if TYPE_CHECKING:  # the node context holds the global state, which reads the pi
 
 
 async def round_pipelines(ctx: NodeContext, r: int) -> list[tuple[str, ...]]:
-    """Round r's pipelines, each its miners stage 0 first."""
+    """Round r's pipelines, each its miners stage 0 first: read as the chain stood when the round
+    opened (a miner slashed or unbonding later kept its seat), so a miner at round open, a validator
+    after the commit phase and an auditor or voter later all derive the same."""
+    if r in ctx.formed:
+        return ctx.formed[r]
     setup = ctx.setup
-    await ctx.sync.refresh()  # registrations up to now; eligibility is read from the chain below
+    await ctx.sync.refresh()  # registrations up to now; eligibility is read as of the opening block
+    opened = await _opening_block(ctx, r)
     opening = await ctx.port(ctx.client.call, "rounds", "opening_clock", r)
     by_stage: list[list[StageMiner]] = [[] for _ in range(setup.spec.stages)]
     for entry in list(ctx.registry.entries()):
         if entry.role != "miner":
             continue
         account = checksum_address("0x" + entry.account.hex())
-        since = await ctx.port(ctx.client.call, "staking", "eligible_since", account)
+        since = await ctx.port(_eligible_since, ctx, account, opened)
         if since == 0 or since > opening:
             continue
         try:
@@ -43,7 +48,22 @@ async def round_pipelines(ctx: NodeContext, r: int) -> list[tuple[str, ...]]:
         by_stage[stage].append(StageMiner(account, await verified_steps(ctx, r - 1, account)))
     previous = (await ctx.port(ctx.client.round_info, r - 1))["seed"] if r > 0 else bytes(32)
     seed = pipeline_seed(bytes.fromhex(ctx.client.deployment.run_config_hash), r, bytes(previous))
-    return form_pipelines(seed, by_stage)
+    ctx.formed[r] = form_pipelines(seed, by_stage)
+    return ctx.formed[r]
+
+
+async def _opening_block(ctx: NodeContext, r: int) -> int:
+    """The block whose `RoundOpened` opened round r (waits for it: the round is open when asked)."""
+    while True:
+        rows = await ctx.port(ctx.opened_log.rows)
+        block = next((int(row["_block"]) for row in rows if int(row["round"]) == r), None)
+        if block is not None:
+            return block
+        await trio.sleep(ctx.config.poll_s)
+
+
+def _eligible_since(ctx: NodeContext, account: str, block: int) -> int:
+    return int(ctx.client.staking.functions.eligible_since(account).call(block_identifier=block))
 
 
 async def verified_steps(ctx: NodeContext, r: int, account: str) -> int:
