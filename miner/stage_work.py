@@ -16,8 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from miner.stage_worker import register_driver, take_driver
 from protocol.config.run_setup import Setup, TrainingSpec
 from protocol.core.aggregation.state import decode_state
@@ -33,7 +31,7 @@ from protocol.core.pipeline.stage_record import StageRecord
 from protocol.core.pipeline.stage_replay import ServedSegment
 from protocol.core.pipeline.stage_slots import StageSeat, StepHashes
 from protocol.core.pipeline.stage_trace import stage_trace_root
-from protocol.core.train.compress import compress, encode_update
+from protocol.core.pipeline.stage_update import stage_update
 from protocol.node.pipeline_batches import pipeline_batches
 from protocol.p2p.stage_segments import DirectoryStageSegments
 
@@ -86,21 +84,13 @@ def close_stage_round(seat: StageSeat, closing: StageClosing) -> StageWork:
     driver = take_driver(seat)
     outcome = driver.outcome()
     record, cfg = outcome.record, driver.cfg
-    update = _update(record, outcome.end.params, cfg.chunk, cfg.topk, cfg.bits)
+    update = stage_update(record.starts[0].params if record.starts else outcome.end.params, outcome.end.params, cfg)
     envelope = encode_stage_envelope(closing.chain_id, closing.contract, closing.miner, seat, record.trace, update)
     root = bytes(stage_trace_root(record.trace))
     folder = DirectoryStageSegments(Path(closing.segment_dir))
     for j in range(record.trace.segments):
         folder.put(seat.round, root, j, encode_segment(seat, _bundle(record, j, closing.signatures), driver.count))
     return StageWork(envelope, root, outcome.steps)
-
-
-def _update(record: StageRecord, end: Mapping[str, torch.Tensor], chunk: int, topk: int, bits: int) -> bytes:
-    """The stage's pseudo-gradient θ_r − θ_end over its own values, compressed (no error feedback:
-    a stage may train in another pipeline next round)."""
-    start = record.starts[0].params if record.starts else end
-    delta = torch.cat([(start[k] - end[k]).reshape(-1) for k in start])
-    return encode_update(compress(delta, chunk, topk, bits))
 
 
 def _bundle(record: StageRecord, j: int, signatures: Mapping[Slot, bytes]) -> ServedBundle:

@@ -72,10 +72,12 @@ async def check_stage_one(ctx: NodeContext, r: int, miner: str, commit: Commit, 
         detail = f"committed as stage {env.seat.stage} of pipeline {env.seat.pipeline}, not its seat {seat}"
         return verdict(CheckOutcome(miner, FraudKind.DERIVATION, None, None, detail, None, None))
     keys = tuple(ctx.node_key_of(m) or b"" for m in seat.members)
-    bundles = await _bundles(ctx, keys[seat.stage], r, commit.trace_root, env.seat, segments)
+    last = env.trace.segments - 1  # its replay's end state must give the committed update
+    wanted = (*segments, last) if last not in segments else tuple(segments)
+    bundles = await _bundles(ctx, keys[seat.stage], r, commit.trace_root, env.seat, wanted)
     domain = Domain(ctx.client.handle.chain_id, bytes.fromhex(ctx.client.staking.address[2:]))
     job = StageCheckJob(ctx.setup.spec, ctx.setup.run_seed, miner, seat.members, keys, domain, state[0], state[1],
-                        envelope, ctx.caps.update, bundles)
+                        envelope, ctx.caps.update, bundles, tuple(segments))
     return verdict(await ctx._work(check_stage_miner, job), envelope)
 
 

@@ -10,12 +10,12 @@ every received tensor signed by its sender. The verdict uses the whole-model kin
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from protocol.config.run_setup import Setup, TrainingSpec
 from protocol.core.aggregation.state import decode_state
 from protocol.core.checkpoint.header import BlobFormatError
-from protocol.core.model.gpt import load_params
+from protocol.core.model.gpt import Params, load_params
 from protocol.core.pipeline.attribution import Domain
 from protocol.core.pipeline.gpipe import fresh_state
 from protocol.core.pipeline.received_signatures import misreported_slots
@@ -25,10 +25,12 @@ from protocol.core.pipeline.stage_envelope import StageEnvelope, decode_stage_en
 from protocol.core.pipeline.stage_module import StageModule, stage_params
 from protocol.core.pipeline.stage_replay import (
     ServedDataMismatch,
+    StageReplayResult,
     StageReplayStatus,
     StageTask,
     replay_stage_segment,
 )
+from protocol.core.pipeline.stage_update import stage_update
 from protocol.core.settlement.fraud import FraudKind
 from protocol.node.pipeline_batches import pipeline_batches
 from validator.work import AuditReplay, CheckOutcome
@@ -46,39 +48,54 @@ class StageCheckJob:
     state_hash: bytes
     envelope: bytes  # fetched, decoded and bound to the commit already (`stage_checks.fetch_stage_submission`)
     max_bytes: int
-    bundles: Mapping[int, bytes | None]  # challenged segment -> its served bundle (None: not served), in order
+    # challenged segment -> its served bundle (None: not served), in the challenge's order, then the
+    # last segment's if it was not challenged: its replay's end state must give the committed update
+    bundles: Mapping[int, bytes | None]
+    challenged: tuple[int, ...] = ()
 
 
 def check_stage_miner(job: StageCheckJob) -> CheckOutcome:
     setup = Setup(job.spec, job.run_seed)
     env = decode_stage_envelope(job.envelope, job.max_bytes)
-    start = _start_hash(setup, env, job.state_blob, job.state_hash)
+    start, start_params = _start(setup, env, job.state_blob, job.state_hash)
     if start != env.trace.checkpoint_hashes[0]:
         return _fails(job, FraudKind.DERIVATION, None, "the stage's first state is not θ_r's slice", 0,
                       env.trace.checkpoint_hashes[0], start)
     data = pipeline_batches(setup, env.seat.round, job.members)
-    inner = []
+    inner, end = [], None
     for j, blob in job.bundles.items():  # in the challenge's order: the witness covers them so
         outcome = _segment(job, setup, env, j, blob, data)
+        if isinstance(outcome, CheckOutcome) and job.challenged and j not in job.challenged:
+            # the last segment, replayed for the update alone: a fault there is one of derivation, and
+            # the report names a challenged segment (voters replay the last one with it)
+            kind = FraudKind.UNAVAILABLE if outcome.kind is FraudKind.UNAVAILABLE else FraudKind.DERIVATION
+            return replace(outcome, kind=kind, segment=None, leaf=None)
         if isinstance(outcome, CheckOutcome):
             return outcome
-        inner.append(tuple(bytes(h) for h in outcome))
+        if j in job.challenged or not job.challenged:
+            inner.append(tuple(bytes(h) for h in outcome.inner_hashes))
+        if j == env.trace.segments - 1:
+            end = outcome.end_params
+    if end is not None and stage_update(start_params, end, setup.compute) != env.update:
+        return _fails(job, FraudKind.DERIVATION, None, "the committed update does not follow from the stage's last state")
     return CheckOutcome(job.miner, None, None, None, "every challenged segment replays exactly", None, None,
                         tuple(inner))
 
 
-def _start_hash(setup: Setup, env: StageEnvelope, state_blob: bytes, state_hash: bytes) -> bytes:
+def _start(setup: Setup, env: StageEnvelope, state_blob: bytes, state_hash: bytes) -> tuple[bytes, Params]:
+    """The stage's start state as θ_r gives it: its hash (leaf 0) and its parameters."""
     split = setup.stage_split
     assert split is not None
     theta = decode_state(state_blob, setup.model, state_hash).params
     module = StageModule(setup.model, split, env.seat.stage)
     load_params(module, stage_params(theta, split, env.seat.stage))
-    return bytes(stage_state_hash(capture(module, fresh_state(module), 0), setup.model))
+    start = capture(module, fresh_state(module), 0)
+    return bytes(stage_state_hash(start, setup.model)), start.params
 
 
 def _segment(job: StageCheckJob, setup: Setup, env: StageEnvelope, j: int, blob: bytes | None,
-             data: Sequence) -> CheckOutcome | tuple[bytes, ...]:
-    """The segment's failed verdict, or its replay's state hashes after each step."""
+             data: Sequence) -> CheckOutcome | StageReplayResult:
+    """The segment's failed verdict, or its exact replay."""
     split, cfg, count, seat = setup.stage_split, setup.compute, job.spec.microbatches, env.seat
     assert split is not None
     k = cfg.checkpoint_every
@@ -101,7 +118,7 @@ def _segment(job: StageCheckJob, setup: Setup, env: StageEnvelope, j: int, blob:
     lies = misreported_slots(seat, j * k + 1, bundle.segment.hashes, bundle.signatures, neighbours, job.domain)
     if lies:
         return _fails(job, FraudKind.REPLAY, j, f"segment {j}: {len(lies)} received hashes its sender never signed")
-    return result.inner_hashes
+    return result
 
 
 def _fails(job: StageCheckJob, kind: FraudKind, segment: int | None, detail: str, leaf: int | None = None,

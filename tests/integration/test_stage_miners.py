@@ -12,6 +12,7 @@ closes, nobody is served a bundle."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 
@@ -26,15 +27,22 @@ from protocol.chain.devchain import DevChain
 from protocol.chain.registration import register_node
 from protocol.config.run_config import TOKEN_UNIT, ChainParams, GenesisAllocation, RunConfig
 from protocol.config.run_setup import Setup, resolve
+from protocol.core.aggregation.state import decode_all
 from protocol.core.crypto.hashing import content_hash
 from protocol.core.crypto.signing import NodeIdentity
 from protocol.core.hardware.stage_classes import miner_mask, validator_mask
+from protocol.core.pipeline.attribution import Domain
 from protocol.core.pipeline.segment_bundle import decode_segment
-from protocol.core.pipeline.stage_envelope import check_stage_binding, decode_stage_envelope
+from protocol.core.pipeline.stage_envelope import (
+    check_stage_binding,
+    decode_stage_envelope,
+    encode_stage_envelope,
+)
 from protocol.core.pipeline.stage_replay import StageReplayStatus
 from protocol.core.pipeline.stage_slots import StageSeat
 from protocol.core.pipeline.stage_trace import stage_trace_root
 from protocol.core.settlement.fraud import FraudKind
+from protocol.core.train.compress import compress, encode_update
 from protocol.devnet.network import free_port
 from protocol.node.context import NodeContext
 from protocol.node.keys import NodeKeys
@@ -45,6 +53,7 @@ from protocol.node.worker_pool import AsyncWorker, ProfileWorker
 from tests.integration.stage_replays import ENVELOPE_CAP, replay_all
 from validator.checks import MinerCheck
 from validator.stage_checks import check_stage_one, stage_audit_replay
+from validator.stage_work import StageCheckJob, check_stage_miner
 from validator.work import AuditReplay
 
 pytestmark = pytest.mark.slow
@@ -75,6 +84,7 @@ class Served:
     bundles: list[list[bytes]]
     checks: list[MinerCheck]  # the validator's, stage by stage, every segment challenged
     audits: list[AuditReplay | None]  # an auditor's replay of the same segments, stage by stage
+    job: StageCheckJob  # the validator's check of stage 0, segment 0 challenged (the last replayed for its update)
 
 
 async def run_round(tmp_path, worker: ProfileWorker, lazy: LazyStage | None) -> Served:
@@ -148,7 +158,11 @@ async def fetch_and_check(admin: ChainClient, setup: Setup, nodes: list[StageMin
     checks = [await check_stage_one(validator, ROUND, m, commits[m], bytes(seed), state, pipelines, (0, 1))
               for m in miners]
     audits = [await stage_audit_replay(validator, ROUND, m, (0, 1)) for m in miners]
-    return Served(setup, miners, envelopes, bundles, checks, audits)
+    keys = tuple(n.keys.identity.public_key for n in nodes)
+    domain = Domain(admin.handle.chain_id, bytes.fromhex(admin.staking.address[2:]))
+    job = StageCheckJob(setup.spec, setup.run_seed, miners[0], tuple(miners), keys, domain, state[0], state[1],
+                        envelopes[0], ENVELOPE_CAP, {0: bundles[0][0], 1: bundles[0][1]}, (0,))
+    return Served(setup, miners, envelopes, bundles, checks, audits, job)
 
 
 @pytest.fixture(scope="module")
@@ -169,6 +183,14 @@ async def test_two_stage_miners_train_their_pipeline_over_the_link_and_commit_re
     assert other_pages != [StageReplayStatus.EXACT]
     check_boundaries(got)
     assert [c.outcome.kind for c in got.checks] == [None, None], [c.outcome.detail for c in got.checks]
+    # a stage that trained honestly but commits another update fails on derivation (its last
+    # segment is replayed for the update even when only the first is challenged)
+    assert worker.call(check_stage_miner, got.job).kind is None
+    env = decode_stage_envelope(got.envelopes[0], ENVELOPE_CAP)
+    forged = encode_stage_envelope(env.header.chain_id, env.header.contract, env.header.miner, env.seat, env.trace,
+                                   scaled_update(env.update, setup))
+    verdict = worker.call(check_stage_miner, dataclasses.replace(got.job, envelope=forged))
+    assert verdict.kind is FraudKind.DERIVATION and verdict.segment is None, verdict
     # an auditor's replay reproduces each check's witness hashes: a validator that did not replay cannot
     for check, audit in zip(got.checks, got.audits, strict=True):
         assert audit is not None and audit.served and audit.matches
@@ -187,6 +209,13 @@ async def test_a_lazy_stage_fails_its_check_from_the_segment_it_cheated_in_and_i
     assert got.audits[0] is not None and got.audits[0].served and not got.audits[0].matches
     assert got.audits[1] is not None and got.audits[1].matches
     check_boundaries(got)  # the lazy stage's tensors are what it signed and its neighbour received
+
+
+def scaled_update(update: bytes, setup: Setup) -> bytes:
+    """Stage 0's update, twice as large (what a stage that inflates its influence would commit)."""
+    cfg = setup.compute
+    values = decode_all([update], setup.model, cfg, setup.stage_split.sizes(setup.model)[0])[0][0]
+    return encode_update(compress(values * 2, cfg.chunk, cfg.topk, cfg.bits))
 
 
 def check_boundaries(got: Served) -> None:

@@ -25,6 +25,7 @@ from torch import Tensor
 from protocol.core.crypto.hashing import Digest
 from protocol.core.errors import ConfigError, VeritrainError
 from protocol.core.model.config import ModelConfig
+from protocol.core.model.gpt import Params
 from protocol.core.pipeline.boundary import Direction
 from protocol.core.pipeline.gpipe import (
     Received,
@@ -88,6 +89,7 @@ class StageReplayResult:
     divergence: Divergence | None  # None when exact
     # the stage's state hash after each replayed step (what a validator's replay witness covers)
     inner_hashes: tuple[Digest, ...] = ()
+    end_params: Params | None = None  # the replayed end state's parameters (exact replays only)
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,8 @@ def replay_stage_segment(task: StageTask, trace: StageTrace, segment: int, serve
         differs = Divergence(Differed.END_CHECKPOINT, first_step + k - 1, None, None,
                              trace.checkpoint_hashes[segment + 1], end)
         return StageReplayResult(task.seat.stage, segment, StageReplayStatus.MISMATCH, differs)
-    return StageReplayResult(task.seat.stage, segment, StageReplayStatus.EXACT, None, tuple(inner))
+    end_params = capture(module, state, first_step + k - 1).params
+    return StageReplayResult(task.seat.stage, segment, StageReplayStatus.EXACT, None, tuple(inner), end_params)
 
 
 def _check_served(task: StageTask, trace: StageTrace, segment: int, served: ServedSegment) -> None:
