@@ -53,8 +53,11 @@ NETWORKS_SLOWEST_FIRST = (
     "tests/integration/test_devnet.py",  # 285 (150-285: an audit of an unserved checkpoint waits)
     "tests/integration/test_devnet_classes.py",  # 195
     "tests/contracts/test_caps.py",  # 104: 64 proofs of possession in py-evm
+    "tests/integration/test_devnet_stages.py",  # 110-125: two stages, two pipelines, four validators
     "tests/integration/test_devnet_capacity.py",  # 103
     "tests/integration/test_across_machines.py",  # 100: three namespaces, three rounds, an export
+    "tests/integration/test_anvil_stages.py",  # 87: four CLI nodes, a stage killed mid-round
+    "tests/integration/test_stage_miners.py",  # 80: two rounds of two stage miners and a validator
     "tests/integration/test_one_node_per_account.py",  # 60
     "tests/integration/test_devnet_llama.py",  # 61
     "tests/benchmarks/test_scale.py",  # 57

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from protocol.cli.app import app
 from protocol.node.data_dir_lock import LOCK_FILE
+from tests.conftest import run_cli
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +38,10 @@ def test_a_staged_run_deploys_with_its_stages_in_the_hashed_config(staged: Path)
 def test_a_node_that_does_not_say_its_stage_rightly_is_refused_before_any_side_effect(
         staged: Path, tmp_path: Path, role: str, extra: list[str], said: str) -> None:
     data = tmp_path / "data"
-    result = CliRunner().invoke(app, [role, "--rpc", "http://127.0.0.1:9", "--deployment", str(staged),
-                                      "--keys", str(tmp_path / "keys"), "--data-dir", str(data), "--log-format", "text", *extra])
-    assert result.exit_code != 0 and said in result.output, result.output
-    assert "Traceback" not in result.output
+    # a node command in its own process, as a user runs it: in this one its stop handling would reap
+    # the test worker's children (a shared anvil among them)
+    result = run_cli(role, "--rpc", "http://127.0.0.1:9", "--deployment", str(staged), "--keys", str(tmp_path / "keys"),
+                     "--data-dir", str(data), "--log-format", "text", *extra)
+    assert result.code != 0 and said in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
     assert not data.exists() or [p.name for p in data.iterdir()] == [LOCK_FILE]
