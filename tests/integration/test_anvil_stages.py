@@ -48,15 +48,22 @@ stages = 2
 inner_steps = 12
 checkpoint_every = 3
 """
-STAGE_WAIT_S = 8  # how long stage 0 waits for the killed stage's tensor
+# Stage 1 runs SLOWDOWN times slower: after each step it sleeps (SLOWDOWN - 1) x the step's wall
+# time while stage 0 waits for its next tensor. Stage 0 must not give up on the slow but living
+# stage 1: STAGE_WAIT_S covers a step of up to 5 s (a 15 s sleep, then the step), over 10 x the
+# 0.3-0.4 s a step takes on 2 quiet cores (at slowdown 20 and 8 s, a loaded CI host made stage 0
+# give up inside its first segment). Stage 1's 9 slowed steps left take far longer than the 0.2 s
+# the test takes to see its first segment and kill it.
+SLOWDOWN = 4
+STAGE_WAIT_S = 20  # how long stage 0 waits for the killed stage's tensor
 
 
 def test_a_killed_stage_alone_loses_and_its_neighbour_commits_what_both_finished(anvil, tmp_path: Path) -> None:
     dep, keys, accounts = deploy_with_keys(anvil.url, tmp_path, 4, RUN_TOML)
     names = ["stage0", "stage1", "v1t", "v2t"]
     args = {"stage0": ("miner", ["--stage", "0", "--hardware-class", ONE, "--stage-wait", str(STAGE_WAIT_S)]),
-            # a third of the speed or less: the kill lands inside its round, after its first segment
-            "stage1": ("miner", ["--stage", "1", "--hardware-class", TWO, "--slowdown", "20"]),
+            # slower, so the kill lands inside its round, after its first segment
+            "stage1": ("miner", ["--stage", "1", "--hardware-class", TWO, "--slowdown", str(SLOWDOWN)]),
             "v1t": ("validator", ["--hardware-class", ONE]), "v2t": ("validator", ["--hardware-class", TWO])}
     logs = {n: tmp_path / f"{n}.log" for n in names}
     stakes = {"stage0": "150", "stage1": "150", "v1t": "600", "v2t": "250"}
@@ -79,7 +86,7 @@ def test_a_killed_stage_alone_loses_and_its_neighbour_commits_what_both_finished
     text = {n: logs[n].read_text() for n in names}
     assert "pipeline stalled round=0 silent_stage=1" in text["stage0"], log_tails(list(logs.values()))
     steps = chain.read.rounds.commit_steps(0, accounts[0])
-    assert steps in (3, 6), steps  # the whole segments both stages finished before the kill
+    assert steps in (3, 6), (steps, log_tails(list(logs.values())))  # the whole segments both finished
     assert not chain.call("rounds", "has_committed", 0, accounts[1])  # the killed stage committed nothing
     assert "checked stage round=0" in text["v1t"] and "verdict=ok" in text["v1t"]  # replayed exactly in its class
     assert chain.read.disputes.report_count() == 0  # nobody is reported, so nobody is slashed
