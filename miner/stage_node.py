@@ -20,7 +20,7 @@ from typing import Any
 import trio
 
 from miner.node import MinerNode
-from miner.stage_cheat import LazyStage
+from miner.stage_cheat import ForkingStage, LazyStage, StageCheat
 from miner.stage_round import StageLinks, run_stage_round
 from miner.stage_work import (
     StageClosing,
@@ -35,9 +35,11 @@ from protocol.core.crypto.hashing import content_hash
 from protocol.core.errors import ConfigError
 from protocol.core.pipeline.round_pipelines import Seat, seat_of
 from protocol.core.pipeline.stage_slots import StageSeat
-from protocol.node.global_state import StateMismatch
+from protocol.core.wire.blob_caps import BlobKind
+from protocol.node.global_state import ZERO32, StateMismatch
 from protocol.node.logs import kv
 from protocol.node.stage_pipelines import round_pipelines
+from protocol.node.staged_store import fetch_stage_hashes, held_stage_hashes
 from protocol.node.throughput import throttle_pause
 from protocol.p2p.host import split_multiaddr
 from protocol.p2p.stage_inbox import StageInbox
@@ -46,9 +48,9 @@ from protocol.p2p.stage_segments import DirectoryStageSegments
 
 
 class StageMinerNode(MinerNode):
-    def __init__(self, *args: Any, lazy: LazyStage | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, cheat: StageCheat | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.lazy = lazy  # devnet and tests only; None for every production stage miner
+        self.stage_cheat = cheat  # devnet and tests only; None for every production stage miner
         if self.config.stage is None or self.setup.stage_split is None:
             raise ConfigError("a stage miner needs a staged run ([training] stages >= 2) and its --stage")
         if not 0 <= self.config.stage < self.setup.spec.stages:
@@ -71,21 +73,45 @@ class StageMinerNode(MinerNode):
                                                                        pipelines=len(pipelines)))
             return None
         try:
-            state_blob, state_hash = await self.state_for(r)
+            stage_blob, stage_hash = await self._stage_state(r)
         except StateMismatch as exc:
             self.log.warning("cannot get the round's model, skipping the round %s", kv(round=r, reason=exc))
             return None
         stage_seat = StageSeat(r, seat.pipeline, seat.stage, self.setup.spec.stages)
         self.log.info("training stage %s", kv(round=r, pipeline=seat.pipeline, stage=seat.stage,
                                               members=",".join(m[:8] for m in seat.members)))
-        work = await self._train_stage(stage_seat, seat, state_blob, state_hash)
+        work = await self._train_stage(stage_seat, seat, stage_blob, stage_hash)
         if work.steps == 0:
             self.log.warning("no whole segment finished, sitting the round out %s", kv(round=r))
             return None
         return await trio.to_thread.run_sync(self._keep_stage, r, work)
 
-    async def _train_stage(self, seat: StageSeat, placed: Seat, state_blob: bytes, state_hash: bytes) -> StageWork:
-        job = StageRoundJob(self.setup.spec, self.setup.run_seed, seat, placed.members, state_blob, state_hash)
+    async def _stage_state(self, r: int) -> tuple[bytes, bytes]:
+        """θ_r's slice for this miner's stage, (blob, stage hash): the attested stage index, then
+        this stage's blob alone, from the store or peers (PROTOCOL.md §16.2). When no peer serves
+        it (round 0 before anyone made the genesis state, validators all gone) the node makes θ_r
+        whole, as a whole-model miner does."""
+        split, stage = self.setup.stage_split, self.config.stage
+        assert split is not None and stage is not None
+        want = await self.model_hash(r)
+        if want == ZERO32:
+            raise StateMismatch(f"round {r} has no attested model yet")
+        hashes = await fetch_stage_hashes(self.fetch_blob, want, split)
+        if hashes is not None and (blob := await self.fetch_blob(hashes[stage], BlobKind.STATE)) is not None:
+            self.log.info("stage of the model fetched alone %s", kv(round=r, stage=stage, bytes=len(blob)))
+            return blob, hashes[stage]
+        self.log.info("no peer serves the round's stage, making the whole model %s", kv(round=r, stage=stage))
+        await self.state_for(r)  # held from now on as its index and stage blobs
+        hashes = held_stage_hashes(self.data.blobs, want, split)
+        assert hashes is not None, "state_for keeps what it returns"
+        return self.data.blobs.read(hashes[stage]), hashes[stage]
+
+    async def _next_state_early(self, r: int) -> None:
+        """Nothing: a stage miner never aggregates the whole next model; it fetches its stage of
+        θ_{r+1} when round r + 1 opens (its validators made θ_{r+1} before attesting it)."""
+
+    async def _train_stage(self, seat: StageSeat, placed: Seat, stage_blob: bytes, stage_hash: bytes) -> StageWork:
+        job = StageRoundJob(self.setup.spec, self.setup.run_seed, seat, placed.members, stage_blob, stage_hash)
         shape = tuple(await self._work(open_stage_round, job))
         keys, addrs = self._members(placed.members)
         cfg, count = self.setup.compute, self.setup.spec.microbatches
@@ -98,8 +124,11 @@ class StageMinerNode(MinerNode):
             if method == "outcome":  # the round is over: close it where the driver lives
                 return await self._work(close_stage_round, seat, self._closing(seat))
             out = await self._work(stage_call, seat, method, *args)
-            if method == "finish" and self.lazy is not None and self.lazy.nudges_after(args[0]):
-                await self._work(stage_nudge, seat, self.lazy.scale)
+            cheat = self.stage_cheat
+            if method == "finish" and isinstance(cheat, LazyStage) and cheat.nudges_after(args[0]):
+                await self._work(stage_nudge, seat, cheat.scale)
+            if method == "forward" and out is not None and isinstance(cheat, ForkingStage):
+                out = cheat.sends(args[0], out)
             if method == "finish":  # tests only: a slower machine (`slowdown`)
                 await trio.sleep(throttle_pause(self.config.slowdown, trio.current_time() - started[0]))
                 started[0] = trio.current_time()

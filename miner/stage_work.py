@@ -18,7 +18,6 @@ from pathlib import Path
 
 from miner.stage_worker import register_driver, take_driver
 from protocol.config.run_setup import Setup, TrainingSpec
-from protocol.core.aggregation.state import decode_state
 from protocol.core.model.gpt import load_params
 from protocol.core.pipeline.boundary import Direction, Slot
 from protocol.core.pipeline.gpipe import fresh_state
@@ -26,12 +25,13 @@ from protocol.core.pipeline.received_signatures import SIGNATURE_BYTES, StepSign
 from protocol.core.pipeline.segment_bundle import ServedBundle, encode_segment
 from protocol.core.pipeline.stage_driver import StageDriver
 from protocol.core.pipeline.stage_envelope import encode_stage_envelope
-from protocol.core.pipeline.stage_module import StageModule, stage_params
+from protocol.core.pipeline.stage_module import StageModule
 from protocol.core.pipeline.stage_record import StageRecord
 from protocol.core.pipeline.stage_replay import ServedSegment
 from protocol.core.pipeline.stage_slots import StageSeat, StepHashes
 from protocol.core.pipeline.stage_trace import stage_trace_root
 from protocol.core.pipeline.stage_update import stage_update
+from protocol.core.pipeline.staged_state import decode_stage
 from protocol.node.pipeline_batches import pipeline_batches
 from protocol.p2p.stage_segments import DirectoryStageSegments
 
@@ -42,8 +42,8 @@ class StageRoundJob:
     run_seed: bytes
     seat: StageSeat
     members: tuple[str, ...]  # the pipeline's miners, stage 0 first (its data is stage 0's)
-    state_blob: bytes  # θ_r, whole
-    state_hash: bytes
+    stage_blob: bytes  # θ_r's slice for this stage (PROTOCOL.md §16.2)
+    stage_hash: bytes  # as the attested stage index names it
 
 
 @dataclass(frozen=True)
@@ -70,9 +70,9 @@ def open_stage_round(job: StageRoundJob) -> tuple[int, ...]:
     setup = Setup(job.spec, job.run_seed)
     model, cfg, split = setup.model, setup.compute, setup.stage_split
     assert split is not None, "a stage round needs a staged run"
-    theta = decode_state(job.state_blob, model, job.state_hash).params
+    part = decode_stage(job.stage_blob, model, split, job.seat.stage, job.stage_hash)
     module = StageModule(model, split, job.seat.stage)
-    load_params(module, stage_params(theta, split, job.seat.stage))
+    load_params(module, part.params)
     driver = StageDriver(module, fresh_state(module), job.seat, cfg, job.spec.microbatches,
                          pipeline_batches(setup, job.seat.round, job.members))
     register_driver(job.seat, driver)

@@ -1,10 +1,12 @@
 """Fetch what one stage miner committed and check it in the worker (docs/PROTOCOL.md §16.5): its
 envelope by the committed update hash, bound to it and to the committed trace root, its seat the
-one the round's pipelines give it, and each challenged segment's bundle from the stage."""
+one the round's pipelines give it, each challenged segment's bundle from the stage, and the same
+segment from its neighbours, which hold its signatures of what it sent them."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from protocol.core.errors import ConfigError
 from protocol.core.pipeline.attribution import Domain
@@ -76,19 +78,41 @@ async def check_stage_one(ctx: NodeContext, r: int, miner: str, commit: Commit, 
     wanted = (*segments, last) if last not in segments else tuple(segments)
     bundles = await _bundles(ctx, keys[seat.stage], r, commit.trace_root, env.seat, wanted)
     domain = Domain(ctx.client.handle.chain_id, bytes.fromhex(ctx.client.staking.address[2:]))
+    neighbours = await _neighbour_bundles(ctx, r, env.seat, seat.members, keys, segments)
     job = StageCheckJob(ctx.setup.spec, ctx.setup.run_seed, miner, seat.members, keys, domain, state[0], state[1],
-                        envelope, ctx.caps.update, bundles, tuple(segments))
+                        envelope, ctx.caps.update, bundles, tuple(segments), neighbours)
     return verdict(await ctx._work(check_stage_miner, job), envelope)
 
 
 async def _bundles(ctx: NodeContext, key: bytes, r: int, root: bytes, seat: StageSeat,
                    segments: Sequence[int]) -> dict[int, bytes | None]:
     """The challenged segments' bundles from the stage, in the challenge's order."""
+    cap = _segment_cap(ctx, seat)
+    return {j: await _bundle(ctx, key, r, root, j, cap) for j in segments}
+
+
+async def _neighbour_bundles(ctx: NodeContext, r: int, seat: StageSeat, members: Sequence[str], keys: Sequence[bytes],
+                             segments: Sequence[int]) -> dict[int, tuple[bytes | None, bytes | None]]:
+    """The challenged segments as stage - 1 and stage + 1 served them, from those that committed:
+    they hold this stage's signatures of what it sent them (`received_signatures.contradicted_sends`)."""
+    commits = await ctx.commits(r)
+    sides = []
+    for stage in (seat.stage - 1, seat.stage + 1):
+        commit = commits.get(members[stage]) if 0 <= stage < seat.stages else None
+        sides.append(None if commit is None else (stage, commit.trace_root, replace(seat, stage=stage)))
+    out: dict[int, tuple[bytes | None, bytes | None]] = {}
+    for j in segments:
+        got = [None if side is None else await _bundle(ctx, keys[side[0]], r, side[1], j, _segment_cap(ctx, side[2]))
+               for side in sides]
+        out[j] = (got[0], got[1])
+    return out
+
+
+def _segment_cap(ctx: NodeContext, seat: StageSeat) -> int:
     split, count, cfg = ctx.setup.stage_split, ctx.setup.spec.microbatches, ctx.setup.compute
     if split is None:
         raise ConfigError("a stage check needs a staged run")
-    cap = max_segment_bytes(ctx.setup.model, split, seat, cfg.checkpoint_every, count, cfg.batch_size // count)
-    return {j: await _bundle(ctx, key, r, root, j, cap) for j in segments}
+    return max_segment_bytes(ctx.setup.model, split, seat, cfg.checkpoint_every, count, cfg.batch_size // count)
 
 
 async def stage_audit_replay(ctx: NodeContext, r: int, miner: str, segments: tuple[int, ...]) -> AuditReplay | None:

@@ -19,12 +19,13 @@ import torch
 
 from protocol.config.run_setup import Setup, TrainingSpec
 from protocol.config.run_state import load_dataset
-from protocol.core.aggregation.state import decode_all, decode_state
+from protocol.core.aggregation.state import decode_all
 from protocol.core.crypto.hashing import Digest
 from protocol.core.crypto.keccak import checksum_address
 from protocol.core.pipeline.round_pipelines import pipeline_account
 from protocol.core.pipeline.stage_envelope import decode_stage_envelope
 from protocol.core.pipeline.stage_pay import present_stage_scores, stage_flops_per_token
+from protocol.core.pipeline.staged_bundle import decode_model
 from protocol.core.train.compress import compress, encode_update
 from protocol.core.train.training import RoundTask
 from validator.scoring import RoundEntry, score_round
@@ -59,7 +60,7 @@ class StageScoreJob:
 def scored_stage_miners(job: StageScoreJob) -> dict[str, tuple[int, str]]:
     """Each committed stage miner's score and why it is what it is ("" for a positive score)."""
     setup = Setup(job.spec, job.run_seed)
-    state = decode_state(job.state_blob, setup.model, job.state_hash)
+    state = decode_model(job.state_blob, setup.model, setup.stage_split, job.state_hash)
     out: dict[str, tuple[int, str]] = {}
     entries: list[RoundEntry] = []
     kept: list[PipelineEntries] = []

@@ -10,19 +10,22 @@ every received tensor signed by its sender. The verdict uses the whole-model kin
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from protocol.config.run_setup import Setup, TrainingSpec
-from protocol.core.aggregation.state import decode_state
 from protocol.core.checkpoint.header import BlobFormatError
 from protocol.core.model.gpt import Params, load_params
 from protocol.core.pipeline.attribution import Domain
 from protocol.core.pipeline.gpipe import fresh_state
-from protocol.core.pipeline.received_signatures import misreported_slots
+from protocol.core.pipeline.received_signatures import (
+    NeighbourSegment,
+    contradicted_sends,
+    misreported_slots,
+)
 from protocol.core.pipeline.segment_bundle import decode_segment
 from protocol.core.pipeline.stage_checkpoint import capture, stage_state_hash
 from protocol.core.pipeline.stage_envelope import StageEnvelope, decode_stage_envelope
-from protocol.core.pipeline.stage_module import StageModule, stage_params
+from protocol.core.pipeline.stage_module import StageModule
 from protocol.core.pipeline.stage_replay import (
     ServedDataMismatch,
     StageReplayResult,
@@ -30,7 +33,9 @@ from protocol.core.pipeline.stage_replay import (
     StageTask,
     replay_stage_segment,
 )
+from protocol.core.pipeline.stage_slots import StageSeat
 from protocol.core.pipeline.stage_update import stage_update
+from protocol.core.pipeline.staged_bundle import decode_one_stage
 from protocol.core.settlement.fraud import FraudKind
 from protocol.node.pipeline_batches import pipeline_batches
 from validator.work import AuditReplay, CheckOutcome
@@ -44,7 +49,7 @@ class StageCheckJob:
     members: tuple[str, ...]  # its pipeline's miners, stage 0 first
     member_keys: tuple[bytes, ...]  # their node keys (who signs what the stage received)
     domain: Domain
-    state_blob: bytes  # θ_r, whole
+    state_blob: bytes  # θ_r: its stages' bundle (`pipeline/staged_bundle.py`)
     state_hash: bytes
     envelope: bytes  # fetched, decoded and bound to the commit already (`stage_checks.fetch_stage_submission`)
     max_bytes: int
@@ -52,6 +57,9 @@ class StageCheckJob:
     # last segment's if it was not challenged: its replay's end state must give the committed update
     bundles: Mapping[int, bytes | None]
     challenged: tuple[int, ...] = ()
+    # challenged segment -> the same segment as stage - 1 and stage + 1 served it (None: no such
+    # neighbour, or nothing served): the signatures they hold of what this stage sent them
+    neighbour_bundles: Mapping[int, tuple[bytes | None, bytes | None]] = field(default_factory=dict)
 
 
 def check_stage_miner(job: StageCheckJob) -> CheckOutcome:
@@ -86,9 +94,9 @@ def _start(setup: Setup, env: StageEnvelope, state_blob: bytes, state_hash: byte
     """The stage's start state as θ_r gives it: its hash (leaf 0) and its parameters."""
     split = setup.stage_split
     assert split is not None
-    theta = decode_state(state_blob, setup.model, state_hash).params
+    part = decode_one_stage(state_blob, setup.model, split, state_hash, env.seat.stage)
     module = StageModule(setup.model, split, env.seat.stage)
-    load_params(module, stage_params(theta, split, env.seat.stage))
+    load_params(module, part.params)
     start = capture(module, fresh_state(module), 0)
     return bytes(stage_state_hash(start, setup.model)), start.params
 
@@ -118,7 +126,34 @@ def _segment(job: StageCheckJob, setup: Setup, env: StageEnvelope, j: int, blob:
     lies = misreported_slots(seat, j * k + 1, bundle.segment.hashes, bundle.signatures, neighbours, job.domain)
     if lies:
         return _fails(job, FraudKind.REPLAY, j, f"segment {j}: {len(lies)} received hashes its sender never signed")
+    sends = contradicted_sends(seat, j * k + 1, bundle.segment.hashes, keys[seat.stage],
+                               _neighbour_segments(job, setup, seat, j), job.domain)
+    if sends:
+        return _fails(job, FraudKind.REPLAY, j, f"segment {j}: signed {len(sends)} tensors it did not commit as sent, "
+                                                f"first at step {sends[0].step}")
     return result
+
+
+def _neighbour_segments(job: StageCheckJob, setup: Setup, seat: StageSeat,
+                        j: int) -> tuple[NeighbourSegment | None, NeighbourSegment | None]:
+    """Segment j as stage - 1 and stage + 1 served it; a neighbour's malformed bundle is its own
+    fault (its own check names it) and shows nothing about this stage."""
+    split, cfg, count = setup.stage_split, setup.compute, job.spec.microbatches
+    assert split is not None
+    k = cfg.checkpoint_every
+
+    def read(blob: bytes | None, stage: int) -> NeighbourSegment | None:
+        if blob is None:
+            return None
+        try:
+            served = decode_segment(blob, setup.model, split, replace(seat, stage=stage), k, count,
+                                    cfg.batch_size // count, j * k)
+        except (BlobFormatError, ServedDataMismatch):
+            return None
+        return NeighbourSegment(served.segment.hashes, served.signatures)
+
+    below, above = job.neighbour_bundles.get(j, (None, None))
+    return read(below, seat.stage - 1), read(above, seat.stage + 1)
 
 
 def _fails(job: StageCheckJob, kind: FraudKind, segment: int | None, detail: str, leaf: int | None = None,

@@ -29,7 +29,7 @@ def devnet(
     rounds: Annotated[int, typer.Option(min=1, max=100, help="Rounds to run")] = 5,
     cheaters: Annotated[str, typer.Option(help="Extra cheating miners: KIND[:FRACTION],... "
                                                 "(lazy, fabricate, wrong-data, copy, stale, scale, sign-flip, nan, noise, withhold, "
-                                                "withhold-challenger; with --stages: stage-lazy, which takes a stage seat)")] = "",
+                                                "withhold-challenger; with --stages: stage-lazy or stage-fork, which take a stage seat)")] = "",
     stages: Annotated[int, typer.Option(min=0, max=32, help="Split the model into this many pipeline stages, each "
                                                            "trained by its own miners over the stage link (0: every "
                                                            "miner trains the whole model; --miners is then ignored)")] = 0,

@@ -38,12 +38,13 @@ def export(
     from protocol.config.run_setup import resolve
 
     dep = load_deployment(deployment)
-    model = llama_model(resolve(dep.run_config).model)  # refused before touching the chain
+    setup = resolve(dep.run_config)
+    model = llama_model(setup.model)  # refused before touching the chain
     client = ChainClient(connect(rpc), dep)
     client.check_deployment()
     model_hash = attested_model(client, round_)
     typer.echo(f"round {round_} attested model {model_hash.hex()}", err=True)
-    for path in export_state(model, model_hash, data_dir, out):
+    for path in export_state(model, model_hash, data_dir, out, setup.stage_split):
         typer.echo(f"wrote {path}")
 
 
@@ -67,30 +68,42 @@ def attested_model(client: Any, round_: int) -> bytes:
     return client.read.rounds.model_hash(round_ + 1)
 
 
-def export_state(model: Any, model_hash: bytes, data_dir: Path, out: Path) -> list[Path]:
+def export_state(model: Any, model_hash: bytes, data_dir: Path, out: Path, split: Any = None) -> list[Path]:
     """Decode the global state `model_hash` from `data_dir` and write it to `out` (Hugging Face
-    layout); returns the files written."""
+    layout); returns the files written. A staged run's (`split`) is its stage index and the
+    stage blobs it names, joined."""
     from protocol.config.hf_checkpoint import save_hf_llama
-    from protocol.core.aggregation.state import StateFormatError, decode_state
-    from protocol.core.crypto.hashing import content_hash
+    from protocol.core.aggregation.state import StateFormatError
+    from protocol.core.pipeline.staged_bundle import bundle_stages, decode_model
+    from protocol.core.pipeline.staged_state import read_stage_index
 
     llama_model(model)
     blobs = data_dir / "blobs"
     if not blobs.is_dir():
         raise ExportError(f"{data_dir} is not a node's data dir (it has no blobs/ folder)")
+    blob = _held(blobs, model_hash)
+    try:
+        if split is not None:
+            blob = bundle_stages([_held(blobs, h) for h in read_stage_index(blob, split)])[0]
+        state = decode_model(blob, model, split, model_hash)
+    except StateFormatError as exc:
+        raise ExportError(f"{blobs / model_hash.hex()} is not this run's global state: {exc}") from exc
+    return save_hf_llama(model, state.params, out)
+
+
+def _held(blobs: Path, blob_hash: bytes) -> bytes:
+    """A blob of the data dir, checked against its name."""
+    from protocol.core.crypto.hashing import content_hash
+
     # read by path, not through BlobStore: opening a store sweeps the temp files a running node writes
-    path = blobs / model_hash.hex()
+    path = blobs / blob_hash.hex()
     if not path.is_file():
-        raise ExportError(f"{data_dir} does not hold the model {model_hash.hex()[:16]}…; export from the data "
+        raise ExportError(f"{blobs.parent} does not hold the model {blob_hash.hex()[:16]}…; export from the data "
                           f"dir of a validator that certified it, or of a miner that trained on it")
     blob = path.read_bytes()
-    if content_hash(blob) != model_hash:
+    if content_hash(blob) != blob_hash:
         raise ExportError(f"{path} is corrupt: its bytes do not hash to its name")
-    try:
-        state = decode_state(blob, model, model_hash)
-    except StateFormatError as exc:
-        raise ExportError(f"{path} is not this run's global state: {exc}") from exc
-    return save_hf_llama(model, state.params, out)
+    return blob
 
 
 def install(app: typer.Typer, wrap: Any) -> None:

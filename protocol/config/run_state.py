@@ -47,13 +47,13 @@ def pinned_hashes(spec: TrainingSpec) -> dict[str, str]:
     """Model config hash, dataset root, profile hash and genesis model hash, computed
     here (run it in a worker under the profile: genesis init must match everyone's). The
     genesis checkpoint, if any, is read first: a missing or wrong one fails before the corpus loads."""
-    from protocol.core.aggregation.state import global_state_hash
     from protocol.core.hardware.replay_profile import profile_hash
     from protocol.core.model.gpt import config_hash
+    from protocol.core.pipeline.staged_state import model_hash
 
     setup = Setup(spec, b"")
     model = setup.model
-    genesis_hash = global_state_hash(genesis(spec), model).hex()
+    genesis_hash = model_hash(genesis(spec), model, setup.stage_split).hex()
     dataset = load_dataset(spec.dataset)
     check_vocabulary(model.vocab_size, dataset.vocab_size, spec.dataset)
     return {

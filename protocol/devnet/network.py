@@ -24,8 +24,6 @@ from typing import NamedTuple
 import trio
 
 from miner.node import MinerNode
-from miner.stage_cheat import NAME as STAGE_LAZY
-from miner.stage_cheat import LazyStage
 from miner.stage_node import StageMinerNode
 from protocol.chain.bls_registration import ensure_bls_key
 from protocol.chain.claims import claim_owed
@@ -51,6 +49,7 @@ from protocol.devnet.lazy_validator import LazyValidator
 from protocol.devnet.lying_validator import LyingValidator
 from protocol.devnet.progress import phase_line
 from protocol.devnet.silent_validator import SilentValidator
+from protocol.devnet.staged import STAGE_CHEATS, check_staged, stage_cheat_of
 from protocol.devnet.until_drawn import RoundPlan
 from protocol.node.hardware_choice import choose_class
 from protocol.node.keys import LocalAccount, NodeKeys
@@ -117,8 +116,8 @@ def parse_cheaters(text: str | None) -> tuple[tuple[str, float | None], ...]:
     out: list[tuple[str, float | None]] = []
     for item in filter(None, (text or "").split(",")):
         kind, _, frac = item.strip().partition(":")
-        if kind not in CHEATS and kind != STAGE_LAZY:
-            raise ConfigError(f"unknown cheater kind {kind!r}; choose from {', '.join((*CHEATS, STAGE_LAZY))}")
+        if kind not in CHEATS and kind not in STAGE_CHEATS:
+            raise ConfigError(f"unknown cheater kind {kind!r}; choose from {', '.join((*CHEATS, *STAGE_CHEATS))}")
         try:
             fraction = float(frac) if frac else None
         except ValueError as exc:
@@ -292,7 +291,7 @@ def build_nodes(opts: DevnetOptions, members: list[Member], data_root: Path, wor
                          slowdown=THROTTLE if m.kind == THROTTLED else 1.0, hardware_class=m.profile)
         if m.role == Role.MINER and m.stage is not None:
             cfg = dataclasses.replace(cfg, stage=m.stage)
-            m.node = StageMinerNode(m.client, m.keys, cfg, log, lazy=LazyStage() if m.kind == STAGE_LAZY else None)
+            m.node = StageMinerNode(m.client, m.keys, cfg, log, cheat=stage_cheat_of(m.kind))
         elif m.role == Role.MINER:
             cheat = None if m.kind in ("honest", THROTTLED) else MinerCheat(m.kind, fractions.get(m.kind))
             m.node = MinerNode(m.client, m.keys, cfg, log, cheat=cheat)
@@ -303,24 +302,6 @@ def build_nodes(opts: DevnetOptions, members: list[Member], data_root: Path, wor
             if m.kind == LAZY_AGGREGATOR:
                 m.node.tree.tamper = tamper_of(m.node)
         m.node.prestarted_worker = workers[i]
-
-
-def check_staged(opts: DevnetOptions) -> None:
-    """A staged devnet's counts, before anything starts."""
-    kinds = {k for k, _ in opts.cheaters}
-    if not opts.stages:
-        if STAGE_LAZY in kinds:
-            raise ConfigError(f"{STAGE_LAZY} is a stage miner: give --stages and --pipelines")
-        return
-    if opts.pipelines < 1:
-        raise ConfigError("a staged devnet needs --pipelines 1 or more (stage miners per stage)")
-    if kinds - {STAGE_LAZY}:
-        raise ConfigError(f"a staged devnet's cheaters are {STAGE_LAZY} only, not {', '.join(sorted(kinds - {STAGE_LAZY}))}")
-    if len(opts.cheaters) >= opts.miner_count or opts.throttled or opts.training.get("fan_in"):
-        raise ConfigError("a staged devnet needs an honest stage miner, and takes no --throttled nor --fan-in")
-    if opts.lying_validators or opts.lazy_aggregators:  # score audits and trees: not in staged runs (§16.9)
-        raise ConfigError("a staged devnet takes --lazy-validators and --silent-validators, not --lying-validators "
-                          "nor --lazy-aggregators")
 
 
 def _cheat_of(kind: str) -> ValidatorCheat | None:

@@ -24,6 +24,7 @@ from protocol.core.aggregation.state import (
     encoded_state,
 )
 from protocol.core.model.gpt import Params, flatten, num_params, unflatten
+from protocol.core.pipeline.staged_bundle import decode_model, encoded_model
 from protocol.core.proof.envelope import decode_envelope
 
 
@@ -85,12 +86,14 @@ def state_from_root(spec: TrainingSpec, run_seed: bytes, state_blob: bytes, stat
 
 
 def state_heldout_loss(spec: TrainingSpec, run_seed: bytes, state_blob: bytes, state_hash: bytes) -> float:
-    """The held-out loss of a round's starting state: what a validator reveals with its scores."""
+    """The held-out loss of a round's starting state (whole, or a staged run's stages joined):
+    what a validator reveals with its scores."""
     setup = Setup(spec, run_seed)
-    return heldout_loss(spec, run_seed, decode_state(state_blob, setup.model, state_hash).params)
+    return heldout_loss(spec, run_seed, decode_model(state_blob, setup.model, setup.stage_split, state_hash).params)
 
 
 def genesis_blob(spec: TrainingSpec) -> tuple[bytes, bytes]:
-    """(encoded genesis state, its hash): `init_params`, or the run's genesis checkpoint."""
-    blob, state_hash = encoded_state(genesis(spec), Setup(spec, b"").model)
-    return blob, bytes(state_hash)
+    """(encoded genesis state, its model hash): `init_params`, or the run's genesis checkpoint;
+    a staged run's as its stages' bundle (`pipeline/staged_bundle.py`)."""
+    setup = Setup(spec, b"")
+    return encoded_model(genesis(spec), setup.model, setup.stage_split)

@@ -17,6 +17,7 @@ from protocol.node.logs import kv
 from protocol.node.round_reads import RoundReads
 from protocol.node.stage_pipelines import whole_pipelines
 from protocol.node.staged_model import next_staged_state
+from protocol.node.staged_store import fetch_bundle, held_bundle, holds_bundle, keep_bundle
 from protocol.node.worker_pool import AsyncWorker
 
 if TYPE_CHECKING:
@@ -38,7 +39,8 @@ class GlobalState(RoundReads):
     worker: AsyncWorker | None
 
     async def state_for(self, round_: int) -> tuple[bytes, bytes]:
-        """(encoded θ_round, its hash), equal to the attested hash of `round_`.
+        """(encoded θ_round, its model hash), equal to the attested hash of `round_`: a whole
+        state's bytes, or a staged run's bundle of its stages (`pipeline/staged_bundle.py`).
 
         A node that holds the previous state recomputes this one and checks it against the
         chain; one that does not (it joined late, or lost its data dir), or whose result
@@ -85,9 +87,12 @@ class GlobalState(RoundReads):
 
     async def _fetch_state(self, want: bytes, patience_s: float) -> bytes | None:
         """The attested state from peers, asked for again every poll for up to `patience_s`."""
-        deadline = trio.current_time() + patience_s
+        deadline, split = trio.current_time() + patience_s, self.setup.stage_split
         while True:
-            fetched = await self.fetch_blob(want, BlobKind.STATE)
+            if split is None:
+                fetched = await self.fetch_blob(want, BlobKind.STATE)
+            else:  # a staged run: the index by the model hash, then each stage by its own hash
+                fetched = await fetch_bundle(self.fetch_blob, want, split)
             if fetched is not None or trio.current_time() >= deadline:
                 return fetched
             await trio.sleep(self.config.poll_s)
@@ -96,14 +101,26 @@ class GlobalState(RoundReads):
         rec = self.data.state.get(f"state:{round_}")
         if not rec or rec["hash"] != want.hex() or not self._holds_state(round_):
             return None
+        if (split := self.setup.stage_split) is not None:
+            return held_bundle(self.data.blobs, want, split)
         return self.data.blobs.read(bytes.fromhex(rec["blob"]))
 
     def _holds_state(self, round_: int) -> bool:
         """Whether this node keeps some state for `round_` (checked against the chain on use)."""
         rec = self.data.state.get(f"state:{round_}")
-        return bool(rec) and self.data.blobs.has(bytes.fromhex(rec["blob"]))
+        if not rec:
+            return False
+        if (split := self.setup.stage_split) is not None:
+            return holds_bundle(self.data.blobs, bytes.fromhex(rec["hash"]), split)
+        return self.data.blobs.has(bytes.fromhex(rec["blob"]))
 
     async def _keep_state(self, round_: int, want: bytes, blob: bytes) -> bytes:
+        """Hold `blob` as θ_round, served by its model hash `want` from now on (a staged run's
+        bundle as its index and stage blobs, `staged_store.py`)."""
+        if (split := self.setup.stage_split) is not None:
+            await trio.to_thread.run_sync(keep_bundle, self.data.blobs, blob, split, want)
+            self.data.state.set(f"state:{round_}", {"hash": want.hex(), "blob": want.hex()})
+            return blob
         self.data.state.set(f"state:{round_}", {"hash": want.hex(), "blob": (await self.put_blob(blob)).hex()})
         return blob
 

@@ -16,7 +16,10 @@ from protocol.config.run_config import RunConfig
 from protocol.config.run_setup import Setup, TrainingSpec
 from protocol.core.aggregation.state import decode_state
 from protocol.core.model.gpt import build_model, load_params, preset
+from protocol.core.pipeline.staged_bundle import decode_model
+from protocol.core.pipeline.staged_state import read_stage_index
 from protocol.node.global_model import genesis_blob
+from protocol.node.staged_store import keep_bundle
 from protocol.node.store import DataDir
 
 transformers = pytest.importorskip("transformers")  # a dev dependency: installed wherever tests run
@@ -41,6 +44,21 @@ def test_a_held_global_state_exports_to_a_folder_transformers_loads(tmp_path):
     written = export_state(model, state_hash, tmp_path / "node", tmp_path / "hf")
     assert sorted(p.name for p in written) == ["config.json", "model.safetensors"]
     assert_same_logits(tmp_path / "hf", model, decode_state(blob, model, state_hash).params)
+
+
+def test_a_staged_runs_model_exports_from_its_stage_index_and_stage_blobs(tmp_path):
+    spec = TrainingSpec(preset="llama-micro", stages=2, model={"tie_embeddings": False},
+                        compute={"outer_momentum": 0.9})
+    setup = Setup(spec, b"")
+    bundle, model_hash = genesis_blob(spec)
+    blobs = DataDir(tmp_path / "node").blobs
+    keep_bundle(blobs, bundle, setup.stage_split, model_hash)  # as a validator keeps a staged θ
+    export_state(setup.model, model_hash, tmp_path / "node", tmp_path / "hf", setup.stage_split)
+    assert_same_logits(tmp_path / "hf", setup.model, decode_model(bundle, setup.model, setup.stage_split, model_hash).params)
+    stage1 = read_stage_index(blobs.read(model_hash), setup.stage_split)[1]
+    blobs.path_for(stage1).unlink()  # a data dir missing a stage cannot export
+    with pytest.raises(ExportError, match=f"does not hold the model {stage1.hex()[:16]}"):
+        export_state(setup.model, model_hash, tmp_path / "node", tmp_path / "hf2", setup.stage_split)
 
 
 def test_a_missing_corrupt_or_foreign_state_and_a_gpt_are_refused(tmp_path):

@@ -19,7 +19,12 @@ from protocol.core.model.gpt import init_params, load_params
 from protocol.core.pipeline.attribution import Domain
 from protocol.core.pipeline.boundary import Direction, Slot, sign_boundary
 from protocol.core.pipeline.gpipe import fresh_state
-from protocol.core.pipeline.received_signatures import StepSignatures, misreported_slots
+from protocol.core.pipeline.received_signatures import (
+    NeighbourSegment,
+    StepSignatures,
+    contradicted_sends,
+    misreported_slots,
+)
 from protocol.core.pipeline.segment_bundle import (
     META_KEY,
     ServedBundle,
@@ -140,3 +145,30 @@ def test_a_received_hash_its_sender_did_not_sign_is_the_receivers_misreport():
     forged = sign_boundary(KEYS[1], DOMAIN.chain_id, DOMAIN.contract, named[0], lie)  # signed by itself
     sigs[1] = StepSignatures((sigs[1].inputs[0], forged), sigs[1].grads)
     assert misreported_slots(seat, 1, hashes, sigs, _neighbours(1), DOMAIN) == named
+
+
+def _as_neighbour(s: int, j: int, sigs=None, hashes=None) -> NeighbourSegment:
+    served = _served(s, j)
+    return NeighbourSegment(hashes or served.hashes, sigs or _signatures(s, j))
+
+
+def test_a_tensor_a_stage_signed_but_did_not_commit_as_sent_is_its_contradicted_send():
+    """Stage 1 committed what it computed but signed another activation for stage 2 (step 2,
+    microbatch 0): stage 2's signatures name that slot against stage 1; honest neighbours name
+    nothing, and a receiver's own signature of another hash proves nothing against its sender."""
+    seat, own = RECORDS[1].seat, _served(1, 0).hashes
+    honest = (_as_neighbour(0, 0), _as_neighbour(2, 0))
+    assert contradicted_sends(seat, 1, own, KEYS[1].public_key, honest, DOMAIN) == []
+    slot = Slot(seat.round, seat.pipeline, 1, 2, 0, Direction.FORWARD)
+    forked = bytes([own[1].sent_forward[0][0] ^ 1]) + own[1].sent_forward[0][1:]
+    hashes, sigs = list(_served(2, 0).hashes), list(_signatures(2, 0))
+    hashes[1] = dataclasses.replace(hashes[1], received_inputs=(forked, *hashes[1].received_inputs[1:]))
+    signed = sign_boundary(KEYS[1], DOMAIN.chain_id, DOMAIN.contract, slot, forked)  # stage 1 signed the fork
+    sigs[1] = StepSignatures((signed, *sigs[1].inputs[1:]), sigs[1].grads)
+    above = _as_neighbour(2, 0, sigs, hashes)
+    assert contradicted_sends(seat, 1, own, KEYS[1].public_key, (honest[0], above), DOMAIN) == [slot]
+    assert contradicted_sends(seat, 1, own, KEYS[1].public_key, (None, above), DOMAIN) == [slot]
+    framed = sign_boundary(KEYS[2], DOMAIN.chain_id, DOMAIN.contract, slot, forked)  # stage 2 signs it itself
+    sigs[1] = StepSignatures((framed, *sigs[1].inputs[1:]), sigs[1].grads)
+    assert contradicted_sends(seat, 1, own, KEYS[1].public_key, (honest[0], _as_neighbour(2, 0, sigs, hashes)),
+                              DOMAIN) == []

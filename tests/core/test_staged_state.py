@@ -1,5 +1,5 @@
 """A staged run's state (PROTOCOL.md §16.2): one blob per stage, fetched and checked alone, the
-model hash the Merkle root over the stage hashes; without stages the hash is today's."""
+model hash the hash of the stage index that names them; without stages the hash is today's."""
 
 from __future__ import annotations
 
@@ -13,15 +13,16 @@ from protocol.core.aggregation.state import (
     genesis_state,
     global_state_hash,
 )
-from protocol.core.crypto.hashing import merkle_root
+from protocol.core.crypto.hashing import content_hash
 from protocol.core.model.config import preset
 from protocol.core.pipeline.stage_split import split_model
 from protocol.core.pipeline.staged_state import (
-    check_stage_hashes,
     decode_stage,
     encoded_stages,
     join_stages,
     model_hash,
+    read_stage_index,
+    stage_index,
     stage_part,
 )
 from protocol.core.train.compute_config import ComputeConfig
@@ -46,9 +47,10 @@ def test_without_stages_the_model_hash_is_the_whole_states():
 def test_each_stage_decodes_alone_and_the_stages_rejoin_the_whole_state(momentum):
     s, split = _state(momentum), split_model(MODEL, 2)
     stages = encoded_stages(s, MODEL, split)
-    root = model_hash(s, MODEL, split)
-    assert root == merkle_root([h for _, h in stages]) != global_state_hash(s, MODEL)
-    check_stage_hashes(root, [h for _, h in stages], split)
+    index = stage_index([h for _, h in stages])
+    assert model_hash(s, MODEL, split) == content_hash(index) != global_state_hash(s, MODEL)
+    assert len(index) == 8 + 32 * 2  # what a stage miner fetches besides its own stage
+    assert read_stage_index(index, split) == [h for _, h in stages]
     parts = [decode_stage(blob, MODEL, split, i, h) for i, (blob, h) in enumerate(stages)]
     for i, part in enumerate(parts):
         assert set(part.params) == set(split.names[i])
@@ -71,7 +73,10 @@ def test_a_stage_blob_is_refused_for_another_stage_tampered_or_under_another_roo
     tampered[-1] ^= 1
     with pytest.raises(StateFormatError, match="does not hash"):
         decode_stage(bytes(tampered), MODEL, split, 0, h0)
-    with pytest.raises(StateFormatError, match="not the 2 stages"):
-        check_stage_hashes(model_hash(s, MODEL, split), [h1, h0], split)  # the order is part of the root
-    with pytest.raises(StateFormatError, match="not the 2 stages"):
-        check_stage_hashes(model_hash(s, MODEL, split), [h0], split)
+    assert content_hash(stage_index([h1, h0])) != model_hash(s, MODEL, split)  # the order is part of the hash
+    with pytest.raises(StateFormatError, match="not a stage index of 2 stages"):
+        read_stage_index(stage_index([h0]), split)
+    with pytest.raises(StateFormatError, match="not a stage index of 2 stages"):
+        read_stage_index(b"X" + stage_index([h0, h1])[1:], split)
+    with pytest.raises(StateFormatError, match="not a stage index of 2 stages"):
+        read_stage_index(blob0, split)  # a stage's own bytes are no index

@@ -4,8 +4,9 @@ after step 2) and four validators, one of which never replays, two rounds on the
 Every round ends with one attested model; the lazy stage is caught replaying its own segments,
 reported and slashed, and its pipeline's update dropped (its honest stage-mate scores 0 for that
 round and is never slashed); the lazy validator's made-up stage witnesses fail their audits and it
-is slashed; every other honest stage miner is verified and paid in every round it trained, and
-each prunes its served segments once a round is final."""
+is slashed; every other honest stage miner is verified and paid in every round it trained, fetches
+only its own stage of the next model (PROTOCOL.md §16.2), and prunes its served segments once a
+round is final."""
 
 from __future__ import annotations
 
@@ -38,7 +39,11 @@ def test_a_staged_devnet_catches_a_lazy_stage_and_a_lazy_validator_and_pays_the_
     assert confirmed == {(lazy["address"], "replay"), (lazy_validator["address"], "lazy_validator")}, confirmed
     # nobody else is accused
     assert {r["accused"] for r in report["reports"]} == {lazy["address"], lazy_validator["address"]}
-    assert '"event": "pruned stage segments", "round": 0' in (out / "devnet.log").read_text()
+    log = (out / "devnet.log").read_text()
+    assert '"event": "pruned stage segments", "round": 0' in log
+    # round 1's stage miners fetch their stage of θ_1 alone, by the stage index the model hash names
+    assert log.count('"event": "stage of the model fetched alone", "round": 1') >= 2, log[-3000:]
+    assert '"event": "no peer serves the round\'s stage, making the whole model", "round": 1' not in log
     for r in rounds:
         miners = {m["address"]: m for m in r["miners"]}
         cheat = miners[lazy["address"]]

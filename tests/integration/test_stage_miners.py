@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pytest
 import trio
 
-from miner.stage_cheat import LazyStage
+from miner.stage_cheat import ForkingStage, LazyStage, StageCheat
 from miner.stage_node import StageMinerNode
 from protocol.chain.client import ChainClient, Phase, Role
 from protocol.chain.deploy import deploy
@@ -87,8 +87,8 @@ class Served:
     job: StageCheckJob  # the validator's check of stage 0, segment 0 challenged (the last replayed for its update)
 
 
-async def run_round(tmp_path, worker: ProfileWorker, lazy: LazyStage | None) -> Served:
-    """Round 0 of two stage miners (stage 0 `lazy` when given) and a validator on a fresh chain."""
+async def run_round(tmp_path, worker: ProfileWorker, cheat: StageCheat | None) -> Served:
+    """Round 0 of two stage miners (stage 0 cheating as `cheat` when given) and a validator on a fresh chain."""
     dev = DevChain(funded_accounts=3)
     accounts = dev.node_accounts()[:3]
     try:
@@ -101,7 +101,7 @@ async def run_round(tmp_path, worker: ProfileWorker, lazy: LazyStage | None) -> 
         validator = node_on(admin, accounts[2], tmp_path / "validator", Role.VALIDATOR,
                             validator_mask(classes, permitted, profile))  # a round opens only with a validator
         nodes = [node_on(admin, accounts[s], tmp_path / f"stage{s}", Role.MINER,
-                         miner_mask(classes, permitted, profile, s), stage=s, lazy=lazy if s == 0 else None)
+                         miner_mask(classes, permitted, profile, s), stage=s, cheat=cheat if s == 0 else None)
                  for s in range(2)]
         admin.start()
         validator.worker = AsyncWorker(worker)
@@ -127,7 +127,7 @@ def node_on(admin: ChainClient, account, data_dir, role: Role, mask: int, **extr
     if role == Role.VALIDATOR:
         return NodeContext(client, keys, NodeConfig(data_dir=data_dir, listen=listen), log)
     cfg = NodeConfig(data_dir=data_dir, listen=listen, max_rounds=1, stage=extra["stage"], stage_wait_s=60)
-    return StageMinerNode(client, keys, cfg, log, lazy=extra["lazy"])
+    return StageMinerNode(client, keys, cfg, log, cheat=extra["cheat"])
 
 
 async def fetch_and_check(admin: ChainClient, setup: Setup, nodes: list[StageMinerNode],
@@ -173,7 +173,7 @@ def worker():
 
 @pytest.mark.trio
 async def test_two_stage_miners_train_their_pipeline_over_the_link_and_commit_replayable_stages(tmp_path, worker):
-    got = await run_round(tmp_path, worker, lazy=None)
+    got = await run_round(tmp_path, worker, cheat=None)
     setup, miners = got.setup, got.miners
     statuses = [worker.call(replay_all, setup.spec, setup.run_seed, miners, got.envelopes[s], got.bundles[s])
                 for s in range(2)]
@@ -200,7 +200,7 @@ async def test_two_stage_miners_train_their_pipeline_over_the_link_and_commit_re
 
 @pytest.mark.trio
 async def test_a_lazy_stage_fails_its_check_from_the_segment_it_cheated_in_and_its_neighbour_passes(tmp_path, worker):
-    got = await run_round(tmp_path, worker, lazy=LazyStage(from_step=2))
+    got = await run_round(tmp_path, worker, cheat=LazyStage(from_step=2))
     lazy, honest = got.checks
     assert lazy.outcome.kind is FraudKind.REPLAY and lazy.outcome.segment == 1, lazy.outcome
     assert "step 3" in lazy.outcome.detail
@@ -209,6 +209,23 @@ async def test_a_lazy_stage_fails_its_check_from_the_segment_it_cheated_in_and_i
     assert got.audits[0] is not None and got.audits[0].served and not got.audits[0].matches
     assert got.audits[1] is not None and got.audits[1].matches
     check_boundaries(got)  # the lazy stage's tensors are what it signed and its neighbour received
+
+
+@pytest.mark.trio
+async def test_a_stage_that_sends_other_tensors_than_it_commits_is_named_by_its_neighbours_signatures(tmp_path, worker):
+    """Stage 0 trains and commits honestly but sends stage 1 forked activations at step 3: both
+    stages replay exactly (stage 1 trained on what it was signed), and only stage 0's signatures
+    in stage 1's served segment show that it signed tensors it did not commit as sent."""
+    got = await run_round(tmp_path, worker, cheat=ForkingStage(at_step=3))
+    forking, honest = got.checks
+    assert forking.outcome.kind is FraudKind.REPLAY and forking.outcome.segment == 1, forking.outcome
+    assert "signed 2 tensors it did not commit as sent, first at step 3" in forking.outcome.detail
+    assert honest.outcome.kind is None, honest.outcome.detail  # fed the forked tensors, it replays exactly
+    assert all(a is not None and a.served and a.matches for a in got.audits)  # each stage's own replays are exact
+    setup = got.setup
+    statuses = [worker.call(replay_all, setup.spec, setup.run_seed, got.miners, got.envelopes[s], got.bundles[s])
+                for s in range(2)]
+    assert statuses == [[StageReplayStatus.EXACT] * 2] * 2  # what a check without the neighbour's signatures sees
 
 
 def scaled_update(update: bytes, setup: Setup) -> bytes:

@@ -11,7 +11,6 @@ import torch
 
 from protocol.config.run_config import RunConfig
 from protocol.config.run_setup import resolve
-from protocol.core.aggregation.state import decode_state
 from protocol.core.model.gpt import load_params
 from protocol.core.pipeline.gpipe import fresh_state
 from protocol.core.pipeline.stage_checkpoint import capture
@@ -20,6 +19,7 @@ from protocol.core.pipeline.stage_module import StageModule, stage_params
 from protocol.core.pipeline.stage_pay import stage_flops_per_token
 from protocol.core.pipeline.stage_record import record_pipeline
 from protocol.core.pipeline.stage_slots import StageSeat
+from protocol.core.pipeline.staged_bundle import decode_model
 from protocol.core.train.compress import compress, encode_update
 from protocol.node.global_model import genesis_blob
 from protocol.node.pipeline_batches import pipeline_batches
@@ -36,7 +36,7 @@ FAILED = "a stage of its pipeline failed its check"
 def trained():
     """θ_0 and every stage's envelope of both pipelines, trained honestly."""
     blob, state_hash = genesis_blob(SETUP.spec)
-    theta = decode_state(blob, SETUP.model, state_hash).params
+    theta = decode_model(blob, SETUP.model, SETUP.stage_split, state_hash).params
     split, cfg = SETUP.stage_split, SETUP.compute
     envelopes = []
     for p, members in enumerate(PIPELINES):

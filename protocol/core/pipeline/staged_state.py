@@ -1,13 +1,14 @@
 """A staged run's global state: one content-addressed blob per stage, and the model hash as the
-Merkle root over them (docs/PROTOCOL.md §16.2).
+hash of their index (docs/PROTOCOL.md §16.2).
 
 Without stages the model hash is `global_state_hash`, blake3 of the whole state's bytes, as ever.
 With S stages, stage s's slice of the state (its parameters by name, its values of the outer
 momentum in the whole model's order, the norm per step) is encoded as a whole state is, with the
-metadata `config hash:stage s/S`; its hash is blake3 of those bytes, and the model hash is
-`merkle_root` over the S stage hashes in stage order. A stage miner fetches only its stage's blob
-by its hash and checks that hash against the attested model hash with the S stage hashes
-(`check_stage_hashes`: S x 32 bytes), so nobody downloads a stage it does not train.
+metadata `config hash:stage s/S`; its hash is blake3 of those bytes. The **stage index** is
+`STAGE_INDEX_MAGIC` and the S stage hashes in stage order (8 + 32 S bytes), and the model hash is
+its blake3. So the index is itself a blob addressed by the model hash: a stage miner fetches the
+index (checked against the attested hash like any blob), then its stage's blob alone by the hash
+the index names, and nobody downloads a stage it does not train.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from protocol.core.aggregation.state import (
     global_state_hash,
     state_metadata,
 )
-from protocol.core.crypto.hashing import Digest, content_hash, merkle_root
+from protocol.core.crypto.hashing import Digest, content_hash
 from protocol.core.model.gpt import ModelConfig, param_shapes
 from protocol.core.pipeline.stage_split import StageSplit
 
@@ -57,27 +58,38 @@ def encoded_stages(s: GlobalState, model: ModelConfig, split: StageSplit) -> lis
     return [(b, content_hash(b)) for b in blobs]
 
 
+STAGE_INDEX_MAGIC = b"VTSIDXv1"
+
+
+def stage_index(stage_hashes: Sequence[bytes]) -> bytes:
+    """The blob the model hash of a staged state addresses: the stage hashes in stage order."""
+    if not stage_hashes or any(len(h) != 32 for h in stage_hashes):
+        raise StateFormatError("a stage index holds one 32-byte hash per stage")
+    return STAGE_INDEX_MAGIC + b"".join(stage_hashes)
+
+
+def read_stage_index(blob: bytes, split: StageSplit) -> list[bytes]:
+    """The split's S stage hashes from a stage index (its hash checked by whoever fetched it)."""
+    body = blob[len(STAGE_INDEX_MAGIC):]
+    if not blob.startswith(STAGE_INDEX_MAGIC) or len(body) != 32 * split.count:
+        raise StateFormatError(f"not a stage index of {split.count} stages ({len(blob)} bytes)")
+    return [body[i:i + 32] for i in range(0, len(body), 32)]
+
+
 def staged_model_hash(stage_hashes: Sequence[bytes]) -> Digest:
-    return merkle_root(list(stage_hashes))
+    return content_hash(stage_index(stage_hashes))
 
 
 def model_hash(s: GlobalState, model: ModelConfig, split: StageSplit | None) -> Digest:
-    """The model hash attested on chain: the whole state's hash, or the root over its stages'."""
+    """The model hash attested on chain: the whole state's hash, or its stage index's."""
     if split is None:
         return global_state_hash(s, model)
     return staged_model_hash([h for _, h in encoded_stages(s, model, split)])
 
 
-def check_stage_hashes(attested: bytes, stage_hashes: Sequence[bytes], split: StageSplit) -> None:
-    """Raise StateFormatError unless `stage_hashes` are the split's S hashes under `attested`."""
-    if len(stage_hashes) != split.count or staged_model_hash(stage_hashes) != attested:
-        raise StateFormatError(f"the {len(stage_hashes)} stage hashes served are not the {split.count} "
-                               f"stages of the attested model hash")
-
-
 def decode_stage(blob: bytes, model: ModelConfig, split: StageSplit, stage: int, expected_hash: bytes) -> GlobalState:
-    """Stage `stage`'s served bytes, checked against its hash (checked in turn with
-    `check_stage_hashes`), its parameters' shapes and its metadata."""
+    """Stage `stage`'s served bytes, checked against its hash (the one the stage index names), its
+    parameters' shapes and its metadata."""
     return decode_state(blob, model, expected_hash, split.shapes(model, stage),
                         state_metadata(model, (stage, split.count)))
 
