@@ -15,6 +15,11 @@ that each received hash it committed is signed by its sender.
   sender never signed): caught whenever that segment is challenged, since it cannot show the
   sender's signature, p as above; saving (R/S)/n at most (the value of not waiting for, or of
   swapping, one tensor).
+- **A stage sends other tensors than it commits as sent** (it trains and commits honestly, so its
+  own replay is exact, and feeds its neighbour another tensor, which the neighbour trains on and
+  replays exactly): its neighbour's served segment holds its signature of the other tensor, so it
+  is named whenever that segment is challenged (`received_signatures.contradicted_sends`), p as
+  above; saving (R/S)/n at most (what it gains is the neighbour's training on its tensor).
 - **A stage withholds what it received**: its sender serves the tensors instead (both keep
   them until the round settles); nothing is hidden, nothing gained. Blocked.
 - **A stage equivocates** (signs two tensors for one slot): the stage link keeps the first and
@@ -24,10 +29,10 @@ that each received hash it committed is signed by its sender.
   paid for them; the silent stage commits nothing and loses its share. Blocked (−R/S at most,
   counted as 0 gain).
 
-p_detect_measured runs the three detectable attacks through the real code on a 3-stage Llama of
+p_detect_measured runs the four detectable attacks through the real code on a 3-stage Llama of
 n = 10 one-step segments: the attacked round is recorded (`stage_record.PipelineRecorder`), each
 segment is checked once by `stage_replay.replay_stage_segment` (and `misreported_slots` for the
-lie), and each trial draws V validators' challenges with `proof.challenge.make_challenge`; a trial
+lie, `contradicted_sends` for the fork), and each trial draws V validators' challenges with `proof.challenge.make_challenge`; a trial
 counts when one of them challenges a segment whose check fails.
 """
 
@@ -44,6 +49,7 @@ N_SEGMENTS = 10  # of the measured round: one step each
 LAZY = "lazy stage, 1/10 segments"
 COLLUDE = "two colluding adjacent stages (the sender's wrong activation, 1/10 segments)"
 LIE = "stage lies about what it received (one slot, 1/10 segments)"
+FORK = "stage sends other tensors than it commits as sent (one step, 1/10 segments)"
 
 
 def stage_slash(p: Params) -> Fraction:
@@ -60,6 +66,7 @@ def stage_rows(p: Params) -> list[Row]:
         saving(LAZY, "16.5 stage replay", det, gain, slash),
         pair,
         saving(LIE, "16.6 sender's signature", det, gain, slash),
+        saving(FORK, "16.6 neighbour's signatures", det, gain, slash),
         blocked("stage withholds what it received (its sender serves it)", "16.6 rule 5", Fraction(0),
                 "0, not negative: nothing is hidden, so nothing is gained"),
         blocked("stage equivocates (two signed tensors for one slot)", "16.4 link keeps the first", Fraction(0),
@@ -111,7 +118,8 @@ def _failing_segments() -> dict[str, tuple[int, set[int]]]:
 
     assert all(not failing(honest, s) for s in range(STAGES)), "an honest stage failed its replay"
     assert not failing(collude, 2), "the receiver of the colluding pair failed its replay"
-    return {LAZY: (1, failing(lazy, 1)), COLLUDE: (1, failing(collude, 1)), LIE: (2, _lied(honest, 2, segment=6))}
+    return {LAZY: (1, failing(lazy, 1)), COLLUDE: (1, failing(collude, 1)), LIE: (2, _lied(honest, 2, segment=6)),
+            FORK: (1, _forked(honest, 1, segment=7))}
 
 
 def _round(before_step: Any) -> list[Any]:
@@ -200,5 +208,32 @@ def _lied(records: list[Any], stage: int, segment: int) -> set[int]:
             hashes = dataclasses.replace(hashes, received_inputs=(bytes(32), *hashes.received_inputs[1:]))
         neighbours = (keys[stage - 1].public_key, None)
         if misreported_slots(record.seat, step, [hashes], [sigs], neighbours, domain):
+            found.add(j)
+    return found
+
+
+def _forked(records: list[Any], stage: int, segment: int) -> set[int]:
+    """The segments in which `contradicted_sends` names `stage`, which committed what it computed
+    but sent stage + 1 another activation (signed by it) in one slot of `segment`."""
+    from protocol.core.crypto.signing import NodeIdentity
+    from protocol.core.pipeline.attribution import Domain
+    from protocol.core.pipeline.boundary import Direction, Slot, sign_boundary
+    from protocol.core.pipeline.received_signatures import (
+        NeighbourSegment,
+        StepSignatures,
+        contradicted_sends,
+    )
+
+    key, domain = NodeIdentity.generate(), Domain(31337, bytes(20))
+    sender, receiver, found = records[stage], records[stage + 1], set()
+    for j in range(N_SEGMENTS):
+        own, got, step = sender.segment(j)[0].hashes, receiver.segment(j)[0].hashes, j + 1
+        if j == segment:
+            got = dataclasses.replace(got, received_inputs=(bytes(32), *got.received_inputs[1:]))
+        sigs = StepSignatures(tuple(sign_boundary(key, domain.chain_id, domain.contract,
+                                                  Slot(1, 0, stage, step, m, Direction.FORWARD), h)
+                                    for m, h in enumerate(got.received_inputs)), ())
+        above = NeighbourSegment([got], [sigs])
+        if contradicted_sends(sender.seat, step, [own], key.public_key, (None, above), domain):
             found.add(j)
     return found

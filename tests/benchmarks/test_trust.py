@@ -52,7 +52,7 @@ def test_every_named_cheat_has_a_row(result: dict) -> None:
     assert set(CHEATS) <= names | {"withhold-challenger", "serve-late"}  # serve-late is honest
     measured = [r for r in result["figures"]["rows"] if r["p_detect_measured"] is not None]
     audited = {"never-replaying validator", "half-replaying validator", "validator skipping one miner"}
-    staged = {trust_stages.LAZY, trust_stages.COLLUDE, trust_stages.LIE}
+    staged = {trust_stages.LAZY, trust_stages.COLLUDE, trust_stages.LIE, trust_stages.FORK}
     assert {r["attack"] for r in measured} == {a for a, *_ in trust.MINER_CHEATS} | audited | {trust.SPOOF} | staged
 
 
@@ -226,10 +226,12 @@ def test_aggregation_rows_never_pay_at_the_devnet_nor_at_the_bounds() -> None:
 def test_each_stage_attack_fails_the_real_check_in_exactly_its_segment_and_honest_stages_never(result: dict) -> None:
     """The measured round: a lazy stage fails its replay only in the segment it skipped, the
     colluding pair's sender only where it sent the wrong activation (its receiver replays exactly:
-    asserted inside), the lying receiver only where it committed an unsigned hash; every honest
-    stage replays exactly. The stage rows never pay (priced at R/S a stage)."""
+    asserted inside), the lying receiver only where it committed an unsigned hash, the forking
+    sender only where its neighbour holds its signature of another tensor; every honest stage
+    replays exactly. The stage rows never pay (priced at R/S a stage)."""
     failing = trust_stages._failing_segments()
-    assert failing == {trust_stages.LAZY: (1, {3}), trust_stages.COLLUDE: (1, {7}), trust_stages.LIE: (2, {6})}
+    assert failing == {trust_stages.LAZY: (1, {3}), trust_stages.COLLUDE: (1, {7}), trust_stages.LIE: (2, {6}),
+                       trust_stages.FORK: (1, {7})}
     by = rows(result)
     for attack in failing:
         assert by[attack]["p_detect_exact"] == by[trust_stages.LAZY]["p_detect_exact"]
