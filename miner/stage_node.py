@@ -172,9 +172,11 @@ class StageMinerNode(MinerNode):
         return kept
 
     async def _prune(self, current: int) -> None:
-        """Free the segment bundles of past rounds nobody can ask about any more: finalized and
-        with no open report against this miner (voters fetch while one is open)."""
+        """Free the link's memory of earlier rounds, and the segment bundles of past rounds nobody
+        can ask about any more: finalized and with no open report against this miner (voters fetch
+        while one is open)."""
         await super()._prune(current)
+        self.inbox.forget_before(current)  # every earlier round is closed: its bundles hold what counts
         for q in _held_rounds(self.segments.root):
             if q >= current or not await self.port(self.port.read.rounds.finalized, q):
                 continue

@@ -22,7 +22,7 @@ from protocol.core.pipeline.received_signatures import (
     contradicted_sends,
     misreported_slots,
 )
-from protocol.core.pipeline.segment_bundle import decode_segment
+from protocol.core.pipeline.segment_bundle import ServedBundle, decode_segment
 from protocol.core.pipeline.stage_checkpoint import capture, stage_state_hash
 from protocol.core.pipeline.stage_envelope import StageEnvelope, decode_stage_envelope
 from protocol.core.pipeline.stage_module import StageModule
@@ -104,15 +104,11 @@ def _start(setup: Setup, env: StageEnvelope, state_blob: bytes, state_hash: byte
 def _segment(job: StageCheckJob, setup: Setup, env: StageEnvelope, j: int, blob: bytes | None,
              data: Sequence) -> CheckOutcome | StageReplayResult:
     """The segment's failed verdict, or its exact replay."""
-    split, cfg, count, seat = setup.stage_split, setup.compute, job.spec.microbatches, env.seat
-    assert split is not None
-    k = cfg.checkpoint_every
+    seat, k = env.seat, setup.compute.checkpoint_every
     if blob is None:
         return _fails(job, FraudKind.UNAVAILABLE, j, f"segment {j} not served")
     try:
-        bundle = decode_segment(blob, setup.model, split, seat, k, count, cfg.batch_size // count, j * k)
-        result = replay_stage_segment(StageTask(setup.model, split, cfg, count, seat), env.trace, j, bundle.segment,
-                                      data[j * k:(j + 1) * k])
+        bundle, result = _replayed(setup, env, j, blob, data, job.spec.microbatches)
     except (BlobFormatError, ServedDataMismatch) as exc:
         return _fails(job, FraudKind.UNAVAILABLE, j, f"segment {j}: {exc}")
     if result.status is not StageReplayStatus.EXACT:
@@ -132,6 +128,18 @@ def _segment(job: StageCheckJob, setup: Setup, env: StageEnvelope, j: int, blob:
         return _fails(job, FraudKind.REPLAY, j, f"segment {j}: signed {len(sends)} tensors it did not commit as sent, "
                                                 f"first at step {sends[0].step}")
     return result
+
+
+def _replayed(setup: Setup, env: StageEnvelope, j: int, blob: bytes, data: Sequence,
+              count: int) -> tuple[ServedBundle, StageReplayResult]:
+    """Segment j of the stage's served bundle, decoded and replayed against its committed trace;
+    BlobFormatError or ServedDataMismatch when it is not what the stage committed."""
+    split, cfg, seat = setup.stage_split, setup.compute, env.seat
+    assert split is not None
+    k = cfg.checkpoint_every
+    bundle = decode_segment(blob, setup.model, split, seat, k, count, cfg.batch_size // count, j * k)
+    task = StageTask(setup.model, split, cfg, count, seat)
+    return bundle, replay_stage_segment(task, env.trace, j, bundle.segment, data[j * k:(j + 1) * k])
 
 
 def _neighbour_segments(job: StageCheckJob, setup: Setup, seat: StageSeat,
@@ -177,16 +185,12 @@ class StageAuditJob:
 def replay_stage_for_audit(job: StageAuditJob) -> AuditReplay:
     setup = Setup(job.spec, job.run_seed)
     env = decode_stage_envelope(job.envelope, job.max_bytes)
-    split, cfg, count, seat = setup.stage_split, setup.compute, job.spec.microbatches, env.seat
-    assert split is not None
-    k, data, inner = cfg.checkpoint_every, pipeline_batches(setup, seat.round, job.members), []
-    task = StageTask(setup.model, split, cfg, count, seat)
+    data, inner = pipeline_batches(setup, env.seat.round, job.members), []
     for j, blob in job.bundles.items():
         if blob is None:
             return AuditReplay(False, False, ())
         try:
-            bundle = decode_segment(blob, setup.model, split, seat, k, count, cfg.batch_size // count, j * k)
-            result = replay_stage_segment(task, env.trace, j, bundle.segment, data[j * k:(j + 1) * k])
+            _, result = _replayed(setup, env, j, blob, data, job.spec.microbatches)
         except (BlobFormatError, ServedDataMismatch):
             return AuditReplay(False, False, ())
         if result.status is not StageReplayStatus.EXACT:

@@ -138,13 +138,14 @@ class StageInbox:
         """Drop a used tensor's bytes; its signed hash stays in `evidence`."""
         self._tensors.pop(slot, None)
 
-    def forget(self, round_: int) -> None:
-        """Everything of `round_`: expectations, tensors, evidence (once the stage committed it)."""
-        self._lanes = {k: v for k, v in self._lanes.items() if k.round != round_}
-        self._tensors = {k: v for k, v in self._tensors.items() if k.round != round_}
-        self._waiting = {k: v for k, v in self._waiting.items() if k.round != round_}
-        self.evidence = {k: v for k, v in self.evidence.items() if k.round != round_}
-        self.equivocations = {k: v for k, v in self.equivocations.items() if k.round != round_}
+    def forget_before(self, round_: int) -> None:
+        """Everything of the rounds before `round_`: expectations, tensors, evidence (their
+        signatures are in the segment bundles the stage wrote when it closed each round)."""
+        self._lanes = {k: v for k, v in self._lanes.items() if k.round >= round_}
+        self._tensors = {k: v for k, v in self._tensors.items() if k.round >= round_}
+        self._waiting = {k: v for k, v in self._waiting.items() if k.round >= round_}
+        self.evidence = {k: v for k, v in self.evidence.items() if k.round >= round_}
+        self.equivocations = {k: v for k, v in self.equivocations.items() if k.round >= round_}
 
     async def receive(self, slot: Slot, timeout_s: float) -> Arrived:
         """The tensor of `slot` once it has arrived and checked; StageSilent after `timeout_s`."""

@@ -263,3 +263,10 @@ async def test_a_silent_neighbour_is_named_when_the_wait_ends(tmp_path):
             assert (info.value.slot, info.value.sender) == (fwd(1), first.key)
             await first.send(last, fwd(1), act)
             assert torch.equal(tensor_of(await last.inbox.receive(fwd(1), WAIT_S)), act)
+            # once the node is in a later round the link forgets this one: lanes, tensors, evidence
+            last.inbox.forget_before(ROUND)
+            assert fwd(1) in last.inbox.evidence
+            last.inbox.forget_before(ROUND + 1)
+            assert not last.inbox.evidence
+            with pytest.raises(UnexpectedSlot):
+                await last.inbox.receive(fwd(1), wait_s)
