@@ -127,7 +127,7 @@ class StageMinerNode(MinerNode):
             cheat = self.stage_cheat
             if method == "finish" and isinstance(cheat, LazyStage) and cheat.nudges_after(args[0]):
                 await self._work(stage_nudge, seat, cheat.scale)
-            if method == "forward" and out is not None and isinstance(cheat, ForkingStage):
+            if method in ("forward", "backward") and out is not None and isinstance(cheat, ForkingStage):
                 out = cheat.sends(args[0], out)
             if method == "finish":  # tests only: a slower machine (`slowdown`)
                 await trio.sleep(throttle_pause(self.config.slowdown, trio.current_time() - started[0]))

@@ -172,3 +172,16 @@ def test_a_tensor_a_stage_signed_but_did_not_commit_as_sent_is_its_contradicted_
     sigs[1] = StepSignatures((framed, *sigs[1].inputs[1:]), sigs[1].grads)
     assert contradicted_sends(seat, 1, own, KEYS[1].public_key, (honest[0], _as_neighbour(2, 0, sigs, hashes)),
                               DOMAIN) == []
+
+
+def test_a_gradient_a_stage_signed_but_did_not_commit_as_sent_is_named_by_the_stage_below():
+    seat, own = RECORDS[2].seat, _served(2, 1).hashes  # the last stage sends gradients back alone
+    slot = Slot(seat.round, seat.pipeline, 2, 3, 1, Direction.BACKWARD)
+    forked = bytes(32)
+    hashes, sigs = list(_served(1, 1).hashes), list(_signatures(1, 1))
+    hashes[0] = dataclasses.replace(hashes[0], received_grads=(hashes[0].received_grads[0], forked))
+    signed = sign_boundary(KEYS[2], DOMAIN.chain_id, DOMAIN.contract, slot, forked)
+    sigs[0] = StepSignatures(sigs[0].inputs, (sigs[0].grads[0], signed))
+    below = _as_neighbour(1, 1, sigs, hashes)
+    assert contradicted_sends(seat, 3, own, KEYS[2].public_key, (below, None), DOMAIN) == [slot]
+    assert contradicted_sends(seat, 3, own, KEYS[2].public_key, (_as_neighbour(1, 1), None), DOMAIN) == []

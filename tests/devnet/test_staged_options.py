@@ -26,8 +26,9 @@ def test_the_cheating_stages_are_named_and_taken_only_with_stages():
         parse_cheaters("stage-slow")
 
 
-def test_a_forking_stage_changes_one_bit_of_the_activations_of_its_step_alone():
-    fork, computed = ForkingStage(at_step=2), bytes(range(16))
-    assert fork.sends(1, computed) == computed and fork.sends(3, computed) == computed
-    sent = fork.sends(2, computed)
-    assert len(sent) == len(computed) and sent != computed and sent[1:] == computed[1:]
+def test_a_forking_stage_changes_one_bit_of_each_tensor_from_its_step_on():
+    fork, computed = ForkingStage(from_step=2), bytes(range(16))
+    assert fork.sends(1, computed) == computed
+    for step in (2, 3):
+        sent = fork.sends(step, computed)
+        assert len(sent) == len(computed) and sent != computed and sent[1:] == computed[1:]

@@ -213,13 +213,13 @@ async def test_a_lazy_stage_fails_its_check_from_the_segment_it_cheated_in_and_i
 
 @pytest.mark.trio
 async def test_a_stage_that_sends_other_tensors_than_it_commits_is_named_by_its_neighbours_signatures(tmp_path, worker):
-    """Stage 0 trains and commits honestly but sends stage 1 forked activations at step 3: both
+    """Stage 0 trains and commits honestly but sends stage 1 forked activations from step 3: both
     stages replay exactly (stage 1 trained on what it was signed), and only stage 0's signatures
     in stage 1's served segment show that it signed tensors it did not commit as sent."""
-    got = await run_round(tmp_path, worker, cheat=ForkingStage(at_step=3))
+    got = await run_round(tmp_path, worker, cheat=ForkingStage(from_step=3))
     forking, honest = got.checks
     assert forking.outcome.kind is FraudKind.REPLAY and forking.outcome.segment == 1, forking.outcome
-    assert "signed 2 tensors it did not commit as sent, first at step 3" in forking.outcome.detail
+    assert "signed 4 tensors it did not commit as sent, first at step 3" in forking.outcome.detail
     assert honest.outcome.kind is None, honest.outcome.detail  # fed the forked tensors, it replays exactly
     assert all(a is not None and a.served and a.matches for a in got.audits)  # each stage's own replays are exact
     setup = got.setup
