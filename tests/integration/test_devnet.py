@@ -22,7 +22,7 @@ def devnet_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("devnet")
     result = run_cli("devnet", "--miners", "2", "--validators", "4", "--lazy-validators", "1", "--rounds", "2",
                      "--preset", "micro", "--cheaters", "lazy,withhold-challenger,serve-late", "--out", str(out),
-                     "--timeout", "600", timeout=900)
+                     "--timeout", "1200", timeout=1500)
     assert result.code == 0, (result.stdout[-2000:], result.stderr[-3000:])
     assert "settlement" in result.stdout
     return json.loads((out / "report.json").read_text()), out

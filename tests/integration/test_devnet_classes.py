@@ -32,7 +32,7 @@ ROUNDS = 2
 @pytest.fixture(scope="module")
 def network(tmp_path_factory):
     out = tmp_path_factory.mktemp("devnet-classes")
-    opts = DevnetOptions(miners=3, validators=3, rounds=ROUNDS, preset="micro", out=out, timeout_s=600,
+    opts = DevnetOptions(miners=3, validators=3, rounds=ROUNDS, preset="micro", out=out, timeout_s=1200,
                          miner_classes=(A, B, C), validator_classes=(B, B, B), false_class_validators=1,
                          training={"classes": CLASSES, "compute": {"inner_steps": 12, "checkpoint_every": 3}},
                          # a class needs 300 of validator stake (the devnet's default: one validator's) and

@@ -29,7 +29,7 @@ def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("devnet-committees")
     result = run_cli("devnet", "--miners", str(MINERS), "--validators", str(VALIDATORS), "--committee", str(SEATS),
                      "--cheaters", "lazy", "--lying-validators", "1", "--rounds", "2", "--preset", "micro",
-                     "--commit-window", "60", "--out", str(out), "--timeout", "600", timeout=800)
+                     "--commit-window", "60", "--out", str(out), "--timeout", "1200", timeout=1500)
     assert result.code == 0, (result.stdout[-2000:], result.stderr[-3000:])
     return json.loads((out / "report.json").read_text()), records(out / "devnet.log")
 

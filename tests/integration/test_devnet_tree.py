@@ -28,7 +28,7 @@ def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("devnet-tree")
     result = run_cli("devnet", "--miners", str(MINERS), "--validators", str(VALIDATORS), "--fan-in", str(FAN_IN),
                      "--cheaters", "lazy", "--lazy-aggregators", "1", "--rounds", str(ROUNDS), "--preset", "micro",
-                     "--commit-window", "60", "--out", str(out), "--timeout", "600", timeout=800)
+                     "--commit-window", "60", "--out", str(out), "--timeout", "1200", timeout=1500)
     assert result.code == 0, (result.stdout[-2000:], result.stderr[-3000:])
     data = json.loads((out / "report.json").read_text())
     address_of = dict(zip(node_names(data["final"]), (f["address"].lower() for f in data["final"]), strict=True))
