@@ -49,11 +49,11 @@ def pinned_hashes(spec: TrainingSpec) -> dict[str, str]:
     genesis checkpoint, if any, is read first: a missing or wrong one fails before the corpus loads."""
     from protocol.core.hardware.replay_profile import profile_hash
     from protocol.core.model.gpt import config_hash
-    from protocol.core.pipeline.staged_state import model_hash
+    from protocol.core.pipeline.staged_bundle import encoded_model
 
     setup = Setup(spec, b"")
     model = setup.model
-    genesis_hash = model_hash(genesis(spec), model, setup.stage_split).hex()
+    genesis_hash = encoded_model(genesis(spec), model, setup.stage_split)[1].hex()
     dataset = load_dataset(spec.dataset)
     check_vocabulary(model.vocab_size, dataset.vocab_size, spec.dataset)
     return {

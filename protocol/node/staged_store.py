@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 
 from protocol.core.aggregation.state import StateFormatError
 from protocol.core.pipeline.stage_split import StageSplit
-from protocol.core.pipeline.staged_bundle import bundle_stages, open_bundle
+from protocol.core.pipeline.staged_bundle import open_bundle, pack_bundle
 from protocol.core.pipeline.staged_state import read_stage_index
 from protocol.core.wire.blob_caps import BlobKind
 from protocol.node.store import BlobStore
@@ -43,7 +43,7 @@ def held_bundle(blobs: BlobStore, model_hash: bytes, split: StageSplit) -> bytes
     hashes = held_stage_hashes(blobs, model_hash, split)
     if hashes is None or not all(blobs.has(h) for h in hashes):
         return None
-    return bundle_stages([blobs.read(h) for h in hashes])[0]
+    return pack_bundle(hashes, [blobs.read(h) for h in hashes])  # each read re-verifies its hash
 
 
 async def fetch_stage_hashes(fetch: Fetch, model_hash: bytes, split: StageSplit) -> list[bytes] | None:
@@ -68,4 +68,4 @@ async def fetch_bundle(fetch: Fetch, model_hash: bytes, split: StageSplit) -> by
         if blob is None:
             return None
         stages.append(blob)
-    return bundle_stages(stages)[0]
+    return pack_bundle(hashes, stages)

@@ -12,12 +12,12 @@ from protocol.core.crypto.hashing import content_hash
 from protocol.core.model.config import preset
 from protocol.core.model.gpt import param_shapes
 from protocol.core.pipeline.stage_split import split_model
-from protocol.core.pipeline.staged_aggregate import staged_next, staged_next_hash
+from protocol.core.pipeline.staged_aggregate import staged_next
+from protocol.core.pipeline.staged_bundle import encode_parts, encoded_model
 from protocol.core.pipeline.staged_state import (
     encode_stage,
     encoded_stages,
     join_stages,
-    model_hash,
     stage_part,
 )
 from protocol.core.train.compress import compress, encode_update
@@ -54,7 +54,7 @@ def test_staged_aggregation_gives_the_whole_models_bits_when_nothing_couples_the
     assert all(torch.equal(joined.params[k], whole.params[k]) for k in whole.params)
     assert any(not torch.equal(whole.params[k], state.params[k]) for k in state.params)  # it moved
     # each stage keeps its own norm per step; the model hash is the root over the new slices
-    assert staged_next_hash(parts, MODEL, SPLIT) != model_hash(state, MODEL, SPLIT)
+    assert encode_parts(parts, MODEL, SPLIT)[1] != encoded_model(state, MODEL, SPLIT)[1]
 
 
 def test_a_stage_moves_only_with_its_own_updates_and_the_pipeline_order_does_not_matter():
@@ -68,4 +68,4 @@ def test_a_stage_moves_only_with_its_own_updates_and_the_pipeline_order_does_not
     order = [2, 0, 1]
     shuffled = staged_next(start, [[b[i] for i in order] for b in blobs], [[STEPS[i] for i in order]] * 2, MODEL, CFG)
     straight = staged_next(start, blobs, [STEPS, STEPS], MODEL, CFG)
-    assert staged_next_hash(shuffled, MODEL, SPLIT) == staged_next_hash(straight, MODEL, SPLIT)
+    assert encode_parts(shuffled, MODEL, SPLIT) == encode_parts(straight, MODEL, SPLIT)

@@ -16,11 +16,11 @@ from protocol.core.aggregation.state import (
 from protocol.core.crypto.hashing import content_hash
 from protocol.core.model.config import preset
 from protocol.core.pipeline.stage_split import split_model
+from protocol.core.pipeline.staged_bundle import encoded_model
 from protocol.core.pipeline.staged_state import (
     decode_stage,
     encoded_stages,
     join_stages,
-    model_hash,
     read_stage_index,
     stage_index,
     stage_part,
@@ -40,7 +40,7 @@ def _state(momentum: bool) -> GlobalState:
 
 def test_without_stages_the_model_hash_is_the_whole_states():
     s = _state(False)
-    assert model_hash(s, MODEL, None) == global_state_hash(s, MODEL)
+    assert encoded_model(s, MODEL, None)[1] == global_state_hash(s, MODEL)
 
 
 @pytest.mark.parametrize("momentum", [False, True])
@@ -48,7 +48,7 @@ def test_each_stage_decodes_alone_and_the_stages_rejoin_the_whole_state(momentum
     s, split = _state(momentum), split_model(MODEL, 2)
     stages = encoded_stages(s, MODEL, split)
     index = stage_index([h for _, h in stages])
-    assert model_hash(s, MODEL, split) == content_hash(index) != global_state_hash(s, MODEL)
+    assert encoded_model(s, MODEL, split)[1] == content_hash(index) != global_state_hash(s, MODEL)
     assert len(index) == 8 + 32 * 2  # what a stage miner fetches besides its own stage
     assert read_stage_index(index, split) == [h for _, h in stages]
     parts = [decode_stage(blob, MODEL, split, i, h) for i, (blob, h) in enumerate(stages)]
@@ -73,7 +73,7 @@ def test_a_stage_blob_is_refused_for_another_stage_tampered_or_under_another_roo
     tampered[-1] ^= 1
     with pytest.raises(StateFormatError, match="does not hash"):
         decode_stage(bytes(tampered), MODEL, split, 0, h0)
-    assert content_hash(stage_index([h1, h0])) != model_hash(s, MODEL, split)  # the order is part of the hash
+    assert content_hash(stage_index([h1, h0])) != encoded_model(s, MODEL, split)[1]  # the order is part of the hash
     with pytest.raises(StateFormatError, match="not a stage index of 2 stages"):
         read_stage_index(stage_index([h0]), split)
     with pytest.raises(StateFormatError, match="not a stage index of 2 stages"):

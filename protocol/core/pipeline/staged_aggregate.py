@@ -1,6 +1,6 @@
 """Per-stage aggregation (docs/PROTOCOL.md §16.8): each stage's next slice from the verified
 updates of that stage's miners, by the run's rule (`state.aggregate`, device-independent as for
-a whole model), and the next model hash over the new slices.
+a whole model); `staged_bundle.encode_parts` gives the next model hash over the new slices.
 
 A stage miner's update is its stage's pseudo-gradient alone, compressed over the stage's flat
 values (chunks of `chunk` from the stage's first value). A pipeline whose update was dropped (a
@@ -15,11 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from protocol.core.aggregation.state import GlobalState, aggregate
-from protocol.core.crypto.hashing import Digest, content_hash
 from protocol.core.errors import ConfigError
 from protocol.core.model.gpt import ModelConfig
-from protocol.core.pipeline.stage_split import StageSplit
-from protocol.core.pipeline.staged_state import encode_stage, staged_model_hash
 from protocol.core.train.compute_config import ComputeConfig
 
 
@@ -30,11 +27,3 @@ def staged_next(parts: Sequence[GlobalState], updates: Sequence[Sequence[bytes]]
     if not len(parts) == len(updates) == len(steps):
         raise ConfigError(f"{len(parts)} stage slices, {len(updates)} update lists, {len(steps)} step lists")
     return [aggregate(part, blobs, model, cfg, list(st)) for part, blobs, st in zip(parts, updates, steps, strict=True)]
-
-
-def staged_next_hash(parts: Sequence[GlobalState], model: ModelConfig, split: StageSplit) -> Digest:
-    """The model hash of a staged state given as its slices, each with its own norm per step
-    (PROTOCOL.md §16.2)."""
-    if len(parts) != split.count:
-        raise ConfigError(f"{len(parts)} stage slices for {split.count} stages")
-    return staged_model_hash([content_hash(encode_stage(part, model, split, s)) for s, part in enumerate(parts)])

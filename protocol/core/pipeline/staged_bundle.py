@@ -35,10 +35,16 @@ from protocol.core.pipeline.staged_state import (
 LENGTH = struct.Struct(">Q")
 
 
+def pack_bundle(stage_hashes: Sequence[bytes], blobs: Sequence[bytes]) -> bytes:
+    """The bundle of stage blobs already known to hash to `stage_hashes` (read from a store or
+    fetched, each checked there): nothing is hashed again until the worker opens it."""
+    return stage_index(stage_hashes) + b"".join(LENGTH.pack(len(b)) + b for b in blobs)
+
+
 def bundle_stages(blobs: Sequence[bytes]) -> tuple[bytes, bytes]:
     """(bundle, model hash) of the stage blobs in stage order."""
-    index = stage_index([content_hash(b) for b in blobs])
-    return index + b"".join(LENGTH.pack(len(b)) + b for b in blobs), bytes(content_hash(index))
+    hashes = [bytes(content_hash(b)) for b in blobs]
+    return pack_bundle(hashes, blobs), bytes(content_hash(stage_index(hashes)))
 
 
 def open_bundle(bundle: bytes, split: StageSplit, model_hash: bytes) -> tuple[bytes, list[bytes]]:

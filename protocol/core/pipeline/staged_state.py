@@ -23,7 +23,6 @@ from protocol.core.aggregation.state import (
     StateFormatError,
     decode_state,
     encode_state,
-    global_state_hash,
     state_metadata,
 )
 from protocol.core.crypto.hashing import Digest, content_hash
@@ -74,17 +73,6 @@ def read_stage_index(blob: bytes, split: StageSplit) -> list[bytes]:
     if not blob.startswith(STAGE_INDEX_MAGIC) or len(body) != 32 * split.count:
         raise StateFormatError(f"not a stage index of {split.count} stages ({len(blob)} bytes)")
     return [body[i:i + 32] for i in range(0, len(body), 32)]
-
-
-def staged_model_hash(stage_hashes: Sequence[bytes]) -> Digest:
-    return content_hash(stage_index(stage_hashes))
-
-
-def model_hash(s: GlobalState, model: ModelConfig, split: StageSplit | None) -> Digest:
-    """The model hash attested on chain: the whole state's hash, or its stage index's."""
-    if split is None:
-        return global_state_hash(s, model)
-    return staged_model_hash([h for _, h in encoded_stages(s, model, split)])
 
 
 def decode_stage(blob: bytes, model: ModelConfig, split: StageSplit, stage: int, expected_hash: bytes) -> GlobalState:
