@@ -42,14 +42,16 @@ evm_precompiles.install()  # boa's worlds too: py-evm's BLS12-381 precompiles, s
 
 # The files that run whole networks, slowest first. pytest runs with three xdist workers that
 # take whole files in this order (`-n 3 --dist loadfile --no-loadscope-reorder` in pyproject.toml):
-# three workers start on the three longest networks and the short files fill in around them, so
-# they finish close together. The networks wait on phase deadlines much of the time, so on two
-# cores a third worker fills those waits: 942 s against 1084 s with two workers, the same tree,
-# December 2026 (1,690 CPU-s of the 1,898 two cores gave). Reorder when `--durations` shows a
-# new order; a file not listed runs after these, in collection order.
+# one worker starts on the three largest networks, which it runs in turn (below), the others on
+# the next longest, and the short files fill in around them, so they finish close together. The
+# networks wait on phase deadlines much of the time, so on two cores a third worker fills those
+# waits: 942 s against 1084 s with two workers, the same tree, December 2026. Reorder when
+# `--durations` shows a new order; a file not listed runs after these, in collection order.
 # Seconds: one full run of the suite with two workers on a 2-core machine (December 2026).
 NETWORKS_SLOWEST_FIRST = (
     "tests/integration/test_churn_soak.py",  # 351: 5 rounds, 13 CLI nodes, churn and faults
+    "tests/integration/test_devnet_committees.py",  # 18 nodes (the devnet's estimate: 87 s idle)
+    "tests/integration/test_devnet_tree.py",  # 15 nodes
     "tests/integration/test_devnet.py",  # 285 (150-285: an audit of an unserved checkpoint waits)
     "tests/integration/test_devnet_classes.py",  # 195
     "tests/contracts/test_caps.py",  # 104: 64 proofs of possession in py-evm
@@ -66,10 +68,35 @@ NETWORKS_SLOWEST_FIRST = (
     "tests/integration/test_node_stop.py",
 )
 
+# The three largest networks (13 to 18 nodes, each node with its own worker process) are one
+# unit of work for xdist, so one worker runs them one after another. When all three ran at once
+# (they ran last, on all three workers) two cores carried a load of 13 to 16 and 20 of 24 GiB
+# were in use; their phases overran their deadlines and CI failed (December 2026).
+LARGEST_NETWORKS = frozenset(NETWORKS_SLOWEST_FIRST[:3])
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {path: i for i, path in enumerate(NETWORKS_SLOWEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: the rest keep their order
+    items.sort(key=lambda item: rank.get(_file_of(item), len(rank)))  # stable: the rest keep their order
+
+
+def _file_of(nodeid: str | pytest.Item) -> str:
+    return (nodeid if isinstance(nodeid, str) else nodeid.nodeid).split("::", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own scheduler for `--dist loadfile`
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN001 (xdist's Producer)
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LargestNetworksInTurn(LoadFileScheduling):
+        """Whole files per worker, the largest networks one unit between them."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return "largest-networks" if _file_of(nodeid) in LARGEST_NETWORKS else super()._split_scope(nodeid)
+
+    return LargestNetworksInTurn(config, log)
 
 
 def anvil_binary() -> str | None:
