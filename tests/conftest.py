@@ -40,13 +40,11 @@ _load_training_fixtures()
 evm_precompiles.install()  # boa's worlds too: py-evm's BLS12-381 precompiles, sooner (protocol/chain/evm_precompiles.py)
 
 
-# The files that run whole networks, slowest first. pytest runs with three xdist workers that
-# take whole files in this order (`-n 3 --dist loadfile --no-loadscope-reorder` in pyproject.toml):
-# one worker starts on the three largest networks, which it runs in turn (below), the others on
-# the next longest, and the short files fill in around them, so they finish close together. The
-# networks wait on phase deadlines much of the time, so on two cores a third worker fills those
-# waits: 942 s against 1084 s with two workers, the same tree, December 2026. Reorder when
-# `--durations` shows a new order; a file not listed runs after these, in collection order.
+# The files that run whole networks, slowest first. pytest runs with two xdist workers that take
+# whole files in this order (`-n 2 --dist loadfile --no-loadscope-reorder` in pyproject.toml): one
+# worker starts on the three largest networks, which it runs in turn (below), the other on the
+# next longest, and the short files fill in around them, so they finish close together. Reorder
+# when `--durations` shows a new order; a file not listed runs after these, in collection order.
 # Seconds: one full run of the suite with two workers on a 2-core machine (December 2026).
 NETWORKS_SLOWEST_FIRST = (
     "tests/integration/test_churn_soak.py",  # 351: 5 rounds, 13 CLI nodes, churn and faults
@@ -68,10 +66,10 @@ NETWORKS_SLOWEST_FIRST = (
     "tests/integration/test_node_stop.py",
 )
 
-# The three largest networks (13 to 18 nodes, each node with its own worker process) are one
+# The three largest networks (13 to 19 nodes, each node with its own worker process) are one
 # unit of work for xdist, so one worker runs them one after another. When all three ran at once
-# (they ran last, on all three workers) two cores carried a load of 13 to 16 and 20 of 24 GiB
-# were in use; their phases overran their deadlines and CI failed (December 2026).
+# (they ran last, on three workers) two cores carried a load of 13 to 16 and 20 of 24 GiB were
+# in use; their phases overran their deadlines and CI failed (December 2026).
 LARGEST_NETWORKS = frozenset(NETWORKS_SLOWEST_FIRST[:3])
 
 
